@@ -1,0 +1,60 @@
+"""Result types shared by every method: per-unit scores, evidence, and run metadata.
+
+Convention: a unit's ``score`` is higher when the unit is more likely hallucinated.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class TokenUsage(BaseModel):
+    prompt: int = 0
+    completion: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+
+class RunMeta(BaseModel):
+    """What a run cost and what it used, so two results can be compared honestly."""
+
+    method: str
+    calls: int = Field(0, description="model calls actually sent to a provider")
+    cache_hits: int = 0
+    parse_failures: int = 0
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    seconds: float = 0.0
+    models: list[str] = Field(default_factory=list)
+    prompts: list[str] = Field(default_factory=list, description="id@version#hash of each prompt used")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Unit(BaseModel):
+    """One scored unit (sentence, claim, concept, answer, query)."""
+
+    text: str
+    score: float | None = Field(None, description="higher = more likely hallucinated; None when unscored")
+    parsed: bool = True
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class DetectionResult(BaseModel):
+    method: str
+    units: list[Unit]
+    meta: RunMeta
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DetectionResult":
+        return cls.model_validate_json(text)
