@@ -1,0 +1,98 @@
+"""Model strings -> LangChain chat models. Nothing outside backends/ knows a provider.
+
+    openai:<model>                        OPENAI_API_KEY (OPENAI_BASE_URL optional)
+    anthropic:<model>                     ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL optional)
+    openai-compatible:<base_url>#<model>  vLLM, llama.cpp server, ...; key from
+                                          OPENAI_COMPATIBLE_API_KEY if the server wants one
+    local:<name or path.gguf>             local GGUF models (served by the local-models extra)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from halluscope.errors import ConfigError, ModelSpecError
+
+Provider = Literal["openai", "anthropic", "openai-compatible", "local"]
+PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "openai-compatible", "local")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    provider: Provider
+    model: str
+    base_url: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Canonical name: what the cache key and run metadata record."""
+        if self.provider == "openai-compatible":
+            return f"openai-compatible:{self.base_url}#{self.model}"
+        if self.base_url:
+            return f"{self.provider}:{self.model}@{self.base_url}"
+        return f"{self.provider}:{self.model}"
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    provider, sep, rest = spec.strip().partition(":")
+    if not sep or not rest:
+        raise ModelSpecError(
+            f"model {spec!r} is not 'provider:model'; providers: {', '.join(PROVIDERS)} "
+            "(e.g. openai:gpt-4o-mini, anthropic:claude-3-5-haiku-latest, "
+            "openai-compatible:http://127.0.0.1:8000/v1#my-model, local:qwen2.5-coder-1.5b)"
+        )
+    if provider not in PROVIDERS:
+        raise ModelSpecError(f"unknown provider {provider!r} in {spec!r}; known: {', '.join(PROVIDERS)}")
+    if provider == "openai-compatible":
+        base_url, hash_sep, model = rest.rpartition("#")
+        if not hash_sep or not base_url or not model:
+            raise ModelSpecError(f"{spec!r}: write openai-compatible:<base_url>#<model>, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen")
+        if not base_url.startswith(("http://", "https://")):
+            raise ModelSpecError(f"{spec!r}: the base URL must start with http:// or https://")
+        return ModelSpec("openai-compatible", model, base_url.rstrip("/"))
+    if provider == "openai":
+        return ModelSpec("openai", rest, os.environ.get("OPENAI_BASE_URL") or None)
+    if provider == "anthropic":
+        return ModelSpec("anthropic", rest, os.environ.get("ANTHROPIC_BASE_URL") or None)
+    return ModelSpec(provider, rest)
+
+
+def _require_env(name: str, spec: ModelSpec) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(f"{spec.key} needs an API key: set {name} in the environment")
+    return value
+
+
+def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
+    """Build the provider's chat model with its own retries off: the gateway retries, once."""
+    if spec.provider in ("openai", "openai-compatible"):
+        from langchain_openai import ChatOpenAI
+
+        if spec.provider == "openai":
+            api_key = _require_env("OPENAI_API_KEY", spec)
+        else:
+            api_key = os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed"
+        return ChatOpenAI(
+            model=spec.model, api_key=api_key, base_url=spec.base_url, max_retries=0, timeout=timeout, cache=False
+        )
+    if spec.provider == "anthropic":
+        from langchain_anthropic import ChatAnthropic
+
+        return ChatAnthropic(
+            model=spec.model,
+            api_key=_require_env("ANTHROPIC_API_KEY", spec),
+            base_url=spec.base_url,
+            max_retries=0,
+            default_request_timeout=timeout,
+            cache=False,
+        )
+    raise ConfigError(
+        f"{spec.key}: local models are not served by this version of halluscope yet; "
+        "run the model behind an OpenAI-compatible server (llama.cpp, vLLM) and use "
+        "openai-compatible:<base_url>#<model>"
+    )

@@ -1,0 +1,479 @@
+"""The one place every chat call goes through: render, cache, retry, limit, count.
+
+A graph asks the gateway for ``call(model, prompt, variables, sample_index=...)``; the gateway
+renders the versioned prompt, answers from the disk cache when it can, otherwise calls the provider
+under one concurrency limit per model with exponential backoff and jitter on transient errors, parses
+the answer with the prompt's parser (a parse failure is recorded, not raised), and adds calls,
+tokens, cache hits and time to the run's ``CallStats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from halluscope.backends.cache import CallCache, call_key
+from halluscope.backends.chat import ModelSpec, make_chat_model, parse_model_spec
+from halluscope.errors import ConfigError, ModelUnavailableError, ParseError, PromptError
+from halluscope.prompts.registry import PromptRegistry, PromptTemplate, to_langchain
+from halluscope.results import RunMeta, TokenUsage
+
+CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
+TRANSIENT_STATUS = {408, 409, 425, 429}
+ModelLike = str | BaseChatModel
+
+
+# ---------------------------------------------------------------- accounting
+
+class CallStats:
+    """Counters of one run, safe to share across threads and tasks of that run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = time.perf_counter()
+        self.calls = 0
+        self.cache_hits = 0
+        self.retries = 0
+        self.parse_failures = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.model_seconds = 0.0
+        self.models: set[str] = set()
+        self.prompts: set[str] = set()
+
+    def record(self, reply: "ChatReply", seconds: float = 0.0) -> None:
+        with self._lock:
+            self.models.add(reply.model)
+            self.prompts.add(reply.prompt_ref)
+            if reply.cached:
+                self.cache_hits += 1
+            else:
+                self.calls += 1
+                self.prompt_tokens += reply.prompt_tokens
+                self.completion_tokens += reply.completion_tokens
+                self.model_seconds += seconds
+            if reply.parse_error is not None:
+                self.parse_failures += 1
+
+    def add_retry(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+    def meta(self, method: str, **params: Any) -> RunMeta:
+        with self._lock:
+            return RunMeta(
+                method=method,
+                calls=self.calls,
+                cache_hits=self.cache_hits,
+                parse_failures=self.parse_failures,
+                tokens=TokenUsage(prompt=self.prompt_tokens, completion=self.completion_tokens),
+                seconds=round(time.perf_counter() - self.started, 3),
+                models=sorted(self.models),
+                prompts=sorted(self.prompts),
+                params={"retries": self.retries, **params},
+            )
+
+
+@dataclass
+class ChatReply:
+    text: str
+    model: str
+    prompt_ref: str
+    sample_index: int
+    cached: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    logprobs: list[dict[str, Any]] | None = None
+    parsed: Any = None
+    parse_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.parse_error is None
+
+
+# ---------------------------------------------------------------- limits and retries
+
+class ModelLimiter:
+    """A concurrency bound shared by threads and event loops alike (one per model per gateway)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {limit}")
+        self.limit = limit
+        self.in_use = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    def _take(self) -> None:
+        self.in_use += 1
+        self.peak = max(self.peak, self.in_use)
+
+    def acquire(self) -> None:
+        with self._cond:
+            while self.in_use >= self.limit:
+                self._cond.wait()
+            self._take()
+
+    async def aacquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            if self.in_use < self.limit:
+                self._take()
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, waiter))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._cond:
+                if (loop, waiter) in self._waiters:
+                    self._waiters.remove((loop, waiter))
+            raise  # a slot already handed over is given back by _hand_over
+
+    def _hand_over(self, waiter: asyncio.Future[None]) -> None:
+        if waiter.cancelled():
+            self.release()
+        else:
+            waiter.set_result(None)
+
+    def release(self) -> None:
+        with self._cond:
+            while self._waiters:
+                loop, waiter = self._waiters.popleft()
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(self._hand_over, waiter)  # the slot moves, in_use stays
+                    return
+            self.in_use -= 1
+            self._cond.notify()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: wait ~ U(0, min(cap, initial * 2^attempt))."""
+
+    attempts: int = 6
+    initial: float = 1.0
+    cap: float = 60.0
+
+    @classmethod
+    def from_env(cls) -> "RetryPolicy":
+        return cls(
+            attempts=int(os.environ.get("HALLUSCOPE_MAX_ATTEMPTS", cls.attempts)),
+            initial=float(os.environ.get("HALLUSCOPE_RETRY_INITIAL", cls.initial)),
+            cap=float(os.environ.get("HALLUSCOPE_RETRY_CAP", cls.cap)),
+        )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors that can pass: rate limits, timeouts, 5xx, dropped connections."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status in TRANSIENT_STATUS or status >= 500
+    name = type(exc).__name__
+    if name in ("APIConnectionError", "APITimeoutError"):  # openai / anthropic client classes
+        return True
+    return isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError))
+
+
+def _explain(exc: BaseException, spec: str) -> ModelUnavailableError:
+    status = getattr(exc, "status_code", None)
+    if status in (401, 403):
+        return ModelUnavailableError(f"{spec} refused the API key ({status}): check the key variable for this provider")
+    if status is not None:
+        return ModelUnavailableError(f"{spec} refused the call ({status}): {exc}")
+    return ModelUnavailableError(
+        f"cannot reach {spec} ({type(exc).__name__}: {exc}); is the server running and the base URL right?"
+    )
+
+
+def _is_provider_error(exc: BaseException) -> bool:
+    return is_transient(exc) or isinstance(getattr(exc, "status_code", None), int)
+
+
+# ---------------------------------------------------------------- the gateway
+
+@dataclass
+class _Model:
+    key: str
+    chat: BaseChatModel
+    provider: str
+
+
+class Gateway:
+    """Shared by every graph of a process: one cache, one limiter per model, one prompt registry."""
+
+    def __init__(
+        self,
+        cache: CallCache | None = None,
+        registry: PromptRegistry | None = None,
+        retry: RetryPolicy | None = None,
+        concurrency: int = 4,
+        timeout: float = 120.0,
+    ) -> None:
+        self.cache = cache
+        self.registry = registry or PromptRegistry.from_env()
+        self.retry = retry or RetryPolicy.from_env()
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self._models: dict[str, _Model] = {}
+        self._limiters: dict[str, ModelLimiter] = {}
+        self._lock = threading.Lock()
+
+    # -- models
+
+    def model(self, model: ModelLike) -> _Model:
+        """Resolve a model string (or a ready chat model) once per gateway."""
+        if isinstance(model, BaseChatModel):
+            key = getattr(model, "model_id", None) or _instance_key(model)
+            with self._lock:
+                return self._models.setdefault(key, _Model(key, model, "instance"))
+        spec: ModelSpec = parse_model_spec(model)
+        with self._lock:
+            if spec.key not in self._models:
+                self._models[spec.key] = _Model(spec.key, make_chat_model(spec, self.timeout), spec.provider)
+            return self._models[spec.key]
+
+    def limiter(self, key: str) -> ModelLimiter:
+        with self._lock:
+            return self._limiters.setdefault(key, ModelLimiter(self.concurrency))
+
+    def prompt(self, prompt: str | PromptTemplate) -> PromptTemplate:
+        tpl = self.registry.get(prompt) if isinstance(prompt, str) else prompt
+        if tpl.kind != "chat":
+            raise PromptError(f"{tpl.id} is a completion prompt; it is run by a LogProbModel, not a chat model")
+        return tpl
+
+    # -- one call
+
+    def _prepare(
+        self, model: ModelLike, prompt: str | PromptTemplate, variables: Mapping[str, Any], params: Mapping[str, Any]
+    ) -> tuple[_Model, PromptTemplate, list[dict[str, str]], dict[str, Any]]:
+        unknown = set(params) - set(CALL_PARAMS)
+        if unknown:
+            raise ConfigError(f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}")
+        m = self.model(model)
+        tpl = self.prompt(prompt)
+        messages = tpl.render(**variables)
+        merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
+        if m.provider == "anthropic" and merged.get("logprobs"):
+            raise ConfigError(
+                f"{m.key} gives no log-probabilities; methods that need them (Direct Question probabilities, "
+                "likelihood semantic entropy, PHR, CLUE's offline scorer) need a local, openai or "
+                "openai-compatible model"
+            )
+        return m, tpl, messages, merged
+
+    @staticmethod
+    def _provider_kwargs(m: _Model, params: Mapping[str, Any], sample_index: int) -> dict[str, Any]:
+        kwargs = dict(params)
+        if kwargs.get("seed") is not None:
+            kwargs["seed"] = int(kwargs["seed"]) + sample_index  # N seeded samples must differ
+        if m.provider == "anthropic":
+            kwargs.pop("seed", None)  # the Messages API has no seed
+        if kwargs.get("logprobs") is False:
+            kwargs.pop("logprobs")
+        return kwargs
+
+    def _reply(self, m: _Model, tpl: PromptTemplate, sample_index: int, cached: bool, data: Mapping[str, Any]) -> ChatReply:
+        reply = ChatReply(
+            text=data["text"],
+            model=m.key,
+            prompt_ref=tpl.ref,
+            sample_index=sample_index,
+            cached=cached,
+            prompt_tokens=data.get("prompt_tokens", 0),
+            completion_tokens=data.get("completion_tokens", 0),
+            logprobs=data.get("logprobs"),
+        )
+        try:
+            reply.parsed = tpl.parse(reply.text)
+        except ParseError as exc:
+            reply.parse_error = str(exc)
+        return reply
+
+    def call(
+        self,
+        model: ModelLike,
+        prompt: str | PromptTemplate,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        sample_index: int = 0,
+        stats: CallStats | None = None,
+        **params: Any,
+    ) -> ChatReply:
+        m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
+        key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            reply = self._reply(m, tpl, sample_index, True, hit)
+            if stats is not None:
+                stats.record(reply)
+            return reply
+        kwargs = self._provider_kwargs(m, merged, sample_index)
+        lc_messages = to_langchain(messages)
+        limiter = self.limiter(m.key)
+        started = time.perf_counter()
+        try:
+            for attempt in Retrying(**self._retry_args(stats)):
+                with attempt:
+                    limiter.acquire()
+                    try:
+                        message = m.chat.invoke(lc_messages, **kwargs)
+                    finally:
+                        limiter.release()
+        except Exception as exc:
+            if _is_provider_error(exc):
+                raise _explain(exc, m.key) from exc
+            raise
+        return self._finish(m, tpl, key, sample_index, message, time.perf_counter() - started, stats)
+
+    async def acall(
+        self,
+        model: ModelLike,
+        prompt: str | PromptTemplate,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        sample_index: int = 0,
+        stats: CallStats | None = None,
+        **params: Any,
+    ) -> ChatReply:
+        m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
+        key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            reply = self._reply(m, tpl, sample_index, True, hit)
+            if stats is not None:
+                stats.record(reply)
+            return reply
+        kwargs = self._provider_kwargs(m, merged, sample_index)
+        lc_messages = to_langchain(messages)
+        limiter = self.limiter(m.key)
+        started = time.perf_counter()
+        try:
+            async for attempt in AsyncRetrying(**self._retry_args(stats)):
+                with attempt:
+                    await limiter.aacquire()
+                    try:
+                        message = await m.chat.ainvoke(lc_messages, **kwargs)
+                    finally:
+                        limiter.release()
+        except Exception as exc:
+            if _is_provider_error(exc):
+                raise _explain(exc, m.key) from exc
+            raise
+        return self._finish(m, tpl, key, sample_index, message, time.perf_counter() - started, stats)
+
+    def _retry_args(self, stats: CallStats | None) -> dict[str, Any]:
+        def before_sleep(_state: Any) -> None:
+            if stats is not None:
+                stats.add_retry()
+
+        return {
+            "retry": retry_if_exception(is_transient),
+            "wait": wait_random_exponential(multiplier=self.retry.initial, max=self.retry.cap),
+            "stop": stop_after_attempt(self.retry.attempts),
+            "reraise": True,
+            "before_sleep": before_sleep,
+        }
+
+    def _finish(
+        self,
+        m: _Model,
+        tpl: PromptTemplate,
+        key: str,
+        sample_index: int,
+        message: BaseMessage,
+        seconds: float,
+        stats: CallStats | None,
+    ) -> ChatReply:
+        usage = getattr(message, "usage_metadata", None) or {}
+        logprobs = (message.response_metadata or {}).get("logprobs")
+        data = {
+            "text": message.text if isinstance(message.text, str) else str(message.content),
+            "prompt_tokens": int(usage.get("input_tokens", 0)),
+            "completion_tokens": int(usage.get("output_tokens", 0)),
+            "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else logprobs,
+            "prompt_ref": tpl.ref,
+        }
+        if self.cache is not None:
+            self.cache.set(key, data)
+        reply = self._reply(m, tpl, sample_index, False, data)
+        if stats is not None:
+            stats.record(reply, seconds)
+        return reply
+
+    # -- N samples
+
+    def sample(
+        self,
+        model: ModelLike,
+        prompt: str | PromptTemplate,
+        variables: Mapping[str, Any] | None,
+        n: int,
+        *,
+        stats: CallStats | None = None,
+        **params: Any,
+    ) -> list[ChatReply]:
+        """N answers with sample indexes 0..N-1, each its own cache entry, run concurrently."""
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+        with ThreadPoolExecutor(max_workers=min(n, self.concurrency)) as pool:
+            futures = [
+                pool.submit(self.call, model, prompt, variables, sample_index=i, stats=stats, **params)
+                for i in range(n)
+            ]
+            return [f.result() for f in futures]
+
+    async def asample(
+        self,
+        model: ModelLike,
+        prompt: str | PromptTemplate,
+        variables: Mapping[str, Any] | None,
+        n: int,
+        *,
+        stats: CallStats | None = None,
+        **params: Any,
+    ) -> list[ChatReply]:
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+        return list(
+            await asyncio.gather(
+                *(self.acall(model, prompt, variables, sample_index=i, stats=stats, **params) for i in range(n))
+            )
+        )
+
+
+def _instance_key(model: BaseChatModel) -> str:
+    params = json.dumps(model._identifying_params, sort_keys=True, default=str)
+    return f"instance:{type(model).__name__}:{hashlib.sha256(params.encode()).hexdigest()[:12]}"
+
+
+_default: Gateway | None = None
+_default_lock = threading.Lock()
+
+
+def default_gateway() -> Gateway:
+    """The process-wide gateway (cache from HALLUSCOPE_CACHE_DIR; concurrency HALLUSCOPE_CONCURRENCY)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Gateway(
+                cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else CallCache(),
+                concurrency=int(os.environ.get("HALLUSCOPE_CONCURRENCY", "4")),
+            )
+        return _default
+

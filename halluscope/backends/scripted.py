@@ -1,0 +1,52 @@
+"""A chat model that answers by prompt content: for tests, and for the demo until local models land.
+
+It answers from a function of the prompt text (never of call order, which fan-out makes racy),
+reports word counts as token usage, and can raise injected errors to exercise the gateway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+Responder = Callable[[str, dict[str, Any]], str]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """``respond(prompt_text, call_params) -> answer``; it may raise to inject a failure."""
+
+    respond: Responder
+    model_id: str = "scripted:default"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_id": self.model_id}
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = "\n".join(m.text for m in messages)
+        params = {**kwargs, "stop": stop} if stop is not None else dict(kwargs)
+        answer = self.respond(prompt, params)
+        message = AIMessage(
+            content=answer,
+            usage_metadata={
+                "input_tokens": len(prompt.split()),
+                "output_tokens": len(answer.split()),
+                "total_tokens": len(prompt.split()) + len(answer.split()),
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
