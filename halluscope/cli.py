@@ -1,0 +1,245 @@
+"""The `halluscope` command line. Errors a user can fix print as one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from halluscope.backends.cache import CallCache
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.demo import print_report, run_demo
+from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
+from halluscope.prompts.registry import PromptRegistry, PromptTemplate
+from halluscope.results import DetectionResult, Unit
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("prompts and cache")
+    g.add_argument("--prompts", action="append", default=[], metavar="DIR",
+                   help="directory of your own prompt YAML files (adds versions or overrides; also HALLUSCOPE_PROMPTS)")
+    g.add_argument("--prompt", action="append", default=[], metavar="ID@VERSION",
+                   help="use this version of a prompt, e.g. fibe.create@2 (repeatable)")
+    g.add_argument("--cache-dir", metavar="DIR", help="model-call cache directory (default: HALLUSCOPE_CACHE_DIR or the user cache dir)")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
+    g.add_argument("--concurrency", type=int, default=4, help="concurrent calls per model (default 4)")
+    return common
+
+
+def _registry(args: argparse.Namespace) -> PromptRegistry:
+    return PromptRegistry.from_env(args.prompts, args.prompt)
+
+
+def _gateway(args: argparse.Namespace) -> Gateway:
+    cache = None if args.no_cache else CallCache(args.cache_dir)
+    return Gateway(cache=cache, registry=_registry(args), concurrency=args.concurrency)
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _prompt_yaml(p: PromptTemplate) -> str:
+    body = p.model_dump(exclude_none=True)
+    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    gateway = _gateway(args)
+    report = run_demo(gateway, args.model, progress=not args.json)
+    if args.json:
+        units = [
+            Unit(text=r.text, score=None, parsed=r.ok, evidence={"question": q, "sample_index": r.sample_index})
+            for q, replies in report.answers.items()
+            for r in replies
+        ]
+        result = DetectionResult(method="demo", units=units, meta=report.meta, evidence={"scripted_model": report.scripted})
+        print(result.to_json())
+    else:
+        print_report(report, sys.stdout)
+    return 0
+
+
+def cmd_prompts_list(args: argparse.Namespace) -> int:
+    reg = _registry(args)
+    rows = [
+        {"ref": p.ref, "id": p.id, "version": p.version, "default": reg.default_version(p.id) == p.version,
+         "override": reg.is_override(p), "kind": p.kind, "source": p.source}
+        for p in reg.all()
+    ]
+    if args.json:
+        _print_json(rows)
+        return 0
+    width = max(len(f"{r['id']}@{r['version']}") for r in rows)
+    for r in rows:
+        mark = ("*" if r["default"] else " ") + ("o" if r["override"] else " ")
+        print(f"{mark} {r['id'] + '@' + str(r['version']):<{width}}  {r['source']}")
+    print("\n* default version   o overridden by a file of yours")
+    return 0
+
+
+def cmd_prompts_show(args: argparse.Namespace) -> int:
+    p = _registry(args).get(args.ref)
+    print(f"# {p.ref}  ({p.path})")
+    print(_prompt_yaml(p), end="")
+    return 0
+
+
+def cmd_prompts_diff(args: argparse.Namespace) -> int:
+    reg = _registry(args)
+    a, b = reg.get(args.a), reg.get(args.b)
+    diff = difflib.unified_diff(
+        _prompt_yaml(a).splitlines(keepends=True), _prompt_yaml(b).splitlines(keepends=True), a.ref, b.ref
+    )
+    text = "".join(diff)
+    print(text if text else f"{a.ref} and {b.ref} are identical", end="" if text else "\n")
+    return 0
+
+
+def _key_values(pairs: Sequence[str], what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {pair!r} must be KEY=VALUE")
+        try:
+            out[key] = yaml.safe_load(value) if what == "--param" else value
+        except yaml.YAMLError:
+            out[key] = value
+    return out
+
+
+def cmd_prompts_run(args: argparse.Namespace) -> int:
+    gateway = _gateway(args)
+    prompt = gateway.registry.get(args.ref)
+    stats = CallStats()
+    replies = gateway.sample(
+        args.model, prompt, _key_values(args.var, "--var"), args.samples, stats=stats, **_key_values(args.param, "--param")
+    )
+    result = DetectionResult(
+        method=f"prompt:{prompt.id}",
+        units=[
+            Unit(text=r.text, score=None, parsed=r.ok,
+                 evidence={"sample_index": r.sample_index, "parsed": r.parsed, "parse_error": r.parse_error, "cached": r.cached})
+            for r in replies
+        ],
+        meta=stats.meta(f"prompt:{prompt.id}"),
+    )
+    if args.json:
+        print(result.to_json())
+        return 0
+    for r in replies:
+        print(f"--- sample {r.sample_index}{' (cached)' if r.cached else ''}")
+        print(r.text)
+        print(f"parsed: {json.dumps(r.parsed, ensure_ascii=False)}" if r.ok else f"PARSE FAILURE: {r.parse_error}")
+    m = result.meta
+    print(f"\n{prompt.ref}: {m.calls} calls, {m.cache_hits} cache hits, {m.tokens.prompt}+{m.tokens.completion} tokens, {m.seconds:.2f} s")
+    return 0
+
+
+def cmd_cache_stats(args: argparse.Namespace) -> int:
+    stats = CallCache(args.cache_dir).stats()
+    if args.json:
+        _print_json(stats)
+    else:
+        print(f"{stats['directory']}: {stats['entries']} cached calls, {stats['bytes'] / 1e6:.2f} MB")
+    return 0
+
+
+def cmd_cache_clear(args: argparse.Namespace) -> int:
+    cache = CallCache(args.cache_dir)
+    removed = cache.clear()
+    print(f"removed {removed} cached calls from {cache.directory}")
+    return 0
+
+
+def cmd_data_list(args: argparse.Namespace) -> int:
+    root = data_root(args.data)
+    rows = [{"name": name, "source": source_summary(name, args.data)} for name in list_datasets(args.data)]
+    if args.json:
+        _print_json({"root": str(root), "datasets": rows})
+    else:
+        print(f"{root}")
+        for r in rows:
+            print(f"  {r['name']:<28} {r['source']}")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="halluscope", description="Measure and detect LLM hallucinations with published methods."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", parents=[common], help="the main job, offline: sample answers through the gateway",
+                       description="Sample answers to a known and an unknowable question through the gateway and "
+                                   "print a report; a second run replays from the cache.")
+    p.add_argument("--model", help="model spec, e.g. openai:gpt-4o-mini (default: the offline scripted model)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_demo)
+
+    prompts = sub.add_parser("prompts", help="list, show, diff and try versioned prompts").add_subparsers(
+        dest="prompts_command", required=True, metavar="ACTION")
+    p = prompts.add_parser("list", parents=[common], help="every prompt: id, version, source")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_prompts_list)
+    p = prompts.add_parser("show", parents=[common], help="one prompt in full")
+    p.add_argument("ref", metavar="ID[@VERSION]")
+    p.set_defaults(func=cmd_prompts_show)
+    p = prompts.add_parser("diff", parents=[common], help="unified diff of two prompt versions")
+    p.add_argument("a", metavar="ID@A")
+    p.add_argument("b", metavar="ID@B")
+    p.set_defaults(func=cmd_prompts_diff)
+    p = prompts.add_parser("run", parents=[common], help="render a prompt, call a model through the gateway, parse")
+    p.add_argument("ref", metavar="ID[@VERSION]")
+    p.add_argument("--model", required=True, help="model spec, e.g. anthropic:claude-3-5-haiku-latest")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a prompt variable (repeatable)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs")
+    p.add_argument("--samples", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_prompts_run)
+
+    cache = sub.add_parser("cache", help="the model-call cache").add_subparsers(
+        dest="cache_command", required=True, metavar="ACTION")
+    p = cache.add_parser("stats", parents=[common], help="entries and size")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cache_stats)
+    p = cache.add_parser("clear", parents=[common], help="remove every cached call")
+    p.set_defaults(func=cmd_cache_clear)
+
+    data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
+        dest="data_command", required=True, metavar="ACTION")
+    p = data.add_parser("list", help="datasets found and their sources")
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except HalluscopeError as exc:
+        print(f"halluscope: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("halluscope: interrupted; finished calls are in the cache", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pure scoring functions (entropies, clustering, SBC, FEWL, PHR); imports nothing of halluscope."""

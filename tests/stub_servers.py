@@ -1,0 +1,80 @@
+"""A small HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions and Anthropic messages
+APIs, with a script of failures, so the real client libraries can be tested on the real wire."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class StubAPI:
+    """Answers every request with ``answer``; ``fail_next(status, n)`` makes the next n requests fail."""
+
+    def __init__(self, answer: str = "Yes") -> None:
+        self.answer = answer
+        self.requests: list[dict[str, Any]] = []
+        self._failures: deque[int] = deque()
+        self._lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                with stub._lock:
+                    stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    status = stub._failures.popleft() if stub._failures else 200
+                if self.path.endswith("/chat/completions"):
+                    payload = stub._openai(body) if status == 200 else {"error": {"message": f"stub {status}", "type": "stub_error"}}
+                elif self.path.endswith("/messages"):
+                    payload = stub._anthropic(body) if status == 200 else {"type": "error", "error": {"type": "stub_error", "message": f"stub {status}"}}
+                else:
+                    status, payload = 404, {"error": {"message": f"no route {self.path}"}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _openai(self, body: dict[str, Any]) -> dict[str, Any]:
+        logprobs = None
+        if body.get("logprobs"):
+            logprobs = {"content": [{"token": self.answer, "logprob": -0.05, "bytes": list(self.answer.encode()), "top_logprobs": []}]}
+        return {
+            "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.answer}, "finish_reason": "stop", "logprobs": logprobs}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+        }
+
+    def _anthropic(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": "msg_stub", "type": "message", "role": "assistant", "model": body.get("model", "stub"),
+            "content": [{"type": "text", "text": self.answer}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 9, "output_tokens": 1},
+        }
+
+    def fail_next(self, status: int, times: int = 1) -> None:
+        with self._lock:
+            self._failures.extend([status] * times)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "StubAPI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
