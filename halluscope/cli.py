@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prompts_diff)
     p = prompts.add_parser("run", parents=[common], help="render a prompt, call a model through the gateway, parse")
     p.add_argument("ref", metavar="ID[@VERSION]")
-    p.add_argument("--model", required=True, help="model spec, e.g. anthropic:claude-3-5-haiku-latest")
+    p.add_argument("--model", required=True, help="model spec, e.g. anthropic:claude-sonnet-4-5")
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a prompt variable (repeatable)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs")

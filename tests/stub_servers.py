@@ -27,7 +27,7 @@ class StubAPI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with stub._lock:
-                    stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    stub.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
                     status = stub._failures.popleft() if stub._failures else 200
                 if self.path.endswith("/chat/completions"):
                     payload = stub._openai(body) if status == 200 else {"error": {"message": f"stub {status}", "type": "stub_error"}}

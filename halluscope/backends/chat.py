@@ -42,7 +42,7 @@ def parse_model_spec(spec: str) -> ModelSpec:
     if not sep or not rest:
         raise ModelSpecError(
             f"model {spec!r} is not 'provider:model'; providers: {', '.join(PROVIDERS)} "
-            "(e.g. openai:gpt-4o-mini, anthropic:claude-3-5-haiku-latest, "
+            "(e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, "
             "openai-compatible:http://127.0.0.1:8000/v1#my-model, local:qwen2.5-coder-1.5b)"
         )
     if provider not in PROVIDERS:

@@ -21,7 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import anthropic
 import httpx
+import openai
+from langchain_core.exceptions import ModelConnectionError, ModelRateLimitError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -180,15 +183,23 @@ class RetryPolicy:
         )
 
 
+_CONNECTION_ERRORS = (
+    ModelConnectionError,  # langchain-core's provider-neutral classes (ModelTimeoutError is one)
+    ModelRateLimitError,
+    openai.APIConnectionError,  # the client classes, raised where LangChain does not wrap them
+    anthropic.APIConnectionError,
+    httpx.TransportError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Errors that can pass: rate limits, timeouts, 5xx, dropped connections."""
+    """Errors that can pass: rate limits, timeouts, 5xx (529 overloaded included), dropped connections."""
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         return status in TRANSIENT_STATUS or status >= 500
-    name = type(exc).__name__
-    if name in ("APIConnectionError", "APITimeoutError"):  # openai / anthropic client classes
-        return True
-    return isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError))
+    return isinstance(exc, _CONNECTION_ERRORS)
 
 
 def _explain(exc: BaseException, spec: str) -> ModelUnavailableError:
