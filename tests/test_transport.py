@@ -70,7 +70,7 @@ def test_anthropic_provider_retries_a_429_and_a_529_through_the_real_client(
     stub.fail_next(429)
     stub.fail_next(529)
     stats = CallStats()
-    reply = _gateway(cache).call("anthropic:claude-sonnet-4-5", SCGP, VARS, stats=stats, max_tokens=5)
+    reply = _gateway(cache).call("anthropic:claude-stub-model", SCGP, VARS, stats=stats, max_tokens=5)
     assert reply.parsed == "yes" and (reply.prompt_tokens, reply.completion_tokens) == (9, 1)
     assert len(stub.requests) == 3 and stats.retries == 2
     sent = stub.requests[-1]

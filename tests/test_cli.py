@@ -1,0 +1,116 @@
+"""The command line: every command, its JSON shape, and one-line errors (exit 2, no stack trace)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from halluscope.cli import main
+from halluscope.results import DetectionResult
+from tests.stub_servers import StubAPI
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_demo_twice_second_run_replays_from_the_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--json")
+    first = DetectionResult.from_json(out)
+    assert code == 0 and first.method == "demo" and len(first.units) == 20
+    assert first.meta.calls == 20 and first.meta.cache_hits == 0
+    assert first.evidence == {"scripted_model": True}
+    _, out, _ = run(capsys, "demo", "--json")
+    second = DetectionResult.from_json(out)
+    assert second.meta.calls == 0 and second.meta.cache_hits == 20
+    assert [u.text for u in second.units] == [u.text for u in first.units]
+    body = json.loads(out)
+    assert {"method", "units", "meta"} <= body.keys()
+    assert {"calls", "cache_hits", "tokens", "seconds", "models", "prompts"} <= body["meta"].keys()
+    assert body["meta"]["prompts"][0].startswith("semantic_entropy.answer@1#")
+
+
+def test_demo_report_says_it_is_scripted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    assert out.startswith("NOTE: no local model is served yet") and "SCRIPTED" in out
+    assert "model calls: 20" in out and "Q: What is the capital of France?" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--model", "openai:gpt-4o-mini"], "set OPENAI_API_KEY"),
+        (["demo", "--model", "mistral:large"], "unknown provider 'mistral'"),
+        (["prompts", "show", "fibe.nothing"], "unknown prompt 'fibe.nothing'"),
+        (["prompts", "list", "--prompts", "/nonexistent/dir"], "does not exist"),
+        (["prompts", "list", "--prompt", "fibe.create@9"], "has no version 9"),
+        (["data", "list"], "pass --data DIR or set HALLUSCOPE_DATA"),
+    ],
+)
+def test_user_errors_are_one_line_with_exit_code_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("halluscope: error: ") and message in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_prompts_list_show_and_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _, out, _ = run(capsys, "prompts", "list", "--json")
+    rows = json.loads(out)
+    assert len(rows) == 17 and all(r["version"] == 1 and r["default"] for r in rows)
+    _, out, _ = run(capsys, "prompts", "list")
+    assert "fibe.create@1" in out and "Appendix E.3.1" in out
+    _, out, _ = run(capsys, "prompts", "show", "fibe.score@1")
+    assert out.startswith("# fibe.score@1#") and "You are an English test grader." in out
+    (tmp_path / "v2.yaml").write_text(
+        "id: fibe.score\nversion: 2\nsource: stricter grader\nparser: bracket_scores\nparams: {temperature: 0.0}\n"
+        "messages:\n  - role: user\n    content: 'Grade {student_answers} against {correct_answer}'\n"
+    )
+    code, out, _ = run(capsys, "prompts", "diff", "fibe.score@1", "fibe.score@2", "--prompts", str(tmp_path))
+    assert code == 0 and out.startswith("--- fibe.score@1#") and "+source: stricter grader" in out
+    _, out, _ = run(capsys, "prompts", "diff", "fibe.score@1", "fibe.score@1")
+    assert "identical" in out
+
+
+def test_prompts_run_through_an_openai_compatible_server(capsys: pytest.CaptureFixture[str]) -> None:
+    with StubAPI(answer="No") as stub:
+        argv = ["prompts", "run", "selfcheck.prompt", "--model", f"openai-compatible:{stub.base_url}/v1#m",
+                "--var", "context=Paris is in France.", "--var", "sentence=Paris is in Spain.",
+                "--samples", "2", "--param", "temperature=0.3", "--json"]
+        code, out, _ = run(capsys, *argv)
+        assert code == 0
+        result = DetectionResult.from_json(out)
+        assert [u.evidence["parsed"] for u in result.units] == ["no", "no"]
+        assert result.meta.calls == 2 and stub.requests[0]["body"]["temperature"] == 0.3
+        _, out, _ = run(capsys, *argv)
+        assert DetectionResult.from_json(out).meta.cache_hits == 2 and len(stub.requests) == 2
+        _, out, _ = run(capsys, *argv[:-1], "--no-cache")
+        assert "--- sample 1" in out and "parsed: \"no\"" in out and len(stub.requests) == 4
+
+
+def test_cache_stats_and_clear(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cache_dir = str(tmp_path / "c")
+    run(capsys, "demo", "--json", "--cache-dir", cache_dir)
+    _, out, _ = run(capsys, "cache", "stats", "--json", "--cache-dir", cache_dir)
+    assert json.loads(out)["entries"] == 20
+    _, out, _ = run(capsys, "cache", "clear", "--cache-dir", cache_dir)
+    assert out.startswith("removed 20 cached calls")
+
+
+def test_data_list_finds_the_shared_benchmarks(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+    code, out, _ = run(capsys, "data", "list", "--data", str(data_dir), "--json")
+    names = [d["name"] for d in json.loads(out)["datasets"]]
+    assert code == 0 and {"wikibio_gpt3_hallucination", "truthfulqa", "sst2", "qnli"} <= set(names)
+
+
+def test_every_command_has_help() -> None:
+    for argv in (["--help"], ["demo", "--help"], ["prompts", "run", "--help"], ["cache", "stats", "--help"], ["data", "list", "--help"]):
+        proc = subprocess.run([sys.executable, "-m", "halluscope.cli", *argv], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "usage: halluscope" in proc.stdout
