@@ -54,7 +54,10 @@ def test_demo_report_says_it_is_scripted(capsys: pytest.CaptureFixture[str]) -> 
         (["data", "list"], "pass --data DIR or set HALLUSCOPE_DATA"),
     ],
 )
-def test_user_errors_are_one_line_with_exit_code_2(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+def test_user_errors_are_one_line_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
+) -> None:
+    monkeypatch.delenv("HALLUSCOPE_DATA", raising=False)
     code, _, err = run(capsys, *argv)
     assert code == 2
     assert err.startswith("halluscope: error: ") and message in err
