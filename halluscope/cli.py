@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
+from tqdm import tqdm
 
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
@@ -122,9 +123,12 @@ def cmd_prompts_run(args: argparse.Namespace) -> int:
     gateway = _gateway(args)
     prompt = gateway.registry.get(args.ref)
     stats = CallStats()
-    replies = gateway.sample(
-        args.model, prompt, _key_values(args.var, "--var"), args.samples, stats=stats, **_key_values(args.param, "--param")
-    )
+    gateway.model(args.model)  # a missing key or bad spec fails before any progress is drawn
+    with tqdm(total=args.samples, desc=prompt.id, disable=args.json or args.samples <= 3, leave=False) as bar:
+        replies = gateway.sample(
+            args.model, prompt, _key_values(args.var, "--var"), args.samples, stats=stats,
+            on_reply=lambda _reply: bar.update(), **_key_values(args.param, "--param"),
+        )
     result = DetectionResult(
         method=f"prompt:{prompt.id}",
         units=[

@@ -285,3 +285,10 @@ def test_model_strings_fail_with_what_to_set(gateway: Gateway, monkeypatch: pyte
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     with pytest.raises(ConfigError, match="no log-probabilities"):
         gateway.call("anthropic:claude-sonnet-4-5", SCGP, {"context": "c", "sentence": "s"}, logprobs=True)
+
+
+def test_sample_reports_each_reply_as_it_arrives(gateway: Gateway, scripted: Any) -> None:
+    _, respond = counting()
+    arrived: list[int] = []
+    replies = gateway.sample(scripted(respond), QA, {"question": "q"}, 5, on_reply=lambda r: arrived.append(r.sample_index))
+    assert sorted(arrived) == [0, 1, 2, 3, 4] and [r.sample_index for r in replies] == [0, 1, 2, 3, 4]

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -437,17 +437,23 @@ class Gateway:
         n: int,
         *,
         stats: CallStats | None = None,
+        on_reply: Callable[[ChatReply], None] | None = None,
         **params: Any,
     ) -> list[ChatReply]:
-        """N answers with sample indexes 0..N-1, each its own cache entry, run concurrently."""
+        """N answers with sample indexes 0..N-1, each its own cache entry, run concurrently.
+
+        ``on_reply`` is called as each answer arrives (to drive a progress bar)."""
         if n < 1:
             raise ConfigError(f"n must be at least 1, got {n}")
+
+        def one(i: int) -> ChatReply:
+            reply = self.call(model, prompt, variables, sample_index=i, stats=stats, **params)
+            if on_reply is not None:
+                on_reply(reply)
+            return reply
+
         with ThreadPoolExecutor(max_workers=min(n, self.concurrency)) as pool:
-            futures = [
-                pool.submit(self.call, model, prompt, variables, sample_index=i, stats=stats, **params)
-                for i in range(n)
-            ]
-            return [f.result() for f in futures]
+            return list(pool.map(one, range(n)))
 
     async def asample(
         self,
