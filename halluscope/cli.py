@@ -24,11 +24,25 @@ from halluscope.results import DetectionResult, Unit
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("prompts and cache")
-    g.add_argument("--prompts", action="append", default=[], metavar="DIR",
-                   help="directory of your own prompt YAML files (adds versions or overrides; also HALLUSCOPE_PROMPTS)")
-    g.add_argument("--prompt", action="append", default=[], metavar="ID@VERSION",
-                   help="use this version of a prompt, e.g. fibe.create@2 (repeatable)")
-    g.add_argument("--cache-dir", metavar="DIR", help="model-call cache directory (default: HALLUSCOPE_CACHE_DIR or the user cache dir)")
+    g.add_argument(
+        "--prompts",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of your own prompt YAML files (adds versions or overrides; also HALLUSCOPE_PROMPTS)",
+    )
+    g.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        metavar="ID@VERSION",
+        help="use this version of a prompt, e.g. fibe.create@2 (repeatable)",
+    )
+    g.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="model-call cache directory (default: HALLUSCOPE_CACHE_DIR or the user cache dir)",
+    )
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
     g.add_argument("--concurrency", type=int, default=4, help="concurrent calls per model (default 4)")
     return common
@@ -54,6 +68,7 @@ def _prompt_yaml(p: PromptTemplate) -> str:
 
 # ---------------------------------------------------------------- commands
 
+
 def cmd_demo(args: argparse.Namespace) -> int:
     gateway = _gateway(args)
     report = run_demo(gateway, args.model, progress=not args.json)
@@ -63,7 +78,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             for q, replies in report.answers.items()
             for r in replies
         ]
-        result = DetectionResult(method="demo", units=units, meta=report.meta, evidence={"scripted_model": report.scripted})
+        result = DetectionResult(
+            method="demo", units=units, meta=report.meta, evidence={"scripted_model": report.scripted}
+        )
         print(result.to_json())
     else:
         print_report(report, sys.stdout)
@@ -73,8 +90,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_prompts_list(args: argparse.Namespace) -> int:
     reg = _registry(args)
     rows = [
-        {"ref": p.ref, "id": p.id, "version": p.version, "default": reg.default_version(p.id) == p.version,
-         "override": reg.is_override(p), "kind": p.kind, "source": p.source}
+        {
+            "ref": p.ref,
+            "id": p.id,
+            "version": p.version,
+            "default": reg.default_version(p.id) == p.version,
+            "override": reg.is_override(p),
+            "kind": p.kind,
+            "source": p.source,
+        }
         for p in reg.all()
     ]
     if args.json:
@@ -83,7 +107,8 @@ def cmd_prompts_list(args: argparse.Namespace) -> int:
     width = max(len(f"{r['id']}@{r['version']}") for r in rows)
     for r in rows:
         mark = ("*" if r["default"] else " ") + ("o" if r["override"] else " ")
-        print(f"{mark} {r['id'] + '@' + str(r['version']):<{width}}  {r['source']}")
+        ref = f"{r['id']}@{r['version']}"
+        print(f"{mark} {ref:<{width}}  {r['source']}")
     print("\n* default version   o overridden by a file of yours")
     return 0
 
@@ -126,14 +151,28 @@ def cmd_prompts_run(args: argparse.Namespace) -> int:
     gateway.model(args.model)  # a missing key or bad spec fails before any progress is drawn
     with tqdm(total=args.samples, desc=prompt.id, disable=args.json or args.samples <= 3, leave=False) as bar:
         replies = gateway.sample(
-            args.model, prompt, _key_values(args.var, "--var"), args.samples, stats=stats,
-            on_reply=lambda _reply: bar.update(), **_key_values(args.param, "--param"),
+            args.model,
+            prompt,
+            _key_values(args.var, "--var"),
+            args.samples,
+            stats=stats,
+            on_reply=lambda _reply: bar.update(),
+            **_key_values(args.param, "--param"),
         )
     result = DetectionResult(
         method=f"prompt:{prompt.id}",
         units=[
-            Unit(text=r.text, score=None, parsed=r.ok,
-                 evidence={"sample_index": r.sample_index, "parsed": r.parsed, "parse_error": r.parse_error, "cached": r.cached})
+            Unit(
+                text=r.text,
+                score=None,
+                parsed=r.ok,
+                evidence={
+                    "sample_index": r.sample_index,
+                    "parsed": r.parsed,
+                    "parse_error": r.parse_error,
+                    "cached": r.cached,
+                },
+            )
             for r in replies
         ],
         meta=stats.meta(f"prompt:{prompt.id}"),
@@ -146,7 +185,8 @@ def cmd_prompts_run(args: argparse.Namespace) -> int:
         print(r.text)
         print(f"parsed: {json.dumps(r.parsed, ensure_ascii=False)}" if r.ok else f"PARSE FAILURE: {r.parse_error}")
     m = result.meta
-    print(f"\n{prompt.ref}: {m.calls} calls, {m.cache_hits} cache hits, {m.tokens.prompt}+{m.tokens.completion} tokens, {m.seconds:.2f} s")
+    tokens = f"{m.tokens.prompt}+{m.tokens.completion} tokens"
+    print(f"\n{prompt.ref}: {m.calls} calls, {m.cache_hits} cache hits, {tokens}, {m.seconds:.2f} s")
     return 0
 
 
@@ -180,6 +220,7 @@ def cmd_data_list(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- parser
 
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
@@ -187,15 +228,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("demo", parents=[common], help="the main job, offline: sample answers through the gateway",
-                       description="Sample answers to a known and an unknowable question through the gateway and "
-                                   "print a report; a second run replays from the cache.")
+    p = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="the main job, offline: sample answers through the gateway",
+        description="Sample answers to a known and an unknowable question through the gateway and "
+        "print a report; a second run replays from the cache.",
+    )
     p.add_argument("--model", help="model spec, e.g. openai:gpt-4o-mini (default: the offline scripted model)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_demo)
 
     prompts = sub.add_parser("prompts", help="list, show, diff and try versioned prompts").add_subparsers(
-        dest="prompts_command", required=True, metavar="ACTION")
+        dest="prompts_command", required=True, metavar="ACTION"
+    )
     p = prompts.add_parser("list", parents=[common], help="every prompt: id, version, source")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_list)
@@ -210,14 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ref", metavar="ID[@VERSION]")
     p.add_argument("--model", required=True, help="model spec, e.g. anthropic:claude-sonnet-4-5")
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a prompt variable (repeatable)")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs",
+    )
     p.add_argument("--samples", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_run)
 
     cache = sub.add_parser("cache", help="the model-call cache").add_subparsers(
-        dest="cache_command", required=True, metavar="ACTION")
+        dest="cache_command", required=True, metavar="ACTION"
+    )
     p = cache.add_parser("stats", parents=[common], help="entries and size")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cache_stats)
@@ -225,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cache_clear)
 
     data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
-        dest="data_command", required=True, metavar="ACTION")
+        dest="data_command", required=True, metavar="ACTION"
+    )
     p = data.add_parser("list", help="datasets found and their sources")
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--json", action="store_true")

@@ -64,7 +64,11 @@ def run_demo(gateway: Gateway, model: ModelLike | None = None, progress: bool = 
     with tqdm(total=SAMPLES * len(QUESTIONS), desc="sampling answers", disable=not progress, leave=False) as bar:
         for question in QUESTIONS:
             answers[question] = gateway.sample(
-                chosen, "semantic_entropy.answer", {"question": question}, SAMPLES, stats=stats,
+                chosen,
+                "semantic_entropy.answer",
+                {"question": question},
+                SAMPLES,
+                stats=stats,
                 on_reply=lambda _reply: bar.update(),
             )
     return DemoReport(answers, stats.meta("demo", samples=SAMPLES), scripted)

@@ -56,5 +56,5 @@ class DetectionResult(BaseModel):
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "DetectionResult":
+    def from_json(cls, text: str) -> DetectionResult:
         return cls.model_validate_json(text)

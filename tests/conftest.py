@@ -23,8 +23,15 @@ REPO = Path(__file__).resolve().parent.parent
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the user's cache, prompts, keys or base URLs."""
     monkeypatch.setenv("HALLUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    for var in ("HALLUSCOPE_PROMPTS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
-                "OPENAI_COMPATIBLE_API_KEY", "HALLUSCOPE_NO_CACHE"):
+    for var in (
+        "HALLUSCOPE_PROMPTS",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_COMPATIBLE_API_KEY",
+        "HALLUSCOPE_NO_CACHE",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -27,12 +27,22 @@ class StubAPI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with stub._lock:
-                    stub.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                    stub.requests.append(
+                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+                    )
                     status = stub._failures.popleft() if stub._failures else 200
                 if self.path.endswith("/chat/completions"):
-                    payload = stub._openai(body) if status == 200 else {"error": {"message": f"stub {status}", "type": "stub_error"}}
+                    payload = (
+                        stub._openai(body)
+                        if status == 200
+                        else {"error": {"message": f"stub {status}", "type": "stub_error"}}
+                    )
                 elif self.path.endswith("/messages"):
-                    payload = stub._anthropic(body) if status == 200 else {"type": "error", "error": {"type": "stub_error", "message": f"stub {status}"}}
+                    payload = (
+                        stub._anthropic(body)
+                        if status == 200
+                        else {"type": "error", "error": {"type": "stub_error", "message": f"stub {status}"}}
+                    )
                 else:
                     status, payload = 404, {"error": {"message": f"no route {self.path}"}}
                 data = json.dumps(payload).encode()
@@ -49,17 +59,36 @@ class StubAPI:
     def _openai(self, body: dict[str, Any]) -> dict[str, Any]:
         logprobs = None
         if body.get("logprobs"):
-            logprobs = {"content": [{"token": self.answer, "logprob": -0.05, "bytes": list(self.answer.encode()), "top_logprobs": []}]}
+            logprobs = {
+                "content": [
+                    {"token": self.answer, "logprob": -0.05, "bytes": list(self.answer.encode()), "top_logprobs": []}
+                ]
+            }
         return {
-            "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.answer}, "finish_reason": "stop", "logprobs": logprobs}],
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "stub"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.answer},
+                    "finish_reason": "stop",
+                    "logprobs": logprobs,
+                }
+            ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
         }
 
     def _anthropic(self, body: dict[str, Any]) -> dict[str, Any]:
         return {
-            "id": "msg_stub", "type": "message", "role": "assistant", "model": body.get("model", "stub"),
-            "content": [{"type": "text", "text": self.answer}], "stop_reason": "end_turn", "stop_sequence": None,
+            "id": "msg_stub",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "stub"),
+            "content": [{"type": "text", "text": self.answer}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
             "usage": {"input_tokens": 9, "output_tokens": 1},
         }
 
@@ -71,7 +100,7 @@ class StubAPI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "StubAPI":
+    def __enter__(self) -> StubAPI:
         self._thread.start()
         return self
 

@@ -34,7 +34,7 @@ def test_values_are_stored_as_json_text_not_pickles(tmp_path: Path) -> None:
     assert cache.get("missing") is None
     cache.close()
     with sqlite3.connect(tmp_path / "cache.db") as db:
-        (mode, value), = db.execute("SELECT mode, value FROM Cache WHERE key = 'k'").fetchall()
+        ((mode, value),) = db.execute("SELECT mode, value FROM Cache WHERE key = 'k'").fetchall()
     assert mode != 4  # diskcache MODE_PICKLE; a short str is stored raw (mode 1) as SQL text
     assert isinstance(value, str) and json.loads(value) == {"text": "Paris", "prompt_tokens": 3}
 

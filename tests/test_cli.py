@@ -84,9 +84,22 @@ def test_prompts_list_show_and_diff(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_prompts_run_through_an_openai_compatible_server(capsys: pytest.CaptureFixture[str]) -> None:
     with StubAPI(answer="No") as stub:
-        argv = ["prompts", "run", "selfcheck.prompt", "--model", f"openai-compatible:{stub.base_url}/v1#m",
-                "--var", "context=Paris is in France.", "--var", "sentence=Paris is in Spain.",
-                "--samples", "2", "--param", "temperature=0.3", "--json"]
+        argv = [
+            "prompts",
+            "run",
+            "selfcheck.prompt",
+            "--model",
+            f"openai-compatible:{stub.base_url}/v1#m",
+            "--var",
+            "context=Paris is in France.",
+            "--var",
+            "sentence=Paris is in Spain.",
+            "--samples",
+            "2",
+            "--param",
+            "temperature=0.3",
+            "--json",
+        ]
         code, out, _ = run(capsys, *argv)
         assert code == 0
         result = DetectionResult.from_json(out)
@@ -95,7 +108,7 @@ def test_prompts_run_through_an_openai_compatible_server(capsys: pytest.CaptureF
         _, out, _ = run(capsys, *argv)
         assert DetectionResult.from_json(out).meta.cache_hits == 2 and len(stub.requests) == 2
         _, out, _ = run(capsys, *argv[:-1], "--no-cache")
-        assert "--- sample 1" in out and "parsed: \"no\"" in out and len(stub.requests) == 4
+        assert "--- sample 1" in out and 'parsed: "no"' in out and len(stub.requests) == 4
 
 
 def test_cache_stats_and_clear(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -114,6 +127,14 @@ def test_data_list_finds_the_shared_benchmarks(capsys: pytest.CaptureFixture[str
 
 
 def test_every_command_has_help() -> None:
-    for argv in (["--help"], ["demo", "--help"], ["prompts", "run", "--help"], ["cache", "stats", "--help"], ["data", "list", "--help"]):
-        proc = subprocess.run([sys.executable, "-m", "halluscope.cli", *argv], capture_output=True, text=True, timeout=60)
+    for argv in (
+        ["--help"],
+        ["demo", "--help"],
+        ["prompts", "run", "--help"],
+        ["cache", "stats", "--help"],
+        ["data", "list", "--help"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "halluscope.cli", *argv], capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0 and "usage: halluscope" in proc.stdout

@@ -119,7 +119,9 @@ class ProviderError(Exception):
         self.status_code = status_code
 
 
-@pytest.mark.parametrize("error", [ProviderError(429), ProviderError(503), TimeoutError("slow"), ConnectionResetError("reset")])
+@pytest.mark.parametrize(
+    "error", [ProviderError(429), ProviderError(503), TimeoutError("slow"), ConnectionResetError("reset")]
+)
 def test_transient_errors_are_retried_then_succeed(gateway: Gateway, scripted: Any, error: BaseException) -> None:
     attempts, respond = flaky([error, error])
     stats = CallStats()
@@ -183,9 +185,7 @@ def slow(active: list[int], peak: list[int], lock: threading.Lock) -> Any:
 def test_concurrency_bound_holds_across_threads_and_calls(gateway: Gateway, scripted: Any) -> None:
     active, peak, lock = [0], [0], threading.Lock()
     model = scripted(slow(active, peak, lock))
-    threads = [
-        threading.Thread(target=gateway.sample, args=(model, QA, {"question": f"q{t}"}, 4)) for t in range(3)
-    ]
+    threads = [threading.Thread(target=gateway.sample, args=(model, QA, {"question": f"q{t}"}, 4)) for t in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -237,8 +237,13 @@ def test_accounting_counts_calls_tokens_hits_models_and_prompts(gateway: Gateway
     gateway.call(model, QA, {"question": "why"}, stats=stats)
     meta = stats.meta("test", n=2)
     assert (meta.calls, meta.cache_hits) == (2, 1)
-    scgp_words = len("You are a helpful assistant.\nContext: one two\n\nSentence: three\n\nIs the sentence supported by the context above? Answer Yes or No:".split())
-    qa_words = len("Answer the following question in a single brief but complete sentence.\nQuestion: why\nAnswer: ".split())
+    scgp_words = len(
+        "You are a helpful assistant.\nContext: one two\n\nSentence: three\n\n"
+        "Is the sentence supported by the context above? Answer Yes or No:".split()
+    )
+    qa_words = len(
+        "Answer the following question in a single brief but complete sentence.\nQuestion: why\nAnswer: ".split()
+    )
     assert meta.tokens.prompt == scgp_words + qa_words
     assert meta.tokens.completion == 6
     assert meta.models == ["scripted:test"]
@@ -290,5 +295,7 @@ def test_model_strings_fail_with_what_to_set(gateway: Gateway, monkeypatch: pyte
 def test_sample_reports_each_reply_as_it_arrives(gateway: Gateway, scripted: Any) -> None:
     _, respond = counting()
     arrived: list[int] = []
-    replies = gateway.sample(scripted(respond), QA, {"question": "q"}, 5, on_reply=lambda r: arrived.append(r.sample_index))
+    replies = gateway.sample(
+        scripted(respond), QA, {"question": "q"}, 5, on_reply=lambda r: arrived.append(r.sample_index)
+    )
     assert sorted(arrived) == [0, 1, 2, 3, 4] and [r.sample_index for r in replies] == [0, 1, 2, 3, 4]

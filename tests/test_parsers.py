@@ -59,15 +59,26 @@ def test_fibe_exam_reads_subjects_and_blanks_across_wrapped_lines() -> None:
     assert exam[0]["text"] == "Bryan McClendon (born April 28, 1983) is an American football coach and former player."
     assert exam[0]["subject"] == {"object": "Bryan McClendon", "hypernym": "person"}
     assert [b["object"] for b in exam[0]["blanks"]] == [
-        "April", "28", "1983", "American", "football coach", "former player"]
+        "April",
+        "28",
+        "1983",
+        "American",
+        "football coach",
+        "former player",
+    ]
     assert exam[1]["blanks"][-1] == {"object": "University of Georgia", "hypernym": "university"}
     assert exam[2]["blanks"][0] == {"object": "2012", "hypernym": "year"}
 
 
 def test_fibe_answers_are_keyed_by_serial_number() -> None:
-    answers = parsers.bracket_sentences('"This is a Wikipedia passage about Bryan McClendon:"\n' + FIBE_ANSWER_COMPLETION)
+    answers = parsers.bracket_sentences(
+        '"This is a Wikipedia passage about Bryan McClendon:"\n' + FIBE_ANSWER_COMPLETION
+    )
     assert sorted(answers) == [0, 1, 7]
-    assert answers[1] == "He is currently the wide receivers coach and passing game coordinator at the University of Oregon."
+    assert (
+        answers[1]
+        == "He is currently the wide receivers coach and passing game coordinator at the University of Oregon."
+    )
 
 
 def test_fibe_scores_from_the_papers_grader_completion() -> None:
@@ -76,7 +87,9 @@ def test_fibe_scores_from_the_papers_grader_completion() -> None:
     assert parsers.bracket_scores("[Tom]: 120, [Amy] - 40.5") == {"Tom": 100.0, "Amy": 40.5}
 
 
-@pytest.mark.parametrize(("raw", "label"), [("Yes", "yes"), ("No", "no"), (" no.", "no"), ("YES, it is", "yes"), ("**Yes**", "yes")])
+@pytest.mark.parametrize(
+    ("raw", "label"), [("Yes", "yes"), ("No", "no"), (" no.", "no"), ("YES, it is", "yes"), ("**Yes**", "yes")]
+)
 def test_yes_no(raw: str, label: str) -> None:
     assert parsers.yes_no(raw) == label
 
@@ -90,15 +103,22 @@ def test_yes_no_failure_keeps_the_raw_text(raw: str) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "label"),
-    [("Entailment", "entailment"), ("neutral.", "neutral"), ("Contradiction - they differ", "contradiction"),
-     ("This is an entailment, not a contradiction", "entailment")],
+    [
+        ("Entailment", "entailment"),
+        ("neutral.", "neutral"),
+        ("Contradiction - they differ", "contradiction"),
+        ("This is an entailment, not a contradiction", "entailment"),
+    ],
 )
 def test_entailment_label(raw: str, label: str) -> None:
     assert parsers.entailment_label(raw) == label
 
 
 def test_decomposition_bullets_join_wrapped_lines() -> None:
-    raw = "- Joshua Schrier is an American computational chemist.\n- He is a Professor of Chemistry\n  at Fordham University.\n* He develops algorithms."
+    raw = (
+        "- Joshua Schrier is an American computational chemist.\n"
+        "- He is a Professor of Chemistry\n  at Fordham University.\n* He develops algorithms."
+    )
     assert parsers.bullet_list(raw) == [
         "Joshua Schrier is an American computational chemist.",
         "He is a Professor of Chemistry at Fordham University.",
@@ -109,18 +129,33 @@ def test_decomposition_bullets_join_wrapped_lines() -> None:
 
 
 def test_numbered_questions_and_answers() -> None:
-    pairs = parsers.numbered_qa(SE_QUESTIONS + "\n4. Where does he teach? \u2013 Fordham University\n5. A line without an answer")
-    assert pairs[0] == {"question": "What area of research is Joshua Schrier particularly known for?",
-                        "answer": "Computational materials science"}
+    pairs = parsers.numbered_qa(
+        SE_QUESTIONS + "\n4. Where does he teach? \u2013 Fordham University\n5. A line without an answer"
+    )
+    assert pairs[0] == {
+        "question": "What area of research is Joshua Schrier particularly known for?",
+        "answer": "Computational materials science",
+    }
     assert pairs[3] == {"question": "Where does he teach?", "answer": "Fordham University"}
     assert len(pairs) == 4
 
 
 def test_clue_concepts_in_the_papers_formats() -> None:
     table7 = "\"'Basketball's origins', 'Evolution of basketball', 'Modern era of basketball'\""
-    assert parsers.concept_list(table7) == ["Basketball's origins", "Evolution of basketball", "Modern era of basketball"]
-    table8 = "\u201cSaliva production and yawning\u201d, \u201cMuscles involved in yawning\u201d, \u201cNormal bodily reaction\u201d"
-    assert parsers.concept_list(table8) == ["Saliva production and yawning", "Muscles involved in yawning", "Normal bodily reaction"]
+    assert parsers.concept_list(table7) == [
+        "Basketball's origins",
+        "Evolution of basketball",
+        "Modern era of basketball",
+    ]
+    table8 = (
+        "\u201cSaliva production and yawning\u201d, \u201cMuscles involved in yawning\u201d, "
+        "\u201cNormal bodily reaction\u201d"
+    )
+    assert parsers.concept_list(table8) == [
+        "Saliva production and yawning",
+        "Muscles involved in yawning",
+        "Normal bodily reaction",
+    ]
     listed = "1. Sun composition\n2. Nuclear fusion\n\nparagraph: a model that kept going"
     assert parsers.concept_list(listed) == ["Sun composition", "Nuclear fusion"]
     assert parsers.concept_list("Sun, nuclear fusion, sun") == ["Sun", "nuclear fusion"]
@@ -128,10 +163,14 @@ def test_clue_concepts_in_the_papers_formats() -> None:
 
 def test_fewl_pairs_from_appendix_d2_and_the_d1_template() -> None:
     assert parsers.iw_co_pairs(FEWL_D2) == [
-        {"wrong": "Watermelon seeds will grow inside you.",
-         "corrected": "Ingesting watermelon seeds does not lead to the growth of watermelon plants in your body."},
-        {"wrong": "Watermelon seeds are poisonous.",
-         "corrected": "Consuming watermelon seeds does not pose a threat of poisoning."},
+        {
+            "wrong": "Watermelon seeds will grow inside you.",
+            "corrected": "Ingesting watermelon seeds does not lead to the growth of watermelon plants in your body.",
+        },
+        {
+            "wrong": "Watermelon seeds are poisonous.",
+            "corrected": "Consuming watermelon seeds does not pose a threat of poisoning.",
+        },
     ]
     template_style = (
         "1. Wrong Answer: Birds are mammals. 1. Non-Wrong Answer: Birds don't belong to the mammalian class.\n"
@@ -146,7 +185,9 @@ def test_fewl_pairs_from_appendix_d2_and_the_d1_template() -> None:
 
 def test_icl_example_and_label() -> None:
     assert parsers.icl_example(" the film drags on .\nLabel: subjective\n\nInput: next") == {
-        "x": "the film drags on .", "y": "subjective"}
+        "x": "the film drags on .",
+        "y": "subjective",
+    }
     assert parsers.icl_example("Input: a b\nLabel: objective") == {"x": "a b", "y": "objective"}
     with pytest.raises(ParseError):
         parsers.icl_example("Label missing")

@@ -60,7 +60,9 @@ def test_v1_prompts_carry_the_papers_parameters() -> None:
 
 def test_render_fills_placeholders_and_keeps_literal_braces() -> None:
     reg = PromptRegistry()
-    messages = reg.get("semantic_entropy.questions").render(text_so_far="He was born in 1950.", claim="He is a chemist.")
+    messages = reg.get("semantic_entropy.questions").render(
+        text_so_far="He was born in 1950.", claim="He is a chemist."
+    )
     assert messages == [{"role": "user", "content": messages[0]["content"]}]
     content = messages[0]["content"]
     assert "Following this text:\nHe was born in 1950.\nYou see the sentence:\nHe is a chemist.\n" in content
@@ -141,7 +143,10 @@ def test_hash_is_stable_across_loads_and_changes_with_content(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("id: x\nversion: 1\nsource: s\nparser: nope\nmessages: [{role: user, content: hi}]\n", "unknown parser 'nope'"),
+        (
+            "id: x\nversion: 1\nsource: s\nparser: nope\nmessages: [{role: user, content: hi}]\n",
+            "unknown parser 'nope'",
+        ),
         ("id: x\nversion: 1\nsource: s\nparser: text\n", "exactly one of 'messages'"),
         ("id: x\nversion: 1\nsource: s\nparser: text\nmessages: [{role: user, content: 'a {b!r}'}]\n", "plain name"),
         ("id: x\nversion: 0\nsource: s\nparser: text\ntext: hi\n", "version"),

@@ -6,13 +6,25 @@ from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
 def test_detection_result_json_round_trip() -> None:
     result = DetectionResult(
         method="fibe",
-        units=[Unit(text="He was born in 1983.", score=0.75, evidence={"answers": ["1982", "1983"]}),
-               Unit(text="Unparsed.", score=None, parsed=False)],
-        meta=RunMeta(method="fibe", calls=7, cache_hits=2, tokens=TokenUsage(prompt=100, completion=20),
-                     models=["openai:gpt-4o-mini"], prompts=["fibe.create@1#abc"]),
+        units=[
+            Unit(text="He was born in 1983.", score=0.75, evidence={"answers": ["1982", "1983"]}),
+            Unit(text="Unparsed.", score=None, parsed=False),
+        ],
+        meta=RunMeta(
+            method="fibe",
+            calls=7,
+            cache_hits=2,
+            tokens=TokenUsage(prompt=100, completion=20),
+            models=["openai:gpt-4o-mini"],
+            prompts=["fibe.create@1#abc"],
+        ),
     )
     again = DetectionResult.from_json(result.to_json())
     assert again == result
     assert result.to_dict()["units"][0] == {
-        "text": "He was born in 1983.", "score": 0.75, "parsed": True, "evidence": {"answers": ["1982", "1983"]}}
+        "text": "He was born in 1983.",
+        "score": 0.75,
+        "parsed": True,
+        "evidence": {"answers": ["1982", "1983"]},
+    }
     assert result.meta.tokens.total == 120

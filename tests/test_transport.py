@@ -75,12 +75,17 @@ def test_anthropic_provider_retries_a_429_and_a_529_through_the_real_client(
     assert len(stub.requests) == 3 and stats.retries == 2
     sent = stub.requests[-1]
     assert sent["path"] == "/v1/messages"
-    assert SECRET in (sent["headers"].get("x-api-key", ""), sent["headers"].get("authorization", "").removeprefix("Bearer "))
+    assert SECRET in (
+        sent["headers"].get("x-api-key", ""),
+        sent["headers"].get("authorization", "").removeprefix("Bearer "),
+    )
     assert sent["body"]["system"] == "You are a helpful assistant."
     assert sent["body"]["max_tokens"] == 5 and "seed" not in sent["body"]
 
 
-def test_a_400_surfaces_at_once_with_the_status(stub: StubAPI, cache: CallCache, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_400_surfaces_at_once_with_the_status(
+    stub: StubAPI, cache: CallCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url + "/v1")
     stub.fail_next(400)

@@ -1,10 +1,10 @@
 """Model strings -> LangChain chat models. Nothing outside backends/ knows a provider.
 
-    openai:<model>                        OPENAI_API_KEY (OPENAI_BASE_URL optional)
-    anthropic:<model>                     ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL optional)
-    openai-compatible:<base_url>#<model>  vLLM, llama.cpp server, ...; key from
-                                          OPENAI_COMPATIBLE_API_KEY if the server wants one
-    local:<name or path.gguf>             local GGUF models (served by the local-models extra)
+openai:<model>                        OPENAI_API_KEY (OPENAI_BASE_URL optional)
+anthropic:<model>                     ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL optional)
+openai-compatible:<base_url>#<model>  vLLM, llama.cpp server, ...; key from
+                                      OPENAI_COMPATIBLE_API_KEY if the server wants one
+local:<name or path.gguf>             local GGUF models (served by the local-models extra)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import SecretStr
 
 from halluscope.errors import ConfigError, ModelSpecError
 
@@ -50,7 +51,9 @@ def parse_model_spec(spec: str) -> ModelSpec:
     if provider == "openai-compatible":
         base_url, hash_sep, model = rest.rpartition("#")
         if not hash_sep or not base_url or not model:
-            raise ModelSpecError(f"{spec!r}: write openai-compatible:<base_url>#<model>, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen")
+            raise ModelSpecError(
+                f"{spec!r}: write openai-compatible:<base_url>#<model>, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen"
+            )
         if not base_url.startswith(("http://", "https://")):
             raise ModelSpecError(f"{spec!r}: the base URL must start with http:// or https://")
         return ModelSpec("openai-compatible", model, base_url.rstrip("/"))
@@ -78,17 +81,22 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
         else:
             api_key = os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed"
         return ChatOpenAI(
-            model=spec.model, api_key=api_key, base_url=spec.base_url, max_retries=0, timeout=timeout, cache=False
+            model=spec.model,
+            api_key=SecretStr(api_key),
+            base_url=spec.base_url,
+            max_retries=0,
+            timeout=timeout,
+            cache=False,
         )
     if spec.provider == "anthropic":
         from langchain_anthropic import ChatAnthropic
 
         return ChatAnthropic(
             model=spec.model,
-            api_key=_require_env("ANTHROPIC_API_KEY", spec),
+            api_key=SecretStr(_require_env("ANTHROPIC_API_KEY", spec)),
             base_url=spec.base_url,
             max_retries=0,
-            default_request_timeout=timeout,
+            timeout=timeout,
             cache=False,
         )
     raise ConfigError(

@@ -16,9 +16,10 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -42,6 +43,7 @@ ModelLike = str | BaseChatModel
 
 # ---------------------------------------------------------------- accounting
 
+
 class CallStats:
     """Counters of one run, safe to share across threads and tasks of that run."""
 
@@ -58,7 +60,7 @@ class CallStats:
         self.models: set[str] = set()
         self.prompts: set[str] = set()
 
-    def record(self, reply: "ChatReply", seconds: float = 0.0) -> None:
+    def record(self, reply: ChatReply, seconds: float = 0.0) -> None:
         with self._lock:
             self.models.add(reply.model)
             self.prompts.add(reply.prompt_ref)
@@ -110,6 +112,7 @@ class ChatReply:
 
 
 # ---------------------------------------------------------------- limits and retries
+
 
 class ModelLimiter:
     """A concurrency bound shared by threads and event loops alike (one per model per gateway)."""
@@ -175,7 +178,7 @@ class RetryPolicy:
     cap: float = 60.0
 
     @classmethod
-    def from_env(cls) -> "RetryPolicy":
+    def from_env(cls) -> RetryPolicy:
         return cls(
             attempts=int(os.environ.get("HALLUSCOPE_MAX_ATTEMPTS", cls.attempts)),
             initial=float(os.environ.get("HALLUSCOPE_RETRY_INITIAL", cls.initial)),
@@ -219,11 +222,35 @@ def _is_provider_error(exc: BaseException) -> bool:
 
 # ---------------------------------------------------------------- the gateway
 
+
 @dataclass
 class _Model:
     key: str
     chat: BaseChatModel
     provider: str
+
+
+@dataclass
+class _Request:
+    """A call that missed the cache: everything needed to send it and to cache its answer."""
+
+    model: _Model
+    prompt: PromptTemplate
+    key: str
+    sample_index: int
+    kwargs: dict[str, Any]
+    messages: list[BaseMessage]
+
+
+@contextmanager
+def _provider_errors(spec: str) -> Iterator[None]:
+    """Turn a provider's final error into one message that says what went wrong and where."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_provider_error(exc):
+            raise _explain(exc, spec) from exc
+        raise
 
 
 class Gateway:
@@ -277,7 +304,9 @@ class Gateway:
     ) -> tuple[_Model, PromptTemplate, list[dict[str, str]], dict[str, Any]]:
         unknown = set(params) - set(CALL_PARAMS)
         if unknown:
-            raise ConfigError(f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}")
+            raise ConfigError(
+                f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}"
+            )
         m = self.model(model)
         tpl = self.prompt(prompt)
         messages = tpl.render(**variables)
@@ -301,7 +330,9 @@ class Gateway:
             kwargs.pop("logprobs")
         return kwargs
 
-    def _reply(self, m: _Model, tpl: PromptTemplate, sample_index: int, cached: bool, data: Mapping[str, Any]) -> ChatReply:
+    def _reply(
+        self, m: _Model, tpl: PromptTemplate, sample_index: int, cached: bool, data: Mapping[str, Any]
+    ) -> ChatReply:
         reply = ChatReply(
             text=data["text"],
             model=m.key,
@@ -318,6 +349,27 @@ class Gateway:
             reply.parse_error = str(exc)
         return reply
 
+    def _begin(
+        self,
+        model: ModelLike,
+        prompt: str | PromptTemplate,
+        variables: Mapping[str, Any] | None,
+        params: Mapping[str, Any],
+        sample_index: int,
+        stats: CallStats | None,
+    ) -> ChatReply | _Request:
+        """Render and key the call; answer it from the cache when possible."""
+        m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
+        key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            reply = self._reply(m, tpl, sample_index, True, hit)
+            if stats is not None:
+                stats.record(reply)
+            return reply
+        return _Request(
+            m, tpl, key, sample_index, self._provider_kwargs(m, merged, sample_index), to_langchain(messages)
+        )
+
     def call(
         self,
         model: ModelLike,
@@ -328,30 +380,20 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> ChatReply:
-        m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
-        key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            reply = self._reply(m, tpl, sample_index, True, hit)
-            if stats is not None:
-                stats.record(reply)
-            return reply
-        kwargs = self._provider_kwargs(m, merged, sample_index)
-        lc_messages = to_langchain(messages)
-        limiter = self.limiter(m.key)
+        req = self._begin(model, prompt, variables, params, sample_index, stats)
+        if isinstance(req, ChatReply):
+            return req
+        limiter = self.limiter(req.model.key)
         started = time.perf_counter()
-        try:
+        with _provider_errors(req.model.key):
             for attempt in Retrying(**self._retry_args(stats)):
                 with attempt:
                     limiter.acquire()
                     try:
-                        message = m.chat.invoke(lc_messages, **kwargs)
+                        message = req.model.chat.invoke(req.messages, **req.kwargs)
                     finally:
                         limiter.release()
-        except Exception as exc:
-            if _is_provider_error(exc):
-                raise _explain(exc, m.key) from exc
-            raise
-        return self._finish(m, tpl, key, sample_index, message, time.perf_counter() - started, stats)
+        return self._finish(req, message, time.perf_counter() - started, stats)
 
     async def acall(
         self,
@@ -363,30 +405,20 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> ChatReply:
-        m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
-        key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            reply = self._reply(m, tpl, sample_index, True, hit)
-            if stats is not None:
-                stats.record(reply)
-            return reply
-        kwargs = self._provider_kwargs(m, merged, sample_index)
-        lc_messages = to_langchain(messages)
-        limiter = self.limiter(m.key)
+        req = self._begin(model, prompt, variables, params, sample_index, stats)
+        if isinstance(req, ChatReply):
+            return req
+        limiter = self.limiter(req.model.key)
         started = time.perf_counter()
-        try:
+        with _provider_errors(req.model.key):
             async for attempt in AsyncRetrying(**self._retry_args(stats)):
                 with attempt:
                     await limiter.aacquire()
                     try:
-                        message = await m.chat.ainvoke(lc_messages, **kwargs)
+                        message = await req.model.chat.ainvoke(req.messages, **req.kwargs)
                     finally:
                         limiter.release()
-        except Exception as exc:
-            if _is_provider_error(exc):
-                raise _explain(exc, m.key) from exc
-            raise
-        return self._finish(m, tpl, key, sample_index, message, time.perf_counter() - started, stats)
+        return self._finish(req, message, time.perf_counter() - started, stats)
 
     def _retry_args(self, stats: CallStats | None) -> dict[str, Any]:
         def before_sleep(_state: Any) -> None:
@@ -401,16 +433,7 @@ class Gateway:
             "before_sleep": before_sleep,
         }
 
-    def _finish(
-        self,
-        m: _Model,
-        tpl: PromptTemplate,
-        key: str,
-        sample_index: int,
-        message: BaseMessage,
-        seconds: float,
-        stats: CallStats | None,
-    ) -> ChatReply:
+    def _finish(self, req: _Request, message: BaseMessage, seconds: float, stats: CallStats | None) -> ChatReply:
         usage = getattr(message, "usage_metadata", None) or {}
         logprobs = (message.response_metadata or {}).get("logprobs")
         data = {
@@ -418,11 +441,11 @@ class Gateway:
             "prompt_tokens": int(usage.get("input_tokens", 0)),
             "completion_tokens": int(usage.get("output_tokens", 0)),
             "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else logprobs,
-            "prompt_ref": tpl.ref,
+            "prompt_ref": req.prompt.ref,
         }
         if self.cache is not None:
-            self.cache.set(key, data)
-        reply = self._reply(m, tpl, sample_index, False, data)
+            self.cache.set(req.key, data)
+        reply = self._reply(req.model, req.prompt, req.sample_index, False, data)
         if stats is not None:
             stats.record(reply, seconds)
         return reply
@@ -493,4 +516,3 @@ def default_gateway() -> Gateway:
                 concurrency=int(os.environ.get("HALLUSCOPE_CONCURRENCY", "4")),
             )
         return _default
-

@@ -25,7 +25,9 @@ def data_root(explicit: str | Path | None = None) -> Path:
 def dataset_dir(name: str, explicit: str | Path | None = None) -> Path:
     path = data_root(explicit) / name
     if not path.is_dir():
-        raise DataError(f"dataset {name!r} not found under {path.parent}; available: {', '.join(list_datasets(explicit))}")
+        raise DataError(
+            f"dataset {name!r} not found under {path.parent}; available: {', '.join(list_datasets(explicit))}"
+        )
     return path
 
 

@@ -80,7 +80,7 @@ def numbered_qa(raw: str) -> list[dict[str, str]]:
         item = " ".join(chunk.split())
         m = _QA_SPLIT.search(item)
         if m:
-            question, answer = item[: m.start() + 1], item[m.end():]
+            question, answer = item[: m.start() + 1], item[m.end() :]
         else:
             parts = _DASH_SPLIT.split(item)
             if len(parts) < 2:
@@ -111,21 +111,23 @@ def fibe_exam(raw: str) -> list[dict[str, Any]]:
         raise _fail("fibe_exam", raw, "no 'Text=[sK]' blocks")
     exam = []
     for i, m in enumerate(starts):
-        block = raw[m.end(): starts[i + 1].start() if i + 1 < len(starts) else len(raw)]
+        block = raw[m.end() : starts[i + 1].start() if i + 1 < len(starts) else len(raw)]
         subj_at = block.find("Subject=")
         blanks_at = block.find("Blanks=")
         sentence_end = min(p for p in (subj_at, blanks_at, len(block)) if p >= 0)
         subject = None
         if subj_at >= 0:
-            tags = _TAG.findall(block[subj_at: blanks_at if blanks_at > subj_at else len(block)])
+            tags = _TAG.findall(block[subj_at : blanks_at if blanks_at > subj_at else len(block)])
             subject = _object_hypernym(tags[0]) if tags else None
         blanks = [_object_hypernym(t) for t in _TAG.findall(block[blanks_at:])] if blanks_at >= 0 else []
-        exam.append({
-            "sid": int(m.group(1)),
-            "text": " ".join(block[:sentence_end].split()),
-            "subject": subject,
-            "blanks": blanks,
-        })
+        exam.append(
+            {
+                "sid": int(m.group(1)),
+                "text": " ".join(block[:sentence_end].split()),
+                "subject": subject,
+                "blanks": blanks,
+            }
+        )
     return exam
 
 
@@ -140,7 +142,7 @@ def bracket_sentences(raw: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(raw)
-        sentence = " ".join(raw[m.end(): end].split())
+        sentence = " ".join(raw[m.end() : end].split())
         out.setdefault(int(m.group(1)), sentence)
     return out
 
@@ -170,7 +172,7 @@ def concept_list(raw: str) -> list[str]:
     if _QUOTED_SEP.search(body):
         items = _QUOTED_SEP.split(body)
     elif len(lines) > 1:
-        items = [_BULLET.match(ln).group(1) if _BULLET.match(ln) else ln for ln in lines]
+        items = [m.group(1) if (m := _BULLET.match(ln)) else ln for ln in lines]
     else:
         items = body.split(",")
     seen: dict[str, None] = {}
@@ -198,7 +200,7 @@ def iw_co_pairs(raw: str) -> list[dict[str, str]]:
     wrong: str | None = None
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(raw)
-        value = _TRAILING_NUMBER.sub("", " ".join(raw[m.end(): end].split())).strip()
+        value = _TRAILING_NUMBER.sub("", " ".join(raw[m.end() : end].split())).strip()
         is_corrected = m.group(1).lower().startswith(("non", "corrected"))
         if not is_corrected:
             wrong = value or None

@@ -63,7 +63,7 @@ class PromptTemplate(BaseModel):
     path: str | None = Field(None, exclude=True, description="file it was loaded from")
 
     @model_validator(mode="after")
-    def _check(self) -> "PromptTemplate":
+    def _check(self) -> PromptTemplate:
         if (self.messages is None) == (self.text is None):
             raise ValueError("give exactly one of 'messages' (chat) or 'text' (completion)")
         if self.parser not in PARSERS:
@@ -183,7 +183,7 @@ class PromptRegistry:
             self.select(ref)
 
     @classmethod
-    def from_env(cls, extra_dirs: Iterable[str | Path] = (), selections: Iterable[str] = ()) -> "PromptRegistry":
+    def from_env(cls, extra_dirs: Iterable[str | Path] = (), selections: Iterable[str] = ()) -> PromptRegistry:
         env_dirs = [d for d in os.environ.get(PROMPTS_ENV, "").split(os.pathsep) if d]
         return cls([*env_dirs, *extra_dirs], selections)
 
