@@ -89,7 +89,7 @@ class CallStats:
                 seconds=round(time.perf_counter() - self.started, 3),
                 models=sorted(self.models),
                 prompts=sorted(self.prompts),
-                params={"retries": self.retries, **params},
+                params={"retries": self.retries, "model_seconds": round(self.model_seconds, 3), **params},
             )
 
 
