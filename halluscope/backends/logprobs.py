@@ -1,0 +1,413 @@
+"""LogProbModel: sample with token log-probs, and score a continuation by teacher forcing.
+
+The log-prob methods (PHR, likelihood semantic entropy, Direct Question probabilities, CLUE's
+offline scorer) need the model's own log-probabilities: always from raw logits, never after
+temperature or top-p, with prompt and continuation tokenised together.
+
+Implementations: ``local:`` GGUF models (llama-cpp-python), ``transformers:<directory>`` (any Hugging
+Face causal LM directory) and ``openai-compatible:<base_url>#<model>`` completion servers that echo
+prompt log-probs. Anthropic has no log-probs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError
+
+
+@dataclass
+class Sample:
+    text: str
+    token_logprobs: list[float]
+    tokens: list[str] = field(default_factory=list)
+
+    @property
+    def logprob(self) -> float:
+        return float(sum(self.token_logprobs))
+
+
+class LogProbMismatchError(ModelUnavailableError):
+    """A server whose reported log-probs contradict themselves; its numbers must not be used."""
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class LogProbModel(ABC):
+    """Two operations every log-prob method stands on."""
+
+    name: str
+
+    @abstractmethod
+    def sample(
+        self,
+        prompt: str,
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Sample]:
+        """n continuations of a raw prompt, each with the raw log-prob of every sampled token."""
+
+    @abstractmethod
+    def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """Sum of token log-probs of each continuation given the prompt (teacher forcing)."""
+
+    def score(self, prompt: str, continuation: str) -> float:
+        return self.score_many(prompt, [continuation])[0]
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
+        """The model's own chat template applied to messages, ready for the assistant's turn."""
+        raise ConfigError(f"{self.name} has no chat template here: pass a raw prompt")
+
+
+def _check_n(n: int) -> None:
+    if n < 1:
+        raise ConfigError(f"n must be at least 1, got {n}")
+
+
+# ---------------------------------------------------------------- llama-cpp-python
+
+
+class LlamaCppLogProbModel(LogProbModel):
+    """A local GGUF model. One context keeps every position's logits; consecutive calls that share
+    a prompt prefix reuse its KV cache (K samples or continuations of one prompt pay for it once)."""
+
+    def __init__(self, name_or_path: str, n_ctx: int | None = None) -> None:
+        from halluscope.backends.local import load_llama, model_file
+
+        self.name = f"local:{name_or_path}"
+        self._loaded = load_llama(model_file(name_or_path), logits_all=True, n_ctx=n_ctx)
+        self._llama = self._loaded.llama
+        # Tokens whose logit rows score() evaluated itself. Rows left by sampling (or by a chat call on
+        # the shared context) are not reused: llama.cpp's quantised kernels give slightly different
+        # logits for a token decoded alone than in a batch, and a score must not depend on history.
+        self._scored: list[int] = []
+
+    def _tokens(self, text: str) -> list[int]:
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+    def _eval(self, tokens: list[int]) -> None:
+        """Evaluate tokens, reusing whatever prefix the context already holds."""
+        llama = self._llama
+        if len(tokens) > llama.n_ctx():
+            raise ConfigError(f"{self.name}: {len(tokens)} tokens exceed the context of {llama.n_ctx()}")
+        held = llama.input_ids[: llama.n_tokens].tolist()
+        keep = min(common_prefix(self._scored, tokens), common_prefix(held, tokens))
+        llama.n_tokens = keep
+        self._scored = tokens
+        if keep < len(tokens):
+            llama.eval(tokens[keep:])
+
+    def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        prompt_ids = self._tokens(prompt)
+        out = []
+        with self._loaded.lock:
+            for continuation in continuations:
+                full = self._tokens(prompt + continuation)
+                # tokens of the continuation start where the joint tokenisation leaves the prompt's
+                start = max(1, common_prefix(prompt_ids, full))
+                if start >= len(full):
+                    out.append(0.0)
+                    continue
+                self._eval(full)
+                rows = log_softmax(np.asarray(self._llama.scores[start - 1 : len(full) - 1], dtype=np.float64))
+                out.append(float(rows[np.arange(len(full) - start), full[start:]].sum()))
+        return out
+
+    def sample(
+        self,
+        prompt: str,
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Sample]:
+        from halluscope.backends.local import PLAIN_SAMPLING
+
+        _check_n(n)
+        samples = []
+        with self._loaded.lock:
+            self._scored = []
+            for i in range(n):
+                out = self._llama.create_completion(
+                    prompt,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    stop=list(stop),
+                    seed=None if seed is None else seed + i,
+                    logprobs=1,
+                    **PLAIN_SAMPLING,
+                )
+                choice = out["choices"][0]
+                lp = choice["logprobs"] or {"tokens": [], "token_logprobs": []}
+                samples.append(
+                    Sample(choice["text"], [float(x) for x in lp["token_logprobs"]], list(lp["tokens"]))
+                )
+        return samples
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llama = self._llama
+        template = llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(f"{self.name} carries no chat template")
+        vocab = llama._model
+        formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(llama.token_eos()),
+            bos_token=vocab.token_get_text(llama.token_bos()),
+            add_generation_prompt=True,
+        )
+        return str(formatter(messages=list(messages)).prompt)
+
+
+# ---------------------------------------------------------------- transformers
+
+
+class TransformersLogProbModel(LogProbModel):
+    """Any Hugging Face causal-LM directory, on the CPU unless told otherwise (torch threads set
+    explicitly: an unset count under load ran far slower)."""
+
+    def __init__(self, directory: str | Path, device: str | None = None, threads: int | None = None) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise ConfigError("the transformers backend needs the local extra: pip install -e '.[local]'") from exc
+        path = Path(directory).expanduser()
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path} is not a Hugging Face model directory (no config.json)")
+        if threads:
+            torch.set_num_threads(threads)
+        self.name = f"transformers:{path}"
+        self._torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+        self._lock = threading.Lock()
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        torch = self._torch
+        prompt_ids = self._ids(prompt)
+        fulls = [self._ids(prompt + c) for c in continuations]
+        starts = [max(1, common_prefix(prompt_ids, f)) for f in fulls]
+        width = max(len(f) for f in fulls)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(fulls), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(fulls), width), dtype=torch.long)
+        for row, f in enumerate(fulls):  # right padding: positions stay those of the unpadded text
+            ids[row, : len(f)] = torch.tensor(f)
+            mask[row, : len(f)] = 1
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)
+        out = []
+        for row, (f, start) in enumerate(zip(fulls, starts, strict=True)):
+            if start >= len(f):
+                out.append(0.0)
+                continue
+            positions = torch.arange(start - 1, len(f) - 1)
+            targets = torch.tensor(f[start:])
+            out.append(float(logp[row, positions, targets].sum()))
+        return out
+
+    def sample(
+        self,
+        prompt: str,
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Sample]:
+        torch = self._torch
+        _check_n(n)
+        prompt_ids = torch.tensor([self._ids(prompt)], device=self.device)
+        greedy = temperature <= 0
+        with self._lock, torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = self.model.generate(
+                prompt_ids,
+                attention_mask=torch.ones_like(prompt_ids),
+                do_sample=not greedy,
+                temperature=None if greedy else temperature,
+                top_p=None if greedy else top_p,
+                top_k=None,
+                max_new_tokens=max_tokens,
+                num_return_sequences=n,
+                output_logits=True,  # raw logits: scores after temperature/top-p are not log-probs
+                return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+            raw = torch.log_softmax(torch.stack(out.logits, dim=1).float(), dim=-1)  # (n, steps, vocab)
+        new = out.sequences[:, prompt_ids.shape[1] :]
+        eos = self.tokenizer.eos_token_id
+        samples = []
+        for row in range(n):
+            ids, lps = [], []
+            for step, tok in enumerate(new[row].tolist()):
+                if tok == eos:
+                    break
+                ids.append(tok)
+                lps.append(float(raw[row, step, tok]))
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            cut = _stop_cut(text, stop)
+            if cut is not None:  # keep the tokens that make up the text before the stop sequence
+                text = text[:cut]
+                keep = next((k for k in range(len(ids) + 1) if len(self.tokenizer.decode(ids[:k])) >= cut), len(ids))
+                ids, lps = ids[:keep], lps[:keep]
+            samples.append(Sample(text, lps, [self.tokenizer.decode([t]) for t in ids]))
+        return samples
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
+        return str(self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
+
+
+def _stop_cut(text: str, stop: Sequence[str]) -> int | None:
+    hits = [text.find(s) for s in stop if s and s in text]
+    return min(hits) if hits else None
+
+
+# ---------------------------------------------------------------- OpenAI-compatible completion servers
+
+
+class OpenAICompatibleLogProbModel(LogProbModel):
+    """A completions server that echoes prompt log-probs (vLLM, llama.cpp's server).
+
+    Every echoed row is checked against the same row's top log-probs: llama-cpp-python 0.3.36's
+    server was seen echoing prompt log-probs that disagree with its own top rows (and with local
+    teacher forcing of the same model); such numbers raise LogProbMismatchError, never a score.
+    """
+
+    TOLERANCE = 1e-3
+
+    def __init__(self, base_url: str, model: str, api_key: str = "not-needed", timeout: float = 120.0) -> None:
+        import openai
+
+        self.name = f"openai-compatible:{base_url}#{model}"
+        self.model = model
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=timeout)
+
+    def _complete(self, **kwargs: Any) -> Any:
+        import openai
+
+        try:
+            return self._client.completions.create(model=self.model, **kwargs)
+        except openai.APIConnectionError as exc:
+            raise ModelUnavailableError(f"cannot reach {self.name}: {exc}") from exc
+        except openai.APIStatusError as exc:
+            raise ModelUnavailableError(f"{self.name} refused the completion ({exc.status_code}): {exc}") from exc
+
+    def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        out = []
+        for continuation in continuations:
+            text = prompt + continuation
+            resp = self._complete(prompt=text, max_tokens=1, temperature=0.0, echo=True, logprobs=1)
+            lp = resp.choices[0].logprobs
+            if lp is None or not lp.token_logprobs or lp.text_offset is None:
+                raise ModelUnavailableError(f"{self.name} returned no echoed prompt log-probs (echo + logprobs)")
+            total = 0.0
+            for tok, value, offset, top in zip(
+                lp.tokens, lp.token_logprobs, lp.text_offset, lp.top_logprobs or [None] * len(lp.tokens), strict=False
+            ):
+                if offset >= len(text):
+                    break  # the generated token after the echo
+                if offset < len(prompt) or value is None:
+                    continue
+                if top and tok in top and abs(top[tok] - value) > self.TOLERANCE:
+                    raise LogProbMismatchError(
+                        f"{self.name} echoed log-prob {value:.2f} for token {tok!r} but lists it at {top[tok]:.2f} "
+                        "in the same row's top log-probs: its prompt log-probs are wrong (seen with "
+                        "llama-cpp-python 0.3.36's server); score with local:<model> or a vLLM server instead"
+                    )
+                total += float(value)
+            out.append(total)
+        return out
+
+    def sample(
+        self,
+        prompt: str,
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Sample]:
+        _check_n(n)
+        samples = []
+        for i in range(n):
+            resp = self._complete(
+                prompt=prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                stop=list(stop) or None,
+                seed=None if seed is None else seed + i,
+                logprobs=1,
+            )
+            choice = resp.choices[0]
+            lp = choice.logprobs
+            values = [float(v) for v in (lp.token_logprobs if lp else []) if v is not None and not math.isnan(v)]
+            samples.append(Sample(choice.text, values, list(lp.tokens) if lp else []))
+        return samples
+
+
+def load_logprob_model(spec: str) -> LogProbModel:
+    """``local:<name|path.gguf>``, ``transformers:<directory>`` or ``openai-compatible:<url>#<model>``."""
+    from halluscope.backends.chat import parse_model_spec
+
+    provider, sep, rest = spec.partition(":")
+    if provider == "transformers" and sep and rest:
+        return TransformersLogProbModel(rest)
+    parsed = parse_model_spec(spec)
+    if parsed.provider == "local":
+        return LlamaCppLogProbModel(parsed.model)
+    if parsed.provider == "openai-compatible":
+        import os
+
+        return OpenAICompatibleLogProbModel(
+            str(parsed.base_url), parsed.model, os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed"
+        )
+    if parsed.provider == "anthropic":
+        raise ConfigError(
+            f"{spec}: Anthropic gives no log-probabilities; PHR, likelihood semantic entropy, Direct Question "
+            "probabilities and CLUE's offline scorer need local:, transformers: or openai-compatible: models"
+        )
+    raise ModelSpecError(
+        f"{spec}: OpenAI's chat models give sampled-token log-probs but cannot score a given continuation; "
+        "use local:, transformers: or openai-compatible: for a LogProbModel"
+    )
