@@ -15,6 +15,7 @@ class StubAPI:
 
     def __init__(self, answer: str = "Yes") -> None:
         self.answer = answer
+        self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
         self.requests: list[dict[str, Any]] = []
         self._failures: deque[int] = deque()
         self._lock = threading.Lock()
@@ -37,6 +38,8 @@ class StubAPI:
                         if status == 200
                         else {"error": {"message": f"stub {status}", "type": "stub_error"}}
                     )
+                elif self.path.endswith("/completions"):
+                    payload = stub.completion if status == 200 else {"error": {"message": f"stub {status}"}}
                 elif self.path.endswith("/messages"):
                     payload = (
                         stub._anthropic(body)

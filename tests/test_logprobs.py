@@ -104,3 +104,38 @@ def test_specs_without_logprobs_are_clear_errors(tmp_path: Path) -> None:
         load_logprob_model("openai:gpt-4o-mini")
     with pytest.raises(ConfigError, match="not a Hugging Face model directory"):
         load_logprob_model(f"transformers:{tmp_path}")
+
+
+def _echo(tokens: list[tuple[str, float, float]]) -> dict[str, object]:
+    """A completions body echoing (token, logprob, the same token's top-row logprob) + 1 generated."""
+    return {
+        "id": "cmpl", "object": "text_completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "text": "".join(t for t, _, _ in tokens), "finish_reason": "length",
+                     "logprobs": {"tokens": [t for t, _, _ in tokens],
+                                  "token_logprobs": [lp for _, lp, _ in tokens],
+                                  "top_logprobs": [{t: top} for t, _, top in tokens],
+                                  "text_offset": list(range(len(tokens)))}}],
+        "usage": {"prompt_tokens": len(tokens) - 1, "completion_tokens": 1, "total_tokens": len(tokens)},
+    }
+
+
+def test_echoed_logprobs_sum_over_the_continuation_tokens() -> None:
+    from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
+    from tests.stub_servers import StubAPI
+
+    with StubAPI() as stub:
+        stub.completion = _echo([("<s>", 0.0, 0.0), ("Q:", -1.0, -1.0), (" Paris", -0.5, -0.5), (".", -0.25, -0.25),
+                                 ("\n", -3.0, -3.0)])
+        model = OpenAICompatibleLogProbModel(stub.base_url + "/v1", "m")
+        assert model.score("<s>Q:", " Paris.") == pytest.approx(-0.75)  # the generated "\n" is not counted
+        assert stub.requests[0]["body"]["echo"] is True and stub.requests[0]["body"]["logprobs"] == 1
+
+
+def test_a_server_whose_echo_contradicts_its_top_rows_is_refused() -> None:
+    from halluscope.backends.logprobs import LogProbMismatchError, OpenAICompatibleLogProbModel
+    from tests.stub_servers import StubAPI
+
+    with StubAPI() as stub:  # the numbers seen from llama-cpp-python 0.3.36's server
+        stub.completion = _echo([("The", -1.0, -1.0), (" capital", -13.07, -8.40), ("\n", -1.0, -1.0)])
+        with pytest.raises(LogProbMismatchError, match=r"' capital' but lists it at -8.40"):
+            OpenAICompatibleLogProbModel(stub.base_url + "/v1", "m").score("The", " capital")

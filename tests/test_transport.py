@@ -50,16 +50,20 @@ def test_openai_provider_retries_a_429_through_the_real_client(
         {"role": "user", "content": PromptRegistry().get(SCGP).render(**VARS)[1]["content"]},
     ]
     assert sent["body"]["temperature"] == 0.0 and sent["body"]["top_p"] == 0.0 and sent["body"]["logprobs"] is True
+    assert sent["body"]["top_logprobs"] == 0  # without it llama.cpp's server returns no log-probs
     assert stats.models == {f"openai:gpt-4o-mini@{stub.base_url}/v1"}
 
 
 def test_openai_compatible_provider_and_the_cache_replay(stub: StubAPI, cache: CallCache) -> None:
     gateway = _gateway(cache)
     spec = f"openai-compatible:{stub.base_url}/v1#local-model"
-    first = gateway.call(spec, SCGP, VARS)
+    limited = gateway.call(spec, SCGP, VARS, max_tokens=4)
+    first = gateway.call(spec, SCGP, VARS)  # max_tokens is part of the key: a new call
     again = gateway.call(spec, SCGP, VARS)
-    assert (first.cached, again.cached, again.text) == (False, True, "Yes")
-    assert len(stub.requests) == 1 and stub.requests[0]["body"]["model"] == "local-model"
+    assert [r.cached for r in (limited, first, again)] == [False, False, True] and again.text == "Yes"
+    assert len(stub.requests) == 2 and stub.requests[0]["body"]["model"] == "local-model"
+    body = stub.requests[0]["body"]  # both spellings: llama.cpp's server ignores max_completion_tokens
+    assert body["max_tokens"] == 4 and body["max_completion_tokens"] == 4
 
 
 def test_anthropic_provider_retries_a_429_and_a_529_through_the_real_client(

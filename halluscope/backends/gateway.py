@@ -228,6 +228,7 @@ class _Model:
     key: str
     chat: BaseChatModel
     provider: str
+    base_url: str | None = None
 
 
 @dataclass
@@ -284,7 +285,8 @@ class Gateway:
         spec: ModelSpec = parse_model_spec(model)
         with self._lock:
             if spec.key not in self._models:
-                self._models[spec.key] = _Model(spec.key, make_chat_model(spec, self.timeout), spec.provider)
+                chat = make_chat_model(spec, self.timeout)
+                self._models[spec.key] = _Model(spec.key, chat, spec.provider, spec.base_url)
             return self._models[spec.key]
 
     def limiter(self, key: str) -> ModelLimiter:
@@ -328,6 +330,11 @@ class Gateway:
             kwargs.pop("seed", None)  # the Messages API has no seed
         if kwargs.get("logprobs") is False:
             kwargs.pop("logprobs")
+        elif kwargs.get("logprobs") and kwargs.get("top_logprobs") is None:
+            kwargs["top_logprobs"] = 0  # llama.cpp's server returns no log-probs without it; OpenAI accepts 0
+        if kwargs.get("max_tokens") is not None and m.base_url and m.provider in ("openai", "openai-compatible"):
+            # langchain-openai sends max_completion_tokens, which llama.cpp's server ignores
+            kwargs["extra_body"] = {"max_tokens": kwargs["max_tokens"]}
         return kwargs
 
     def _reply(

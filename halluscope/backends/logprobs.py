@@ -334,19 +334,24 @@ class OpenAICompatibleLogProbModel(LogProbModel):
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         out = []
         for continuation in continuations:
-            text = prompt + continuation
-            resp = self._complete(prompt=text, max_tokens=1, temperature=0.0, echo=True, logprobs=1)
+            if not continuation:
+                out.append(0.0)
+                continue
+            resp = self._complete(prompt=prompt + continuation, max_tokens=1, temperature=0.0, echo=True, logprobs=1)
             lp = resp.choices[0].logprobs
-            if lp is None or not lp.token_logprobs or lp.text_offset is None:
+            if lp is None or not lp.token_logprobs:
                 raise ModelUnavailableError(f"{self.name} returned no echoed prompt log-probs (echo + logprobs)")
-            total = 0.0
-            for tok, value, offset, top in zip(
-                lp.tokens, lp.token_logprobs, lp.text_offset, lp.top_logprobs or [None] * len(lp.tokens), strict=False
-            ):
-                if offset >= len(text):
-                    break  # the generated token after the echo
-                if offset < len(prompt) or value is None:
-                    continue
+            generated = resp.usage.completion_tokens if resp.usage else 1
+            rows = list(zip(lp.tokens, lp.token_logprobs, lp.top_logprobs or [None] * len(lp.tokens), strict=False))
+            rows = rows[: len(rows) - generated]
+            # Servers count text offsets over their own detokenisation (llama.cpp drops special
+            # tokens), so the continuation is found from the end: the echoed tokens covering its text.
+            total, covered = 0.0, 0
+            for tok, value, top in reversed(rows):
+                if covered >= len(continuation):
+                    break
+                if value is None:
+                    raise ModelUnavailableError(f"{self.name} echoed no log-prob for token {tok!r}")
                 if top and tok in top and abs(top[tok] - value) > self.TOLERANCE:
                     raise LogProbMismatchError(
                         f"{self.name} echoed log-prob {value:.2f} for token {tok!r} but lists it at {top[tok]:.2f} "
@@ -354,6 +359,7 @@ class OpenAICompatibleLogProbModel(LogProbModel):
                         "llama-cpp-python 0.3.36's server); score with local:<model> or a vLLM server instead"
                     )
                 total += float(value)
+                covered += len(tok)
             out.append(total)
         return out
 

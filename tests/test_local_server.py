@@ -1,0 +1,92 @@
+"""The real wire to a real model: llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with
+SmolLM2, started and stopped by the test, reached through the real OpenAI client."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.local import model_file
+from halluscope.backends.logprobs import OpenAICompatibleLogProbModel, load_logprob_model
+
+SCGP = "selfcheck.prompt"
+VARS = {"context": "Paris is the capital of France.", "sentence": "Paris is the capital of France."}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file("smollm2-135m")),
+           "--host", "127.0.0.1", "--port", str(port), "--model_alias", "smollm2", "--logits_all", "true",
+           "--n_ctx", "2048"]
+    log = log_path.open("w")  # a file, not a pipe: an unread pipe fills up and blocks the server
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama-cpp-python server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama-cpp-python server did not answer within 120 s: {log_path.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.mark.slow
+def test_a_detector_call_through_openai_compatible(server: str, gateway: Gateway) -> None:
+    stats = CallStats()
+    reply = gateway.call(f"openai-compatible:{server}#smollm2", SCGP, VARS, stats=stats,
+                         max_tokens=3, logprobs=True, top_logprobs=2)
+    assert reply.text and reply.prompt_tokens > 20 and 0 < reply.completion_tokens <= 3
+    assert reply.logprobs and all(isinstance(t["logprob"], float) for t in reply.logprobs)
+    assert stats.calls == 1 and stats.models == {f"openai-compatible:{server}#smollm2"}
+
+
+@pytest.mark.slow
+def test_the_openai_provider_with_a_base_url(server: str, gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", server)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    reply = gateway.call("openai:smollm2", SCGP, VARS, max_tokens=3, logprobs=True)
+    assert reply.text and reply.completion_tokens <= 3 and reply.model == f"openai:smollm2@{server}"
+    assert reply.logprobs and len(reply.logprobs) == reply.completion_tokens
+
+
+@pytest.mark.slow
+def test_server_logprobs_agree_with_local_teacher_forcing(server: str) -> None:
+    remote = load_logprob_model(f"openai-compatible:{server}#smollm2")
+    assert isinstance(remote, OpenAICompatibleLogProbModel)
+    local = load_logprob_model("local:smollm2-135m")
+    prompt = local.chat_prompt([{"role": "user", "content": "What is the capital of France?"}])
+    continuations = ["The capital of France is Paris.", "Paris", " Berlin is the capital."]
+    assert remote.score_many(prompt, continuations) == pytest.approx(local.score_many(prompt, continuations), abs=1e-3)
+    for sample in remote.sample(prompt, n=2, max_tokens=10, seed=1):
+        per_token = abs(sample.logprob - local.score(prompt, sample.text)) / max(1, len(sample.token_logprobs))
+        assert per_token < 0.05, (sample.text, per_token)
