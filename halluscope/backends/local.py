@@ -338,5 +338,7 @@ def _plain_token(entry: dict[str, Any]) -> dict[str, Any]:
     return {
         "token": entry["token"],
         "logprob": float(entry["logprob"]),
-        "top_logprobs": [{"token": t["token"], "logprob": float(t["logprob"])} for t in entry.get("top_logprobs") or []],
+        "top_logprobs": [
+            {"token": t["token"], "logprob": float(t["logprob"])} for t in entry.get("top_logprobs") or []
+        ],
     }

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -166,9 +166,7 @@ class LlamaCppLogProbModel(LogProbModel):
                 )
                 choice = out["choices"][0]
                 lp = choice["logprobs"] or {"tokens": [], "token_logprobs": []}
-                samples.append(
-                    Sample(choice["text"], [float(x) for x in lp["token_logprobs"]], list(lp["tokens"]))
-                )
+                samples.append(Sample(choice["text"], [float(x) for x in lp["token_logprobs"]], list(lp["tokens"])))
         return samples
 
     def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
@@ -185,7 +183,7 @@ class LlamaCppLogProbModel(LogProbModel):
             bos_token=vocab.token_get_text(llama.token_bos()),
             add_generation_prompt=True,
         )
-        return str(formatter(messages=list(messages)).prompt)
+        return str(formatter(messages=cast(Any, list(messages))).prompt)
 
 
 # ---------------------------------------------------------------- transformers
@@ -211,7 +209,8 @@ class TransformersLogProbModel(LogProbModel):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        self.model = model.to(self.device).eval()
         self._lock = threading.Lock()
 
     def _ids(self, text: str) -> list[int]:
@@ -283,13 +282,13 @@ class TransformersLogProbModel(LogProbModel):
                     break
                 ids.append(tok)
                 lps.append(float(raw[row, step, tok]))
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
             cut = _stop_cut(text, stop)
             if cut is not None:  # keep the tokens that make up the text before the stop sequence
                 text = text[:cut]
                 keep = next((k for k in range(len(ids) + 1) if len(self.tokenizer.decode(ids[:k])) >= cut), len(ids))
                 ids, lps = ids[:keep], lps[:keep]
-            samples.append(Sample(text, lps, [self.tokenizer.decode([t]) for t in ids]))
+            samples.append(Sample(text, lps, [str(self.tokenizer.decode([t])) for t in ids]))
         return samples
 
     def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:

@@ -1,0 +1,188 @@
+"""Entailment: does a premise entail a hypothesis (optionally, as answers to a question)?
+
+Two backends behind one interface: an LLM judge with the semantic-entropy paper's prompt (through
+the gateway, so cached and limited; label probabilities from the label tokens' log-probs where the
+provider has them), and an NLI classifier (DeBERTa/BART/RoBERTa-MNLI via transformers) for users
+who have a checkpoint. ``bidirectional`` follows the official semantic-entropy code: strict = both
+directions entailment; lax = no contradiction either way and not both neutral.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError
+
+Label = Literal["entailment", "neutral", "contradiction"]
+LABELS: tuple[Label, ...] = ("entailment", "neutral", "contradiction")
+Mode = Literal["strict", "lax"]
+_STEMS: tuple[tuple[Label, str], ...] = (
+    ("entailment", "entail"),
+    ("neutral", "neutral"),
+    ("contradiction", "contradict"),
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    label: Label | None  # None: the judge's answer named no label (kept in raw)
+    probs: dict[str, float] | None = None
+    raw: str | None = None
+
+
+def equivalent(forward: Label | None, backward: Label | None, mode: Mode = "strict") -> bool:
+    """Semantic equivalence from the two directions' labels (an unparsed label is not entailment)."""
+    if mode == "strict":
+        return forward == "entailment" and backward == "entailment"
+    if mode == "lax":
+        pair = (forward, backward)
+        return "contradiction" not in pair and pair != ("neutral", "neutral") and None not in pair
+    raise ConfigError(f"mode must be 'strict' or 'lax', got {mode!r}")
+
+
+class Entailment(ABC):
+    name: str
+
+    @abstractmethod
+    def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+        """One judgement per (premise, hypothesis) pair, in order."""
+
+    def judge(self, premise: str, hypothesis: str, question: str | None = None) -> Judgement:
+        return self.judge_many([(premise, hypothesis)], question)[0]
+
+    def bidirectional(self, a: str, b: str, question: str | None = None, mode: Mode = "strict") -> bool:
+        forward, backward = self.judge_many([(a, b), (b, a)], question)
+        return equivalent(forward.label, backward.label, mode)
+
+
+def _label_of_token(token: str) -> Label | None:
+    word = token.strip().lower()
+    if not word:
+        return None
+    hits = [label for label in LABELS if label.startswith(word)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def label_probabilities(logprobs: Sequence[dict[str, Any]] | None) -> dict[str, float] | None:
+    """Label probabilities from the first answer token's top log-probs, renormalised over the three
+    labels; None when no top token starts a label."""
+    for entry in logprobs or []:
+        if not entry["token"].strip():
+            continue  # leading whitespace tokens
+        mass = dict.fromkeys(LABELS, 0.0)
+        for top in entry.get("top_logprobs") or []:
+            label = _label_of_token(top["token"])
+            if label is not None:
+                mass[label] += math.exp(top["logprob"])
+        total = sum(mass.values())
+        return {k: v / total for k, v in mass.items()} if total > 0 else None
+    return None
+
+
+class LLMEntailment(Entailment):
+    """An LLM judge with the semantic-entropy entailment prompt (version from the prompt registry)."""
+
+    def __init__(
+        self,
+        model: ModelLike,
+        gateway: Gateway | None = None,
+        prompt: str = "semantic_entropy.entailment",
+        with_probs: bool | None = None,
+        top_logprobs: int = 10,
+    ) -> None:
+        self.gateway = gateway or default_gateway()
+        self.model = model
+        self.prompt = prompt
+        resolved = self.gateway.model(model)  # a bad spec or missing key fails here, once
+        self.name = resolved.key
+        self.with_probs = resolved.provider not in ("anthropic", "instance") if with_probs is None else with_probs
+        self.top_logprobs = top_logprobs
+
+    def judge_many(
+        self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+    ) -> list[Judgement]:
+        params: dict[str, Any] = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.with_probs else {}
+
+        def one(pair: tuple[str, str]) -> Judgement:
+            reply = self.gateway.call(
+                self.model,
+                self.prompt,
+                {"question": question or "", "text1": pair[0], "text2": pair[1]},
+                stats=stats,
+                **params,
+            )
+            probs = label_probabilities(reply.logprobs) if self.with_probs else None
+            return Judgement(reply.parsed if reply.ok else None, probs, reply.text)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
+            return list(pool.map(one, pairs))
+
+
+class NLIEntailment(Entailment):
+    """A sequence-classification NLI checkpoint (DeBERTa-, BART- or RoBERTa-MNLI). Label order is
+    read from the config's id2label; the question is not used (as in the official code)."""
+
+    def __init__(
+        self, directory: str | Path, device: str | None = None, batch_size: int = 16, threads: int | None = None
+    ) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        except ImportError as exc:
+            raise ConfigError("the NLI backend needs the local extra: pip install -e '.[local]'") from exc
+        path = Path(directory).expanduser()
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path} is not a Hugging Face model directory (no config.json)")
+        if threads:
+            torch.set_num_threads(threads)
+        self._torch = torch
+        self.name = f"nli:{path}"
+        self.device = device or "cpu"
+        self.batch_size = batch_size
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(path).to(self.device).eval()
+        self.index = self._label_index(self.model.config.id2label)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _label_index(id2label: dict[int, str]) -> dict[Label, int]:
+        index: dict[Label, int] = {}
+        for i, name in id2label.items():
+            low = name.lower()
+            for label, stem in _STEMS:
+                if low.startswith(stem):
+                    index[label] = int(i)
+        if set(index) != set(LABELS):
+            raise ConfigError(f"not a 3-way NLI model: id2label {id2label} lacks entailment/neutral/contradiction")
+        return index
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """Raw 3-way logits per pair in the model's own label order (CLUE's zero-shot scorer uses them)."""
+        torch = self._torch
+        out: list[list[float]] = []
+        with self._lock, torch.inference_mode():
+            for start in range(0, len(pairs), self.batch_size):
+                batch = pairs[start : start + self.batch_size]
+                enc = self.tokenizer(
+                    [p for p, _ in batch], [h for _, h in batch], padding=True, truncation=True, return_tensors="pt"
+                ).to(self.device)
+                out.extend(self.model(**enc).logits.float().tolist())
+        return out
+
+    def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+        judgements = []
+        for row in self.logits(pairs):
+            peak = max(row)
+            exps = [math.exp(x - peak) for x in row]
+            probs: dict[str, float] = {label: exps[i] / sum(exps) for label, i in self.index.items()}
+            best: Label = max(self.index, key=lambda label: probs[label])
+            judgements.append(Judgement(best, probs))
+        return judgements

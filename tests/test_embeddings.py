@@ -1,0 +1,42 @@
+"""Sentence embeddings on the offline all-MiniLM-L6-v2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from halluscope.backends.embeddings import Embedder
+from halluscope.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(threads=1)
+
+
+@pytest.mark.slow
+def test_similarity_ranks_paraphrases_first(embedder: Embedder) -> None:
+    sims = embedder.similarity(
+        ["The cat sits on the mat.", "Paris is the capital of France."],
+        ["A cat is sitting on a mat.", "France's capital is Paris.", "Stocks fell sharply today."],
+    )
+    assert sims.shape == (2, 3)
+    assert list(np.argmax(sims, axis=1)) == [0, 1]
+    assert sims[0, 0] > 0.8 and sims[0, 2] < 0.3
+    vectors = embedder.encode(["one", "two"])
+    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.encode([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_nearest_neighbours_skip_the_query_itself(embedder: Embedder) -> None:
+    pool = [
+        "Who wrote Hamlet?",
+        "Who is the author of Macbeth?",
+        "What is the boiling point of water?",
+        "Which playwright wrote Hamlet?",
+    ]
+    ((first, second),) = embedder.nearest(["Who wrote Hamlet?"], pool, k=2)
+    assert first[0] == 3 and second[0] == 1 and first[1] >= second[1]
+    with pytest.raises(ConfigError, match="k must be at least 1"):
+        embedder.nearest(["x"], pool, k=0)
