@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
@@ -70,18 +71,9 @@ def _prompt_yaml(p: PromptTemplate) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    gateway = _gateway(args)
-    report = run_demo(gateway, args.model, progress=not args.json)
+    report = run_demo(_gateway(args), args.model, args.judge, progress=not args.json)
     if args.json:
-        units = [
-            Unit(text=r.text, score=None, parsed=r.ok, evidence={"question": q, "sample_index": r.sample_index})
-            for q, replies in report.answers.items()
-            for r in replies
-        ]
-        result = DetectionResult(
-            method="demo", units=units, meta=report.meta, evidence={"scripted_model": report.scripted}
-        )
-        print(result.to_json())
+        print(report.to_result().to_json())
     else:
         print_report(report, sys.stdout)
     return 0
@@ -206,6 +198,22 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models_list(args: argparse.Namespace) -> int:
+    rows = registry_rows()
+    if args.json:
+        _print_json(rows)
+        return 0
+    for r in rows:
+        state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else f"not installed: {r['install']}"
+        print(f"{'*' if r['installed'] else ' '} local:{r['name']:<20} {state}")
+        print(f"    {r['about']}")
+    try:
+        print(f"\ndefault model: local:{default_local_model()}")
+    except ModelNotInstalledError as exc:
+        print(f"\n{exc}")
+    return 0
+
+
 def cmd_data_list(args: argparse.Namespace) -> int:
     root = data_root(args.data)
     rows = [{"name": name, "source": source_summary(name, args.data)} for name in list_datasets(args.data)]
@@ -231,11 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo",
         parents=[common],
-        help="the main job, offline: sample answers through the gateway",
-        description="Sample answers to a known and an unknowable question through the gateway and "
-        "print a report; a second run replays from the cache.",
+        help="the main job, offline: semantic entropy and SelfCheck-Prompt on the local model",
+        description="Semantic entropy for a question the model knows and one it cannot know, and "
+        "SelfCheck-Prompt scores for a biography with a planted false sentence, on the embedded local "
+        "model; a second run replays from the cache.",
     )
-    p.add_argument("--model", help="model spec, e.g. openai:gpt-4o-mini (default: the offline scripted model)")
+    p.add_argument("--model", help="model spec (default: the strongest installed local model)")
+    p.add_argument("--judge", help="entailment judge spec (default: the model itself)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_demo)
 
@@ -275,6 +285,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cache_stats)
     p = cache.add_parser("clear", parents=[common], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
+
+    models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
+        dest="models_command", required=True, metavar="ACTION"
+    )
+    p = models.add_parser("list", help="each registry model: installed or not, size, path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models_list)
 
     data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
         dest="data_command", required=True, metavar="ACTION"

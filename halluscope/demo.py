@@ -1,101 +1,182 @@
-"""`halluscope demo`: the main job, offline.
+"""`halluscope demo`: the main job, offline, on the embedded local model.
 
-Until the local-models issue lands, the offline demo runs the full gateway path (versioned prompt,
-disk cache with sample indexes, concurrency limit, retries, accounting) on a scripted model and says
-so in its first line; with ``--model SPEC`` it runs the same job on a real provider.
+Two real checks on real inference: semantic entropy of sampled answers to a question the model
+knows and to one no model can know (answers, clusters by bidirectional entailment, entropy), and
+SelfCheck-Prompt sentence scores for a short biography with one planted false sentence. Every call
+goes through the gateway, so a second run is replayed from the disk cache.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
-from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike
-from halluscope.backends.scripted import ScriptedChatModel
-from halluscope.results import RunMeta
+from halluscope.backends.entailment import LLMEntailment
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.local import default_local_model
+from halluscope.results import DetectionResult, RunMeta, Unit
+from halluscope.scoring import discrete_semantic_entropy, greedy_cluster, scgp_score, supported_value
 
 QUESTIONS = (
-    "What is the capital of France?",  # a question any model knows
+    "What is the capital of France?",  # a question the model knows
     "What did the author of this demo eat for breakfast on 3 March 2019?",  # one no model can know
 )
-SAMPLES = 10
+ANSWERS_PER_QUESTION = 10  # M = 10 at temperature 1, as in the semantic-entropy paper
+ANSWER_MAX_TOKENS = 64
 
-_SCRIPTED_ANSWERS = {
-    "capital of France": ["Paris is the capital of France.", "The capital of France is Paris."],
-    "breakfast": [
-        "They ate scrambled eggs and toast.",
-        "They had a bowl of oatmeal with berries.",
-        "They ate pancakes with maple syrup.",
-        "They skipped breakfast that day.",
-        "They had a croissant and coffee.",
-    ],
-}
-
-
-def _scripted_answer(prompt: str, _params: dict[str, Any]) -> str:
-    """Samples vary at random as at temperature 1; the cache makes a rerun replay them exactly."""
-    for cue, answers in _SCRIPTED_ANSWERS.items():
-        if cue in prompt:
-            return random.choice(answers)
-    return "I do not know."
+CONCEPT = "Albert Einstein"
+BIOGRAPHY = (
+    "Albert Einstein was a German-born theoretical physicist.",
+    "He developed the theory of relativity.",
+    "He received the Nobel Prize in Physics in 1921.",
+    "Einstein was born in Paris, France, in 1879.",  # planted: he was born in Ulm
+    "He died in Princeton, New Jersey, in 1955.",
+)
+PLANTED = 3
+PASSAGES = 3  # N regenerated passages for SelfCheck-Prompt (the FIBE paper uses 5)
 
 
-def scripted_demo_model() -> ScriptedChatModel:
-    return ScriptedChatModel(respond=_scripted_answer, model_id="scripted:demo")
+@dataclass
+class QuestionReport:
+    question: str
+    answers: list[str]
+    clusters: list[list[int]]
+    entropy: float
+
+
+@dataclass
+class SentenceReport:
+    sentence: str
+    score: float
+    answers: list[str | None]  # 'yes' / 'no' / None (neither) against each regenerated passage
+    planted: bool
 
 
 @dataclass
 class DemoReport:
-    answers: dict[str, list[ChatReply]]
+    model: str
+    judge: str
+    questions: list[QuestionReport]
+    sentences: list[SentenceReport]
+    passages: list[str]
     meta: RunMeta
-    scripted: bool
+
+    def to_result(self) -> DetectionResult:
+        units = [
+            Unit(
+                text=q.question,
+                score=q.entropy,
+                evidence={"kind": "semantic_entropy", "answers": q.answers, "clusters": q.clusters},
+            )
+            for q in self.questions
+        ] + [
+            Unit(
+                text=s.sentence,
+                score=s.score,
+                evidence={"kind": "selfcheck_prompt", "supported": s.answers, "planted_false": s.planted},
+            )
+            for s in self.sentences
+        ]
+        return DetectionResult(
+            method="demo",
+            units=units,
+            meta=self.meta,
+            evidence={"model": self.model, "judge": self.judge, "passages": self.passages},
+        )
 
 
-def run_demo(gateway: Gateway, model: ModelLike | None = None, progress: bool = True) -> DemoReport:
-    """Sample SAMPLES answers to each demo question through the gateway, with the paper's QA prompt."""
-    scripted = model is None
-    chosen: ModelLike = scripted_demo_model() if model is None else model
-    gateway.model(chosen)  # a missing key or bad spec fails here, before any progress is drawn
+def run_demo(
+    gateway: Gateway, model: ModelLike | None = None, judge: ModelLike | None = None, progress: bool = True
+) -> DemoReport:
+    chosen: ModelLike = model if model is not None else f"local:{default_local_model()}"
+    model_key = gateway.model(chosen).key  # a missing model or key fails here, before any progress
+    judge_model = judge if judge is not None else chosen
+    entail = LLMEntailment(judge_model, gateway=gateway, with_probs=False)
     stats = CallStats()
-    answers: dict[str, list[ChatReply]] = {}
-    with tqdm(total=SAMPLES * len(QUESTIONS), desc="sampling answers", disable=not progress, leave=False) as bar:
-        for question in QUESTIONS:
-            answers[question] = gateway.sample(
+
+    questions = []
+    for question in QUESTIONS:
+        with tqdm(total=ANSWERS_PER_QUESTION, desc="sampling answers", disable=not progress, leave=False) as bar:
+            replies = gateway.sample(
                 chosen,
                 "semantic_entropy.answer",
                 {"question": question},
-                SAMPLES,
+                ANSWERS_PER_QUESTION,
                 stats=stats,
-                on_reply=lambda _reply: bar.update(),
+                max_tokens=ANSWER_MAX_TOKENS,
+                on_reply=lambda _r: bar.update(),
             )
-    return DemoReport(answers, stats.meta("demo", samples=SAMPLES), scripted)
+        answers = [r.text.strip() for r in replies]
+        with tqdm(desc="clustering (judge calls)", disable=not progress, leave=False) as bar:
+
+            def same(a: str, b: str, question: str = question, bar: tqdm = bar) -> bool:
+                if a == b:  # identical answers mean the same: the 1.5B judge called such pairs "Neutral"
+                    return True
+                forward, backward = entail.judge_many([(a, b), (b, a)], question, stats=stats)
+                bar.update(2)
+                return forward.label == "entailment" and backward.label == "entailment"  # strict
+
+            clusters = greedy_cluster(answers, same)
+        entropy = discrete_semantic_entropy([len(c) for c in clusters])
+        questions.append(QuestionReport(question, answers, clusters, entropy))
+
+    with tqdm(total=PASSAGES, desc="regenerating passages", disable=not progress, leave=False) as bar:
+        passages = [
+            r.text
+            for r in gateway.sample(
+                chosen,
+                "selfcheck.regenerate",
+                {"n_sentences": len(BIOGRAPHY), "concept": CONCEPT},
+                PASSAGES,
+                stats=stats,
+                max_tokens=256,
+                on_reply=lambda _r: bar.update(),
+            )
+        ]
+    sentences = []
+    with tqdm(total=len(BIOGRAPHY) * PASSAGES, desc="checking sentences", disable=not progress, leave=False) as bar:
+        for i, sentence in enumerate(BIOGRAPHY):
+            verdicts: list[str | None] = []
+            for passage in passages:
+                reply = gateway.call(
+                    chosen, "selfcheck.prompt", {"context": passage, "sentence": sentence}, stats=stats, max_tokens=8
+                )
+                verdicts.append(reply.parsed if reply.ok else None)
+                bar.update()
+            score = scgp_score([supported_value(v) for v in verdicts])
+            sentences.append(SentenceReport(sentence, score, verdicts, i == PLANTED))
+    meta = stats.meta("demo", answers_per_question=ANSWERS_PER_QUESTION, passages=PASSAGES)
+    return DemoReport(model_key, entail.name, questions, sentences, passages, meta)
 
 
 def print_report(report: DemoReport, out: TextIO) -> None:
-    if report.scripted:
-        out.write(
-            "NOTE: no local model is served yet, so this demo runs on a SCRIPTED model (canned answers, "
-            "no inference).\nIt exercises the real gateway: versioned prompt, disk cache, sample indexes, "
-            "limits, accounting.\nRun it on a real model with --model SPEC (e.g. openai:gpt-4o-mini).\n\n"
-        )
-    for question, replies in report.answers.items():
-        out.write(f"Q: {question}\n")
-        distinct: dict[str, int] = {}
-        for r in replies:
-            distinct[r.text] = distinct.get(r.text, 0) + 1
-        for text, count in sorted(distinct.items(), key=lambda kv: -kv[1]):
-            out.write(f"  {count:2d} x {text}\n")
-        out.write(f"  {len(distinct)} distinct answer(s) in {len(replies)} samples\n\n")
+    out.write(f"halluscope demo on {report.model} (entailment judge: {report.judge})\n\n")
+    out.write(f"1. Semantic entropy of {ANSWERS_PER_QUESTION} sampled answers (higher = more likely confabulated)\n")
+    out.write("   clusters by strict bidirectional entailment; identical answers join without a judge call\n")
+    for q in report.questions:
+        out.write(f"\nQ: {q.question}\n")
+        for n, cluster in enumerate(sorted(q.clusters, key=len, reverse=True), start=1):
+            out.write(f"  cluster {n} ({len(cluster)} answers): {q.answers[cluster[0]]}\n")
+            for other in cluster[1:]:
+                out.write(f"      also: {q.answers[other]}\n")
+        out.write(f"  semantic entropy: {q.entropy:.3f} nats over {len(q.clusters)} cluster(s)\n")
+    out.write(
+        f"\n2. SelfCheck-Prompt on a biography of {CONCEPT} "
+        f"({PASSAGES} regenerated passages; score = share not supported)\n\n"
+    )
+    for s in report.sentences:
+        verdicts = " ".join((v or "?")[:3].ljust(3) for v in s.answers)
+        flag = "   <- planted false sentence" if s.planted else ""
+        out.write(f"  {s.score:.2f}  [{verdicts}]  {s.sentence}{flag}\n")
     m = report.meta
     out.write(
-        f"model calls: {m.calls}   cache hits: {m.cache_hits}   tokens: {m.tokens.prompt} in / "
-        f"{m.tokens.completion} out   {m.seconds:.2f} s\n"
+        f"\nmodel calls: {m.calls}   cache hits: {m.cache_hits}   tokens: {m.tokens.prompt} in / "
+        f"{m.tokens.completion} out   {m.seconds:.1f} s\n"
     )
-    out.write(f"models: {', '.join(m.models)}\nprompts: {', '.join(m.prompts)}\n")
+    out.write(f"prompts: {', '.join(m.prompts)}\n")
     if m.calls == 0:
-        out.write("Every answer came from the cache: this run replayed the previous one exactly.\n")
+        out.write("Every answer came from the disk cache: this run replayed the previous one exactly.\n")
     else:
-        out.write("Run it again: the answers will be replayed from the disk cache.\n")
+        out.write("Run it again: every answer will be replayed from the disk cache in seconds.\n")

@@ -20,33 +20,32 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_demo_twice_second_run_replays_from_the_cache(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "demo", "--json")
+@pytest.mark.slow
+def test_demo_on_a_local_model_twice_second_run_replays_from_the_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["demo", "--model", "local:smollm2-135m", "--json"]
+    code, out, _ = run(capsys, *argv)
     first = DetectionResult.from_json(out)
-    assert code == 0 and first.method == "demo" and len(first.units) == 20
-    assert first.meta.calls == 20 and first.meta.cache_hits == 0
-    assert first.evidence == {"scripted_model": True}
-    _, out, _ = run(capsys, "demo", "--json")
+    assert code == 0 and first.method == "demo" and len(first.units) == 2 + 5
+    assert first.meta.calls > 20 and first.meta.cache_hits >= 0
+    assert first.evidence["model"] == "local:smollm2-135m"
+    _, out, _ = run(capsys, *argv)
     second = DetectionResult.from_json(out)
-    assert second.meta.calls == 0 and second.meta.cache_hits == 20
-    assert [u.text for u in second.units] == [u.text for u in first.units]
+    assert second.meta.calls == 0 and second.meta.cache_hits == first.meta.calls + first.meta.cache_hits
+    assert [u.score for u in second.units] == [u.score for u in first.units]
     body = json.loads(out)
     assert {"method", "units", "meta"} <= body.keys()
     assert {"calls", "cache_hits", "tokens", "seconds", "models", "prompts"} <= body["meta"].keys()
-    assert body["meta"]["prompts"][0].startswith("semantic_entropy.answer@1#")
-
-
-def test_demo_report_says_it_is_scripted(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "demo")
-    assert code == 0
-    assert out.startswith("NOTE: no local model is served yet") and "SCRIPTED" in out
-    assert "model calls: 20" in out and "Q: What is the capital of France?" in out
+    assert any(p.startswith("semantic_entropy.answer@1#") for p in body["meta"]["prompts"])
+    _, out, _ = run(capsys, "demo", "--model", "local:smollm2-135m")
+    assert out.startswith("halluscope demo on local:smollm2-135m") and "semantic entropy:" in out
+    assert "<- planted false sentence" in out and "Every answer came from the disk cache" in out
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["demo", "--model", "openai:gpt-4o-mini"], "set OPENAI_API_KEY"),
+        (["demo", "--model", "local:qwen-70b"], "unknown local model 'qwen-70b'"),
         (["demo", "--model", "mistral:large"], "unknown provider 'mistral'"),
         (["prompts", "show", "fibe.nothing"], "unknown prompt 'fibe.nothing'"),
         (["prompts", "list", "--prompts", "/nonexistent/dir"], "does not exist"),
@@ -113,11 +112,27 @@ def test_prompts_run_through_an_openai_compatible_server(capsys: pytest.CaptureF
 
 def test_cache_stats_and_clear(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     cache_dir = str(tmp_path / "c")
-    run(capsys, "demo", "--json", "--cache-dir", cache_dir)
+    with StubAPI(answer="Yes") as stub:
+        run(
+            capsys,
+            "prompts",
+            "run",
+            "selfcheck.prompt",
+            "--model",
+            f"openai-compatible:{stub.base_url}/v1#m",
+            "--var",
+            "context=c",
+            "--var",
+            "sentence=s",
+            "--samples",
+            "3",
+            "--cache-dir",
+            cache_dir,
+        )
     _, out, _ = run(capsys, "cache", "stats", "--json", "--cache-dir", cache_dir)
-    assert json.loads(out)["entries"] == 20
+    assert json.loads(out)["entries"] == 3
     _, out, _ = run(capsys, "cache", "clear", "--cache-dir", cache_dir)
-    assert out.startswith("removed 20 cached calls")
+    assert out.startswith("removed 3 cached calls")
 
 
 def test_data_list_finds_the_shared_benchmarks(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
@@ -133,8 +148,18 @@ def test_every_command_has_help() -> None:
         ["prompts", "run", "--help"],
         ["cache", "stats", "--help"],
         ["data", "list", "--help"],
+        ["models", "list", "--help"],
     ):
         proc = subprocess.run(
             [sys.executable, "-m", "halluscope.cli", *argv], capture_output=True, text=True, timeout=60
         )
         assert proc.returncode == 0 and "usage: halluscope" in proc.stdout
+
+
+def test_models_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "models", "list", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["name"] for r in rows] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"]
+    assert all(r["installed"] and r["bytes"] > 0 and r["path"] for r in rows)
+    _, out, _ = run(capsys, "models", "list")
+    assert "* local:smollm2-135m" in out and "default model: local:qwen2.5-coder-1.5b" in out

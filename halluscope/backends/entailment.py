@@ -97,6 +97,7 @@ class LLMEntailment(Entailment):
         prompt: str = "semantic_entropy.entailment",
         with_probs: bool | None = None,
         top_logprobs: int = 10,
+        max_tokens: int | None = 16,
     ) -> None:
         self.gateway = gateway or default_gateway()
         self.model = model
@@ -105,11 +106,14 @@ class LLMEntailment(Entailment):
         self.name = resolved.key
         self.with_probs = resolved.provider not in ("anthropic", "instance") if with_probs is None else with_probs
         self.top_logprobs = top_logprobs
+        self.max_tokens = max_tokens  # the label is the first word; this only bounds a chatty judge
 
     def judge_many(
         self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
     ) -> list[Judgement]:
-        params: dict[str, Any] = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.with_probs else {}
+        params: dict[str, Any] = {"max_tokens": self.max_tokens}
+        if self.with_probs:
+            params.update(logprobs=True, top_logprobs=self.top_logprobs)
 
         def one(pair: tuple[str, str]) -> Judgement:
             reply = self.gateway.call(

@@ -1,1 +1,6 @@
-"""Pure scoring functions (entropies, clustering, SBC, FEWL, PHR); imports nothing of halluscope."""
+"""Pure scoring functions (entropies, clustering, SelfCheck, SBC, FEWL, PHR); imports nothing of halluscope."""
+
+from halluscope.scoring.selfcheck import scgp_score, supported_value
+from halluscope.scoring.semantic_entropy import discrete_semantic_entropy, greedy_cluster
+
+__all__ = ["discrete_semantic_entropy", "greedy_cluster", "scgp_score", "supported_value"]

@@ -1,0 +1,55 @@
+"""Scoring formulas against numbers worked in the papers and by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from halluscope.scoring import discrete_semantic_entropy, greedy_cluster, scgp_score, supported_value
+
+
+def test_walkthrough_pizza_example_in_base_10() -> None:
+    # nine clusters over ten answers, one of size two: 0.939794 (semantic-entropy walkthrough)
+    assert discrete_semantic_entropy([2, 1, 1, 1, 1, 1, 1, 1, 1], base=10) == pytest.approx(0.939794, abs=1e-6)
+
+
+def test_walkthrough_fordham_example_is_zero() -> None:
+    assert discrete_semantic_entropy([10], base=10) == 0.0
+    assert discrete_semantic_entropy([10]) == 0.0
+
+
+def test_walkthrough_biography_question_example_in_natural_log() -> None:
+    # the walkthrough prints 1.55916 for clusters of 11, 1, 4, 1, 4, 2, 1 answers: the natural-log
+    # value (its base-10 helper would give 0.677)
+    sizes = [11, 1, 4, 1, 4, 2, 1]
+    assert discrete_semantic_entropy(sizes) == pytest.approx(1.55916, abs=1e-5)
+    assert discrete_semantic_entropy(sizes, base=10) == pytest.approx(0.677134, abs=1e-6)
+    assert discrete_semantic_entropy(sizes, base=2) == pytest.approx(1.55916 / math.log(2), abs=1e-5)
+
+
+def test_entropy_rejects_empty_or_non_positive_sizes() -> None:
+    for bad in ([], [3, 0]):
+        with pytest.raises(ValueError):
+            discrete_semantic_entropy(bad)
+
+
+def test_greedy_clustering_compares_with_each_clusters_first_member() -> None:
+    answers = ["Paris", "paris", "Lyon", "PARIS!", "lyon", "Nice"]
+    compared: list[tuple[str, str]] = []
+
+    def same(a: str, b: str) -> bool:
+        compared.append((a, b))
+        return a.lower().strip("!") == b.lower().strip("!")
+
+    assert greedy_cluster(answers, same) == [[0, 1, 3], [2, 4], [5]]
+    assert all(a in ("Paris", "Lyon") for a, _ in compared)  # only first members are compared against
+    assert ("Paris", "Lyon") in compared and ("Lyon", "Nice") in compared and len(compared) == 7
+
+
+def test_scgp_reading_and_score() -> None:
+    assert [supported_value(a) for a in ("yes", "no", None, "maybe")] == [1.0, 0.0, 0.5, 0.5]
+    # sentence supported by 3 of 5 samples, contradicted by 1, unreadable once: (0+0+0+1+0.5)/5 = 0.3
+    assert scgp_score([1.0, 1.0, 1.0, 0.0, 0.5]) == pytest.approx(0.3)
+    with pytest.raises(ValueError):
+        scgp_score([])
