@@ -12,6 +12,7 @@ prompt log-probs. Anthropic has no log-probs.
 from __future__ import annotations
 
 import math
+import random
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -147,27 +148,47 @@ class LlamaCppLogProbModel(LogProbModel):
         stop: Sequence[str] = (),
         seed: int | None = None,
     ) -> list[Sample]:
+        """Sampling through llama.cpp's sampler; each chosen token's log-prob is read from the raw logit
+        row that produced it (llama-cpp-python's completion log-probs sort the whole vocabulary in
+        Python for every token: 3.7 instead of ~20 tokens/s on the 1.5B)."""
+        import llama_cpp
+
         from halluscope.backends.local import PLAIN_SAMPLING
 
         _check_n(n)
+        llama = self._llama
+        prompt_ids = self._tokens(prompt)
+        plain = {k: v for k, v in PLAIN_SAMPLING.items() if k != "repeat_penalty"}
         samples = []
         with self._loaded.lock:
             self._scored = []
             for i in range(n):
-                out = self._llama.create_completion(
-                    prompt,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    top_p=top_p,
-                    stop=list(stop),
-                    seed=None if seed is None else seed + i,
-                    logprobs=1,
-                    **PLAIN_SAMPLING,
-                )
-                choice = out["choices"][0]
-                lp = choice["logprobs"] or {"tokens": [], "token_logprobs": []}
-                samples.append(Sample(choice["text"], [float(x) for x in lp["token_logprobs"]], list(lp["tokens"])))
+                # without a seed, draw one from the context's own seed, as create_completion does
+                llama.set_seed(seed + i if seed is not None else random.Random(llama._seed).randint(0, 2**31))
+                ids: list[int] = []
+                lps: list[float] = []
+                for tok in llama.generate(prompt_ids, temp=temperature, top_p=top_p, repeat_penalty=1.0, **plain):
+                    if llama_cpp.llama_vocab_is_eog(llama._model.vocab, tok):
+                        break
+                    row = np.asarray(llama.scores[llama.n_tokens - 1], dtype=np.float64)
+                    lps.append(float(log_softmax(row)[tok]))
+                    ids.append(tok)
+                    if len(ids) >= max_tokens or (stop and _stop_cut(self._text(ids, prompt_ids), stop) is not None):
+                        break
+                text = self._text(ids, prompt_ids)
+                cut = _stop_cut(text, stop)
+                if cut is not None:  # keep the tokens that make up the text before the stop sequence
+                    text = text[:cut]
+                    keep = next(
+                        (k for k in range(len(ids) + 1) if len(self._text(ids[:k], prompt_ids)) >= cut), len(ids)
+                    )
+                    ids, lps = ids[:keep], lps[:keep]
+                tokens = [self._text([t], prompt_ids + ids[:j]) for j, t in enumerate(ids)]
+                samples.append(Sample(text, lps, tokens))
         return samples
+
+    def _text(self, ids: list[int], before: list[int]) -> str:
+        return bytes(self._llama.detokenize(ids, prev_tokens=before)).decode("utf-8", errors="ignore")
 
     def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
