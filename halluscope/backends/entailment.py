@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.logprobs import hf_directory
 from halluscope.errors import ConfigError
 
 Label = Literal["entailment", "neutral", "contradiction"]
@@ -137,16 +138,10 @@ class NLIEntailment(Entailment):
     def __init__(
         self, directory: str | Path, device: str | None = None, batch_size: int = 16, threads: int | None = None
     ) -> None:
-        try:
-            import torch
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
-        except ImportError as exc:
-            raise ConfigError("the NLI backend needs the local extra: pip install -e '.[local]'") from exc
-        path = Path(directory).expanduser()
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"{path} is not a Hugging Face model directory (no config.json)")
-        if threads:
-            torch.set_num_threads(threads)
+        path = hf_directory(directory, threads, "the NLI backend")
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
         self._torch = torch
         self.name = f"nli:{path}"
         self.device = device or "cpu"

@@ -210,21 +210,30 @@ class LlamaCppLogProbModel(LogProbModel):
 # ---------------------------------------------------------------- transformers
 
 
+def hf_directory(directory: str | Path, threads: int | None, what: str) -> Path:
+    """Check a Hugging Face model directory and torch before loading; set torch's thread count
+    (explicitly: an unset count under load ran far slower here)."""
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"{what} needs the local extra: pip install -e '.[local]'") from exc
+    path = Path(directory).expanduser()
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{path} is not a Hugging Face model directory (no config.json)")
+    if threads:
+        torch.set_num_threads(threads)
+    return path
+
+
 class TransformersLogProbModel(LogProbModel):
-    """Any Hugging Face causal-LM directory, on the CPU unless told otherwise (torch threads set
-    explicitly: an unset count under load ran far slower)."""
+    """Any Hugging Face causal-LM directory, on the CPU unless told otherwise."""
 
     def __init__(self, directory: str | Path, device: str | None = None, threads: int | None = None) -> None:
-        try:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as exc:
-            raise ConfigError("the transformers backend needs the local extra: pip install -e '.[local]'") from exc
-        path = Path(directory).expanduser()
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"{path} is not a Hugging Face model directory (no config.json)")
-        if threads:
-            torch.set_num_threads(threads)
+        path = hf_directory(directory, threads, "the transformers backend")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         self.name = f"transformers:{path}"
         self._torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
