@@ -5,6 +5,10 @@ results are pydantic models whose unit scores are higher when more likely halluc
 """
 
 from halluscope.backends import CallCache, CallStats, ChatReply, Gateway, RetryPolicy, default_gateway, parse_model_spec
+from halluscope.backends.embeddings import Embedder
+from halluscope.backends.entailment import Entailment, Judgement, LLMEntailment, NLIEntailment
+from halluscope.backends.local import default_local_model
+from halluscope.backends.logprobs import LogProbModel, LogProbMismatchError, Sample, load_logprob_model
 from halluscope.errors import (
     ConfigError,
     DataError,
@@ -26,18 +30,28 @@ __all__ = [
     "ConfigError",
     "DataError",
     "DetectionResult",
+    "Embedder",
+    "Entailment",
     "Gateway",
     "HalluscopeError",
+    "Judgement",
+    "LLMEntailment",
+    "LogProbMismatchError",
+    "LogProbModel",
     "ModelSpecError",
     "ModelUnavailableError",
+    "NLIEntailment",
     "ParseError",
     "PromptError",
     "PromptRegistry",
     "PromptTemplate",
     "RetryPolicy",
     "RunMeta",
+    "Sample",
     "TokenUsage",
     "Unit",
     "default_gateway",
+    "default_local_model",
+    "load_logprob_model",
     "parse_model_spec",
 ]
