@@ -8,7 +8,7 @@ from halluscope.backends import CallCache, CallStats, ChatReply, Gateway, RetryP
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import Entailment, Judgement, LLMEntailment, NLIEntailment
 from halluscope.backends.local import default_local_model
-from halluscope.backends.logprobs import LogProbModel, LogProbMismatchError, Sample, load_logprob_model
+from halluscope.backends.logprobs import LogProbMismatchError, LogProbModel, Sample, load_logprob_model
 from halluscope.errors import (
     ConfigError,
     DataError,

@@ -33,6 +33,15 @@ def test_detection_result_json_round_trip() -> None:
 def test_public_api_is_one_import() -> None:
     import halluscope
 
-    for name in ("load_logprob_model", "LLMEntailment", "NLIEntailment", "Embedder", "Gateway", "CallStats",
-                 "PromptRegistry", "DetectionResult", "default_local_model"):
+    for name in (
+        "load_logprob_model",
+        "LLMEntailment",
+        "NLIEntailment",
+        "Embedder",
+        "Gateway",
+        "CallStats",
+        "PromptRegistry",
+        "DetectionResult",
+        "default_local_model",
+    ):
         assert hasattr(halluscope, name) and name in halluscope.__all__
