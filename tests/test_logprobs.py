@@ -151,3 +151,21 @@ def test_a_server_whose_echo_contradicts_its_top_rows_is_refused() -> None:
         stub.completion = _echo([("The", -1.0, -1.0), (" capital", -13.07, -8.40), ("\n", -1.0, -1.0)])
         with pytest.raises(LogProbMismatchError, match=r"' capital' but lists it at -8.40"):
             OpenAICompatibleLogProbModel(stub.base_url + "/v1", "m").score("The", " capital")
+
+
+@pytest.mark.slow
+def test_a_chat_call_on_the_shared_context_does_not_leak_into_scores(qwen05: LlamaCppLogProbModel) -> None:
+    from halluscope.backends.gateway import Gateway
+
+    prompt = qwen05.chat_prompt(FRANCE)
+    before = qwen05.score(prompt, "Berlin")
+    Gateway(cache=None).call(
+        "local:qwen2.5-coder-0.5b",
+        "semantic_entropy.answer",
+        {"question": "Capital of France?"},
+        logprobs=True,
+        max_tokens=4,
+    )
+    other = load_logprob_model("local:qwen2.5-coder-0.5b")  # a second scorer on the same context
+    assert other.score(prompt, "Paris") < 0
+    assert qwen05.score(prompt, "Berlin") == before

@@ -229,6 +229,7 @@ class LoadedLlama:
     lock: threading.Lock
     path: Path
     logits_all: bool
+    epoch: int = 0  # bumped by every use of the context, so a scorer knows whose logit rows it holds
 
 
 _loaded: dict[tuple[Path, bool, int], LoadedLlama] = {}
@@ -305,6 +306,7 @@ class LocalChatModel(BaseChatModel):
         loaded = load_llama(Path(self.model_path), logits_all=want_logprobs, n_ctx=self.n_ctx)
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
         with loaded.lock:
+            loaded.epoch += 1
             out = loaded.llama.create_chat_completion(
                 messages=chat,
                 temperature=float(kwargs.get("temperature", 1.0)),

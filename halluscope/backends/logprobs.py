@@ -102,10 +102,12 @@ class LlamaCppLogProbModel(LogProbModel):
         self.name = f"local:{name_or_path}"
         self._loaded = load_llama(model_file(name_or_path), logits_all=True, n_ctx=n_ctx)
         self._llama = self._loaded.llama
-        # Tokens whose logit rows score() evaluated itself. Rows left by sampling (or by a chat call on
-        # the shared context) are not reused: llama.cpp's quantised kernels give slightly different
-        # logits for a token decoded alone than in a batch, and a score must not depend on history.
+        # Tokens whose logit rows this scorer evaluated itself, at context epoch _epoch. Rows left by
+        # anyone else (sampling, a chat call on the shared context) are not reused: llama.cpp's
+        # quantised kernels give a token decoded alone slightly different logits than in a batch, and
+        # a score must not depend on history.
         self._scored: list[int] = []
+        self._epoch = -1
 
     def _tokens(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
@@ -115,12 +117,13 @@ class LlamaCppLogProbModel(LogProbModel):
         llama = self._llama
         if len(tokens) > llama.n_ctx():
             raise ConfigError(f"{self.name}: {len(tokens)} tokens exceed the context of {llama.n_ctx()}")
-        held = llama.input_ids[: llama.n_tokens].tolist()
-        keep = min(common_prefix(self._scored, tokens), common_prefix(held, tokens))
+        mine = self._scored if self._epoch == self._loaded.epoch else []
+        keep = min(common_prefix(mine, tokens), common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens))
         llama.n_tokens = keep
-        self._scored = tokens
         if keep < len(tokens):
             llama.eval(tokens[keep:])
+        self._loaded.epoch += 1
+        self._scored, self._epoch = tokens, self._loaded.epoch
 
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         prompt_ids = self._tokens(prompt)
@@ -158,16 +161,15 @@ class LlamaCppLogProbModel(LogProbModel):
         _check_n(n)
         llama = self._llama
         prompt_ids = self._tokens(prompt)
-        plain = {k: v for k, v in PLAIN_SAMPLING.items() if k != "repeat_penalty"}
         samples = []
         with self._loaded.lock:
-            self._scored = []
+            self._loaded.epoch += 1
             for i in range(n):
                 # without a seed, draw one from the context's own seed, as create_completion does
                 llama.set_seed(seed + i if seed is not None else random.Random(llama._seed).randint(0, 2**31))
                 ids: list[int] = []
                 lps: list[float] = []
-                for tok in llama.generate(prompt_ids, temp=temperature, top_p=top_p, repeat_penalty=1.0, **plain):
+                for tok in llama.generate(prompt_ids, temp=temperature, top_p=top_p, **PLAIN_SAMPLING):
                     if llama_cpp.llama_vocab_is_eog(llama._model.vocab, tok):
                         break
                     row = np.asarray(llama.scores[llama.n_tokens - 1], dtype=np.float64)
