@@ -55,7 +55,7 @@ def scripted() -> Callable[..., ScriptedChatModel]:
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def data_dir() -> Path:
     """../shared/data beside the repository (CI has it there), or HALLUSCOPE_DATA."""
     path = Path(os.environ.get("HALLUSCOPE_DATA") or REPO.parent / "shared" / "data")

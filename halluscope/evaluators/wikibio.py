@@ -1,0 +1,138 @@
+"""The WikiBio GPT-3 hallucination benchmark and its protocol (SelfCheckGPT; the FIBE paper).
+
+Sentence-level scores (higher = more likely hallucinated) pooled over all passages:
+- NonFact: positive = major or minor inaccurate;
+- NonFact*: passages not wholly major-inaccurate only; positive = major inaccurate;
+- Factual: positive = accurate, scores negated;
+AUC-PR = sklearn precision_recall_curve then auc(recall, precision), x100; AUC-ROC likewise.
+Passage level: Pearson and Spearman between the mean sentence score and the mean human label
+(accurate 0, minor 0.5, major 1), x100.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.errors import DataError
+from halluscope.evaluators.datasets import dataset_dir
+
+DATASET = "wikibio_gpt3_hallucination"
+FILE = "wikibio_gpt3_hallucination.json"
+SHA256 = "82ed0733fde4f8f550b279a111b05f637a9997ebe8091df36051a478a4cd76f9"
+LABEL_VALUE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
+
+
+@dataclass(frozen=True)
+class Passage:
+    index: int
+    concept: str
+    text: str
+    sentences: list[str]
+    labels: list[str]
+    samples: list[str]
+    wiki_text: str
+
+    @property
+    def prompt(self) -> str:
+        """The prompt GPT-3 answered (SelfCheckGPT's data card)."""
+        return f"This is a Wikipedia passage about {self.concept}:"
+
+
+def concept_of(wiki_text: str, gpt3_text: str) -> str:
+    """The person's name: the first words of the Wikipedia paragraph, up to a parenthesis, a comma or
+    the first verb ('is', 'was', ...), as the protocol takes it from the first words of the texts."""
+    for text in (wiki_text, gpt3_text):
+        m = re.match(r"\s*(.+?)\s*(?:\(|,| is | was | were | are | has | had )", text)
+        if m and 0 < len(m.group(1).split()) <= 8:
+            return m.group(1).strip()
+    return " ".join(gpt3_text.split()[:2])
+
+
+def load_wikibio(data: str | Path | None = None, verify: bool = True) -> list[Passage]:
+    path = dataset_dir(DATASET, data) / FILE
+    raw = path.read_bytes()
+    if verify and hashlib.sha256(raw).hexdigest() != SHA256:
+        raise DataError(f"{path} is not the file SOURCE.md describes (sha256 differs)")
+    rows = json.loads(raw)
+    passages = []
+    for i, row in enumerate(rows):
+        if len(row["gpt3_sentences"]) != len(row["annotation"]):
+            raise DataError(
+                f"{path}: passage {i} has {len(row['gpt3_sentences'])} sentences but {len(row['annotation'])} labels"
+            )
+        passages.append(
+            Passage(
+                index=i,
+                concept=concept_of(row["wiki_bio_text"], row["gpt3_text"]),
+                text=row["gpt3_text"],
+                sentences=list(row["gpt3_sentences"]),
+                labels=list(row["annotation"]),
+                samples=list(row["gpt3_text_samples"]),
+                wiki_text=row["wiki_bio_text"],
+            )
+        )
+    return passages
+
+
+def _auc_pr(y: np.ndarray, scores: np.ndarray) -> float:
+    from sklearn.metrics import auc, precision_recall_curve
+
+    precision, recall, _ = precision_recall_curve(y, scores)
+    return float(auc(recall, precision) * 100)
+
+
+def _auc_roc(y: np.ndarray, scores: np.ndarray) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, scores) * 100)
+
+
+def _finite(scores: np.ndarray) -> np.ndarray:
+    """Infinite scores (an unseen unigram) rank above every finite one; sklearn needs finite numbers."""
+    finite = scores[np.isfinite(scores)]
+    top = finite.max() if finite.size else 0.0
+    bottom = finite.min() if finite.size else 0.0
+    return np.nan_to_num(scores, posinf=top + 1.0, neginf=bottom - 1.0)
+
+
+def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """The benchmark's numbers for per-sentence scores of the given passages (one list per passage)."""
+    if len(passages) != len(scores):
+        raise ValueError(f"{len(scores)} score lists for {len(passages)} passages")
+    for p, s in zip(passages, scores, strict=True):
+        if len(s) != len(p.sentences):
+            raise ValueError(f"passage {p.index}: {len(s)} scores for {len(p.sentences)} sentences")
+    labels = np.array([lab for p in passages for lab in p.labels])
+    pooled = _finite(np.array([x for s in scores for x in s], dtype=np.float64))
+    nonfact = labels != "accurate"
+    star_keep = np.concatenate(
+        [np.full(len(p.labels), not all(lab == "major_inaccurate" for lab in p.labels)) for p in passages]
+    )
+    major = labels == "major_inaccurate"
+    metrics: dict[str, Any] = {
+        "auc_pr_nonfact": _auc_pr(nonfact, pooled),
+        "auc_pr_nonfact_star": _auc_pr(major[star_keep], pooled[star_keep]),
+        "auc_pr_factual": _auc_pr(~nonfact, -pooled),
+        "auc_roc_nonfact": _auc_roc(nonfact, pooled),
+        "auc_roc_nonfact_star": _auc_roc(major[star_keep], pooled[star_keep]),
+        "random_auc_pr_nonfact": float(nonfact.mean() * 100),
+        "random_auc_pr_factual": float((~nonfact).mean() * 100),
+    }
+    if len(passages) >= 3:
+        from scipy.stats import pearsonr, spearmanr
+
+        predicted = [float(np.mean(_finite(np.array(s, dtype=np.float64)))) for s in scores]
+        human = [float(np.mean([LABEL_VALUE[lab] for lab in p.labels])) for p in passages]
+        metrics["pearson"] = float(pearsonr(predicted, human)[0] * 100)
+        metrics["spearman"] = float(spearmanr(predicted, human)[0] * 100)
+    metrics["n_passages"] = len(passages)
+    metrics["n_sentences"] = int(labels.size)
+    return metrics

@@ -1,0 +1,96 @@
+"""The WikiBio benchmark: the data as SOURCE.md describes it, the protocol's metrics, and
+SelfCheck-Unigram (max) reproducing SelfCheckGPT's published numbers (which proves the harness)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from halluscope.errors import DataError
+from halluscope.evaluators.wikibio import Passage, concept_of, load_wikibio, protocol_metrics
+from halluscope.scoring import unigram_scores
+from halluscope.text import sentences, tokens
+
+
+@pytest.fixture(scope="module")
+def passages(data_dir: Path) -> list[Passage]:
+    return load_wikibio(data_dir)
+
+
+def test_the_data_is_what_source_md_says(passages: list[Passage]) -> None:
+    assert len(passages) == 238
+    labels = Counter(lab for p in passages for lab in p.labels)
+    assert labels == {"major_inaccurate": 761, "minor_inaccurate": 631, "accurate": 516}
+    assert all(len(p.samples) == 20 for p in passages)
+    assert passages[0].prompt.startswith("This is a Wikipedia passage about ")
+
+
+def test_a_changed_file_is_refused(tmp_path: Path, data_dir: Path) -> None:
+    target = tmp_path / "wikibio_gpt3_hallucination"
+    target.mkdir()
+    (target / "SOURCE.md").write_text("# copy\n")
+    original = (data_dir / "wikibio_gpt3_hallucination" / "wikibio_gpt3_hallucination.json").read_bytes()
+    (target / "wikibio_gpt3_hallucination.json").write_bytes(original.replace(b"accurate", b"accurATE", 1))
+    with pytest.raises(DataError, match="sha256 differs"):
+        load_wikibio(tmp_path)
+
+
+def test_concept_from_the_first_words() -> None:
+    assert concept_of("Bryan McClendon (born April 28, 1983) is an American football coach.", "") == "Bryan McClendon"
+    assert concept_of("Ada Lovelace was a mathematician.", "") == "Ada Lovelace"
+
+
+def test_unigram_max_reproduces_selfcheckgpt_on_all_238_passages(passages: list[Passage]) -> None:
+    scores = [[u.max_neg_logprob for u in unigram_scores(p.sentences, p.text, p.samples, tokens)] for p in passages]
+    m = protocol_metrics(passages, scores)
+    assert m["n_passages"] == 238 and m["n_sentences"] == 1908
+    assert m["auc_pr_nonfact"] == pytest.approx(85.63, abs=1.0)  # SelfCheckGPT Table 2, Unigram (max)
+    assert m["auc_pr_factual"] == pytest.approx(58.47, abs=1.0)
+    assert m["pearson"] == pytest.approx(64.71, abs=2.0)
+    assert m["random_auc_pr_nonfact"] == pytest.approx(72.96, abs=0.01)  # the protocol's random baselines
+    assert m["random_auc_pr_factual"] == pytest.approx(27.04, abs=0.01)
+
+
+def test_unigram_formula_by_hand() -> None:
+    split = str.split
+    (score,) = unigram_scores(["a b"], "a a b c", ["a d"], split)
+    # counts a:3 b:1 c:1 d:1 over 6 tokens: -log(3/6), -log(1/6)
+    assert score.max_neg_logprob == pytest.approx(math.log(6))
+    assert score.avg_neg_logprob == pytest.approx((math.log(2) + math.log(6)) / 2)
+    (unseen,) = unigram_scores(["z"], "a", [], split)
+    assert unseen.max_neg_logprob == math.inf  # k = 0: an unseen token is impossible
+    (smoothed,) = unigram_scores(["z"], "a", [], split, k=1.0)
+    assert smoothed.max_neg_logprob == pytest.approx(math.log(3))  # (0 + 1) / (1 + 1 * 2)
+
+
+def test_protocol_metrics_on_a_hand_made_case() -> None:
+    def passage(i: int, labels: list[str]) -> Passage:
+        return Passage(i, "X", "", [f"s{j}" for j in range(len(labels))], labels, [], "")
+
+    ps = [
+        passage(0, ["accurate", "major_inaccurate"]),
+        passage(1, ["minor_inaccurate", "accurate"]),
+        passage(2, ["major_inaccurate", "major_inaccurate"]),
+    ]
+    perfect = [[0.1, 0.9], [0.8, 0.2], [0.95, math.inf]]
+    m = protocol_metrics(ps, perfect)
+    assert m["auc_pr_nonfact"] == pytest.approx(100.0) and m["auc_roc_nonfact"] == pytest.approx(100.0)
+    assert m["auc_pr_factual"] == pytest.approx(100.0)
+    # NonFact* drops passage 2 (wholly major): major 0.9 outranks minor 0.8 and the accurate ones
+    assert m["auc_roc_nonfact_star"] == pytest.approx(100.0)
+    assert m["pearson"] > 90 and np.isfinite(m["spearman"])
+    with pytest.raises(ValueError, match="2 scores for 3 sentences"):
+        protocol_metrics([passage(0, ["accurate"] * 3)], [[0.1, 0.2]])
+
+
+def test_sentence_splitting_of_user_text() -> None:
+    assert sentences("He was born in 1950. He died in 2000!  Dr. Smith agreed.") == [
+        "He was born in 1950.",
+        "He died in 2000!",
+        "Dr. Smith agreed.",
+    ]
+    assert tokens("He's U.S.-based.") == ["he", "'s", "u.s.-based", "."]
