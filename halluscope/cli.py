@@ -198,6 +198,20 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_wikibio(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.wikibio import METRIC_COLUMNS, run_bench
+
+    runs = run_bench(args.method.split(","), args.out, args.data, args.limit, args.samples, progress=not args.json)
+    if args.json:
+        _print_json([{k: v for k, v in r.items() if k != "scores"} for r in runs])
+        return 0
+    print(f"WikiBio: {runs[0]['n_passages']} passages, {runs[0]['n_sentences']} sentences")
+    for r in runs:
+        print("  ".join(f"{h} {r['metrics'][k]:.2f}" for k, h in METRIC_COLUMNS[1:] if k in r["metrics"]))
+    print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
+    return 0
+
+
 def cmd_models_list(args: argparse.Namespace) -> int:
     rows = registry_rows()
     if args.json:
@@ -285,6 +299,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cache_stats)
     p = cache.add_parser("clear", parents=[common], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
+
+    bench = sub.add_parser("bench", help="run a paper's benchmark protocol").add_subparsers(
+        dest="bench_command", required=True, metavar="BENCHMARK"
+    )
+    p = bench.add_parser("wikibio", parents=[common], help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)")
+    p.add_argument("--method", required=True, help="one or several methods, comma-separated: selfcheck-unigram")
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--limit", type=int, help="only the first K passages")
+    p.add_argument("--samples", type=int, default=20, help="samples per passage, of the dataset's 20 (default 20)")
+    p.add_argument("--out", default="out/wikibio", help="output directory (default out/wikibio)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_wikibio)
 
     models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
         dest="models_command", required=True, metavar="ACTION"

@@ -163,3 +163,54 @@ def test_models_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(r["installed"] and r["bytes"] > 0 and r["path"] for r in rows)
     _, out, _ = run(capsys, "models", "list")
     assert "* local:smollm2-135m" in out and "default model: local:qwen2.5-coder-1.5b" in out
+
+
+def test_bench_wikibio_writes_results_report_and_curves(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    out = tmp_path / "wb"
+    code, stdout, _ = run(
+        capsys,
+        "bench",
+        "wikibio",
+        "--method",
+        "selfcheck-unigram",
+        "--limit",
+        "12",
+        "--data",
+        str(data_dir),
+        "--out",
+        str(out),
+    )
+    assert code == 0 and "WikiBio: 12 passages" in stdout
+    results = json.loads((out / "results.json").read_text())
+    assert results["method"] == "selfcheck-unigram" and results["n_passages"] == 12
+    assert {
+        "auc_pr_nonfact",
+        "auc_pr_nonfact_star",
+        "auc_pr_factual",
+        "auc_roc_nonfact",
+        "auc_roc_nonfact_star",
+        "pearson",
+        "spearman",
+    } <= results["metrics"].keys()
+    per_method = json.loads((out / "selfcheck-unigram" / "results.json").read_text())
+    assert len(per_method["scores"]) == 12 and per_method["metrics"] == results["metrics"]
+    report = (out / "report.md").read_text()
+    assert "| selfcheck-unigram |" in report and "12 passages" in report
+    for png in ("pr_nonfact.png", "roc_nonfact.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--method", "fibe-9"], "unknown bench method(s) fibe-9; available: selfcheck-unigram"),
+        (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
+    ],
+)
+def test_bench_errors(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    code, _, err = run(capsys, "bench", "wikibio", *argv, "--data", str(data_dir), "--out", str(tmp_path))
+    assert code == 2 and message in err

@@ -136,3 +136,92 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
     metrics["n_passages"] = len(passages)
     metrics["n_sentences"] = int(labels.size)
     return metrics
+
+
+# ---------------------------------------------------------------- the benchmark command
+
+METRIC_COLUMNS = (
+    ("method", "method"),
+    ("auc_pr_nonfact", "NonFact AUC-PR"),
+    ("auc_pr_nonfact_star", "NonFact* AUC-PR"),
+    ("auc_pr_factual", "Factual AUC-PR"),
+    ("auc_roc_nonfact", "NonFact AUC-ROC"),
+    ("auc_roc_nonfact_star", "NonFact* AUC-ROC"),
+    ("pearson", "Pearson"),
+    ("spearman", "Spearman"),
+)
+
+
+def _unigram(passage: Passage, samples: int) -> list[float]:
+    from halluscope.scoring import unigram_scores
+    from halluscope.text import tokens
+
+    scored = unigram_scores(passage.sentences, passage.text, passage.samples[:samples], tokens)
+    return [u.max_neg_logprob for u in scored]
+
+
+# Methods that the bench can run today; the model-based methods join as their graphs land.
+BENCH_METHODS = {"selfcheck-unigram": _unigram}
+
+
+def run_bench(
+    methods: Sequence[str],
+    out: str | Path,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    samples: int = 20,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Score the passages with each method, then write results.json, report.md and PR/ROC PNGs."""
+    from tqdm import tqdm
+
+    from halluscope.errors import ConfigError
+    from halluscope.evaluators.report import markdown_table, write_curves, write_json
+
+    unknown = [m for m in methods if m not in BENCH_METHODS]
+    if unknown:
+        raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(BENCH_METHODS)}")
+    if not 1 <= samples <= 20:
+        raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {samples}")
+    passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
+    out_dir = Path(out)
+    runs, curves = [], []
+    for method in methods:
+        scores = [
+            BENCH_METHODS[method](p, samples) for p in tqdm(passages, desc=method, disable=not progress, leave=False)
+        ]
+        metrics = protocol_metrics(passages, scores)
+        run = {
+            "method": method,
+            "model": None,
+            "prompts": [],
+            "samples": samples,
+            "n_passages": metrics.pop("n_passages"),
+            "n_sentences": metrics.pop("n_sentences"),
+            "protocol": "SelfCheckGPT/FIBE WikiBio: sentence AUC-PR/ROC x100, passage Pearson/Spearman x100",
+            "metrics": metrics,
+            "scores": [[None if not np.isfinite(x) else float(x) for x in s] for s in scores],
+        }
+        write_json(out_dir / method / "results.json", run)
+        runs.append(run)
+        pooled = _finite(np.array([x for s in scores for x in s], dtype=np.float64))
+        y = np.array([lab != "accurate" for p in passages for lab in p.labels])
+        curves.append((method, y, pooled))
+    summary = [{k: v for k, v in r.items() if k != "scores"} for r in runs]
+    write_json(out_dir / "results.json", summary[0] if len(summary) == 1 else {"runs": summary})
+    size = f"{summary[0]['n_passages']} passages, {summary[0]['n_sentences']} sentences"
+    write_curves(out_dir / "pr_nonfact.png", curves, "pr", f"WikiBio NonFact, {size}")
+    write_curves(out_dir / "roc_nonfact.png", curves, "roc", f"WikiBio NonFact, {size}")
+    table = markdown_table([{"method": r["method"], **r["metrics"]} for r in runs], METRIC_COLUMNS)
+    random_line = (
+        f"Random AUC-PR on this data: NonFact {runs[0]['metrics']['random_auc_pr_nonfact']:.2f}, "
+        f"Factual {runs[0]['metrics']['random_auc_pr_factual']:.2f}."
+    )
+    (out_dir / "report.md").write_text(
+        f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {samples} samples per passage.\n"
+        f"Protocol: SelfCheckGPT/FIBE (sentence-level AUC-PR and AUC-ROC x100 pooled over passages; "
+        f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n\n"
+        f"![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
+        encoding="utf-8",
+    )
+    return runs

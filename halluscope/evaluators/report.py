@@ -1,0 +1,58 @@
+"""Benchmark reports: results.json, a markdown table and PNG curves, side by side in one directory."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]], kind: str, title: str) -> None:
+    """One PNG with a PR or ROC curve per method; each curve is (name, y_true, scores)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
+    for name, y, scores in curves:
+        if kind == "pr":
+            precision, recall, _ = precision_recall_curve(y, scores)
+            ax.plot(recall, precision, label=name)
+        else:
+            fpr, tpr, _ = roc_curve(y, scores)
+            ax.plot(fpr, tpr, label=name)
+    if kind == "pr":
+        ax.axhline(float(np.mean(curves[0][1])), color="grey", linestyle=":", label="random")
+        ax.set_xlabel("recall")
+        ax.set_ylabel("precision")
+    else:
+        ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="random")
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+    ax.set_title(title)
+    ax.legend(loc="lower left" if kind == "pr" else "lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """A markdown table of the given (key, heading) columns; floats with two decimals."""
+
+    def cell(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+    head = "| " + " | ".join(h for _, h in columns) + " |"
+    rule = "| " + " | ".join("---" for _ in columns) + " |"
+    body = ["| " + " | ".join(cell(r.get(k, "")) for k, _ in columns) + " |" for r in rows]
+    return "\n".join([head, rule, *body])
