@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -198,16 +200,91 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+DETECT_METHODS = ("selfcheck-prompt", "selfcheck-unigram")
+
+
+def _read_samples(path: str) -> list[str]:
+    """A JSON list of strings, or plain text with samples separated by lines of '---'."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read --samples-file {path}: {exc}") from exc
+    if text.lstrip().startswith("["):
+        try:
+            samples = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--samples-file {path} is not valid JSON: {exc}") from exc
+        if not isinstance(samples, list) or not all(isinstance(x, str) for x in samples):
+            raise ConfigError(f"--samples-file {path} must hold a JSON list of strings")
+    else:
+        samples = [chunk.strip() for chunk in re.split(r"^---\s*$", text, flags=re.MULTILINE)]
+    samples = [x for x in samples if x.strip()]
+    if not samples:
+        raise ConfigError(f"--samples-file {path} holds no samples")
+    return samples
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
+
+    if args.file:
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read --file {args.file}: {exc}") from exc
+    else:
+        text = args.text
+    if not text or not text.strip():
+        raise ConfigError("the text to check is empty")
+    samples = _read_samples(args.samples_file) if args.samples_file else None
+    concept = selfcheck_prompt.concept_from_prompt(args.question) if args.question else None
+    gateway = _gateway(args)
+    if args.method == "selfcheck-unigram":
+        result = selfcheck_unigram.detect(
+            text, samples=samples, model=args.model, concept=concept, n=args.samples, gateway=gateway
+        )
+    else:
+        if not args.model:
+            raise ConfigError("selfcheck-prompt needs --model (e.g. local:qwen2.5-coder-1.5b)")
+        if not samples and not concept:
+            raise ConfigError("selfcheck-prompt needs --samples-file, or --question to regenerate samples")
+        result = selfcheck_prompt.detect(
+            text, model=args.model, samples=samples, concept=concept, n=args.samples, gateway=gateway
+        )
+    if args.json:
+        print(result.to_json())
+        return 0
+    print(f"{result.method}: higher = more likely hallucinated")
+    for unit in result.units:
+        score = "  inf" if unit.score is None else f"{unit.score:5.2f}"
+        print(f"  {score}  {unit.text}")
+    m = result.meta
+    print(f"{m.calls} model calls, {m.cache_hits} cache hits, {m.parse_failures} unparsed answers, {m.seconds:.1f} s")
+    return 0
+
+
 def cmd_bench_wikibio(args: argparse.Namespace) -> int:
     from halluscope.evaluators.wikibio import METRIC_COLUMNS, run_bench
 
-    runs = run_bench(args.method.split(","), args.out, args.data, args.limit, args.samples, progress=not args.json)
+    gateway = _gateway(args)
+    runs = run_bench(
+        args.method.split(","),
+        args.out,
+        args.data,
+        args.limit,
+        args.samples,
+        progress=not args.json,
+        model=args.model,
+        gateway=gateway,
+    )
     if args.json:
         _print_json([{k: v for k, v in r.items() if k != "scores"} for r in runs])
         return 0
     print(f"WikiBio: {runs[0]['n_passages']} passages, {runs[0]['n_sentences']} sentences")
     for r in runs:
-        print("  ".join(f"{h} {r['metrics'][k]:.2f}" for k, h in METRIC_COLUMNS[1:] if k in r["metrics"]))
+        print(f"{r['method']}: {r['calls']} model calls, {r['cache_hits']} cache hits, {r['seconds']:.0f} s")
+        values = [(h, r["metrics"].get(k)) for k, h in METRIC_COLUMNS[1:]]
+        print("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
     return 0
 
@@ -300,11 +377,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = cache.add_parser("clear", parents=[common], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
 
+    p = sub.add_parser("detect", parents=[common], help="score the sentences of a text with one method")
+    p.add_argument("method", choices=DETECT_METHODS, metavar="METHOD", help=", ".join(DETECT_METHODS))
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text to check")
+    source.add_argument("--file", help="a file holding the text to check")
+    p.add_argument(
+        "--question",
+        metavar="PROMPT",
+        help="the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'",
+    )
+    p.add_argument("--model", help="model spec, e.g. local:qwen2.5-coder-1.5b")
+    p.add_argument("--samples", type=int, default=5, help="samples to regenerate when none are given (default 5)")
+    p.add_argument("--samples-file", help="samples you already have: a JSON list, or texts separated by '---' lines")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_detect)
+
     bench = sub.add_parser("bench", help="run a paper's benchmark protocol").add_subparsers(
         dest="bench_command", required=True, metavar="BENCHMARK"
     )
     p = bench.add_parser("wikibio", parents=[common], help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)")
-    p.add_argument("--method", required=True, help="one or several methods, comma-separated: selfcheck-unigram")
+    p.add_argument(
+        "--method", required=True, help="one or several methods, comma-separated: selfcheck-unigram, selfcheck-prompt"
+    )
+    p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--limit", type=int, help="only the first K passages")
     p.add_argument("--samples", type=int, default=20, help="samples per passage, of the dataset's 20 (default 20)")

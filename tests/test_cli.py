@@ -214,3 +214,48 @@ def test_bench_errors(
 ) -> None:
     code, _, err = run(capsys, "bench", "wikibio", *argv, "--data", str(data_dir), "--out", str(tmp_path))
     assert code == 2 and message in err
+
+
+def test_detect_selfcheck_methods_from_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    samples_json = tmp_path / "samples.json"
+    samples_json.write_text(json.dumps(["Einstein was born in Ulm.", "He developed relativity in Bern."]))
+    samples_txt = tmp_path / "samples.txt"
+    samples_txt.write_text("Einstein was born in Ulm.\n---\nHe developed relativity in Bern.\n")
+    text = "Einstein was born in Paris. He developed relativity."
+    _, out_json, _ = run(
+        capsys, "detect", "selfcheck-unigram", "--text", text, "--samples-file", str(samples_json), "--json"
+    )
+    _, out_txt, _ = run(
+        capsys, "detect", "selfcheck-unigram", "--text", text, "--samples-file", str(samples_txt), "--json"
+    )
+    assert DetectionResult.from_json(out_json).units == DetectionResult.from_json(out_txt).units
+    with StubAPI(answer="No") as stub:
+        code, out, _ = run(
+            capsys,
+            "detect",
+            "selfcheck-prompt",
+            "--text",
+            text,
+            "--samples-file",
+            str(samples_txt),
+            "--model",
+            f"openai-compatible:{stub.base_url}/v1#m",
+        )
+        assert code == 0 and "1.00  Einstein was born in Paris." in out and "4 model calls" in out
+        assert len(stub.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["selfcheck-prompt", "--text", "A b."], "needs --model"),
+        (["selfcheck-prompt", "--text", "A b.", "--model", "local:smollm2-135m"], "--question to regenerate"),
+        (["selfcheck-unigram", "--text", "A b."], "needs samples"),
+        (["selfcheck-unigram", "--text", "  "], "the text to check is empty"),
+        (["selfcheck-unigram", "--file", "/nonexistent.txt"], "cannot read --file"),
+        (["selfcheck-unigram", "--text", "A b.", "--samples-file", "/nonexistent.json"], "cannot read --samples-file"),
+    ],
+)
+def test_detect_errors_name_the_problem(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, _, err = run(capsys, "detect", *argv)
+    assert code == 2 and message in err

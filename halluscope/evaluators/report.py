@@ -50,6 +50,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, 
     """A markdown table of the given (key, heading) columns; floats with two decimals."""
 
     def cell(value: Any) -> str:
+        if value is None:
+            return "n/a"
         return f"{value:.2f}" if isinstance(value, float) else str(value)
 
     head = "| " + " | ".join(h for _, h in columns) + " |"

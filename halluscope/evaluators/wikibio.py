@@ -131,8 +131,9 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
 
         predicted = [float(np.mean(_finite(np.array(s, dtype=np.float64)))) for s in scores]
         human = [float(np.mean([LABEL_VALUE[lab] for lab in p.labels])) for p in passages]
-        metrics["pearson"] = float(pearsonr(predicted, human)[0] * 100)
-        metrics["spearman"] = float(spearmanr(predicted, human)[0] * 100)
+        defined = float(np.std(predicted)) > 0 and float(np.std(human)) > 0  # constant input: undefined
+        metrics["pearson"] = float(pearsonr(predicted, human)[0] * 100) if defined else None
+        metrics["spearman"] = float(spearmanr(predicted, human)[0] * 100) if defined else None
     metrics["n_passages"] = len(passages)
     metrics["n_sentences"] = int(labels.size)
     return metrics
@@ -152,16 +153,41 @@ METRIC_COLUMNS = (
 )
 
 
-def _unigram(passage: Passage, samples: int) -> list[float]:
+@dataclass
+class BenchRun:
+    """What every method of one bench run shares: samples used, model, gateway, accounting."""
+
+    samples: int
+    model: Any
+    gateway: Any
+    stats: Any
+
+
+def _unigram(passage: Passage, run: BenchRun) -> list[float]:
     from halluscope.scoring import unigram_scores
     from halluscope.text import tokens
 
-    scored = unigram_scores(passage.sentences, passage.text, passage.samples[:samples], tokens)
+    scored = unigram_scores(passage.sentences, passage.text, passage.samples[: run.samples], tokens)
     return [u.max_neg_logprob for u in scored]
 
 
-# Methods that the bench can run today; the model-based methods join as their graphs land.
-BENCH_METHODS = {"selfcheck-unigram": _unigram}
+def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
+    from halluscope.graphs import selfcheck_prompt
+
+    result = selfcheck_prompt.detect(
+        sentences=passage.sentences,
+        samples=passage.samples[: run.samples],
+        model=run.model,
+        gateway=run.gateway,
+        stats=run.stats,
+    )
+    return [u.score if u.score is not None else 0.5 for u in result.units]
+
+
+# Methods the bench runs today (the model-based ones score the dataset's own GPT-3 samples);
+# FIBE and its variants join as their graph lands.
+BENCH_METHODS = {"selfcheck-unigram": _unigram, "selfcheck-prompt": _selfcheck_prompt}
+MODEL_FREE = {"selfcheck-unigram"}
 
 
 def run_bench(
@@ -171,6 +197,8 @@ def run_bench(
     limit: int | None = None,
     samples: int = 20,
     progress: bool = True,
+    model: Any = None,
+    gateway: Any = None,
 ) -> list[dict[str, Any]]:
     """Score the passages with each method, then write results.json, report.md and PR/ROC PNGs."""
     from tqdm import tqdm
@@ -183,19 +211,36 @@ def run_bench(
         raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(BENCH_METHODS)}")
     if not 1 <= samples <= 20:
         raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {samples}")
+    needs_model = [m for m in methods if m not in MODEL_FREE]
+    if needs_model and model is None:
+        raise ConfigError(f"{', '.join(needs_model)} needs --model (e.g. local:qwen2.5-coder-1.5b)")
+    from halluscope.backends.gateway import CallStats, default_gateway
+
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
     out_dir = Path(out)
     runs, curves = [], []
     for method in methods:
+        bench = BenchRun(
+            samples,
+            None if method in MODEL_FREE else model,
+            None if method in MODEL_FREE else (gateway or default_gateway()),
+            CallStats(),
+        )
         scores = [
-            BENCH_METHODS[method](p, samples) for p in tqdm(passages, desc=method, disable=not progress, leave=False)
+            BENCH_METHODS[method](p, bench) for p in tqdm(passages, desc=method, disable=not progress, leave=False)
         ]
         metrics = protocol_metrics(passages, scores)
+        meta = bench.stats.meta(method)
         run = {
             "method": method,
-            "model": None,
-            "prompts": [],
+            "model": meta.models[0] if meta.models else None,
+            "prompts": meta.prompts,
             "samples": samples,
+            "calls": meta.calls,
+            "cache_hits": meta.cache_hits,
+            "tokens": meta.tokens.model_dump(),
+            "parse_failures": meta.parse_failures,
+            "seconds": meta.seconds,
             "n_passages": metrics.pop("n_passages"),
             "n_sentences": metrics.pop("n_sentences"),
             "protocol": "SelfCheckGPT/FIBE WikiBio: sentence AUC-PR/ROC x100, passage Pearson/Spearman x100",

@@ -1,0 +1,182 @@
+"""SelfCheck-Prompt (SCGP) as a LangGraph graph, as the FIBE paper specifies it (Appendix E.1, E.2).
+
+    split -> [regenerate N passages with E.1, unless samples are given] -> check every
+    (sentence r_i, sample S^j) with E.2, fanned out -> score: H_P(i) = mean_j (1 - supported),
+    supported = 1 for Yes, 0 for No, 0.5 otherwise.
+
+Calls: N|R| for the checks, plus N when the samples are regenerated. Scoring samples the caller
+already has (e.g. the WikiBio dataset's GPT-3 samples) costs nothing to regenerate.
+
+State read: ``text`` or ``sentences``; ``samples`` (optional); ``concept`` (needed to regenerate).
+State written: ``sentences``, ``samples``, ``verdicts`` (one per check), ``scores``.
+Per-run accounting: pass ``{"configurable": {"stats": CallStats()}}``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import regenerate_passages
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring import scgp_score, supported_value
+from halluscope.text import sentences as split_sentences
+
+METHOD = "selfcheck-prompt"
+CHECK = "selfcheck.prompt"
+
+
+class Verdict(TypedDict):
+    i: int  # sentence
+    j: int  # sample
+    answer: str | None  # 'yes', 'no', or None when the answer was neither
+    raw: str
+
+
+class CheckInput(TypedDict):
+    """What the fan-out sends to one check."""
+
+    i: int
+    j: int
+    sentence: str
+    context: str
+
+
+class SCGPState(TypedDict, total=False):
+    text: str
+    concept: str
+    sentences: list[str]
+    samples: list[str]
+    verdicts: Annotated[list[Verdict], operator.add]
+    scores: list[float]
+
+
+def concept_from_prompt(prompt: str) -> str:
+    """'This is a Wikipedia passage about X:' -> 'X'; any other prompt is taken as the concept."""
+    m = re.search(r"passage about (.+?):?\s*$", prompt.strip())
+    return m.group(1) if m else prompt.strip()
+
+
+def _stats(config: RunnableConfig | None) -> CallStats | None:
+    return ((config or {}).get("configurable") or {}).get("stats")
+
+
+def build(
+    model: ModelLike, gateway: Gateway | None = None, n: int = 5, check_max_tokens: int | None = 8
+) -> CompiledStateGraph:
+    """The SCGP graph for one model (compiled without a checkpointer, so a host can mount it)."""
+    gw = gateway or default_gateway()
+    if n < 1:
+        raise ConfigError(f"SelfCheck-Prompt needs at least one sample, got n={n}")
+
+    def split(state: SCGPState) -> dict[str, Any]:
+        found = state.get("sentences") or split_sentences(state.get("text", ""))
+        if not found:
+            raise ConfigError("SelfCheck-Prompt needs a non-empty text (no sentence found)")
+        return {"sentences": found}
+
+    def regenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
+        samples = regenerate_passages(gw, model, state.get("concept", ""), len(state["sentences"]), n, _stats(config))
+        return {"samples": samples}
+
+    def needs_samples(state: SCGPState) -> str:
+        return "check_all" if state.get("samples") else "regenerate"
+
+    def fan_out(state: SCGPState) -> list[Send]:
+        # sample-major: the E.2 prompt puts the sample first, so consecutive checks of one sample share
+        # their prompt prefix (a local model reuses its KV cache for it)
+        return [
+            Send("check", CheckInput(i=i, j=j, sentence=sentence, context=sample))
+            for j, sample in enumerate(state["samples"])
+            for i, sentence in enumerate(state["sentences"])
+        ]
+
+    def check(state: CheckInput, config: RunnableConfig) -> dict[str, Any]:
+        """One (sentence, sample) check; a Send target receives its own payload as its state."""
+        reply = gw.call(
+            model,
+            CHECK,
+            {"context": state["context"], "sentence": state["sentence"]},
+            stats=_stats(config),
+            max_tokens=check_max_tokens,
+        )
+        verdict: Verdict = {
+            "i": state["i"],
+            "j": state["j"],
+            "answer": reply.parsed if reply.ok else None,
+            "raw": reply.text,
+        }
+        return {"verdicts": [verdict]}
+
+    def score(state: SCGPState) -> dict[str, Any]:
+        by_sentence: dict[int, list[Verdict]] = {}
+        for v in state["verdicts"]:
+            by_sentence.setdefault(v["i"], []).append(v)
+        scores = [
+            scgp_score([supported_value(v["answer"]) for v in sorted(by_sentence[i], key=lambda v: v["j"])])
+            for i in range(len(state["sentences"]))
+        ]
+        return {"scores": scores}
+
+    graph = StateGraph(SCGPState)
+    graph.add_node("split", split)
+    graph.add_node("regenerate", regenerate)
+    graph.add_node("check_all", lambda state: {})  # a join point the fan-out starts from
+    graph.add_node("check", check, input_schema=CheckInput)
+    graph.add_node("score", score)
+    graph.add_edge(START, "split")
+    graph.add_conditional_edges("split", needs_samples, ["regenerate", "check_all"])
+    graph.add_edge("regenerate", "check_all")
+    graph.add_conditional_edges("check_all", fan_out, ["check"])
+    graph.add_edge("check", "score")
+    graph.add_edge("score", END)
+    return graph.compile()
+
+
+def detect(
+    text: str | None = None,
+    *,
+    model: ModelLike,
+    sentences: list[str] | None = None,
+    samples: list[str] | None = None,
+    concept: str | None = None,
+    n: int = 5,
+    gateway: Gateway | None = None,
+    max_concurrency: int | None = None,
+    stats: CallStats | None = None,
+) -> DetectionResult:
+    """Run SCGP on one passage and return per-sentence scores with their evidence and run metadata
+    (``stats`` accumulates across calls when a benchmark passes one)."""
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    state: SCGPState = {"text": text or "", "concept": concept or ""}
+    if sentences:
+        state["sentences"] = sentences
+    if samples:
+        state["samples"] = samples
+    config: RunnableConfig = {"configurable": {"stats": stats}}
+    if max_concurrency:
+        config["max_concurrency"] = max_concurrency
+    out = build(model, gw, n=len(samples) if samples else n).invoke(state, config)
+    verdicts = sorted(out["verdicts"], key=lambda v: (v["i"], v["j"]))
+    units = [
+        Unit(
+            text=sentence,
+            score=out["scores"][i],
+            evidence={
+                "supported": [v["answer"] for v in verdicts if v["i"] == i],
+                "raw": [v["raw"] for v in verdicts if v["i"] == i],
+            },
+        )
+        for i, sentence in enumerate(out["sentences"])
+    ]
+    meta = stats.meta(METHOD, n=len(out["samples"]), samples_given=bool(samples))
+    return DetectionResult(method=METHOD, units=units, meta=meta, evidence={"samples": out["samples"]})

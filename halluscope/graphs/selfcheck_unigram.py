@@ -1,0 +1,53 @@
+"""SelfCheck-Unigram (max): no model at all when the samples are given; N calls (E.1) otherwise."""
+
+from __future__ import annotations
+
+import math
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import regenerate_passages
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring import unigram_scores
+from halluscope.text import sentences as split_sentences
+from halluscope.text import tokens
+
+METHOD = "selfcheck-unigram"
+
+
+def detect(
+    text: str,
+    *,
+    samples: list[str] | None = None,
+    model: ModelLike | None = None,
+    concept: str | None = None,
+    n: int = 5,
+    sentences: list[str] | None = None,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+) -> DetectionResult:
+    """Score each sentence by the max over its tokens of -log p under unigram counts of the text and
+    its samples; an unseen token scores as infinitely surprising (reported as score None)."""
+    stats = stats or CallStats()
+    given = bool(samples)
+    found = sentences or split_sentences(text)
+    if not found:
+        raise ConfigError("SelfCheck-Unigram needs a non-empty text (no sentence found)")
+    if not samples:
+        if model is None:
+            raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
+        samples = regenerate_passages(gateway or default_gateway(), model, concept or "", len(found), n, stats)
+    scored = unigram_scores(found, text, samples, tokens)
+    units = [
+        Unit(
+            text=s,
+            score=None if math.isinf(u.max_neg_logprob) else u.max_neg_logprob,
+            evidence={
+                "avg_neg_logprob": None if math.isinf(u.avg_neg_logprob) else u.avg_neg_logprob,
+                "unseen_token": math.isinf(u.max_neg_logprob),
+            },
+        )
+        for s, u in zip(found, scored, strict=True)
+    ]
+    meta = stats.meta(METHOD, n=len(samples), samples_given=given)
+    return DetectionResult(method=METHOD, units=units, meta=meta, evidence={"samples": samples})

@@ -1,0 +1,131 @@
+"""SelfCheck-Prompt as a LangGraph graph and SelfCheck-Unigram as a detector, on scripted models:
+call counts, cache replay, the paper's 0.5 rule, and the bench and CLI paths."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.errors import ConfigError
+from halluscope.evaluators.wikibio import run_bench
+from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
+from halluscope.graphs.selfcheck_prompt import concept_from_prompt
+
+TEXT = "Einstein was a physicist. He was born in Paris. He developed relativity. He liked sailing."
+SAMPLES = [
+    "Einstein, a physicist born in Ulm, developed relativity.",
+    "Einstein was born in Ulm.",
+    "A physicist who developed relativity.",
+]
+
+
+def checker(seen: list[str]) -> Any:
+    """Answers by content: regenerations mention Ulm; a check says No to Paris, Maybe to sailing."""
+    lock = threading.Lock()
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        with lock:
+            seen.append(prompt)
+        if "Write an article" in prompt:  # seeded samples differ (seed + sample index)
+            return f"Albert Einstein was born in Ulm. He developed relativity. Sample seed {params.get('seed')}."
+        sentence = prompt.split("Sentence: ")[1]
+        if "Paris" in sentence:
+            return "No"
+        return "Maybe" if "sailing" in sentence else "Yes, it is."
+
+    return respond
+
+
+def test_scgp_on_given_samples_makes_n_times_r_calls_and_a_rerun_none(gateway: Gateway, scripted: Any) -> None:
+    seen: list[str] = []
+    model = scripted(checker(seen))
+    result = selfcheck_prompt.detect(TEXT, model=model, samples=SAMPLES, gateway=gateway)
+    assert [u.text for u in result.units] == TEXT.replace(". ", ".|").split("|")
+    assert result.meta.calls == len(SAMPLES) * 4 and len(seen) == 12
+    assert [u.score for u in result.units] == [0.0, 1.0, 0.0, 0.5]  # Yes 1, No 0, anything else 0.5
+    assert result.units[1].evidence["supported"] == ["no", "no", "no"]
+    assert result.units[3].evidence["supported"] == [None, None, None]
+    assert result.meta.parse_failures == 3 and result.meta.params["samples_given"] is True
+    assert result.meta.prompts == [gateway.registry.get("selfcheck.prompt").ref]
+    again = selfcheck_prompt.detect(TEXT, model=model, samples=SAMPLES, gateway=gateway)
+    assert again.meta.calls == 0 and again.meta.cache_hits == 12 and len(seen) == 12
+    assert [u.score for u in again.units] == [u.score for u in result.units]
+
+
+def test_scgp_regenerates_n_passages_first(gateway: Gateway, scripted: Any) -> None:
+    seen: list[str] = []
+    result = selfcheck_prompt.detect(
+        TEXT, model=scripted(checker(seen)), concept="Albert Einstein", n=2, gateway=gateway
+    )
+    assert result.meta.calls == 2 + 2 * 4  # N + N|R|
+    assert sum("Write an article of about 4 lines." in p for p in seen) == 2
+    assert sum("This is a Wikipedia passage about Albert Einstein:" in p for p in seen) == 2
+    assert result.evidence["samples"] == [
+        f"Albert Einstein was born in Ulm. He developed relativity. Sample seed {s}." for s in (0, 1)
+    ]
+
+
+def test_scgp_graph_state_and_fan_out_order(gateway: Gateway, scripted: Any) -> None:
+    graph = selfcheck_prompt.build(scripted(checker([])), gateway, n=3)
+    stats = CallStats()
+    out = graph.invoke(
+        {"sentences": ["A physicist.", "Born in Paris."], "samples": SAMPLES}, {"configurable": {"stats": stats}}
+    )
+    assert out["scores"] == [0.0, 1.0] and len(out["verdicts"]) == 6 and stats.calls == 6
+    assert {(v["i"], v["j"]) for v in out["verdicts"]} == {(i, j) for i in range(2) for j in range(3)}
+
+
+def test_scgp_needs_a_text_and_samples_or_a_concept(gateway: Gateway, scripted: Any) -> None:
+    model = scripted(checker([]))
+    with pytest.raises(ConfigError, match="non-empty text"):
+        selfcheck_prompt.detect("   ", model=model, samples=SAMPLES, gateway=gateway)
+    with pytest.raises(ConfigError, match="needs the concept"):
+        selfcheck_prompt.detect(TEXT, model=model, gateway=gateway)
+    assert concept_from_prompt("This is a Wikipedia passage about Bryan McClendon:") == "Bryan McClendon"
+    assert concept_from_prompt("Ada Lovelace") == "Ada Lovelace"
+
+
+def test_unigram_detector_with_given_and_regenerated_samples(gateway: Gateway, scripted: Any) -> None:
+    given = selfcheck_unigram.detect(TEXT, samples=SAMPLES)
+    assert given.meta.calls == 0 and len(given.units) == 4
+    assert all(u.score is not None and u.score > 0 for u in given.units)
+    seen: list[str] = []
+    regenerated = selfcheck_unigram.detect(
+        TEXT, model=scripted(checker(seen)), concept="Albert Einstein", n=3, gateway=gateway
+    )
+    assert regenerated.meta.calls == 3 and regenerated.meta.params["samples_given"] is False
+    unseen = selfcheck_unigram.detect("Zebras.", samples=["x"], sentences=["Quokkas."])
+    assert unseen.units[0].score is None and unseen.units[0].evidence["unseen_token"] is True
+    assert math.isfinite(given.units[0].evidence["avg_neg_logprob"])
+
+
+def test_bench_runs_scgp_on_the_datasets_samples(
+    scripted: Any, gateway: Gateway, tmp_path: Path, data_dir: Path
+) -> None:
+    seen: list[str] = []
+    runs = run_bench(
+        ["selfcheck-prompt", "selfcheck-unigram"],
+        tmp_path,
+        data_dir,
+        limit=3,
+        samples=2,
+        progress=False,
+        model=scripted(checker(seen), "scripted:judge"),
+        gateway=gateway,
+    )
+    scgp, unigram = runs
+    sentences = scgp["n_sentences"]
+    assert scgp["calls"] == 2 * sentences == len(seen) and scgp["model"] == "scripted:judge"
+    assert scgp["prompts"] == [gateway.registry.get("selfcheck.prompt").ref]
+    assert unigram["calls"] == 0 and unigram["model"] is None
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert [r["method"] for r in summary["runs"]] == ["selfcheck-prompt", "selfcheck-unigram"]
+    assert "| selfcheck-prompt |" in (tmp_path / "report.md").read_text()
+    with pytest.raises(ConfigError, match="needs --model"):
+        run_bench(["selfcheck-prompt"], tmp_path, data_dir, limit=1, progress=False)
