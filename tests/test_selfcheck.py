@@ -129,3 +129,9 @@ def test_bench_runs_scgp_on_the_datasets_samples(
     assert "| selfcheck-prompt |" in (tmp_path / "report.md").read_text()
     with pytest.raises(ConfigError, match="needs --model"):
         run_bench(["selfcheck-prompt"], tmp_path, data_dir, limit=1, progress=False)
+
+
+def test_detect_reports_each_node_run_for_progress(gateway: Gateway, scripted: Any) -> None:
+    steps: list[str] = []
+    selfcheck_prompt.detect(TEXT, model=scripted(checker([])), samples=SAMPLES, gateway=gateway, on_step=steps.append)
+    assert steps.count("check") == 12 and steps[0] == "split" and steps[-1] == "score"

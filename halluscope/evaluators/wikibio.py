@@ -155,12 +155,13 @@ METRIC_COLUMNS = (
 
 @dataclass
 class BenchRun:
-    """What every method of one bench run shares: samples used, model, gateway, accounting."""
+    """What every method of one bench run shares: samples used, model, gateway, accounting, progress."""
 
     samples: int
     model: Any
     gateway: Any
     stats: Any
+    on_check: Any = None  # called once per model check, to drive the progress bar
 
 
 def _unigram(passage: Passage, run: BenchRun) -> list[float]:
@@ -174,12 +175,17 @@ def _unigram(passage: Passage, run: BenchRun) -> list[float]:
 def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
     from halluscope.graphs import selfcheck_prompt
 
+    def on_step(node: str) -> None:
+        if node == "check" and run.on_check is not None:
+            run.on_check()
+
     result = selfcheck_prompt.detect(
         sentences=passage.sentences,
         samples=passage.samples[: run.samples],
         model=run.model,
         gateway=run.gateway,
         stats=run.stats,
+        on_step=on_step,
     )
     return [u.score if u.score is not None else 0.5 for u in result.units]
 
@@ -220,15 +226,22 @@ def run_bench(
     out_dir = Path(out)
     runs, curves = [], []
     for method in methods:
-        bench = BenchRun(
-            samples,
-            None if method in MODEL_FREE else model,
-            None if method in MODEL_FREE else (gateway or default_gateway()),
-            CallStats(),
-        )
-        scores = [
-            BENCH_METHODS[method](p, bench) for p in tqdm(passages, desc=method, disable=not progress, leave=False)
-        ]
+        # the bar counts model checks where a method makes them (|R| x samples a passage), else passages
+        checks = method not in MODEL_FREE
+        total = sum(len(p.sentences) for p in passages) * samples if checks else len(passages)
+        with tqdm(total=total, desc=method, disable=not progress, leave=False) as bar:
+            bench = BenchRun(
+                samples,
+                None if method in MODEL_FREE else model,
+                None if method in MODEL_FREE else (gateway or default_gateway()),
+                CallStats(),
+                on_check=bar.update if checks else None,
+            )
+            scores = []
+            for p in passages:
+                scores.append(BENCH_METHODS[method](p, bench))
+                if not checks:
+                    bar.update()
         metrics = protocol_metrics(passages, scores)
         meta = bench.stats.meta(method)
         run = {

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Annotated, Any, TypedDict
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -152,9 +153,11 @@ def detect(
     gateway: Gateway | None = None,
     max_concurrency: int | None = None,
     stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> DetectionResult:
     """Run SCGP on one passage and return per-sentence scores with their evidence and run metadata
-    (``stats`` accumulates across calls when a benchmark passes one)."""
+    (``stats`` accumulates across calls when a benchmark passes one; ``on_step`` hears each node run
+    from the graph's stream, e.g. to drive a progress bar)."""
     stats = stats or CallStats()
     gw = gateway or default_gateway()
     state: SCGPState = {"text": text or "", "concept": concept or ""}
@@ -165,7 +168,14 @@ def detect(
     config: RunnableConfig = {"configurable": {"stats": stats}}
     if max_concurrency:
         config["max_concurrency"] = max_concurrency
-    out = build(model, gw, n=len(samples) if samples else n).invoke(state, config)
+    out: dict[str, Any] = {}
+    graph = build(model, gw, n=len(samples) if samples else n)
+    for mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"]):
+        if mode == "values":
+            out = cast(dict[str, Any], chunk)
+        elif on_step is not None:  # one event per finished node run: progress per check
+            for node in chunk:
+                on_step(node)
     verdicts = sorted(out["verdicts"], key=lambda v: (v["i"], v["j"]))
     units = [
         Unit(
