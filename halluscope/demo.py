@@ -13,7 +13,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from halluscope.backends.entailment import LLMEntailment
+from halluscope.backends.entailment import LLMEntailment, equivalent
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
 from halluscope.results import DetectionResult, RunMeta, Unit
@@ -116,7 +116,7 @@ def run_demo(
                     return True
                 forward, backward = entail.judge_many([(a, b), (b, a)], question, stats=stats)
                 bar.update(2)
-                return forward.label == "entailment" and backward.label == "entailment"  # strict
+                return equivalent(forward.label, backward.label, "strict")
 
             clusters = greedy_cluster(answers, same)
         entropy = discrete_semantic_entropy([len(c) for c in clusters])

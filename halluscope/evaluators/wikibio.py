@@ -187,7 +187,7 @@ def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
         stats=run.stats,
         on_step=on_step,
     )
-    return [u.score if u.score is not None else 0.5 for u in result.units]
+    return [float(u.score) for u in result.units if u.score is not None]  # SCGP scores every sentence
 
 
 # Methods the bench runs today (the model-based ones score the dataset's own GPT-3 samples);
