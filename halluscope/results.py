@@ -27,6 +27,9 @@ class RunMeta(BaseModel):
     calls: int = Field(0, description="model calls actually sent to a provider")
     cache_hits: int = 0
     parse_failures: int = 0
+    events: dict[str, int] = Field(
+        default_factory=dict, description="bad model answers a method handled, by kind (e.g. missing_answer)"
+    )
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     seconds: float = 0.0
     models: list[str] = Field(default_factory=list)

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from halluscope.backends.gateway import Gateway
+from halluscope.errors import ConfigError
+from halluscope.graphs import fibe
 from halluscope.prompts import parsers
 from halluscope.scoring.fibe import (
     build_exam,
@@ -132,3 +138,210 @@ def test_ensemble_weights_and_clip_by_hand() -> None:
     assert ensemble(fibe=[0.3, 0.9], direct_question=[0.5, 1.0]) == pytest.approx([0.4, 1.0])  # C_F = 1.0
     with pytest.raises(ValueError):
         ensemble(fibe=[0.1], selfcheck=[0.1, 0.2])
+
+
+# ---------------------------------------------------------------- the graph, on scripted models
+
+
+def mcclendon_model(seen: list[str]) -> Callable[[str, dict[str, Any]], str]:
+    """Answers each FIBE prompt by content with the paper's completions; student j's [s7] is the
+    paper's j-th student answer, so the grader's completion for [s7] is the paper's too."""
+    lock = threading.Lock()
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        with lock:
+            seen.append(prompt)
+        if "Fill-in-the-blank Questions: (from [s0]" in prompt:
+            return fibe_paper.CREATE_COMPLETION
+        if "world champion in English quizzes" in prompt:
+            name = fibe.STUDENTS[params["seed"]]
+            return re.sub(r"\[s7\] [^\n]*", f"[s7] {fibe_paper.S7_STUDENTS[name]}", fibe_paper.ANSWER_COMPLETION)
+        if "English test grader" in prompt:
+            if "Correct answer: In 2012, he returned to Georgia" in prompt:
+                return fibe_paper.S7_GRADES
+            return "\n".join(f"[{name}] 50" for name in re.findall(r"^\[(\w+)\] ", prompt, re.MULTILINE))
+        if "responds using only your prior knowledge" in prompt:
+            claim = prompt.split("Claim:")[1]
+            return "No" if "2016" in claim else ("Maybe" if "2018" in claim else "Yes")
+        if "Is the sentence supported" in prompt:
+            return "No" if "Sentence: In 2014" in prompt else "Yes"
+        raise AssertionError(f"unexpected prompt: {prompt[:200]}")
+
+    return respond
+
+
+def test_fibe_on_the_papers_example_makes_1_plus_n_plus_r_calls_and_a_rerun_none(
+    gateway: Gateway, scripted: Any
+) -> None:
+    seen: list[str] = []
+    model = scripted(mcclendon_model(seen))
+    result = fibe.detect(sentences=fibe_paper.SENTENCES, prompt=fibe_paper.PROMPT, model=model, n=5, gateway=gateway)
+    r = len(fibe_paper.SENTENCES)
+    assert result.meta.calls == 1 + 5 + r and len(seen) == 1 + 5 + r
+    # the create prompt carries the quoted original prompt, the numbered sentences and their ids
+    create = next(p for p in seen if "Fill-in-the-blank Questions: (from [s0]" in p)
+    assert f'"{fibe_paper.PROMPT}"\n[s0] Bryan McClendon (born April 28, 1983)' in create
+    assert create.endswith("(from [s0],[s1],[s2],[s3],[s4],[s5],[s6],[s7],[s8],[s9],[s10])")
+    answer = next(p for p in seen if "world champion" in p)
+    assert '[s7] In 2012, he returned to "$university_23" as the "$profession_10".' in answer
+    assert answer.endswith(f'Fill-in-the-blank Answers: (up to [s10])\n"{fibe_paper.PROMPT}"\n')
+    grade = next(p for p in seen if "Correct answer: In 2012" in p)
+    for name, student in fibe_paper.S7_STUDENTS.items():
+        assert f"[{name}] {student}" in grade
+    s7 = result.units[7]
+    assert s7.score == pytest.approx(0.45) and s7.evidence["grades"] == {
+        "Tom": 0.0,
+        "Amy": 100.0,
+        "Max": 100.0,
+        "Leo": 75.0,
+        "Ava": 0.0,
+    }
+    assert s7.evidence["answers"]["Leo"] == fibe_paper.S7_STUDENTS["Leo"]
+    assert [u.score for i, u in enumerate(result.units) if i != 7] == [0.5] * (r - 1)
+    assert result.meta.events == {} and all(u.parsed for u in result.units)
+    assert sorted(result.meta.prompts) == sorted(
+        gateway.registry.get(p).ref for p in (fibe.CREATE, fibe.ANSWER, fibe.SCORE)
+    )
+    again = fibe.detect(sentences=fibe_paper.SENTENCES, prompt=fibe_paper.PROMPT, model=model, n=5, gateway=gateway)
+    assert again.meta.calls == 0 and again.meta.cache_hits == 1 + 5 + r and len(seen) == 1 + 5 + r
+    assert [u.score for u in again.units] == [u.score for u in result.units]
+
+
+def test_fibe_sbc_dq_adds_r_direct_questions_and_combines_by_the_papers_formulas(
+    gateway: Gateway, scripted: Any
+) -> None:
+    seen: list[str] = []
+    result = fibe.detect(
+        sentences=fibe_paper.SENTENCES,
+        prompt=fibe_paper.PROMPT,
+        model=scripted(mcclendon_model(seen)),
+        variant="fibe+sbc+dq",
+        n=5,
+        gateway=gateway,
+    )
+    r = len(fibe_paper.SENTENCES)
+    assert result.meta.calls == 1 + 5 + r + r
+    dq = next(p for p in seen if "prior knowledge" in p)
+    assert f'"{fibe_paper.PROMPT}"\nClaim:' in dq
+    h_f = [0.5] * 7 + [0.45] + [0.5] * 3
+    h_d = [0.0] * 9 + [1.0, 1.0]  # No for 2016; Maybe (neither) for 2018: known = 0.0
+    assert [u.evidence["h_fibe"] for u in result.units] == pytest.approx(h_f)
+    assert [u.evidence["h_direct_question"] for u in result.units] == h_d
+    expected = snowballing_correction([min(1.0, f + 0.2 * d) for f, d in zip(h_f, h_d, strict=True)], 0.1)
+    assert [u.score for u in result.units] == pytest.approx(expected)
+    assert expected[1] == pytest.approx(0.5 + (0.5 - 0.1) / 11)  # by hand: sum before s1 is 0.5
+    assert result.units[10].evidence["direct_question"]["answer"] is None
+    assert result.meta.params["weights"] == {"fibe": 1.0, "direct_question": 0.2, "selfcheck": 0.0}
+
+
+def test_fibe_selfcheck_ensemble_scores_given_samples(gateway: Gateway, scripted: Any) -> None:
+    samples = ["Bryan McClendon coached at Georgia.", "He coached running backs.", "He played receiver."]
+    result = fibe.detect(
+        sentences=fibe_paper.SENTENCES,
+        prompt=fibe_paper.PROMPT,
+        samples=samples,
+        model=scripted(mcclendon_model([])),
+        variant="fibe+selfcheck+sbc+dq",
+        n=3,
+        gateway=gateway,
+    )
+    r = len(fibe_paper.SENTENCES)
+    assert result.meta.calls == (1 + 3 + r) + r + 3 * r  # FIBE + DQ + SCGP on given samples
+    h_p = [u.evidence["h_selfcheck"] for u in result.units]
+    assert h_p == [0.0] * 8 + [1.0, 0.0, 0.0]  # SCGP: No for the 2014 sentence against every sample
+    plus = [
+        min(1.0, 0.5 * u.evidence["h_fibe"] + 0.2 * u.evidence["h_direct_question"] + 0.5 * p)
+        for u, p in zip(result.units, h_p, strict=True)
+    ]
+    assert [u.score for u in result.units] == pytest.approx(snowballing_correction(plus))
+    assert result.evidence["samples"] == samples and result.units[8].evidence["supported"] == ["no"] * 3
+
+
+def test_bad_model_answers_are_recorded_and_handled_never_a_crash(gateway: Gateway, scripted: Any) -> None:
+    sentences = ["Ada Lovelace was born in London.", "She wrote the first program in 1843.", "She died in 1852."]
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        if "Fill-in-the-blank Questions: (from" in prompt:
+            return (
+                "Text=[s0] Ada Lovelace was born in London.\nSubject=<Ada Lovelace:person>\n"
+                "Blanks=<London:city>, <Paris:city>\n\n"
+                "Text=[s1] She wrote the first program in 1843.\nSubject=<She:person>\nBlanks=<1843:year>\n"
+            )
+        if "world champion" in prompt:
+            if params["seed"] == 1:
+                return "[s0] Ada Lovelace was born in Paris."  # s1 and s2 missing
+            return "[s0] Ada Lovelace was born in London.\n[s1] She wrote the first program in 1843.\n[s2] She died."
+        if "English test grader" in prompt:
+            if "Correct answer: She died in 1852." in prompt:
+                return "I cannot grade this."
+            if "London" in prompt:
+                return "[Tom] 100\n[Amy] 0"  # Max left out
+            return "[Tom] 100\n[Max] 80"
+        raise AssertionError(prompt[:200])
+
+    result = fibe.detect(sentences=sentences, prompt="Ada Lovelace", model=scripted(respond), n=3, gateway=gateway)
+    assert result.meta.calls == 1 + 3 + 3
+    assert result.meta.events == {
+        "blank_not_found": 1,
+        "not_in_exam": 1,
+        "missing_answer": 2,
+        "grade_missing": 1,
+        "grade_unparsed": 1,
+        "ungraded": 1,
+    }
+    assert result.evidence["exam"][0] == 'Ada Lovelace was born in "$city_0".'
+    assert result.units[0].score == pytest.approx(0.5)  # Tom 100, Amy 0: Max's grade is missing
+    assert result.units[1].score == pytest.approx(1 - 180 / 200)  # answer 1 lacked s1
+    assert result.units[2].score == fibe.UNGRADED and not result.units[2].parsed
+    assert result.meta.parse_failures == 1  # the grader's unreadable answer
+
+
+def test_unreadable_exam_leaves_sentences_unmasked(gateway: Gateway, scripted: Any) -> None:
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        if "Fill-in-the-blank Questions: (from" in prompt:
+            return "Sorry, I can't."
+        if "world champion" in prompt:
+            return "nothing useful"
+        raise AssertionError(prompt[:200])
+
+    result = fibe.detect("Ada was born in London. She died.", model=scripted(respond), n=2, gateway=gateway)
+    assert result.meta.calls == 1 + 2  # nothing to grade
+    assert result.meta.events == {"create_unparsed": 1, "not_in_exam": 2, "missing_answer": 4, "ungraded": 2}
+    assert [u.score for u in result.units] == [fibe.UNGRADED] * 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"variant": "fibe+magic"}, "unknown FIBE variant"),
+        ({"n": 11}, "1 to 10 exam answers"),
+        ({"variant": "fibe+selfcheck+sbc"}, "pass samples, or the prompt"),
+        ({"text": "   "}, "non-empty text"),
+    ],
+)
+def test_bad_input_is_a_clear_error(gateway: Gateway, scripted: Any, kwargs: dict[str, Any], message: str) -> None:
+    args = {"text": "Ada was born in London.", **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        fibe.detect(model=scripted(lambda p, q: "Yes"), gateway=gateway, **args)
+
+
+def test_direct_question_reads_p_yes_from_a_local_models_log_probs(gateway: Gateway) -> None:
+    """The log-prob path end to end on the tiny local model: known = p_1 for Yes, 1 - p_1 for No."""
+    result = fibe.detect(
+        "Paris is the capital of France. The Moon is made of cheese.",
+        prompt="Facts about the world:",
+        model="local:smollm2-135m",
+        variant="fibe+dq",
+        n=1,
+        gateway=gateway,
+    )
+    for unit in result.units:
+        dq = unit.evidence["direct_question"]
+        assert dq["p_first"] is not None and 0.0 < dq["p_first"] <= 1.0
+        if dq["answer"] == "yes":
+            assert dq["known"] == pytest.approx(dq["p_first"])
+        elif dq["answer"] == "no":
+            assert dq["known"] == pytest.approx(1.0 - dq["p_first"])
+        else:
+            assert dq["known"] == 0.0
+        assert unit.evidence["h_direct_question"] == pytest.approx(1.0 - dq["known"])

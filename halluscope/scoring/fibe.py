@@ -50,17 +50,16 @@ def build_exam(sentences: Sequence[str], created: Sequence[Mapping[str, Any]]) -
     and an entry for a serial number the passage lacks are recorded as events."""
     entries: dict[int, Mapping[str, Any]] = {}
     events: list[dict[str, Any]] = []
-    for entry in created:
-        sid = int(entry["sid"])
+    for block in created:
+        sid = int(block["sid"])
         if not 0 <= sid < len(sentences):
             events.append({"sentence": sid, "event": "unknown_sentence"})
         else:
-            entries.setdefault(sid, entry)
+            entries.setdefault(sid, block)
     masks: list[list[tuple[int, int, str, str]]] = []  # per sentence: (start, end, object, hypernym)
     for i, sentence in enumerate(sentences):
-        entry = entries.get(i)
         masks.append([])
-        if entry is None:
+        if (entry := entries.get(i)) is None:
             events.append({"sentence": i, "event": "not_in_exam"})
             continue
         subject_span = (0, 0)
@@ -87,9 +86,9 @@ def build_exam(sentences: Sequence[str], created: Sequence[Mapping[str, Any]]) -
     variables: dict[tuple[str, str], str] = {}
     answer_key: dict[str, str] = {}
     exam = []
-    for sentence, spans in zip(sentences, masks, strict=True):
+    for sentence, masked in zip(sentences, masks, strict=True):
         out, last = [], 0
-        for start, end, obj, hypernym in sorted(spans):
+        for start, end, obj, hypernym in sorted(masked):
             key = (obj.lower(), hypernym.lower())
             if key not in variables:
                 variables[key] = f"${hypernym}_{len(variables)}"

@@ -1,0 +1,449 @@
+"""FIBE, the multiple-fill-in-the-blank exam (Hirano et al.), with Direct Question, Snowballing
+Correction and the SCGP ensemble, as one LangGraph graph per variant:
+
+    split -> create the exam (E.3.1, one call) -> answer it N times (E.3.2, fanned out)
+          -> grade each sentence's N answers in one call (E.3.3, fanned out over |R|)
+          [-> Direct Question per sentence (E.4)] [-> SelfCheck-Prompt (E.1, E.2)] -> combine
+
+Calls: 1 + N + |R| for FIBE, + |R| with DQ, + N|R| (+ N to regenerate) with SCGP. The stages run
+one after another, each fanned out inside: a local model then answers the N copies of one exam
+back to back and reuses their shared prompt prefix (interleaving other prompts would evict it).
+
+A bad model answer never stops the passage: a create() answer that cannot be read leaves the
+sentences unmasked; a sentence missing from an exam answer, or a student the grader did not score,
+drops that answer for that sentence; a sentence left with no graded answer gets H_F = 0.5 (as SCGP's
+"otherwise"). Every such event is kept with its sentence and counted in the run metadata.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError
+from halluscope.graphs import selfcheck_prompt
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.fibe import (
+    THETA,
+    build_exam,
+    ensemble,
+    ensemble_weights,
+    fibe_score,
+    first_token_probability,
+    known_value,
+    snowballing_correction,
+)
+from halluscope.text import sentences as split_sentences
+
+CREATE, ANSWER, SCORE, DIRECT_QUESTION = "fibe.create", "fibe.answer", "fibe.score", "fibe.direct_question"
+# Fixed examinee names (the paper's five first); student j is always STUDENTS[j].
+STUDENTS = ("Tom", "Amy", "Max", "Leo", "Ava", "Ben", "Eva", "Sam", "Zoe", "Ian")
+UNGRADED = 0.5  # H_F of a sentence with no graded answer (SCGP's value for an answer that is neither)
+
+
+def _create_max_tokens(n_sentences: int) -> int:
+    """Bounds against runaway generation on local models: about twice what a full answer takes."""
+    return 150 * n_sentences + 100
+
+
+def _answer_max_tokens(n_sentences: int) -> int:
+    return 80 * n_sentences + 100
+
+
+def _score_max_tokens(n_students: int) -> int:
+    return 10 * n_students + 20
+
+
+DIRECT_QUESTION_MAX_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Variant:
+    direct_question: bool = False
+    selfcheck: bool = False
+    sbc: bool = False
+
+
+VARIANTS = {
+    "fibe": Variant(),
+    "fibe+dq": Variant(direct_question=True),
+    "fibe+sbc": Variant(sbc=True),
+    "fibe+sbc+dq": Variant(direct_question=True, sbc=True),
+    "fibe+selfcheck+sbc": Variant(selfcheck=True, sbc=True),
+    "fibe+selfcheck+sbc+dq": Variant(direct_question=True, selfcheck=True, sbc=True),
+}
+
+
+class AnswerSheet(TypedDict):
+    j: int
+    sentences: dict[str, str]  # str(sentence index) -> the filled-in sentence
+    raw: str
+
+
+class Grade(TypedDict):
+    i: int
+    scores: dict[str, float]  # str(answer index j) -> 0..100
+    raw: str
+
+
+class Known(TypedDict):
+    i: int
+    answer: str | None  # 'yes', 'no', or None when neither
+    p_first: float | None
+    known: float
+    raw: str
+
+
+class FIBEState(TypedDict, total=False):
+    text: str
+    prompt: str  # the original prompt P, the exam's context
+    sentences: list[str]
+    samples: list[str]  # for SCGP: given, or regenerated
+    created: list[dict[str, Any]]
+    exam: list[str]
+    answer_key: dict[str, str]
+    events: Annotated[list[dict[str, Any]], operator.add]
+    answers: Annotated[list[AnswerSheet], operator.add]
+    grades: Annotated[list[Grade], operator.add]
+    known: Annotated[list[Known], operator.add]
+    selfcheck: list[float]
+    selfcheck_verdicts: list[dict[str, Any]]
+    parts: dict[str, list[float]]  # H_F, H_D, H_P per sentence, before SBC
+    scores: list[float]
+
+
+class AnswerInput(TypedDict):
+    j: int
+    prompt: str
+    exam: list[str]
+
+
+class GradeInput(TypedDict):
+    i: int
+    correct: str
+    students: dict[str, str]  # str(j) -> answer
+
+
+class KnownInput(TypedDict):
+    i: int
+    prompt: str
+    claim: str
+
+
+def quoted(prompt: str) -> str:
+    """The paper's {context}: the original prompt in quotes ('' when there is none)."""
+    return f'"{prompt.strip()}"' if prompt.strip() else ""
+
+
+def numbered(lines: list[str]) -> str:
+    return "\n".join(f"[s{i}] {line}" for i, line in enumerate(lines))
+
+
+def _stats(config: RunnableConfig | None) -> CallStats | None:
+    return ((config or {}).get("configurable") or {}).get("stats")
+
+
+def build(
+    model: ModelLike,
+    gateway: Gateway | None = None,
+    n: int = 5,
+    variant: str = "fibe",
+    theta: float = THETA,
+    dq_logprobs: bool | None = None,
+) -> CompiledStateGraph:
+    """The graph of one FIBE variant (see VARIANTS) for one model.
+
+    ``dq_logprobs``: read known() from the first answer token's probability, as the paper does when
+    the model gives it; None asks for it unless the provider has none (Anthropic, or a chat model
+    instance, which may not take the parameter)."""
+    if variant not in VARIANTS:
+        raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
+    if not 1 <= n <= len(STUDENTS):
+        raise ConfigError(f"FIBE needs 1 to {len(STUDENTS)} exam answers (one per named student), got n={n}")
+    v = VARIANTS[variant]
+    gw = gateway or default_gateway()
+    if dq_logprobs is None:
+        dq_logprobs = gw.model(model).provider in ("openai", "openai-compatible", "local")
+    scgp = selfcheck_prompt.build(model, gw, n=n) if v.selfcheck else None
+
+    def split(state: FIBEState) -> dict[str, Any]:
+        found = state.get("sentences") or split_sentences(state.get("text", ""))
+        if not found:
+            raise ConfigError("FIBE needs a non-empty text (no sentence found)")
+        return {"sentences": found}
+
+    def create(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
+        sentences = state["sentences"]
+        context = quoted(state.get("prompt", ""))
+        reply = gw.call(
+            model,
+            CREATE,
+            {
+                "context": f"{context}\n" if context else "",
+                "sentences": numbered(sentences),
+                "sids": ",".join(f"[s{i}]" for i in range(len(sentences))),
+            },
+            stats=_stats(config),
+            max_tokens=_create_max_tokens(len(sentences)),
+        )
+        events: list[dict[str, Any]] = []
+        created = reply.parsed if reply.ok else []
+        if not reply.ok:
+            events.append({"sentence": None, "event": "create_unparsed", "detail": reply.text[:200]})
+        exam = build_exam(sentences, created)
+        return {
+            "created": created,
+            "exam": exam.sentences,
+            "answer_key": exam.answer_key,
+            "events": events + exam.events,
+        }
+
+    def fan_answers(state: FIBEState) -> list[Send]:
+        return [Send("answer", AnswerInput(j=j, prompt=state.get("prompt", ""), exam=state["exam"])) for j in range(n)]
+
+    def answer(state: AnswerInput, config: RunnableConfig) -> dict[str, Any]:
+        context = quoted(state["prompt"])
+        reply = gw.call(
+            model,
+            ANSWER,
+            {
+                "context": f"{context}\n" if context else "",
+                "source": numbered(state["exam"]),
+                "max_sentences": len(state["exam"]) - 1,
+            },
+            sample_index=state["j"],
+            stats=_stats(config),
+            max_tokens=_answer_max_tokens(len(state["exam"])),
+        )
+        filled = reply.parsed if reply.ok else {}
+        sheet: AnswerSheet = {
+            "j": state["j"],
+            "sentences": {str(i): filled[i] for i in range(len(state["exam"])) if filled.get(i)},
+            "raw": reply.text,
+        }
+        events = [
+            {"sentence": i, "event": "missing_answer", "detail": f"answer {state['j']}"}
+            for i in range(len(state["exam"]))
+            if str(i) not in sheet["sentences"]
+        ]
+        return {"answers": [sheet], "events": events}
+
+    after_grading = "direct_question_all" if v.direct_question else ("selfcheck" if v.selfcheck else "combine")
+    after_direct_question = "selfcheck" if v.selfcheck else "combine"
+
+    def fan_grades(state: FIBEState) -> list[Send] | list[str]:
+        sends = []
+        for i, sentence in enumerate(state["sentences"]):
+            students = {
+                str(a["j"]): a["sentences"][str(i)]
+                for a in sorted(state["answers"], key=lambda a: a["j"])
+                if str(i) in a["sentences"]
+            }
+            if students:
+                sends.append(Send("grade", GradeInput(i=i, correct=sentence, students=students)))
+        return sends or [after_grading]
+
+    def grade(state: GradeInput, config: RunnableConfig) -> dict[str, Any]:
+        lines = "\n".join(f"[{STUDENTS[int(j)]}] {answer}" for j, answer in state["students"].items())
+        reply = gw.call(
+            model,
+            SCORE,
+            {"correct_answer": state["correct"], "student_answers": lines},
+            stats=_stats(config),
+            max_tokens=_score_max_tokens(len(state["students"])),
+        )
+        by_name = {name.lower(): score for name, score in (reply.parsed if reply.ok else {}).items()}
+        scores = {
+            j: by_name[STUDENTS[int(j)].lower()] for j in state["students"] if STUDENTS[int(j)].lower() in by_name
+        }
+        if not reply.ok:
+            events = [{"sentence": state["i"], "event": "grade_unparsed", "detail": reply.text[:200]}]
+        else:
+            events = [
+                {"sentence": state["i"], "event": "grade_missing", "detail": STUDENTS[int(j)]}
+                for j in state["students"]
+                if j not in scores
+            ]
+        return {"grades": [Grade(i=state["i"], scores=scores, raw=reply.text)], "events": events}
+
+    def fan_direct_questions(state: FIBEState) -> list[Send]:
+        return [
+            Send("direct_question", KnownInput(i=i, prompt=state.get("prompt", ""), claim=sentence))
+            for i, sentence in enumerate(state["sentences"])
+        ]
+
+    def direct_question(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
+        params: dict[str, Any] = {"logprobs": True} if dq_logprobs else {}
+        reply = gw.call(
+            model,
+            DIRECT_QUESTION,
+            {"context": quoted(state["prompt"]), "claim": state["claim"]},
+            stats=_stats(config),
+            max_tokens=DIRECT_QUESTION_MAX_TOKENS,
+            **params,
+        )
+        said = reply.parsed if reply.ok else None
+        p_first = first_token_probability(reply.logprobs) if dq_logprobs else None
+        known: Known = {
+            "i": state["i"],
+            "answer": said,
+            "p_first": p_first,
+            "known": known_value(said, p_first),
+            "raw": reply.text,
+        }
+        return {"known": [known]}
+
+    def selfcheck(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
+        assert scgp is not None
+        scgp_state: dict[str, Any] = {
+            "sentences": state["sentences"],
+            "concept": selfcheck_prompt.concept_from_prompt(state.get("prompt", "")),
+        }
+        if state.get("samples"):
+            scgp_state["samples"] = state["samples"]
+        out = scgp.invoke(scgp_state, config)
+        return {"selfcheck": out["scores"], "samples": out["samples"], "selfcheck_verdicts": out["verdicts"]}
+
+    def combine(state: FIBEState) -> dict[str, Any]:
+        grades = {g["i"]: g for g in state.get("grades", [])}
+        h_f, events = [], []
+        for i in range(len(state["sentences"])):
+            graded = list(grades[i]["scores"].values()) if i in grades else []
+            if not graded:
+                events.append({"sentence": i, "event": "ungraded"})
+            h_f.append(fibe_score(graded) if graded else UNGRADED)
+        parts = {"fibe": h_f}
+        if v.direct_question:
+            known = {k["i"]: k["known"] for k in state["known"]}
+            parts["direct_question"] = [1.0 - known[i] for i in range(len(state["sentences"]))]
+        if v.selfcheck:
+            parts["selfcheck"] = state["selfcheck"]
+        combined = (
+            ensemble(parts["fibe"], parts.get("direct_question"), parts.get("selfcheck")) if len(parts) > 1 else h_f
+        )
+        scores = snowballing_correction(combined, theta) if v.sbc else combined
+        return {"parts": parts, "scores": scores, "events": events}
+
+    graph = StateGraph(FIBEState)
+    graph.add_node("split", split)
+    graph.add_node("create", create)
+    graph.add_node("answer", answer, input_schema=AnswerInput)
+    graph.add_node("grade_all", lambda state: {})  # join: all N answers are in
+    graph.add_node("grade", grade, input_schema=GradeInput)
+    graph.add_node("combine", combine)
+    graph.add_edge(START, "split")
+    graph.add_edge("split", "create")
+    graph.add_conditional_edges("create", fan_answers, ["answer"])
+    graph.add_edge("answer", "grade_all")
+    graph.add_conditional_edges("grade_all", fan_grades, ["grade", after_grading])
+    graph.add_edge("grade", after_grading)
+    if v.direct_question:
+        graph.add_node("direct_question_all", lambda state: {})
+        graph.add_node("direct_question", direct_question, input_schema=KnownInput)
+        graph.add_conditional_edges("direct_question_all", fan_direct_questions, ["direct_question"])
+        graph.add_edge("direct_question", after_direct_question)
+    if v.selfcheck:
+        graph.add_node("selfcheck", selfcheck)
+        graph.add_edge("selfcheck", "combine")
+    graph.add_edge("combine", END)
+    return graph.compile()
+
+
+def detect(
+    text: str | None = None,
+    *,
+    model: ModelLike,
+    variant: str = "fibe",
+    sentences: list[str] | None = None,
+    prompt: str | None = None,
+    samples: list[str] | None = None,
+    n: int = 5,
+    theta: float = THETA,
+    dq_logprobs: bool | None = None,
+    gateway: Gateway | None = None,
+    max_concurrency: int | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """Run one FIBE variant on one passage: per-sentence scores with the exam, the answers, the grades
+    (and DQ / SCGP evidence), and run metadata with every handled event counted.
+
+    ``prompt`` is the prompt that produced the text (the exam's context; SCGP regenerates from it
+    when no ``samples`` are given). ``on_step`` hears every node run, the SCGP checks included."""
+    if variant not in VARIANTS:
+        raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
+    if VARIANTS[variant].selfcheck and not samples and not (prompt and prompt.strip()):
+        raise ConfigError(f"{variant} runs SelfCheck-Prompt: pass samples, or the prompt to regenerate them from")
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    state: FIBEState = {"text": text or "", "prompt": prompt or ""}
+    if sentences:
+        state["sentences"] = sentences
+    if samples:
+        state["samples"] = samples
+    config: RunnableConfig = {"configurable": {"stats": stats}}
+    if max_concurrency:
+        config["max_concurrency"] = max_concurrency
+    graph = build(model, gw, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs)
+    out: dict[str, Any] = {}
+    for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
+        if mode == "values" and not namespace:
+            out = cast(dict[str, Any], chunk)
+        elif mode == "updates" and on_step is not None:
+            for node in chunk:
+                on_step(node)
+    return _result(variant, out, stats, n=n, theta=theta, samples_given=bool(samples))
+
+
+def _result(variant: str, out: dict[str, Any], stats: CallStats, **params: Any) -> DetectionResult:
+    v = VARIANTS[variant]
+    events: list[dict[str, Any]] = out.get("events", [])
+    answers = sorted(out["answers"], key=lambda a: a["j"])
+    grades = {g["i"]: g for g in out.get("grades", [])}
+    known = {k["i"]: k for k in out.get("known", [])}
+    verdicts = sorted(out.get("selfcheck_verdicts", []), key=lambda x: (x["i"], x["j"]))
+    units = []
+    for i, sentence in enumerate(out["sentences"]):
+        mine = [e for e in events if e["sentence"] == i]
+        evidence: dict[str, Any] = {
+            "exam": out["exam"][i],
+            "answers": {STUDENTS[a["j"]]: a["sentences"].get(str(i)) for a in answers},
+            "grades": {STUDENTS[int(j)]: s for j, s in grades[i]["scores"].items()} if i in grades else {},
+            **{f"h_{name}": values[i] for name, values in out["parts"].items()},
+        }
+        if v.direct_question:
+            evidence["direct_question"] = {k: known[i][k] for k in ("answer", "p_first", "known", "raw")}
+        if v.selfcheck:
+            evidence["supported"] = [x["answer"] for x in verdicts if x["i"] == i]
+        if mine:
+            evidence["events"] = [{k: e[k] for k in e if k != "sentence"} for e in mine]
+        parsed = not any(e["event"] in ("ungraded", "not_in_exam") for e in mine)
+        units.append(Unit(text=sentence, score=out["scores"][i], parsed=parsed, evidence=evidence))
+    meta = stats.meta(
+        variant,
+        weights=ensemble_weights(True, v.direct_question, v.selfcheck),
+        sbc=v.sbc,
+        **params,
+    )
+    meta.events = dict(Counter(e["event"] for e in events))
+    return DetectionResult(
+        method=variant,
+        units=units,
+        meta=meta,
+        evidence={
+            "exam": out["exam"],
+            "answer_key": out["answer_key"],
+            "answers_raw": [a["raw"] for a in answers],
+            "events": events,
+            **({"samples": out["samples"]} if v.selfcheck else {}),
+        },
+    )
