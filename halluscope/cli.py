@@ -200,7 +200,16 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
     return 0
 
 
-DETECT_METHODS = ("selfcheck-prompt", "selfcheck-unigram")
+DETECT_METHODS = (
+    "selfcheck-prompt",
+    "selfcheck-unigram",
+    "fibe",
+    "fibe+dq",
+    "fibe+sbc",
+    "fibe+sbc+dq",
+    "fibe+selfcheck+sbc",
+    "fibe+selfcheck+sbc+dq",
+)
 
 
 def _read_samples(path: str) -> list[str]:
@@ -225,7 +234,7 @@ def _read_samples(path: str) -> list[str]:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
+    from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
 
     if args.file:
         try:
@@ -243,15 +252,38 @@ def cmd_detect(args: argparse.Namespace) -> int:
         result = selfcheck_unigram.detect(
             text, samples=samples, model=args.model, concept=concept, n=args.samples, gateway=gateway
         )
-    else:
-        if not args.model:
-            raise ConfigError("selfcheck-prompt needs --model (e.g. local:qwen2.5-coder-1.5b)")
-        if not samples and not concept:
-            raise ConfigError("selfcheck-prompt needs --samples-file, or --question to regenerate samples")
-        result = selfcheck_prompt.detect(
-            text, model=args.model, samples=samples, concept=concept, n=args.samples, gateway=gateway
-        )
-    if args.json:
+        return _print_detection(result, args.json)
+    if not args.model:
+        raise ConfigError(f"{args.method} needs --model (e.g. local:qwen2.5-coder-1.5b)")
+    if args.method == "selfcheck-prompt" and not samples and not concept:
+        raise ConfigError("selfcheck-prompt needs --samples-file, or --question to regenerate samples")
+    with tqdm(desc=args.method, unit=" step", leave=False, disable=args.json) as bar:
+        if args.method in fibe.VARIANTS:
+            result = fibe.detect(
+                text,
+                model=args.model,
+                variant=args.method,
+                prompt=args.question,
+                samples=samples,
+                n=args.samples,
+                gateway=gateway,
+                on_step=lambda _node: bar.update(),
+            )
+        else:
+            result = selfcheck_prompt.detect(
+                text,
+                model=args.model,
+                samples=samples,
+                concept=concept,
+                n=args.samples,
+                gateway=gateway,
+                on_step=lambda _node: bar.update(),
+            )
+    return _print_detection(result, args.json)
+
+
+def _print_detection(result: DetectionResult, as_json: bool) -> int:
+    if as_json:
         print(result.to_json())
         return 0
     print(f"{result.method}: higher = more likely hallucinated")
@@ -260,6 +292,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         print(f"  {score}  {unit.text}")
     m = result.meta
     print(f"{m.calls} model calls, {m.cache_hits} cache hits, {m.parse_failures} unparsed answers, {m.seconds:.1f} s")
+    if m.events:
+        print("handled: " + ", ".join(f"{k} {v}" for k, v in sorted(m.events.items())))
     return 0
 
 
@@ -283,6 +317,8 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
     print(f"WikiBio: {runs[0]['n_passages']} passages, {runs[0]['n_sentences']} sentences")
     for r in runs:
         print(f"{r['method']}: {r['calls']} model calls, {r['cache_hits']} cache hits, {r['seconds']:.0f} s")
+        if r.get("events"):
+            print("  handled: " + ", ".join(f"{k} {v}" for k, v in sorted(r["events"].items())))
         values = [(h, r["metrics"].get(k)) for k, h in METRIC_COLUMNS[1:]]
         print("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
@@ -388,7 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'",
     )
     p.add_argument("--model", help="model spec, e.g. local:qwen2.5-coder-1.5b")
-    p.add_argument("--samples", type=int, default=5, help="samples to regenerate when none are given (default 5)")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=5,
+        help="N: FIBE's exam answers, and SCGP's samples to regenerate when none are given (default 5)",
+    )
     p.add_argument("--samples-file", help="samples you already have: a JSON list, or texts separated by '---' lines")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_detect)
@@ -398,12 +439,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = bench.add_parser("wikibio", parents=[common], help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)")
     p.add_argument(
-        "--method", required=True, help="one or several methods, comma-separated: selfcheck-unigram, selfcheck-prompt"
+        "--method",
+        required=True,
+        help="one or several methods, comma-separated: " + ", ".join(DETECT_METHODS),
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--limit", type=int, help="only the first K passages")
-    p.add_argument("--samples", type=int, default=20, help="samples per passage, of the dataset's 20 (default 20)")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=20,
+        help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) (default 20)",
+    )
     p.add_argument("--out", default="out/wikibio", help="output directory (default out/wikibio)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_wikibio)

@@ -207,6 +207,10 @@ def test_bench_wikibio_writes_results_report_and_curves(
     [
         (["--method", "fibe-9"], "unknown bench method(s) fibe-9; available: selfcheck-unigram"),
         (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
+        (
+            ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m"],
+            "fibe, fibe+dq answers the exam --samples times",
+        ),
     ],
 )
 def test_bench_errors(
@@ -245,9 +249,45 @@ def test_detect_selfcheck_methods_from_the_command_line(capsys: pytest.CaptureFi
         assert len(stub.requests) == 4
 
 
+def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """An API model that answers Yes to everything: no exam can be read, so every sentence falls back
+    to H_F = 0.5, DQ's Yes gives H_D = 1 - p(Yes), and SBC adds (H_+(0) - 0.1) / 2 to the second."""
+    with StubAPI(answer="Yes") as stub:
+        code, out, _ = run(
+            capsys,
+            "detect",
+            "fibe+sbc+dq",
+            "--text",
+            "Einstein was born in Ulm. He developed relativity.",
+            "--question",
+            "This is a Wikipedia passage about Albert Einstein:",
+            "--samples",
+            "2",
+            "--model",
+            f"openai-compatible:{stub.base_url}/v1#m",
+            "--json",
+        )
+        result = DetectionResult.from_json(out)
+        assert code == 0 and result.method == "fibe+sbc+dq"
+        assert result.meta.calls == 1 + 2 + 2 == len(stub.requests)  # create, 2 answers, 2 DQ; nothing to grade
+        assert sum(bool(r["body"].get("logprobs")) for r in stub.requests) == 2  # DQ asks for p(Yes)
+    assert result.meta.events == {"create_unparsed": 1, "not_in_exam": 2, "missing_answer": 4, "ungraded": 2}
+    p_yes = [u.evidence["direct_question"]["p_first"] for u in result.units]  # the stub's Yes log-prob
+    assert p_yes[0] is not None and 0 < p_yes[0] < 1
+    h = [0.5 + 0.2 * (1 - p) for p in p_yes]  # H_+ = clip(H_F + C_D H_D), H_D = 1 - p(Yes)
+    assert [u.score for u in result.units] == pytest.approx([h[0], h[1] + (h[0] - 0.1) / 2])
+    assert [u.parsed for u in result.units] == [False, False]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["fibe", "--text", "A b."], "fibe needs --model"),
+        (
+            ["fibe+selfcheck+sbc", "--text", "A b.", "--model", "local:smollm2-135m"],
+            "pass samples, or the prompt",
+        ),
+        (["fibe", "--text", "A b.", "--model", "local:smollm2-135m", "--samples", "11"], "1 to 10 exam answers"),
         (["selfcheck-prompt", "--text", "A b."], "needs --model"),
         (["selfcheck-prompt", "--text", "A b.", "--model", "local:smollm2-135m"], "--question to regenerate"),
         (["selfcheck-unigram", "--text", "A b."], "needs samples"),

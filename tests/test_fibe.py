@@ -3,16 +3,19 @@ hand-worked numbers; the graph's call counts, cache replay and handling of bad m
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
+from halluscope.evaluators.wikibio import run_bench
 from halluscope.graphs import fibe
 from halluscope.prompts import parsers
 from halluscope.scoring.fibe import (
@@ -345,3 +348,57 @@ def test_direct_question_reads_p_yes_from_a_local_models_log_probs(gateway: Gate
         else:
             assert dq["known"] == 0.0
         assert unit.evidence["h_direct_question"] == pytest.approx(1.0 - dq["known"])
+
+
+def generic_model(seen: list[str]) -> Callable[[str, dict[str, Any]], str]:
+    """Any passage: blanks the last word of each sentence; students fill in "X"; the grader gives Tom
+    50 and everyone else 100; DQ and SCGP say Yes."""
+    lock = threading.Lock()
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        with lock:
+            seen.append(prompt)
+        if "Fill-in-the-blank Questions: (from" in prompt:
+            texts = prompt.rsplit("Texts:", 1)[1]
+            blocks = []
+            for sid, sentence in re.findall(r"^\[s(\d+)\] (.*)$", texts, re.MULTILINE):
+                words = sentence.rstrip(".").split()
+                blocks.append(f"Text=[s{sid}] {sentence}\nSubject=<{words[0]}:thing>\nBlanks=<{words[-1]}:thing>")
+            return "\n\n".join(blocks)
+        if "world champion" in prompt:
+            exam = prompt.rsplit("Fill-in-the-blank Questions:", 1)[1]
+            return re.sub(r'"\$[^"]+"', "X", exam.split("Fill-in-the-blank Answers:")[0])
+        if "English test grader" in prompt:
+            names = re.findall(r"^\[(\w+)\] ", prompt, re.MULTILINE)
+            return "\n".join(f"[{name}] {50 if name == 'Tom' else 100}" for name in names)
+        return "Yes"
+
+    return respond
+
+
+def test_bench_runs_fibe_variants_and_shares_their_calls_through_the_cache(
+    scripted: Any, gateway: Gateway, tmp_path: Path, data_dir: Path
+) -> None:
+    seen: list[str] = []
+    runs = run_bench(
+        ["fibe", "fibe+sbc+dq", "fibe+selfcheck+sbc"],
+        tmp_path,
+        data_dir,
+        limit=3,
+        samples=2,
+        progress=False,
+        model=scripted(generic_model(seen), "scripted:fibe"),
+        gateway=gateway,
+    )
+    plain, dq, ensemble_run = runs
+    r = plain["n_sentences"]
+    assert plain["calls"] == 3 * (1 + 2) + r  # per passage 1 + N + |R|
+    assert dq["calls"] == r and dq["cache_hits"] == plain["calls"]  # only DQ is new
+    assert ensemble_run["calls"] == 2 * r  # only SCGP on the dataset's 2 samples is new
+    assert len(seen) == plain["calls"] + dq["calls"] + ensemble_run["calls"]
+    # Tom 50, Amy 100: H_F = 1 - 150 / 200 for every sentence
+    assert all(x == pytest.approx(0.25) for s in plain["scores"] for x in s)
+    assert plain["events"] == {} and plain["metrics"]["auc_pr_nonfact"] > 0
+    summary = json.loads((tmp_path / "results.json").read_text())
+    assert [x["method"] for x in summary["runs"]] == ["fibe", "fibe+sbc+dq", "fibe+selfcheck+sbc"]
+    assert "| fibe+sbc+dq |" in (tmp_path / "report.md").read_text()

@@ -85,6 +85,10 @@ def test_protocol_metrics_on_a_hand_made_case() -> None:
     assert m["pearson"] > 90 and np.isfinite(m["spearman"])
     with pytest.raises(ValueError, match="2 scores for 3 sentences"):
         protocol_metrics([passage(0, ["accurate"] * 3)], [[0.1, 0.2]])
+    # every sentence inaccurate, none major: the AUCs are undefined, reported as None (n/a), not nan
+    m = protocol_metrics([passage(0, ["minor_inaccurate"] * 2)], [[0.1, 0.2]])
+    assert m["auc_pr_nonfact"] is None and m["auc_roc_nonfact"] is None and m["auc_pr_factual"] is None
+    assert m["auc_pr_nonfact_star"] is None
 
 
 def test_sentence_splitting_of_user_text() -> None:

@@ -20,6 +20,9 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
 
     fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
     for name, y, scores in curves:
+        if y.all() or not y.any():  # one class only: no curve is defined
+            ax.text(0.5, 0.5, "undefined: every sentence has the same label", ha="center", transform=ax.transAxes)
+            break
         if kind == "pr":
             precision, recall, _ = precision_recall_curve(y, scores)
             ax.plot(recall, precision, label=name)

@@ -14,15 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from halluscope.errors import DataError
+from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_dir
+from halluscope.graphs import fibe, selfcheck_prompt
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
@@ -82,16 +84,25 @@ def load_wikibio(data: str | Path | None = None, verify: bool = True) -> list[Pa
     return passages
 
 
-def _auc_pr(y: np.ndarray, scores: np.ndarray) -> float:
+def _both_classes(y: np.ndarray) -> bool:
+    """AUCs are undefined when every label is the same (e.g. no major-inaccurate sentence in a small subset)."""
+    return bool(y.any()) and not bool(y.all())
+
+
+def _auc_pr(y: np.ndarray, scores: np.ndarray) -> float | None:
     from sklearn.metrics import auc, precision_recall_curve
 
+    if not _both_classes(y):
+        return None
     precision, recall, _ = precision_recall_curve(y, scores)
     return float(auc(recall, precision) * 100)
 
 
-def _auc_roc(y: np.ndarray, scores: np.ndarray) -> float:
+def _auc_roc(y: np.ndarray, scores: np.ndarray) -> float | None:
     from sklearn.metrics import roc_auc_score
 
+    if not _both_classes(y):
+        return None
     return float(roc_auc_score(y, scores) * 100)
 
 
@@ -161,7 +172,16 @@ class BenchRun:
     model: Any
     gateway: Any
     stats: Any
-    on_check: Any = None  # called once per model check, to drive the progress bar
+    on_call: Callable[[], None] | None = None  # called once per model call, to drive the progress bar
+    events: Counter[str] = field(default_factory=Counter)  # bad model answers handled, by kind
+
+    def step(self, node: str) -> None:
+        """A graph's stream event: the nodes named in MODEL_NODES make one model call each."""
+        if node in MODEL_NODES and self.on_call is not None:
+            self.on_call()
+
+
+MODEL_NODES = {"check", "create", "answer", "grade", "direct_question"}
 
 
 def _unigram(passage: Passage, run: BenchRun) -> list[float]:
@@ -173,27 +193,63 @@ def _unigram(passage: Passage, run: BenchRun) -> list[float]:
 
 
 def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
-    from halluscope.graphs import selfcheck_prompt
-
-    def on_step(node: str) -> None:
-        if node == "check" and run.on_check is not None:
-            run.on_check()
-
     result = selfcheck_prompt.detect(
         sentences=passage.sentences,
         samples=passage.samples[: run.samples],
         model=run.model,
         gateway=run.gateway,
         stats=run.stats,
-        on_step=on_step,
+        on_step=run.step,
     )
     return [float(u.score) for u in result.units if u.score is not None]  # SCGP scores every sentence
 
 
-# Methods the bench runs today (the model-based ones score the dataset's own GPT-3 samples);
-# FIBE and its variants join as their graph lands.
-BENCH_METHODS = {"selfcheck-unigram": _unigram, "selfcheck-prompt": _selfcheck_prompt}
-MODEL_FREE = {"selfcheck-unigram"}
+def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
+    """A FIBE variant with N = --samples exam answers; its SCGP part judges the dataset's samples."""
+
+    def score(passage: Passage, run: BenchRun) -> list[float]:
+        result = fibe.detect(
+            sentences=passage.sentences,
+            prompt=passage.prompt,
+            samples=passage.samples[: run.samples] if fibe.VARIANTS[variant].selfcheck else None,
+            model=run.model,
+            variant=variant,
+            n=run.samples,
+            gateway=run.gateway,
+            stats=run.stats,
+            on_step=run.step,
+        )
+        run.events.update(result.meta.events)
+        return [float(u.score) for u in result.units if u.score is not None]  # FIBE scores every sentence
+
+    return score
+
+
+def _fibe_calls(variant: str) -> Callable[[Passage, int], int]:
+    def calls(passage: Passage, n: int) -> int:
+        v, r = fibe.VARIANTS[variant], len(passage.sentences)
+        return 1 + n + r + (r if v.direct_question else 0) + (n * r if v.selfcheck else 0)
+
+    return calls
+
+
+@dataclass(frozen=True)
+class BenchMethod:
+    score: Callable[[Passage, BenchRun], list[float]]
+    calls: Callable[[Passage, int], int] | None = None  # model calls a passage takes; None: no model
+
+
+def _bench_methods() -> dict[str, BenchMethod]:
+    methods = {
+        "selfcheck-unigram": BenchMethod(_unigram),
+        "selfcheck-prompt": BenchMethod(_selfcheck_prompt, lambda p, n: n * len(p.sentences)),
+    }
+    methods.update({v: BenchMethod(_fibe(v), _fibe_calls(v)) for v in fibe.VARIANTS})
+    return methods
+
+
+# The model-based methods score the dataset's own GPT-3 samples (SCGP) or N fresh exam answers (FIBE).
+BENCH_METHODS = _bench_methods()
 
 
 def run_bench(
@@ -209,7 +265,6 @@ def run_bench(
     """Score the passages with each method, then write results.json, report.md and PR/ROC PNGs."""
     from tqdm import tqdm
 
-    from halluscope.errors import ConfigError
     from halluscope.evaluators.report import markdown_table, write_curves, write_json
 
     unknown = [m for m in methods if m not in BENCH_METHODS]
@@ -217,31 +272,36 @@ def run_bench(
         raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(BENCH_METHODS)}")
     if not 1 <= samples <= 20:
         raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {samples}")
-    needs_model = [m for m in methods if m not in MODEL_FREE]
+    needs_model = [m for m in methods if BENCH_METHODS[m].calls is not None]
     if needs_model and model is None:
         raise ConfigError(f"{', '.join(needs_model)} needs --model (e.g. local:qwen2.5-coder-1.5b)")
+    exams = [m for m in methods if m in fibe.VARIANTS]
+    if exams and samples > len(fibe.STUDENTS):
+        most = len(fibe.STUDENTS)
+        raise ConfigError(f"{', '.join(exams)} answers the exam --samples times: at most {most}, got {samples}")
     from halluscope.backends.gateway import CallStats, default_gateway
 
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
     out_dir = Path(out)
     runs, curves = [], []
     for method in methods:
-        # the bar counts model checks where a method makes them (|R| x samples a passage), else passages
-        checks = method not in MODEL_FREE
-        total = sum(len(p.sentences) for p in passages) * samples if checks else len(passages)
+        spec = BENCH_METHODS[method]
+        # the bar counts model calls where a method makes them, else passages
+        total = sum(spec.calls(p, samples) for p in passages) if spec.calls else len(passages)
         with tqdm(total=total, desc=method, disable=not progress, leave=False) as bar:
             bench = BenchRun(
                 samples,
-                None if method in MODEL_FREE else model,
-                None if method in MODEL_FREE else (gateway or default_gateway()),
+                model if spec.calls else None,
+                (gateway or default_gateway()) if spec.calls else None,
                 CallStats(),
-                on_check=bar.update if checks else None,
+                on_call=bar.update if spec.calls else None,
             )
             scores = []
             for p in passages:
-                scores.append(BENCH_METHODS[method](p, bench))
-                if not checks:
-                    bar.update()
+                before = bar.n
+                scores.append(spec.score(p, bench))
+                # a passage with unreadable answers makes fewer calls than planned: keep the bar honest
+                bar.update(max(0, spec.calls(p, samples) - (bar.n - before)) if spec.calls else 1)
         metrics = protocol_metrics(passages, scores)
         meta = bench.stats.meta(method)
         run = {
@@ -253,6 +313,7 @@ def run_bench(
             "cache_hits": meta.cache_hits,
             "tokens": meta.tokens.model_dump(),
             "parse_failures": meta.parse_failures,
+            "events": dict(bench.events),
             "seconds": meta.seconds,
             "n_passages": metrics.pop("n_passages"),
             "n_sentences": metrics.pop("n_sentences"),
