@@ -50,12 +50,12 @@ STUDENTS = ("Tom", "Amy", "Max", "Leo", "Ava", "Ben", "Eva", "Sam", "Zoe", "Ian"
 UNGRADED = 0.5  # H_F of a sentence with no graded answer (SCGP's value for an answer that is neither)
 
 
-def _create_max_tokens(n_sentences: int) -> int:
+def create_max_tokens(n_sentences: int) -> int:
     """Bounds against runaway generation on local models: about twice what a full answer takes."""
     return 150 * n_sentences + 100
 
 
-def _answer_max_tokens(n_sentences: int) -> int:
+def answer_max_tokens(n_sentences: int) -> int:
     return 80 * n_sentences + 100
 
 
@@ -148,6 +148,26 @@ def numbered(lines: list[str]) -> str:
     return "\n".join(f"[s{i}] {line}" for i, line in enumerate(lines))
 
 
+def create_variables(prompt: str, sentences: list[str]) -> dict[str, Any]:
+    """E.3.1's {context} (quoted prompt and a newline), {sentences} ('[sK] ...' lines) and {sids}."""
+    context = quoted(prompt)
+    return {
+        "context": f"{context}\n" if context else "",
+        "sentences": numbered(sentences),
+        "sids": ",".join(f"[s{i}]" for i in range(len(sentences))),
+    }
+
+
+def answer_variables(prompt: str, exam: list[str]) -> dict[str, Any]:
+    """E.3.2's {context}, {source} (the exam's '[sK] ...' lines) and {max_sentences}."""
+    context = quoted(prompt)
+    return {
+        "context": f"{context}\n" if context else "",
+        "source": numbered(exam),
+        "max_sentences": len(exam) - 1,
+    }
+
+
 def _stats(config: RunnableConfig | None) -> CallStats | None:
     return ((config or {}).get("configurable") or {}).get("stats")
 
@@ -183,17 +203,12 @@ def build(
 
     def create(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
         sentences = state["sentences"]
-        context = quoted(state.get("prompt", ""))
         reply = gw.call(
             model,
             CREATE,
-            {
-                "context": f"{context}\n" if context else "",
-                "sentences": numbered(sentences),
-                "sids": ",".join(f"[s{i}]" for i in range(len(sentences))),
-            },
+            create_variables(state.get("prompt", ""), sentences),
             stats=_stats(config),
-            max_tokens=_create_max_tokens(len(sentences)),
+            max_tokens=create_max_tokens(len(sentences)),
         )
         events: list[dict[str, Any]] = []
         created = reply.parsed if reply.ok else []
@@ -211,18 +226,13 @@ def build(
         return [Send("answer", AnswerInput(j=j, prompt=state.get("prompt", ""), exam=state["exam"])) for j in range(n)]
 
     def answer(state: AnswerInput, config: RunnableConfig) -> dict[str, Any]:
-        context = quoted(state["prompt"])
         reply = gw.call(
             model,
             ANSWER,
-            {
-                "context": f"{context}\n" if context else "",
-                "source": numbered(state["exam"]),
-                "max_sentences": len(state["exam"]) - 1,
-            },
+            answer_variables(state["prompt"], state["exam"]),
             sample_index=state["j"],
             stats=_stats(config),
-            max_tokens=_answer_max_tokens(len(state["exam"])),
+            max_tokens=answer_max_tokens(len(state["exam"])),
         )
         filled = reply.parsed if reply.ok else {}
         sheet: AnswerSheet = {
