@@ -1,7 +1,9 @@
 """halluscope: measure and detect LLM hallucinations with published methods.
 
-One import for the public API. Every model call goes through the gateway (``default_gateway()``);
-results are pydantic models whose unit scores are higher when more likely hallucinated.
+One import for the public API; each method is a module with ``detect()`` and ``build()`` (its
+LangGraph graph), e.g. ``halluscope.fibe.detect(text, model=..., variant="fibe+sbc+dq")``. Every
+model call goes through the gateway (``default_gateway()``); results are pydantic models whose unit
+scores are higher when more likely hallucinated.
 """
 
 from halluscope.backends import CallCache, CallStats, ChatReply, Gateway, RetryPolicy, default_gateway, parse_model_spec
@@ -18,6 +20,7 @@ from halluscope.errors import (
     ParseError,
     PromptError,
 )
+from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
 from halluscope.prompts import PromptRegistry, PromptTemplate
 from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
 
@@ -52,6 +55,9 @@ __all__ = [
     "Unit",
     "default_gateway",
     "default_local_model",
+    "fibe",
     "load_logprob_model",
     "parse_model_spec",
+    "selfcheck_prompt",
+    "selfcheck_unigram",
 ]
