@@ -65,6 +65,7 @@ def test_exam_records_what_it_could_not_use() -> None:
                 {"object": "Nobel Prize", "hypernym": "award"},
                 {"object": "1903", "hypernym": "year"},
                 {"object": "Stockholm", "hypernym": "city"},
+                {"object": "Stockholm", "hypernym": "city"},  # a looping model repeats itself: one event
             ],
         },
         {

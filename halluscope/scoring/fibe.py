@@ -71,7 +71,11 @@ def build_exam(sentences: Sequence[str], created: Sequence[Mapping[str, Any]]) -
         else:
             events.append({"sentence": i, "event": "subject_not_found", "detail": subject})
         taken: list[tuple[int, int]] = [subject_span] if subject_span[1] > 0 else []
-        blanks = [b for b in entry.get("blanks") or [] if str(b.get("object", "")).strip()]
+        unique: dict[tuple[str, str], Mapping[str, Any]] = {}  # a looping model repeats its blanks
+        for b in entry.get("blanks") or []:
+            if str(b.get("object", "")).strip():
+                unique.setdefault((str(b["object"]).strip().lower(), str(b.get("hypernym") or "").lower()), b)
+        blanks = list(unique.values())
         for blank in sorted(blanks, key=lambda b: -len(b["object"])):  # longest first: "University of X" before "X"
             spans = [m.span() for m in _pattern(blank["object"]).finditer(sentence)]
             if not spans:
