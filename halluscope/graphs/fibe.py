@@ -21,7 +21,7 @@ import operator
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict, cast
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -31,6 +31,7 @@ from langgraph.types import Send
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import selfcheck_prompt
+from halluscope.graphs.stages import run_streamed, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import (
     THETA,
@@ -168,10 +169,6 @@ def answer_variables(prompt: str, exam: list[str]) -> dict[str, Any]:
     }
 
 
-def _stats(config: RunnableConfig | None) -> CallStats | None:
-    return ((config or {}).get("configurable") or {}).get("stats")
-
-
 def build(
     model: ModelLike,
     gateway: Gateway | None = None,
@@ -207,7 +204,7 @@ def build(
             model,
             CREATE,
             create_variables(state.get("prompt", ""), sentences),
-            stats=_stats(config),
+            stats=stats_of(config),
             max_tokens=create_max_tokens(len(sentences)),
         )
         events: list[dict[str, Any]] = []
@@ -231,7 +228,7 @@ def build(
             ANSWER,
             answer_variables(state["prompt"], state["exam"]),
             sample_index=state["j"],
-            stats=_stats(config),
+            stats=stats_of(config),
             max_tokens=answer_max_tokens(len(state["exam"])),
         )
         filled = reply.parsed if reply.ok else {}
@@ -268,7 +265,7 @@ def build(
             model,
             SCORE,
             {"correct_answer": state["correct"], "student_answers": lines},
-            stats=_stats(config),
+            stats=stats_of(config),
             max_tokens=_score_max_tokens(len(state["students"])),
         )
         by_name = {name.lower(): score for name, score in (reply.parsed if reply.ok else {}).items()}
@@ -297,7 +294,7 @@ def build(
             model,
             DIRECT_QUESTION,
             {"context": quoted(state["prompt"]), "claim": state["claim"]},
-            stats=_stats(config),
+            stats=stats_of(config),
             max_tokens=DIRECT_QUESTION_MAX_TOKENS,
             **params,
         )
@@ -400,17 +397,8 @@ def detect(
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    config: RunnableConfig = {"configurable": {"stats": stats}}
-    if max_concurrency:
-        config["max_concurrency"] = max_concurrency
     graph = build(model, gw, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs)
-    out: dict[str, Any] = {}
-    for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
-        if mode == "values" and not namespace:
-            out = cast(dict[str, Any], chunk)
-        elif mode == "updates" and on_step is not None:
-            for node in chunk:
-                on_step(node)
+    out = run_streamed(graph, state, stats, max_concurrency, on_step)
     return _result(variant, out, stats, n=n, theta=theta, samples_given=bool(samples))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, TypedDict, cast
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -26,7 +26,7 @@ from langgraph.types import Send
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs.stages import regenerate_passages
+from halluscope.graphs.stages import regenerate_passages, run_streamed, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_value
 from halluscope.text import sentences as split_sentences
@@ -66,10 +66,6 @@ def concept_from_prompt(prompt: str) -> str:
     return m.group(1) if m else prompt.strip()
 
 
-def _stats(config: RunnableConfig | None) -> CallStats | None:
-    return ((config or {}).get("configurable") or {}).get("stats")
-
-
 def build(
     model: ModelLike, gateway: Gateway | None = None, n: int = 5, check_max_tokens: int | None = 8
 ) -> CompiledStateGraph:
@@ -85,7 +81,7 @@ def build(
         return {"sentences": found}
 
     def regenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
-        samples = regenerate_passages(gw, model, state.get("concept", ""), len(state["sentences"]), n, _stats(config))
+        samples = regenerate_passages(gw, model, state.get("concept", ""), len(state["sentences"]), n, stats_of(config))
         return {"samples": samples}
 
     def needs_samples(state: SCGPState) -> str:
@@ -106,7 +102,7 @@ def build(
             model,
             CHECK,
             {"context": state["context"], "sentence": state["sentence"]},
-            stats=_stats(config),
+            stats=stats_of(config),
             max_tokens=check_max_tokens,
         )
         verdict: Verdict = {
@@ -165,17 +161,8 @@ def detect(
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    config: RunnableConfig = {"configurable": {"stats": stats}}
-    if max_concurrency:
-        config["max_concurrency"] = max_concurrency
-    out: dict[str, Any] = {}
     graph = build(model, gw, n=len(samples) if samples else n)
-    for mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"]):
-        if mode == "values":
-            out = cast(dict[str, Any], chunk)
-        elif on_step is not None:  # one event per finished node run: progress per check
-            for node in chunk:
-                on_step(node)
+    out = run_streamed(graph, state, stats, max_concurrency, on_step)
     verdicts = sorted(out["verdicts"], key=lambda v: (v["i"], v["j"]))
     units = [
         Unit(

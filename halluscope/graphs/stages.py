@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError
 
@@ -16,3 +22,29 @@ def regenerate_passages(
         raise ConfigError("regenerating samples needs the concept (or the original prompt); or pass samples")
     replies = gateway.sample(model, REGENERATE, {"n_sentences": n_sentences, "concept": concept}, n, stats=stats)
     return [r.text for r in replies]
+
+
+def stats_of(config: RunnableConfig | None) -> CallStats | None:
+    """The run's CallStats, passed as ``{"configurable": {"stats": ...}}``."""
+    return ((config or {}).get("configurable") or {}).get("stats")
+
+
+def run_streamed(
+    graph: CompiledStateGraph,
+    state: Mapping[str, Any],
+    stats: CallStats,
+    max_concurrency: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run a graph to its final state, telling ``on_step`` of every node run (subgraphs' included)."""
+    config: RunnableConfig = {"configurable": {"stats": stats}}
+    if max_concurrency:
+        config["max_concurrency"] = max_concurrency
+    out: dict[str, Any] = {}
+    for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
+        if mode == "values" and not namespace:
+            out = cast(dict[str, Any], chunk)
+        elif mode == "updates" and on_step is not None:
+            for node in chunk:
+                on_step(node)
+    return out
