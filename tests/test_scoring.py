@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from halluscope.scoring import discrete_semantic_entropy, greedy_cluster, scgp_score, supported_value
+from halluscope.scoring import (
+    cluster_logprobs,
+    discrete_semantic_entropy,
+    greedy_cluster,
+    length_normalised,
+    naive_predictive_entropy,
+    predictive_entropy_rao,
+    scgp_score,
+    supported_value,
+)
 
 
 def test_walkthrough_pizza_example_in_base_10() -> None:
@@ -53,3 +62,21 @@ def test_scgp_reading_and_score() -> None:
     assert scgp_score([1.0, 1.0, 1.0, 0.0, 0.5]) == pytest.approx(0.3)
     with pytest.raises(ValueError):
         scgp_score([])
+
+
+def test_likelihood_semantic_entropy_by_hand() -> None:
+    # three answers with length-normalised likelihoods 0.5, 0.25, 0.25; the first two mean the same
+    assert length_normalised([math.log(0.5), math.log(0.5)]) == pytest.approx(math.log(0.5))
+    lls = [math.log(0.5), math.log(0.25), math.log(0.25)]
+    clusters = cluster_logprobs([0, 0, 1], lls)
+    assert clusters == pytest.approx([math.log(0.75), math.log(0.25)])  # normalised over all answers
+    assert predictive_entropy_rao(clusters) == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+    assert predictive_entropy_rao([0.0]) == 0.0  # one cluster holds all the mass
+    # the naive baseline: minus the mean log-likelihood, (ln 2 + ln 4 + ln 4) / 3
+    assert naive_predictive_entropy(lls) == pytest.approx((math.log(2) + 2 * math.log(4)) / 3)
+    # unnormalised likelihoods are renormalised: scaling every answer by the same factor changes nothing
+    assert cluster_logprobs([1, 0, 1], [x - 3.0 for x in lls]) == pytest.approx([math.log(0.25), math.log(0.75)])
+    with pytest.raises(ValueError):
+        cluster_logprobs([0, 1], [0.0])
+    with pytest.raises(ValueError):
+        length_normalised([])

@@ -1,12 +1,23 @@
 """Pure scoring functions (entropies, clustering, SelfCheck, SBC, FEWL, PHR); imports nothing of halluscope."""
 
 from halluscope.scoring.selfcheck import UnigramScore, scgp_score, supported_value, unigram_scores
-from halluscope.scoring.semantic_entropy import discrete_semantic_entropy, greedy_cluster
+from halluscope.scoring.semantic_entropy import (
+    cluster_logprobs,
+    discrete_semantic_entropy,
+    greedy_cluster,
+    length_normalised,
+    naive_predictive_entropy,
+    predictive_entropy_rao,
+)
 
 __all__ = [
     "UnigramScore",
+    "cluster_logprobs",
     "discrete_semantic_entropy",
     "greedy_cluster",
+    "length_normalised",
+    "naive_predictive_entropy",
+    "predictive_entropy_rao",
     "scgp_score",
     "supported_value",
     "unigram_scores",

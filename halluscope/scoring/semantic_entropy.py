@@ -1,5 +1,8 @@
-"""Semantic entropy (Farquhar et al., Nature 2024): greedy clustering by bidirectional entailment
-and the discrete entropy of the cluster sizes. Pure functions; the judge is passed in."""
+"""Semantic entropy (Farquhar et al., Nature 2024): greedy clustering by bidirectional entailment,
+the discrete entropy of the cluster sizes, and, where answers come with log-probs, the likelihood
+estimators of the official code (length-normalised answer log-likelihoods, cluster log-probabilities
+by normalised logsumexp, ``predictive_entropy_rao``; the naive predictive entropy as the baseline).
+Pure functions; the judge is passed in."""
 
 from __future__ import annotations
 
@@ -33,3 +36,39 @@ def discrete_semantic_entropy(cluster_sizes: Sequence[int], base: float = math.e
     total = sum(cluster_sizes)
     entropy = -sum((s / total) * math.log(s / total) for s in cluster_sizes) / math.log(base)
     return entropy + 0.0  # turns -0.0 (one cluster) into 0.0
+
+
+def length_normalised(token_logprobs: Sequence[float]) -> float:
+    """An answer's log-likelihood as the official code uses it: the mean of its token log-probs."""
+    if not token_logprobs:
+        raise ValueError("an answer needs at least one token log-prob")
+    return sum(token_logprobs) / len(token_logprobs)
+
+
+def cluster_logprobs(cluster_ids: Sequence[int], log_likelihoods: Sequence[float]) -> list[float]:
+    """log p(cluster) per cluster id in sorted order: logsumexp of its members' log-likelihoods minus
+    logsumexp over all answers (the official ``logsumexp_by_id``, ``sum_normalized``)."""
+    if len(cluster_ids) != len(log_likelihoods) or not cluster_ids:
+        raise ValueError(f"need one log-likelihood per answer, got {len(log_likelihoods)} for {len(cluster_ids)}")
+    total = _logsumexp(log_likelihoods)
+    return [
+        _logsumexp([ll for c, ll in zip(cluster_ids, log_likelihoods, strict=True) if c == cid]) - total
+        for cid in sorted(set(cluster_ids))
+    ]
+
+
+def predictive_entropy_rao(log_probs: Sequence[float]) -> float:
+    """-sum p log p over the clusters' log-probabilities: the likelihood semantic entropy."""
+    return -sum(math.exp(lp) * lp for lp in log_probs) + 0.0
+
+
+def naive_predictive_entropy(log_likelihoods: Sequence[float]) -> float:
+    """The baseline that ignores meaning: minus the mean answer log-likelihood (Monte Carlo)."""
+    if not log_likelihoods:
+        raise ValueError("need at least one answer log-likelihood")
+    return -sum(log_likelihoods) / len(log_likelihoods)
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
