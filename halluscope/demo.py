@@ -13,11 +13,12 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from halluscope.backends.entailment import LLMEntailment, equivalent
+from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
+from halluscope.graphs.stages import cluster_answers
 from halluscope.results import DetectionResult, RunMeta, Unit
-from halluscope.scoring import discrete_semantic_entropy, greedy_cluster, scgp_score, supported_value
+from halluscope.scoring import discrete_semantic_entropy, scgp_score, supported_value
 
 QUESTIONS = (
     "What is the capital of France?",  # a question the model knows
@@ -109,16 +110,8 @@ def run_demo(
                 on_reply=lambda _r: bar.update(),
             )
         answers = [r.text.strip() for r in replies]
-        with tqdm(desc="clustering (judge calls)", disable=not progress, leave=False) as bar:
-
-            def same(a: str, b: str, question: str = question, bar: tqdm = bar) -> bool:
-                if a == b:  # identical answers mean the same: the 1.5B judge called such pairs "Neutral"
-                    return True
-                forward, backward = entail.judge_many([(a, b), (b, a)], question, stats=stats)
-                bar.update(2)
-                return equivalent(forward.label, backward.label, "strict")
-
-            clusters = greedy_cluster(answers, same)
+        with tqdm(desc="clustering (judged pairs)", disable=not progress, leave=False) as bar:
+            clusters, _ = cluster_answers(answers, entail, question, "strict", on_pair=bar.update, stats=stats)
         entropy = discrete_semantic_entropy([len(c) for c in clusters])
         questions.append(QuestionReport(question, answers, clusters, entropy))
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from halluscope.backends.entailment import Entailment, Mode, equivalent
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError
+from halluscope.scoring import greedy_cluster
 
 REGENERATE = "selfcheck.regenerate"
 
@@ -48,3 +50,32 @@ def run_streamed(
             for node in chunk:
                 on_step(node)
     return out
+
+
+def cluster_answers(
+    answers: Sequence[str],
+    entailment: Entailment,
+    question: str | None = None,
+    mode: Mode = "strict",
+    on_pair: Callable[[], None] | None = None,
+    **judge_kwargs: Any,
+) -> tuple[list[list[int]], int]:
+    """Greedy clustering by bidirectional entailment (semantic entropy), conditioned on the question.
+
+    Identical answers join without a judge call (a small judge may call such a pair "neutral"); a
+    pair of texts already judged in this run is never judged again; the two directions of one
+    comparison run concurrently. Returns the clusters and the number of pairs sent to the judge."""
+    verdicts: dict[tuple[str, str], bool] = {}
+
+    def same(a: str, b: str) -> bool:
+        if a.strip() == b.strip():
+            return True
+        if (a, b) not in verdicts:
+            forward, backward = entailment.judge_many([(a, b), (b, a)], question, **judge_kwargs)
+            verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
+            if on_pair is not None:
+                on_pair()
+        return verdicts[(a, b)]
+
+    clusters = greedy_cluster(list(answers), same)
+    return clusters, len(verdicts) // 2

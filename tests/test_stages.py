@@ -1,0 +1,50 @@
+"""Stages that several graphs share: clustering answers by bidirectional entailment."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from halluscope.backends.entailment import Entailment, Judgement
+from halluscope.graphs.stages import cluster_answers
+
+
+class CityJudge(Entailment):
+    """Entailment iff both texts name the same city; a sentence about Lyon only 'neutral' to Paris."""
+
+    name = "city-judge"
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+        self.questions: set[str | None] = set()
+        self._lock = threading.Lock()
+
+    def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+        with self._lock:
+            self.pairs.extend(pairs)
+            self.questions.add(question)
+        city = lambda t: next((c for c in ("Paris", "Lyon", "Nice") if c in t), None)  # noqa: E731
+        return [Judgement("entailment" if city(a) == city(b) else "neutral") for a, b in pairs]
+
+
+def test_greedy_clusters_judge_each_pair_once_and_skip_identical_answers() -> None:
+    answers = ["Paris.", "It is Paris.", "Paris.", "Lyon.", "It is Paris.", "Nice, surely.", "Lyon."]
+    judge = CityJudge()
+    judged: list[None] = []
+    clusters, pairs = cluster_answers(answers, judge, "Capital of France?", on_pair=lambda: judged.append(None))
+    assert clusters == [[0, 1, 2, 4], [3, 6], [5]]
+    # 'It is Paris.' vs 'Paris.' (once: its repeat is remembered), 'Lyon.' vs 'Paris.', 'Nice' vs 'Paris.'
+    # and vs 'Lyon.'; identical texts need no judge
+    assert pairs == 4 == len(judged) and len(judge.pairs) == 2 * 4
+    assert ("Paris.", "It is Paris.") in judge.pairs and ("It is Paris.", "Paris.") in judge.pairs  # both ways
+    assert judge.questions == {"Capital of France?"}
+
+
+def test_lax_mode_accepts_neutral_one_way() -> None:
+    class OneWay(CityJudge):
+        def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+            return [Judgement("entailment" if a < b else "neutral") for a, b in pairs]
+
+    strict, _ = cluster_answers(["a", "b"], OneWay(), mode="strict")
+    lax, _ = cluster_answers(["a", "b"], OneWay(), mode="lax")
+    assert strict == [[0], [1]] and lax == [[0, 1]]
