@@ -1,0 +1,210 @@
+"""Semantic entropy for a short answer (Farquhar et al., Nature 2024) as a LangGraph graph:
+
+    [sample M answers at temperature 1 with the paper's QA prompt, fanned out, unless given]
+      -> cluster them by bidirectional entailment (greedy, conditioned on the question)
+      -> discrete semantic entropy of the cluster sizes; where the answers carry token log-probs,
+         likelihood semantic entropy (``predictive_entropy_rao``) and the naive predictive entropy.
+
+Calls: M answers (none when given) + two judge calls per pair of distinct answers compared.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.entailment import Entailment, LLMEntailment, Mode
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.local import default_local_model
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import cluster_answers, run_streamed, stats_of
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring import (
+    cluster_logprobs,
+    discrete_semantic_entropy,
+    length_normalised,
+    naive_predictive_entropy,
+    predictive_entropy_rao,
+)
+
+METHOD = "semantic-entropy"
+ANSWER = "semantic_entropy.answer"
+ANSWER_MAX_TOKENS = 64  # one brief sentence
+
+
+class Sampled(TypedDict):
+    j: int
+    text: str
+    log_likelihood: float | None  # length-normalised; None without log-probs
+
+
+class SampleInput(TypedDict):
+    j: int
+    question: str
+
+
+class SEState(TypedDict, total=False):
+    question: str
+    given: list[str]
+    sampled: Annotated[list[Sampled], operator.add]
+    answers: list[str]
+    log_likelihoods: list[float | None]
+    clusters: list[list[int]]
+    pairs_judged: int
+    scores: dict[str, float | None]
+
+
+def default_judge(gateway: Gateway | None = None) -> LLMEntailment:
+    """The default local model as the judge of entailment (the strongest installed)."""
+    return LLMEntailment(f"local:{default_local_model()}", gateway=gateway)
+
+
+def entropies(
+    clusters: Sequence[Sequence[int]], log_likelihoods: Sequence[float | None], base: float = math.e
+) -> dict[str, float | None]:
+    """Discrete SE always; likelihood SE and naive entropy only when every answer has a log-likelihood."""
+    out: dict[str, float | None] = {
+        "semantic_entropy": discrete_semantic_entropy([len(c) for c in clusters], base=base),
+        "n_clusters": float(len(clusters)),
+        "likelihood_semantic_entropy": None,
+        "naive_entropy": None,
+    }
+    if log_likelihoods and all(ll is not None for ll in log_likelihoods):
+        lls = [float(ll) for ll in log_likelihoods if ll is not None]
+        ids = [0] * len(lls)
+        for cid, members in enumerate(clusters):
+            for i in members:
+                ids[i] = cid
+        out["likelihood_semantic_entropy"] = predictive_entropy_rao(cluster_logprobs(ids, lls))
+        out["naive_entropy"] = naive_predictive_entropy(lls)
+    return out
+
+
+def build(
+    model: ModelLike | None,
+    judge: Entailment,
+    gateway: Gateway | None = None,
+    m: int = 10,
+    mode: Mode = "strict",
+    base: float = math.e,
+    logprobs: bool | None = None,
+) -> CompiledStateGraph:
+    """The graph for one answering model (None: answers are always given) and one judge.
+
+    ``logprobs``: ask for token log-probs with each sampled answer (likelihood SE); None asks unless
+    the provider has none (Anthropic, or a chat model instance)."""
+    if m < 1:
+        raise ConfigError(f"semantic entropy needs at least one answer, got m={m}")
+    gw = gateway or default_gateway()
+    if logprobs is None:
+        logprobs = model is not None and gw.model(model).provider in ("openai", "openai-compatible", "local")
+
+    def start(state: SEState) -> dict[str, Any]:
+        if not (state.get("question") or "").strip():
+            raise ConfigError("semantic entropy needs the question that the answers answer")
+        if not state.get("given") and model is None:
+            raise ConfigError("semantic entropy needs a model to sample answers, or the answers")
+        return {}
+
+    def route(state: SEState) -> list[Send] | list[str]:
+        if state.get("given"):
+            return ["cluster"]
+        return [Send("sample", SampleInput(j=j, question=state["question"])) for j in range(m)]
+
+    def sample(state: SampleInput, config: RunnableConfig) -> dict[str, Any]:
+        assert model is not None
+        params: dict[str, Any] = {"logprobs": True} if logprobs else {}
+        reply = gw.call(
+            model,
+            ANSWER,
+            {"question": state["question"]},
+            sample_index=state["j"],
+            stats=stats_of(config),
+            max_tokens=ANSWER_MAX_TOKENS,
+            seed=0,
+            **params,
+        )
+        tokens = [float(t["logprob"]) for t in reply.logprobs or []]
+        ll = length_normalised(tokens) if logprobs and tokens else None
+        return {"sampled": [Sampled(j=state["j"], text=reply.text.strip(), log_likelihood=ll)]}
+
+    def cluster(state: SEState, config: RunnableConfig) -> dict[str, Any]:
+        if state.get("given"):
+            answers = list(state["given"])
+            lls: list[float | None] = [None] * len(answers)
+        else:
+            ordered = sorted(state["sampled"], key=lambda s: s["j"])
+            answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
+        judge_kwargs: dict[str, Any] = {"stats": stats_of(config)} if isinstance(judge, LLMEntailment) else {}
+        clusters, pairs = cluster_answers(answers, judge, state["question"], mode, **judge_kwargs)
+        return {
+            "answers": answers,
+            "log_likelihoods": lls,
+            "clusters": clusters,
+            "pairs_judged": pairs,
+            "scores": entropies(clusters, lls, base),
+        }
+
+    graph = StateGraph(SEState)
+    graph.add_node("start", start)
+    graph.add_node("sample", sample, input_schema=SampleInput)
+    graph.add_node("cluster", cluster)
+    graph.add_edge(START, "start")
+    graph.add_conditional_edges("start", route, ["sample", "cluster"])
+    graph.add_edge("sample", "cluster")
+    graph.add_edge("cluster", END)
+    return graph.compile()
+
+
+def detect(
+    question: str,
+    *,
+    model: ModelLike | None = None,
+    answers: Sequence[str] | None = None,
+    judge: Entailment | None = None,
+    m: int = 10,
+    mode: Mode = "strict",
+    base: float = math.e,
+    logprobs: bool | None = None,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """Semantic entropy of the answers to one question: the unit's score is the discrete SE (higher =
+    more likely confabulated); the evidence holds the answers, clusters and the other estimates."""
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    judge = judge or default_judge(gw)
+    state: SEState = {"question": question, "given": [a for a in answers or [] if a.strip()]}
+    if answers is not None and not state["given"]:
+        raise ConfigError("the answers given are all empty")
+    graph = build(model, judge, gw, m=m, mode=mode, base=base, logprobs=logprobs)
+    out = run_streamed(graph, state, stats, on_step=on_step)
+    scores = out["scores"]
+    unit = Unit(
+        text=question,
+        score=scores["semantic_entropy"],
+        evidence={
+            "answers": out["answers"],
+            "clusters": out["clusters"],
+            "log_likelihoods": out["log_likelihoods"],
+            **scores,
+        },
+    )
+    meta = stats.meta(
+        METHOD,
+        m=len(out["answers"]),
+        answers_given=bool(state["given"]),
+        judge=judge.name,
+        mode=mode,
+        base=base,
+        pairs_judged=out["pairs_judged"],
+    )
+    return DetectionResult(method=METHOD, units=[unit], meta=meta)
