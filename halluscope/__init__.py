@@ -20,7 +20,7 @@ from halluscope.errors import (
     ParseError,
     PromptError,
 )
-from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
+from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy
 from halluscope.prompts import PromptRegistry, PromptTemplate
 from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
 
@@ -60,4 +60,5 @@ __all__ = [
     "parse_model_spec",
     "selfcheck_prompt",
     "selfcheck_unigram",
+    "semantic_entropy",
 ]

@@ -201,6 +201,7 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 
 
 DETECT_METHODS = (
+    "semantic-entropy",
     "selfcheck-prompt",
     "selfcheck-unigram",
     "fibe",
@@ -212,30 +213,86 @@ DETECT_METHODS = (
 )
 
 
-def _read_samples(path: str) -> list[str]:
+def _read_samples(path: str, flag: str = "--samples-file") -> list[str]:
     """A JSON list of strings, or plain text with samples separated by lines of '---'."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read --samples-file {path}: {exc}") from exc
+        raise ConfigError(f"cannot read {flag} {path}: {exc}") from exc
     if text.lstrip().startswith("["):
         try:
             samples = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"--samples-file {path} is not valid JSON: {exc}") from exc
+            raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
         if not isinstance(samples, list) or not all(isinstance(x, str) for x in samples):
-            raise ConfigError(f"--samples-file {path} must hold a JSON list of strings")
+            raise ConfigError(f"{flag} {path} must hold a JSON list of strings")
     else:
         samples = [chunk.strip() for chunk in re.split(r"^---\s*$", text, flags=re.MULTILINE)]
     samples = [x for x in samples if x.strip()]
     if not samples:
-        raise ConfigError(f"--samples-file {path} holds no samples")
+        raise ConfigError(f"{flag} {path} holds no samples")
     return samples
+
+
+def _judge(spec: str | None, gateway: Gateway) -> Any:
+    """--judge: a model spec for the LLM judge, or nli:PATH for an NLI checkpoint (default: local model)."""
+    from halluscope.backends.entailment import LLMEntailment, NLIEntailment
+    from halluscope.graphs.semantic_entropy import default_judge
+
+    if not spec:
+        return default_judge(gateway)
+    if spec.startswith("nli:"):
+        return NLIEntailment(spec[4:])
+    return LLMEntailment(spec, gateway=gateway)
+
+
+def cmd_semantic_entropy(args: argparse.Namespace) -> int:
+    from halluscope.graphs import semantic_entropy
+
+    if not args.question or not args.question.strip():
+        raise ConfigError("semantic-entropy needs --question")
+    answers = _read_samples(args.answers_file, "--answers-file") if args.answers_file else None
+    if answers is None and not args.model:
+        raise ConfigError("semantic-entropy needs --model to sample answers, or --answers-file")
+    gateway = _gateway(args)
+    with tqdm(desc=args.method, unit=" step", leave=False, disable=args.json) as bar:
+        result = semantic_entropy.detect(
+            args.question,
+            model=args.model,
+            answers=answers,
+            judge=_judge(args.judge, gateway),
+            m=args.samples or 10,
+            mode="lax" if args.lax else "strict",
+            gateway=gateway,
+            on_step=lambda _node: bar.update(),
+        )
+    if args.json:
+        print(result.to_json())
+        return 0
+    unit = result.units[0]
+    ev = unit.evidence
+    print(f"semantic entropy of {len(ev['answers'])} answers to: {unit.text}")
+    for n, cluster in enumerate(ev["clusters"], start=1):
+        print(f"  cluster {n} ({len(cluster)}): " + " | ".join(ev["answers"][i] for i in cluster))
+    likelihood = ev["likelihood_semantic_entropy"]
+    print(
+        f"  discrete SE {unit.score:.3f} nats over {len(ev['clusters'])} cluster(s)"
+        + ("" if likelihood is None else f"; likelihood SE {likelihood:.3f}; naive entropy {ev['naive_entropy']:.3f}")
+    )
+    m = result.meta
+    print(
+        f"{m.calls} model calls ({m.params['pairs_judged']} pairs judged), {m.cache_hits} cache hits, {m.seconds:.1f} s"
+    )
+    return 0
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
     from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
 
+    if args.method == "semantic-entropy":
+        return cmd_semantic_entropy(args)
+    if not args.text and not args.file:
+        raise ConfigError(f"{args.method} needs --text or --file")
     if args.file:
         try:
             text = Path(args.file).read_text(encoding="utf-8")
@@ -250,7 +307,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     gateway = _gateway(args)
     if args.method == "selfcheck-unigram":
         result = selfcheck_unigram.detect(
-            text, samples=samples, model=args.model, concept=concept, n=args.samples, gateway=gateway
+            text, samples=samples, model=args.model, concept=concept, n=args.samples or 5, gateway=gateway
         )
         return _print_detection(result, args.json)
     if not args.model:
@@ -265,7 +322,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 variant=args.method,
                 prompt=args.question,
                 samples=samples,
-                n=args.samples,
+                n=args.samples or 5,
                 gateway=gateway,
                 on_step=lambda _node: bar.update(),
             )
@@ -275,7 +332,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 model=args.model,
                 samples=samples,
                 concept=concept,
-                n=args.samples,
+                n=args.samples or 5,
                 gateway=gateway,
                 on_step=lambda _node: bar.update(),
             )
@@ -415,22 +472,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("detect", parents=[common], help="score the sentences of a text with one method")
     p.add_argument("method", choices=DETECT_METHODS, metavar="METHOD", help=", ".join(DETECT_METHODS))
-    source = p.add_mutually_exclusive_group(required=True)
+    source = p.add_mutually_exclusive_group()
     source.add_argument("--text", help="the text to check")
     source.add_argument("--file", help="a file holding the text to check")
     p.add_argument(
         "--question",
         metavar="PROMPT",
-        help="the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'",
+        help="the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'; "
+        "for semantic-entropy, the question",
     )
     p.add_argument("--model", help="model spec, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument(
         "--samples",
         type=int,
-        default=5,
-        help="N: FIBE's exam answers, and SCGP's samples to regenerate when none are given (default 5)",
+        help="N: FIBE's exam answers, SCGP's samples to regenerate when none are given (default 5); "
+        "M: semantic entropy's sampled answers (default 10)",
     )
     p.add_argument("--samples-file", help="samples you already have: a JSON list, or texts separated by '---' lines")
+    p.add_argument("--answers-file", help="semantic-entropy: answers you already have (same formats)")
+    p.add_argument(
+        "--judge",
+        metavar="SPEC",
+        help="semantic-entropy: entailment judge, a model spec or nli:PATH (default: the default local model)",
+    )
+    strictness = p.add_mutually_exclusive_group()
+    strictness.add_argument("--strict", action="store_true", help="equivalence = entailment both ways (default)")
+    strictness.add_argument("--lax", action="store_true", help="equivalence = no contradiction, not both neutral")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_detect)
 

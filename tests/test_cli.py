@@ -249,6 +249,31 @@ def test_detect_selfcheck_methods_from_the_command_line(capsys: pytest.CaptureFi
         assert len(stub.requests) == 4
 
 
+def test_detect_semantic_entropy_on_given_answers_from_the_command_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    answers = tmp_path / "answers.txt"
+    answers.write_text("Paris.\n---\nIt is Paris.\n---\nParis.\n---\nThe capital is Paris.\n")
+    with StubAPI(answer="Entailment") as stub:
+        code, out, _ = run(
+            capsys,
+            "detect",
+            "semantic-entropy",
+            "--question",
+            "What is the capital of France?",
+            "--answers-file",
+            str(answers),
+            "--judge",
+            f"openai-compatible:{stub.base_url}/v1#judge",
+            "--json",
+        )
+        result = DetectionResult.from_json(out)
+        # two distinct answers compared with 'Paris.' (both directions each); the repeat is free
+        assert code == 0 and result.meta.calls == 4 == len(stub.requests)
+    assert result.units[0].score == 0.0 and result.units[0].evidence["clusters"] == [[0, 1, 2, 3]]
+    assert result.meta.params["pairs_judged"] == 2 and result.meta.params["mode"] == "strict"
+
+
 def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     """An API model that answers Yes to everything: no exam can be read, so every sentence falls back
     to H_F = 0.5, DQ's Yes gives H_D = 1 - p(Yes), and SBC adds (H_+(0) - 0.1) / 2 to the second."""
@@ -283,6 +308,9 @@ def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture
     ("argv", "message"),
     [
         (["fibe", "--text", "A b."], "fibe needs --model"),
+        (["fibe", "--model", "local:smollm2-135m"], "fibe needs --text or --file"),
+        (["semantic-entropy", "--model", "local:smollm2-135m"], "semantic-entropy needs --question"),
+        (["semantic-entropy", "--question", "Q?"], "needs --model to sample answers, or --answers-file"),
         (
             ["fibe+selfcheck+sbc", "--text", "A b.", "--model", "local:smollm2-135m"],
             "pass samples, or the prompt",
