@@ -103,9 +103,8 @@ class LLMEntailment(Entailment):
         self.gateway = gateway or default_gateway()
         self.model = model
         self.prompt = prompt
-        resolved = self.gateway.model(model)  # a bad spec or missing key fails here, once
-        self.name = resolved.key
-        self.with_probs = resolved.provider not in ("anthropic", "instance") if with_probs is None else with_probs
+        self.name = self.gateway.model(model).key  # a bad spec or missing key fails here, once
+        self.with_probs = self.gateway.gives_logprobs(model) if with_probs is None else with_probs
         self.top_logprobs = top_logprobs
         self.max_tokens = max_tokens  # the label is the first word; this only bounds a chatty judge
 

@@ -289,6 +289,11 @@ class Gateway:
                 self._models[spec.key] = _Model(spec.key, chat, spec.provider, spec.base_url)
             return self._models[spec.key]
 
+    def gives_logprobs(self, model: ModelLike) -> bool:
+        """Whether to ask this model for token log-probs by default: local, OpenAI and OpenAI-compatible
+        models give them; Anthropic has none, and a chat model instance may not take the parameter."""
+        return self.model(model).provider not in ("anthropic", "instance")
+
     def limiter(self, key: str) -> ModelLimiter:
         with self._lock:
             return self._limiters.setdefault(key, ModelLimiter(self.concurrency))

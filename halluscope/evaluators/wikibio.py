@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -225,12 +226,8 @@ def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
     return score
 
 
-def _fibe_calls(variant: str) -> Callable[[Passage, int], int]:
-    def calls(passage: Passage, n: int) -> int:
-        v, r = fibe.VARIANTS[variant], len(passage.sentences)
-        return 1 + n + r + (r if v.direct_question else 0) + (n * r if v.selfcheck else 0)
-
-    return calls
+def _planned_fibe_calls(variant: str, passage: Passage, n: int) -> int:
+    return fibe.planned_calls(variant, n, len(passage.sentences))
 
 
 @dataclass(frozen=True)
@@ -244,7 +241,8 @@ def _bench_methods() -> dict[str, BenchMethod]:
         "selfcheck-unigram": BenchMethod(_unigram),
         "selfcheck-prompt": BenchMethod(_selfcheck_prompt, lambda p, n: n * len(p.sentences)),
     }
-    methods.update({v: BenchMethod(_fibe(v), _fibe_calls(v)) for v in fibe.VARIANTS})
+    for v in fibe.VARIANTS:
+        methods[v] = BenchMethod(_fibe(v), partial(_planned_fibe_calls, v))
     return methods
 
 

@@ -84,6 +84,12 @@ VARIANTS = {
 }
 
 
+def planned_calls(variant: str, n: int, n_sentences: int) -> int:
+    """Model calls one passage takes when every answer is readable (SCGP on given samples)."""
+    v, r = VARIANTS[variant], n_sentences
+    return 1 + n + r + (r if v.direct_question else 0) + (n * r if v.selfcheck else 0)
+
+
 class AnswerSheet(TypedDict):
     j: int
     sentences: dict[str, str]  # str(sentence index) -> the filled-in sentence
@@ -149,11 +155,15 @@ def numbered(lines: list[str]) -> str:
     return "\n".join(f"[s{i}] {line}" for i, line in enumerate(lines))
 
 
+def _context_line(prompt: str) -> str:
+    """E.3.1's and E.3.2's {context}: the quoted prompt and a newline ('' when there is none)."""
+    return f"{quoted(prompt)}\n" if prompt.strip() else ""
+
+
 def create_variables(prompt: str, sentences: list[str]) -> dict[str, Any]:
-    """E.3.1's {context} (quoted prompt and a newline), {sentences} ('[sK] ...' lines) and {sids}."""
-    context = quoted(prompt)
+    """E.3.1's {context}, {sentences} ('[sK] ...' lines) and {sids}."""
     return {
-        "context": f"{context}\n" if context else "",
+        "context": _context_line(prompt),
         "sentences": numbered(sentences),
         "sids": ",".join(f"[s{i}]" for i in range(len(sentences))),
     }
@@ -161,9 +171,8 @@ def create_variables(prompt: str, sentences: list[str]) -> dict[str, Any]:
 
 def answer_variables(prompt: str, exam: list[str]) -> dict[str, Any]:
     """E.3.2's {context}, {source} (the exam's '[sK] ...' lines) and {max_sentences}."""
-    context = quoted(prompt)
     return {
-        "context": f"{context}\n" if context else "",
+        "context": _context_line(prompt),
         "source": numbered(exam),
         "max_sentences": len(exam) - 1,
     }
@@ -180,8 +189,7 @@ def build(
     """The graph of one FIBE variant (see VARIANTS) for one model.
 
     ``dq_logprobs``: read known() from the first answer token's probability, as the paper does when
-    the model gives it; None asks for it unless the provider has none (Anthropic, or a chat model
-    instance, which may not take the parameter)."""
+    the model gives it; None asks for it where ``Gateway.gives_logprobs`` says the model has them."""
     if variant not in VARIANTS:
         raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
     if not 1 <= n <= len(STUDENTS):
@@ -189,7 +197,7 @@ def build(
     v = VARIANTS[variant]
     gw = gateway or default_gateway()
     if dq_logprobs is None:
-        dq_logprobs = gw.model(model).provider in ("openai", "openai-compatible", "local")
+        dq_logprobs = gw.gives_logprobs(model)
     scgp = selfcheck_prompt.build(model, gw, n=n) if v.selfcheck else None
 
     def split(state: FIBEState) -> dict[str, Any]:

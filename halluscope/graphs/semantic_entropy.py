@@ -98,13 +98,13 @@ def build(
 ) -> CompiledStateGraph:
     """The graph for one answering model (None: answers are always given) and one judge.
 
-    ``logprobs``: ask for token log-probs with each sampled answer (likelihood SE); None asks unless
-    the provider has none (Anthropic, or a chat model instance)."""
+    ``logprobs``: ask for token log-probs with each sampled answer (likelihood SE); None asks where
+    ``Gateway.gives_logprobs`` says the model has them."""
     if m < 1:
         raise ConfigError(f"semantic entropy needs at least one answer, got m={m}")
     gw = gateway or default_gateway()
     if logprobs is None:
-        logprobs = model is not None and gw.model(model).provider in ("openai", "openai-compatible", "local")
+        logprobs = model is not None and gw.gives_logprobs(model)
 
     def start(state: SEState) -> dict[str, Any]:
         if not (state.get("question") or "").strip():
