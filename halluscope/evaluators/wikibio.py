@@ -25,7 +25,9 @@ import numpy as np
 
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_dir
-from halluscope.graphs import fibe, selfcheck_prompt
+from halluscope.evaluators.metrics import auc_pr, auc_roc
+from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
+from halluscope.graphs.semantic_entropy import default_judge
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
@@ -85,28 +87,6 @@ def load_wikibio(data: str | Path | None = None, verify: bool = True) -> list[Pa
     return passages
 
 
-def _both_classes(y: np.ndarray) -> bool:
-    """AUCs are undefined when every label is the same (e.g. no major-inaccurate sentence in a small subset)."""
-    return bool(y.any()) and not bool(y.all())
-
-
-def _auc_pr(y: np.ndarray, scores: np.ndarray) -> float | None:
-    from sklearn.metrics import auc, precision_recall_curve
-
-    if not _both_classes(y):
-        return None
-    precision, recall, _ = precision_recall_curve(y, scores)
-    return float(auc(recall, precision) * 100)
-
-
-def _auc_roc(y: np.ndarray, scores: np.ndarray) -> float | None:
-    from sklearn.metrics import roc_auc_score
-
-    if not _both_classes(y):
-        return None
-    return float(roc_auc_score(y, scores) * 100)
-
-
 def _finite(scores: np.ndarray) -> np.ndarray:
     """Infinite scores (an unseen unigram) rank above every finite one; sklearn needs finite numbers."""
     finite = scores[np.isfinite(scores)]
@@ -130,11 +110,11 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
     )
     major = labels == "major_inaccurate"
     metrics: dict[str, Any] = {
-        "auc_pr_nonfact": _auc_pr(nonfact, pooled),
-        "auc_pr_nonfact_star": _auc_pr(major[star_keep], pooled[star_keep]),
-        "auc_pr_factual": _auc_pr(~nonfact, -pooled),
-        "auc_roc_nonfact": _auc_roc(nonfact, pooled),
-        "auc_roc_nonfact_star": _auc_roc(major[star_keep], pooled[star_keep]),
+        "auc_pr_nonfact": auc_pr(nonfact, pooled),
+        "auc_pr_nonfact_star": auc_pr(major[star_keep], pooled[star_keep]),
+        "auc_pr_factual": auc_pr(~nonfact, -pooled),
+        "auc_roc_nonfact": auc_roc(nonfact, pooled),
+        "auc_roc_nonfact_star": auc_roc(major[star_keep], pooled[star_keep]),
         "random_auc_pr_nonfact": float(nonfact.mean() * 100),
         "random_auc_pr_factual": float((~nonfact).mean() * 100),
     }
@@ -167,12 +147,13 @@ METRIC_COLUMNS = (
 
 @dataclass
 class BenchRun:
-    """What every method of one bench run shares: samples used, model, gateway, accounting, progress."""
+    """What every method of one bench run shares: samples used, model, judge, gateway, accounting, progress."""
 
     samples: int
     model: Any
     gateway: Any
     stats: Any
+    judge: Any = None  # entailment judge of semantic entropy
     on_call: Callable[[], None] | None = None  # called once per model call, to drive the progress bar
     events: Counter[str] = field(default_factory=Counter)  # bad model answers handled, by kind
 
@@ -182,7 +163,7 @@ class BenchRun:
             self.on_call()
 
 
-MODEL_NODES = {"check", "create", "answer", "grade", "direct_question"}
+MODEL_NODES = {"check", "create", "answer", "grade", "direct_question", "decompose", "questions", "new_answer"}
 
 
 def _unigram(passage: Passage, run: BenchRun) -> list[float]:
@@ -226,6 +207,21 @@ def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
     return score
 
 
+def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> list[float]:
+    """Claims of the GPT-3 passage scored by the model, mapped back to the annotated sentences."""
+    result = semantic_entropy_paragraph.detect(
+        question=passage.prompt,
+        sentences=passage.sentences,
+        model=run.model,
+        judge=run.judge,
+        gateway=run.gateway,
+        stats=run.stats,
+        on_step=run.step,
+    )
+    run.events.update(result.meta.events)
+    return [float(u.score) for u in result.units if u.score is not None]  # every sentence holds a claim
+
+
 def _planned_fibe_calls(variant: str, passage: Passage, n: int) -> int:
     return fibe.planned_calls(variant, n, len(passage.sentences))
 
@@ -233,20 +229,24 @@ def _planned_fibe_calls(variant: str, passage: Passage, n: int) -> int:
 @dataclass(frozen=True)
 class BenchMethod:
     score: Callable[[Passage, BenchRun], list[float]]
-    calls: Callable[[Passage, int], int] | None = None  # model calls a passage takes; None: no model
+    calls: Callable[[Passage, int], int] | None = None  # model calls a passage takes, where known up front
+    uses_model: bool = True
 
 
 def _bench_methods() -> dict[str, BenchMethod]:
     methods = {
-        "selfcheck-unigram": BenchMethod(_unigram),
+        "selfcheck-unigram": BenchMethod(_unigram, uses_model=False),
         "selfcheck-prompt": BenchMethod(_selfcheck_prompt, lambda p, n: n * len(p.sentences)),
+        # claims are known only after decomposition: the bar counts calls without a total
+        "semantic-entropy-paragraph": BenchMethod(_semantic_entropy_paragraph),
     }
     for v in fibe.VARIANTS:
         methods[v] = BenchMethod(_fibe(v), partial(_planned_fibe_calls, v))
     return methods
 
 
-# The model-based methods score the dataset's own GPT-3 samples (SCGP) or N fresh exam answers (FIBE).
+# The model-based methods score the dataset's own GPT-3 samples (SCGP), N fresh exam answers (FIBE) or
+# the passage's claims with fresh questions and answers (paragraph semantic entropy).
 BENCH_METHODS = _bench_methods()
 
 
@@ -259,6 +259,7 @@ def run_bench(
     progress: bool = True,
     model: Any = None,
     gateway: Any = None,
+    judge: Any = None,
 ) -> list[dict[str, Any]]:
     """Score the passages with each method, then write results.json, report.md and PR/ROC PNGs."""
     from tqdm import tqdm
@@ -270,7 +271,7 @@ def run_bench(
         raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(BENCH_METHODS)}")
     if not 1 <= samples <= 20:
         raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {samples}")
-    needs_model = [m for m in methods if BENCH_METHODS[m].calls is not None]
+    needs_model = [m for m in methods if BENCH_METHODS[m].uses_model]
     if needs_model and model is None:
         raise ConfigError(f"{', '.join(needs_model)} needs --model (e.g. local:qwen2.5-coder-1.5b)")
     exams = [m for m in methods if m in fibe.VARIANTS]
@@ -280,26 +281,34 @@ def run_bench(
     from halluscope.backends.gateway import CallStats, default_gateway
 
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
+    gateway = gateway or default_gateway()
+    if "semantic-entropy-paragraph" in methods and judge is None:
+        judge = default_judge(gateway)
     out_dir = Path(out)
     runs, curves = [], []
     for method in methods:
         spec = BENCH_METHODS[method]
         # the bar counts model calls where a method makes them, else passages
-        total = sum(spec.calls(p, samples) for p in passages) if spec.calls else len(passages)
-        with tqdm(total=total, desc=method, disable=not progress, leave=False) as bar:
+        total = sum(spec.calls(p, samples) for p in passages) if spec.calls else None
+        with tqdm(total=total if spec.uses_model else len(passages), desc=method, disable=not progress) as bar:
             bench = BenchRun(
                 samples,
-                model if spec.calls else None,
-                (gateway or default_gateway()) if spec.calls else None,
+                model if spec.uses_model else None,
+                gateway if spec.uses_model else None,
                 CallStats(),
-                on_call=bar.update if spec.calls else None,
+                judge=judge,
+                on_call=bar.update if spec.uses_model else None,
             )
             scores = []
-            for p in passages:
+            for i, p in enumerate(passages):
+                bar.set_postfix(passage=f"{i + 1}/{len(passages)}")
                 before = bar.n
                 scores.append(spec.score(p, bench))
                 # a passage with unreadable answers makes fewer calls than planned: keep the bar honest
-                bar.update(max(0, spec.calls(p, samples) - (bar.n - before)) if spec.calls else 1)
+                if spec.calls:
+                    bar.update(max(0, spec.calls(p, samples) - (bar.n - before)))
+                elif not spec.uses_model:
+                    bar.update(1)
         metrics = protocol_metrics(passages, scores)
         meta = bench.stats.meta(method)
         run = {

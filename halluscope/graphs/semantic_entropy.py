@@ -24,12 +24,11 @@ from halluscope.backends.entailment import Entailment, LLMEntailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
-from halluscope.graphs.stages import cluster_answers, run_streamed, stats_of
+from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
     cluster_logprobs,
     discrete_semantic_entropy,
-    length_normalised,
     naive_predictive_entropy,
     predictive_entropy_rao,
 )
@@ -120,20 +119,17 @@ def build(
 
     def sample(state: SampleInput, config: RunnableConfig) -> dict[str, Any]:
         assert model is not None
-        params: dict[str, Any] = {"logprobs": True} if logprobs else {}
-        reply = gw.call(
+        text, ll = sample_answer(
+            gw,
             model,
             ANSWER,
             {"question": state["question"]},
-            sample_index=state["j"],
-            stats=stats_of(config),
-            max_tokens=ANSWER_MAX_TOKENS,
-            seed=0,
-            **params,
+            state["j"],
+            ANSWER_MAX_TOKENS,
+            logprobs,
+            stats_of(config),
         )
-        tokens = [float(t["logprob"]) for t in reply.logprobs or []]
-        ll = length_normalised(tokens) if logprobs and tokens else None
-        return {"sampled": [Sampled(j=state["j"], text=reply.text.strip(), log_likelihood=ll)]}
+        return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
 
     def cluster(state: SEState, config: RunnableConfig) -> dict[str, Any]:
         if state.get("given"):
@@ -163,6 +159,19 @@ def build(
     return graph.compile()
 
 
+def run(
+    graph: CompiledStateGraph,
+    question: str,
+    stats: CallStats,
+    answers: Sequence[str] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """One question through a built graph (reused across a benchmark's questions): the final state
+    with answers, clusters, log_likelihoods, scores and pairs_judged."""
+    state: SEState = {"question": question, "given": list(answers or [])}
+    return run_streamed(graph, state, stats, on_step=on_step)
+
+
 def detect(
     question: str,
     *,
@@ -182,11 +191,11 @@ def detect(
     stats = stats or CallStats()
     gw = gateway or default_gateway()
     judge = judge or default_judge(gw)
-    state: SEState = {"question": question, "given": [a for a in answers or [] if a.strip()]}
-    if answers is not None and not state["given"]:
+    given = [a for a in answers or [] if a.strip()]
+    if answers is not None and not given:
         raise ConfigError("the answers given are all empty")
     graph = build(model, judge, gw, m=m, mode=mode, base=base, logprobs=logprobs)
-    out = run_streamed(graph, state, stats, on_step=on_step)
+    out = run(graph, question, stats, given, on_step)
     scores = out["scores"]
     unit = Unit(
         text=question,
@@ -201,7 +210,7 @@ def detect(
     meta = stats.meta(
         METHOD,
         m=len(out["answers"]),
-        answers_given=bool(state["given"]),
+        answers_given=bool(given),
         judge=judge.name,
         mode=mode,
         base=base,

@@ -1,0 +1,237 @@
+"""Closed-book QA for short-answer semantic entropy, as the Nature paper evaluates it (Farquhar et al. 2024).
+
+Per question: one low-temperature answer (temperature 0.1, the official code's "most likely answer")
+is graded against the dataset's answers; M answers at temperature 1 give the uncertainty scores.
+Each score predicts that the low-temperature answer is wrong: AUROC (y = incorrect), and AURAC
+(accuracy kept as the most uncertain answers are rejected), with bootstrap 95% intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.entailment import Entailment, Mode
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.errors import ConfigError, DataError
+from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci
+from halluscope.evaluators.report import markdown_table, write_curves, write_json
+from halluscope.graphs import semantic_entropy
+
+GREEDY_TEMPERATURE = 0.1
+SCORES = (
+    ("semantic_entropy", "semantic entropy (discrete)"),
+    ("likelihood_semantic_entropy", "semantic entropy (likelihood)"),
+    ("naive_entropy", "naive entropy"),
+    ("n_clusters", "number of clusters"),
+)
+CORRECTNESS_RULE = (
+    "correct = after normalising (lower case, punctuation and the articles a/an/the removed, spaces squeezed) "
+    "the answer equals one of the dataset's answers or aliases, or contains one as whole words"
+)
+
+
+@dataclass(frozen=True)
+class QAItem:
+    index: int
+    question: str
+    answers: list[str]  # every accepted answer string (aliases included)
+
+
+def _triviaqa(row: dict[str, Any]) -> tuple[str, list[str]]:
+    """llm-foundry's prompt 'Question: ...\\nAnswer:' back to the question; aliases plus the answer."""
+    question = re.sub(r"^\s*Question:\s*|\s*Answer:\s*$", "", row["context"])
+    return question, [row["answer"], *row["aliases"]]
+
+
+def _squad(row: dict[str, Any]) -> tuple[str, list[str]]:
+    return row["question"], list(row["answer"])
+
+
+DATASETS: dict[str, tuple[str, str, Callable[[dict[str, Any]], tuple[str, list[str]]]]] = {
+    "triviaqa": ("triviaqa", "triviaqa_sm_sub.jsonl", _triviaqa),
+    "squad": ("squad", "dev.jsonl", _squad),
+}
+
+
+def load_qa(name: str, data: str | Path | None = None, limit: int | None = None) -> list[QAItem]:
+    """The first ``limit`` questions of a QA dataset, with their accepted answers (deduplicated)."""
+    if name not in DATASETS:
+        raise ConfigError(f"unknown QA dataset {name!r}; available: {', '.join(DATASETS)}")
+    folder, file, parse = DATASETS[name]
+    path = dataset_dir(folder, data) / file
+    items: list[QAItem] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if limit is not None and len(items) >= limit:
+                break
+            if not line.strip():
+                continue
+            try:
+                question, answers = parse(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise DataError(f"{path}:{number}: not a {name} record ({exc})") from exc
+            accepted = list(dict.fromkeys(a for a in answers if normalise(a)))
+            if not question.strip() or not accepted:
+                raise DataError(f"{path}:{number}: a question without question text or answers")
+            items.append(QAItem(len(items), question.strip(), accepted))
+    return items
+
+
+def normalise(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def is_correct(answer: str, accepted: list[str]) -> bool:
+    """See CORRECTNESS_RULE: sentence-length answers contain the short gold answer."""
+    said = f" {normalise(answer)} "
+    for gold in accepted:
+        norm = normalise(gold)
+        if norm and (said.strip() == norm or f" {norm} " in said):
+            return True
+    return False
+
+
+def _metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
+    correct = np.array([r["correct"] for r in records], dtype=bool)
+    out: dict[str, Any] = {
+        "accuracy": float(correct.mean()),
+        "accuracy_ci95": bootstrap_ci(lambda y, _s: float(y.mean()), correct, correct.astype(float)),
+    }
+    for key, _ in SCORES:
+        values = [r["scores"][key] for r in records]
+        if any(v is None for v in values):  # e.g. likelihood SE without log-probs
+            out[key] = None
+            continue
+        s = np.array(values, dtype=np.float64)
+        roc = auc_roc(~correct, s)
+        out[key] = {
+            "auroc": None if roc is None else roc / 100,
+            "auroc_ci95": bootstrap_ci(lambda y, x: _fraction(auc_roc(y, x)), ~correct, s),
+            "aurac": aurac(correct, s),
+            "aurac_ci95": bootstrap_ci(aurac, correct, s),
+        }
+    return out
+
+
+def _fraction(x100: float | None) -> float | None:
+    return None if x100 is None else x100 / 100
+
+
+def run_qa_bench(
+    dataset: str,
+    out: str | Path,
+    *,
+    model: ModelLike,
+    judge: Entailment,
+    gateway: Gateway,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    m: int = 10,
+    mode: Mode = "strict",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Answer, sample and score each question; write results.json, report.md and roc.png."""
+    from tqdm import tqdm
+
+    if m < 2:
+        raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {m}")
+    items = load_qa(dataset, data, limit)
+    stats = CallStats()
+    graph = semantic_entropy.build(model, judge, gateway, m=m, mode=mode)
+    records: list[dict[str, Any]] = []
+    pairs = 0
+    with tqdm(items, desc=f"{dataset} semantic entropy", unit=" question", disable=not progress) as bar:
+        for item in bar:
+            greedy = gateway.call(
+                model,
+                semantic_entropy.ANSWER,
+                {"question": item.question},
+                stats=stats,
+                temperature=GREEDY_TEMPERATURE,
+                max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+                seed=0,
+            )
+            se = semantic_entropy.run(graph, item.question, stats)
+            pairs += se["pairs_judged"]
+            records.append(
+                {
+                    "index": item.index,
+                    "question": item.question,
+                    "accepted": item.answers,
+                    "answer": greedy.text.strip(),
+                    "correct": is_correct(greedy.text, item.answers),
+                    "samples": se["answers"],
+                    "clusters": se["clusters"],
+                    "scores": se["scores"],
+                }
+            )
+            bar.set_postfix(calls=stats.calls, cached=stats.cache_hits)
+    meta = stats.meta("semantic-entropy")
+    summary = {
+        "dataset": dataset,
+        "method": "semantic-entropy",
+        "model": str(model),
+        "judge": judge.name,
+        "mode": mode,
+        "m": m,
+        "greedy_temperature": GREEDY_TEMPERATURE,
+        "correctness": CORRECTNESS_RULE,
+        "n_questions": len(records),
+        "calls": meta.calls,
+        "cache_hits": meta.cache_hits,
+        "pairs_judged": pairs,
+        "tokens": meta.tokens.model_dump(),
+        "seconds": meta.seconds,
+        "prompts": meta.prompts,
+        "metrics": _metrics(records),
+    }
+    out_dir = Path(out)
+    write_json(out_dir / "results.json", {**summary, "questions": records})
+    _write_report(out_dir, summary, records)
+    return {**summary, "questions": records}
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    metrics = summary["metrics"]
+    rows = []
+    curves = []
+    incorrect = np.array([not r["correct"] for r in records], dtype=bool)
+    for key, name in SCORES:
+        score = metrics[key]
+        if score is None:
+            rows.append({"score": name, "auroc": "n/a (no log-probs)", "aurac": "n/a"})
+            continue
+        auroc = "n/a" if score["auroc"] is None else f"{score['auroc']:.3f} {_interval(score['auroc_ci95'])}"
+        rows.append({"score": name, "auroc": auroc, "aurac": f"{score['aurac']:.3f} {_interval(score['aurac_ci95'])}"})
+        curves.append((name, incorrect, np.array([r["scores"][key] for r in records], dtype=np.float64)))
+    table = markdown_table(rows, (("score", "score"), ("auroc", "AUROC [95% CI]"), ("aurac", "AURAC [95% CI]")))
+    n = summary["n_questions"]
+    write_curves(out_dir / "roc.png", curves, "roc", f"{summary['dataset']}: predicting wrong answers, {n} questions")
+    (out_dir / "report.md").write_text(
+        f"# Semantic entropy on {summary['dataset']}\n\n"
+        f"{n} questions; answers by {summary['model']} (M = {summary['m']} at temperature 1, plus one at "
+        f"{summary['greedy_temperature']} that is graded); entailment judge {summary['judge']} ({summary['mode']}).\n"
+        f"Accuracy of the graded answers: {metrics['accuracy']:.3f} {_interval(metrics['accuracy_ci95'])}.\n"
+        f"Grading: {CORRECTNESS_RULE}.\n\n{table}\n\n"
+        "AUROC: each score predicting that the graded answer is wrong. AURAC: the official code's area under "
+        "the rejection-accuracy curve (20 quantiles from 0.1 to 1). Intervals: percentile bootstrap, "
+        "1000 resamples, seed 0.\n\n"
+        f"{summary['calls']} model calls ({summary['pairs_judged']} answer pairs judged), "
+        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes.\n\n![ROC](roc.png)\n",
+        encoding="utf-8",
+    )
