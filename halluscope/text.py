@@ -5,6 +5,7 @@ no model download) and its rule-based sentencizer."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -32,3 +33,36 @@ def sentences(text: str) -> list[str]:
     with _lock:
         doc = _nlp()(text)
     return [s.text.strip() for s in doc.sents if s.text.strip()]
+
+
+def _content_words(text: str) -> set[str]:
+    """Lower-cased tokens that carry content: no stop words, punctuation or spaces."""
+    with _lock:
+        doc = _nlp().make_doc(text.lower())
+    return {t.text for t in doc if not (t.is_stop or t.is_punct or t.is_space)}
+
+
+def align_claims(claims: list[str], sentences: list[str]) -> list[list[int]]:
+    """Which claims each sentence holds: a claim goes to the sentence that shares most of its content
+    words, each word weighted 1 / (number of claims that use it) so that the subject's name, repeated
+    in every claim where the text says "she", does not pull all claims to the first sentence (ties go
+    to the earlier sentence); a sentence left without a claim takes the claim that covers most of its
+    own content words, so every sentence gets a score."""
+    if not claims:
+        return [[] for _ in sentences]
+    claim_words = [_content_words(c) for c in claims]
+    sentence_words = [_content_words(s) for s in sentences]
+    used = Counter(w for words in claim_words for w in words)
+
+    def weight(words: set[str]) -> float:
+        return sum(1 / used[w] for w in words if w in used)
+
+    held: list[list[int]] = [[] for _ in sentences]
+    for i, words in enumerate(claim_words):
+        overlap = [weight(words & s) for s in sentence_words]
+        held[overlap.index(max(overlap))].append(i)
+    for j, words in enumerate(sentence_words):
+        if not held[j]:
+            covered = [weight(words & c) for c in claim_words]
+            held[j].append(covered.index(max(covered)))
+    return held

@@ -27,7 +27,9 @@ V1_HASHES = {
     "semantic_entropy.decompose@1": "e1e8943f194d",
     "semantic_entropy.entailment@1": "dc726e04a7e8",
     "semantic_entropy.new_answer@1": "34a1fe785bef",
+    "semantic_entropy.new_answer_first@1": "d148385b09f9",
     "semantic_entropy.questions@1": "c82e8e46b2dc",
+    "semantic_entropy.questions_first@1": "d128f2b87d39",
 }
 
 USER_V2 = """\

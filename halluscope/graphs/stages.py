@@ -11,7 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.entailment import Entailment, Mode, equivalent
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError
-from halluscope.scoring import greedy_cluster
+from halluscope.scoring import greedy_cluster, length_normalised
 
 REGENERATE = "selfcheck.regenerate"
 
@@ -24,6 +24,26 @@ def regenerate_passages(
         raise ConfigError("regenerating samples needs the concept (or the original prompt); or pass samples")
     replies = gateway.sample(model, REGENERATE, {"n_sentences": n_sentences, "concept": concept}, n, stats=stats)
     return [r.text for r in replies]
+
+
+def sample_answer(
+    gateway: Gateway,
+    model: ModelLike,
+    prompt: str,
+    variables: Mapping[str, Any],
+    sample_index: int,
+    max_tokens: int,
+    logprobs: bool = False,
+    stats: CallStats | None = None,
+) -> tuple[str, float | None]:
+    """One sampled answer for semantic entropy (seed 0 + sample index, so each sample is its own cache
+    entry) and, with ``logprobs``, its length-normalised log-likelihood (None without token log-probs)."""
+    params: dict[str, Any] = {"logprobs": True} if logprobs else {}
+    reply = gateway.call(
+        model, prompt, variables, sample_index=sample_index, stats=stats, max_tokens=max_tokens, seed=0, **params
+    )
+    tokens = [float(t["logprob"]) for t in reply.logprobs or []]
+    return reply.text.strip(), (length_normalised(tokens) if logprobs and tokens else None)
 
 
 def stats_of(config: RunnableConfig | None) -> CallStats | None:

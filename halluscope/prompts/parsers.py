@@ -69,7 +69,7 @@ def bullet_list(raw: str) -> list[str]:
 
 
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s+", re.MULTILINE)
-_QA_SPLIT = re.compile(r"\?\s*[-\u2013\u2014:]\s*")
+_QA_SPLIT = re.compile(r"\?\s*[-\u2013\u2014:]+\s*")
 _DASH_SPLIT = re.compile(r"\s+[-\u2013\u2014]\s+")
 
 

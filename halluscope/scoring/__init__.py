@@ -8,6 +8,8 @@ from halluscope.scoring.semantic_entropy import (
     length_normalised,
     naive_predictive_entropy,
     predictive_entropy_rao,
+    question_entropy,
+    unanswered,
 )
 
 __all__ = [
@@ -18,7 +20,9 @@ __all__ = [
     "length_normalised",
     "naive_predictive_entropy",
     "predictive_entropy_rao",
+    "question_entropy",
     "scgp_score",
     "supported_value",
+    "unanswered",
     "unigram_scores",
 ]

@@ -69,6 +69,28 @@ def naive_predictive_entropy(log_likelihoods: Sequence[float]) -> float:
     return -sum(log_likelihoods) / len(log_likelihoods)
 
 
+UNANSWERED_MARKERS = ("not available", "not provided", "unknown", "unclear")
+
+
+def unanswered(answers: Sequence[str]) -> bool:
+    """The official long-form code's refusal rule: a question is unanswerable when at least
+    len(answers) // 2 of its answers contain one of UNANSWERED_MARKERS (case-insensitive)."""
+    if not answers:
+        raise ValueError("need at least one answer")
+    said = sum(any(marker in a.lower() for marker in UNANSWERED_MARKERS) for a in answers)
+    return said >= len(answers) // 2
+
+
+def question_entropy(answers: Sequence[str], cluster_sizes: Sequence[int], base: float = math.e) -> float:
+    """One generated question's score in paragraph semantic entropy: the discrete entropy of its
+    answers' clusters, or the maximum log(number of answers) when the answers say it is unanswerable."""
+    if sum(cluster_sizes) != len(answers):
+        raise ValueError(f"clusters hold {sum(cluster_sizes)} answers, not {len(answers)}")
+    if unanswered(answers):
+        return math.log(len(answers)) / math.log(base)
+    return discrete_semantic_entropy(cluster_sizes, base=base)
+
+
 def _logsumexp(values: Sequence[float]) -> float:
     top = max(values)
     return top + math.log(sum(math.exp(v - top) for v in values))

@@ -1,0 +1,354 @@
+"""Semantic entropy for a paragraph (Farquhar et al., Nature 2024, "Detecting confabulations in
+biographies") as a LangGraph graph:
+
+    decompose the text into factual claims (one call)
+      -> for claim k, with claims 1..k-1 as the text so far: questions that could have produced it,
+         with their expected answers, in two batches of three (two calls, fanned out over claims)
+      -> for each question, three new answers continuing the text so far (fanned out)
+      -> per question, cluster [expected answer + the three new answers] by bidirectional entailment
+         (shared stage with short-answer semantic entropy); discrete entropy, or the maximum
+         log(number of answers) when at least half of them say the answer is unknown (official code)
+      -> claim score = mean over its questions; each sentence scores as its most uncertain claim.
+
+Calls: 1 + per claim 2 (+ retries of unreadable question lists) + 6 x 3 + the judge's. Defaults as
+the official long-form code (jlko/long_hallucinations): two batches of three questions, three new
+answers per question, lax equivalence.
+
+A bad model answer never stops the paragraph: an unreadable claim list falls back to the sentences;
+an unreadable question list is asked again (new sample, at most QUESTION_ATTEMPTS times, as the
+official code retries); a claim left without questions gets the maximum entropy. Each such event
+is kept with its claim and counted in the run metadata.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.entailment import Entailment, LLMEntailment, Mode
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError
+from halluscope.graphs.semantic_entropy import default_judge
+from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring import question_entropy, unanswered
+from halluscope.text import align_claims, tokens
+from halluscope.text import sentences as split_sentences
+
+METHOD = "semantic-entropy-paragraph"
+DECOMPOSE = "semantic_entropy.decompose"
+QUESTIONS, QUESTIONS_FIRST = "semantic_entropy.questions", "semantic_entropy.questions_first"
+NEW_ANSWER, NEW_ANSWER_FIRST = "semantic_entropy.new_answer", "semantic_entropy.new_answer_first"
+BATCHES = 2  # question-generation calls per claim
+PER_BATCH = 3  # questions kept from each call (the prompt asks for three)
+REGENERATE = 3  # new answers per question
+QUESTION_ATTEMPTS = 3
+QUESTIONS_MAX_TOKENS = 256
+NEW_ANSWER_MAX_TOKENS = 32
+
+
+def decompose_max_tokens(text: str) -> int:
+    """Claims restate the text with the subject repeated: about twice its tokens bounds a full list."""
+    return 2 * len(tokens(text)) + 100
+
+
+def planned_calls(n_claims: int) -> int:
+    """Model calls without the judge's and without retries."""
+    return 1 + n_claims * (BATCHES + BATCHES * PER_BATCH * REGENERATE)
+
+
+class QuestionsInput(TypedDict):
+    k: int
+    batch: int
+    question: str
+    claim: str
+    text_so_far: str
+
+
+class AnswerInput(TypedDict):
+    k: int
+    q: int
+    r: int
+    question: str
+    claim_question: str
+    text_so_far: str
+
+
+class ClusterInput(TypedDict):
+    k: int
+    q: int
+    claim_question: str
+    answers: list[str]
+
+
+class Asked(TypedDict):
+    k: int
+    batch: int
+    pairs: list[dict[str, str]]  # {question, answer}
+
+
+class NewAnswer(TypedDict):
+    k: int
+    q: int
+    r: int
+    text: str
+
+
+class Scored(TypedDict):
+    k: int
+    q: int
+    question: str
+    answers: list[str]  # [expected answer, new answers...]
+    clusters: list[list[int]]
+    unanswered: bool
+    entropy: float
+    pairs_judged: int
+
+
+class ScoredClaim(TypedDict):
+    index: int
+    text: str
+    score: float  # mean entropy over its questions
+    questions: list[Scored]
+
+
+class ParagraphState(TypedDict, total=False):
+    question: str
+    text: str
+    sentences: list[str]
+    claims: list[str]
+    asked: Annotated[list[Asked], operator.add]
+    new_answers: Annotated[list[NewAnswer], operator.add]
+    scored: Annotated[list[Scored], operator.add]
+    events: Annotated[list[dict[str, Any]], operator.add]  # {k, kind}; k = -1 for the paragraph
+    scored_claims: list[ScoredClaim]
+    held: list[list[int]]  # claim indexes per sentence
+
+
+def text_so_far(claims: list[str], k: int) -> str:
+    """Claims 1..k-1 joined by spaces, as the official code does."""
+    return " ".join(claims[:k])
+
+
+def questions_of(asked: list[Asked], k: int) -> list[dict[str, str]]:
+    """Claim k's questions in batch order (each batch's first PER_BATCH)."""
+    return [qa for a in sorted((a for a in asked if a["k"] == k), key=lambda a: a["batch"]) for qa in a["pairs"]]
+
+
+def build(
+    model: ModelLike,
+    judge: Entailment,
+    gateway: Gateway | None = None,
+    mode: Mode = "lax",
+    base: float = math.e,
+) -> CompiledStateGraph:
+    gw = gateway or default_gateway()
+    max_entropy = math.log(1 + REGENERATE) / math.log(base)  # a claim with no question to ask
+
+    def start(state: ParagraphState) -> dict[str, Any]:
+        if not (state.get("question") or "").strip():
+            raise ConfigError("paragraph semantic entropy needs the question (prompt) the text answers")
+        if not (state.get("text") or "").strip():
+            raise ConfigError("the text to check is empty")
+        return {"sentences": state.get("sentences") or split_sentences(state["text"])}
+
+    def decompose(state: ParagraphState, config: RunnableConfig) -> dict[str, Any]:
+        reply = gw.call(
+            model,
+            DECOMPOSE,
+            {"text": state["text"]},
+            stats=stats_of(config),
+            max_tokens=decompose_max_tokens(state["text"]),
+        )
+        if reply.ok:
+            return {"claims": list(reply.parsed)}
+        return {"claims": list(state["sentences"]), "events": [{"k": -1, "kind": "decompose_unparsed"}]}
+
+    def route_questions(state: ParagraphState) -> list[Send]:
+        claims = state["claims"]
+        return [
+            Send(
+                "questions",
+                QuestionsInput(
+                    k=k, batch=b, question=state["question"], claim=claim, text_so_far=text_so_far(claims, k)
+                ),
+            )
+            for k, claim in enumerate(claims)
+            for b in range(BATCHES)
+        ]
+
+    def questions(state: QuestionsInput, config: RunnableConfig) -> dict[str, Any]:
+        first = not state["text_so_far"]
+        variables = {"claim": state["claim"]} | ({} if first else {"text_so_far": state["text_so_far"]})
+        events: list[dict[str, Any]] = []
+        for attempt in range(QUESTION_ATTEMPTS):
+            reply = gw.call(
+                model,
+                QUESTIONS_FIRST if first else QUESTIONS,
+                variables,
+                sample_index=state["batch"] + BATCHES * attempt,  # a retry is a new sample
+                stats=stats_of(config),
+                max_tokens=QUESTIONS_MAX_TOKENS,
+                seed=0,
+            )
+            if reply.ok:
+                asked = Asked(k=state["k"], batch=state["batch"], pairs=list(reply.parsed)[:PER_BATCH])
+                return {"asked": [asked], "events": events}
+            events.append({"k": state["k"], "kind": "questions_unparsed"})
+        return {"asked": [Asked(k=state["k"], batch=state["batch"], pairs=[])], "events": events}
+
+    def route_answers(state: ParagraphState) -> list[Send] | list[str]:
+        sends = []
+        for k in range(len(state["claims"])):
+            for q, qa in enumerate(questions_of(state["asked"], k)):
+                for r in range(REGENERATE):
+                    item = AnswerInput(
+                        k=k,
+                        q=q,
+                        r=r,
+                        question=state["question"],
+                        claim_question=qa["question"],
+                        text_so_far=text_so_far(state["claims"], k),
+                    )
+                    sends.append(Send("new_answer", item))
+        return sends or ["score"]
+
+    def new_answer(state: AnswerInput, config: RunnableConfig) -> dict[str, Any]:
+        first = not state["text_so_far"]
+        variables = {"question": state["question"], "claim_question": state["claim_question"]}
+        if not first:
+            variables["text_so_far"] = state["text_so_far"]
+        text, _ = sample_answer(
+            gw,
+            model,
+            NEW_ANSWER_FIRST if first else NEW_ANSWER,
+            variables,
+            REGENERATE * state["q"] + state["r"],  # the same question asked twice gets its own samples
+            NEW_ANSWER_MAX_TOKENS,
+            stats=stats_of(config),
+        )
+        return {"new_answers": [NewAnswer(k=state["k"], q=state["q"], r=state["r"], text=text)]}
+
+    def route_clusters(state: ParagraphState) -> list[Send]:
+        sends = []
+        for k in range(len(state["claims"])):
+            for q, qa in enumerate(questions_of(state["asked"], k)):
+                regenerated = sorted(
+                    (a for a in state["new_answers"] if a["k"] == k and a["q"] == q), key=lambda a: a["r"]
+                )
+                answers = [qa["answer"], *(a["text"] for a in regenerated)]
+                sends.append(Send("cluster", ClusterInput(k=k, q=q, claim_question=qa["question"], answers=answers)))
+        return sends
+
+    def cluster(state: ClusterInput, config: RunnableConfig) -> dict[str, Any]:
+        judge_kwargs: dict[str, Any] = {"stats": stats_of(config)} if isinstance(judge, LLMEntailment) else {}
+        answers = state["answers"]
+        clusters, pairs = cluster_answers(answers, judge, state["claim_question"], mode, **judge_kwargs)
+        entropy = question_entropy(answers, [len(c) for c in clusters], base=base)
+        scored = Scored(
+            k=state["k"],
+            q=state["q"],
+            question=state["claim_question"],
+            answers=answers,
+            clusters=clusters,
+            unanswered=unanswered(answers),
+            entropy=entropy,
+            pairs_judged=pairs,
+        )
+        return {"scored": [scored]}
+
+    def score(state: ParagraphState) -> dict[str, Any]:
+        scored = state.get("scored", [])
+        claims, events = [], []
+        for k, text in enumerate(state["claims"]):
+            mine = sorted((s for s in scored if s["k"] == k), key=lambda s: s["q"])
+            if not mine:
+                events.append({"k": k, "kind": "no_questions"})
+            value = statistics.fmean(s["entropy"] for s in mine) if mine else max_entropy
+            claims.append(ScoredClaim(index=k, text=text, score=value, questions=mine))
+        return {"scored_claims": claims, "held": align_claims(state["claims"], state["sentences"]), "events": events}
+
+    graph = StateGraph(ParagraphState)
+    graph.add_node("start", start)
+    graph.add_node("decompose", decompose)
+    graph.add_node("questions", questions, input_schema=QuestionsInput)
+    graph.add_node("ask", lambda _state: {})
+    graph.add_node("new_answer", new_answer, input_schema=AnswerInput)
+    graph.add_node("judge", lambda _state: {})
+    graph.add_node("cluster", cluster, input_schema=ClusterInput)
+    graph.add_node("score", score)
+    graph.add_edge(START, "start")
+    graph.add_edge("start", "decompose")
+    graph.add_conditional_edges("decompose", route_questions, ["questions"])
+    graph.add_edge("questions", "ask")
+    graph.add_conditional_edges("ask", route_answers, ["new_answer", "score"])
+    graph.add_edge("new_answer", "judge")
+    graph.add_conditional_edges("judge", route_clusters, ["cluster"])
+    graph.add_edge("cluster", "score")
+    graph.add_edge("score", END)
+    return graph.compile()
+
+
+def detect(
+    text: str | None = None,
+    *,
+    question: str,
+    model: ModelLike,
+    sentences: list[str] | None = None,
+    judge: Entailment | None = None,
+    mode: Mode = "lax",
+    base: float = math.e,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    max_concurrency: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """Sentence scores of a paragraph (higher = more likely confabulated): each sentence scores as
+    the most uncertain of its claims; the evidence holds those claims, their questions, answers and
+    clusters. Give ``sentences`` to score a benchmark's own sentence split."""
+    if text is None and not sentences:
+        raise ConfigError("paragraph semantic entropy needs the text or its sentences")
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    judge = judge or default_judge(gw)
+    paragraph = text if text is not None else " ".join(sentences or [])
+    graph = build(model, judge, gw, mode=mode, base=base)
+    state: ParagraphState = {"question": question, "text": paragraph, "sentences": list(sentences or [])}
+    out = run_streamed(graph, state, stats, max_concurrency, on_step)
+    claims: list[ScoredClaim] = out["scored_claims"]
+    events = out.get("events", [])
+    units = []
+    for sentence, held in zip(out["sentences"], out["held"], strict=True):
+        mine = [claims[k] for k in held]
+        units.append(
+            Unit(
+                text=sentence,
+                score=max((c["score"] for c in mine), default=None),
+                evidence={
+                    "claims": mine,
+                    "events": [e["kind"] for e in events if e["k"] in held],
+                },
+            )
+        )
+    meta = stats.meta(
+        METHOD,
+        question=question,
+        judge=judge.name,
+        mode=mode,
+        base=base,
+        claims=len(claims),
+        questions=sum(len(c["questions"]) for c in claims),
+        pairs_judged=sum(q["pairs_judged"] for c in claims for q in c["questions"]),
+        paragraph_events=[e["kind"] for e in events if e["k"] == -1],
+    )
+    meta.events = dict(Counter(e["kind"] for e in events))
+    return DetectionResult(method=METHOD, units=units, meta=meta)
