@@ -202,6 +202,7 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 
 DETECT_METHODS = (
     "semantic-entropy",
+    "semantic-entropy-paragraph",
     "selfcheck-prompt",
     "selfcheck-unigram",
     "fibe",
@@ -262,7 +263,7 @@ def cmd_semantic_entropy(args: argparse.Namespace) -> int:
             answers=answers,
             judge=_judge(args.judge, gateway),
             m=args.samples or 10,
-            mode="lax" if args.lax else "strict",
+            mode=_mode(args, "strict"),
             gateway=gateway,
             on_step=lambda _node: bar.update(),
         )
@@ -286,11 +287,12 @@ def cmd_semantic_entropy(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_detect(args: argparse.Namespace) -> int:
-    from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
+def _mode(args: argparse.Namespace, default: str) -> Any:
+    """--strict / --lax, else the method's own default (strict for short answers, lax for paragraphs)."""
+    return "strict" if args.strict else "lax" if args.lax else default
 
-    if args.method == "semantic-entropy":
-        return cmd_semantic_entropy(args)
+
+def _text(args: argparse.Namespace) -> str:
     if not args.text and not args.file:
         raise ConfigError(f"{args.method} needs --text or --file")
     if args.file:
@@ -302,6 +304,54 @@ def cmd_detect(args: argparse.Namespace) -> int:
         text = args.text
     if not text or not text.strip():
         raise ConfigError("the text to check is empty")
+    return str(text)
+
+
+def cmd_semantic_entropy_paragraph(args: argparse.Namespace) -> int:
+    from halluscope.graphs import semantic_entropy_paragraph
+
+    text = _text(args)
+    if not args.question or not args.question.strip():
+        raise ConfigError("semantic-entropy-paragraph needs --question: the question or prompt the text answers")
+    if not args.model:
+        raise ConfigError("semantic-entropy-paragraph needs --model (e.g. local:qwen2.5-coder-1.5b)")
+    gateway = _gateway(args)
+    with tqdm(desc=args.method, unit=" step", leave=False, disable=args.json) as bar:
+        result = semantic_entropy_paragraph.detect(
+            text,
+            question=args.question,
+            model=args.model,
+            judge=_judge(args.judge, gateway),
+            mode=_mode(args, "lax"),
+            gateway=gateway,
+            on_step=lambda _node: bar.update(),
+        )
+    if args.json:
+        print(result.to_json())
+        return 0
+    print(f"{result.method}: higher = more likely confabulated (nats; a sentence scores as its most uncertain claim)")
+    for unit in result.units:
+        print(f"  {unit.score:5.2f}  {unit.text}")
+        for claim in unit.evidence["claims"]:
+            print(f"         {claim['score']:5.2f}  claim: {claim['text']}")
+    m = result.meta
+    print(
+        f"{m.params['claims']} claims, {m.params['questions']} questions, {m.calls} model calls "
+        f"({m.params['pairs_judged']} pairs judged), {m.cache_hits} cache hits, {m.seconds:.1f} s"
+    )
+    if m.events:
+        print("handled: " + ", ".join(f"{k} {v}" for k, v in sorted(m.events.items())))
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
+
+    if args.method == "semantic-entropy":
+        return cmd_semantic_entropy(args)
+    if args.method == "semantic-entropy-paragraph":
+        return cmd_semantic_entropy_paragraph(args)
+    text = _text(args)
     samples = _read_samples(args.samples_file) if args.samples_file else None
     concept = selfcheck_prompt.concept_from_prompt(args.question) if args.question else None
     gateway = _gateway(args)
@@ -367,6 +417,7 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
         progress=not args.json,
         model=args.model,
         gateway=gateway,
+        judge=_judge(args.judge, gateway) if args.judge else None,
     )
     if args.json:
         _print_json([{k: v for k, v in r.items() if k != "scores"} for r in runs])
@@ -379,6 +430,48 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
         values = [(h, r["metrics"].get(k)) for k, h in METRIC_COLUMNS[1:]]
         print("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
+    return 0
+
+
+def cmd_bench_qa(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.qa import SCORES, run_qa_bench
+
+    if not args.model:
+        raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    gateway = _gateway(args)
+    run = run_qa_bench(
+        args.dataset,
+        args.out,
+        model=args.model,
+        judge=_judge(args.judge, gateway),
+        gateway=gateway,
+        data=args.data,
+        limit=args.limit,
+        m=args.samples,
+        mode=_mode(args, "strict"),
+        progress=not args.json,
+    )
+    summary = {k: v for k, v in run.items() if k != "questions"}
+    if args.json:
+        _print_json(summary)
+        return 0
+    metrics = summary["metrics"]
+    low, high = metrics["accuracy_ci95"] or (float("nan"), float("nan"))
+    accuracy = f"accuracy {metrics['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
+    print(f"{args.dataset}: {summary['n_questions']} questions, {accuracy}")
+    for key, name in SCORES:
+        score = metrics[key]
+        if score is None:
+            print(f"  {name}: n/a (no log-probs)")
+            continue
+        auroc = "n/a" if score["auroc"] is None else f"{score['auroc']:.3f}"
+        print(f"  {name}: AUROC {auroc}  AURAC {score['aurac']:.3f}")
+    print(
+        f"{summary['calls']} model calls ({summary['pairs_judged']} pairs judged), {summary['cache_hits']} cache hits, "
+        f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md, roc.png"
+    )
     return 0
 
 
@@ -493,11 +586,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--judge",
         metavar="SPEC",
-        help="semantic-entropy: entailment judge, a model spec or nli:PATH (default: the default local model)",
+        help="semantic entropy: entailment judge, a model spec or nli:PATH (default: the default local model)",
     )
     strictness = p.add_mutually_exclusive_group()
-    strictness.add_argument("--strict", action="store_true", help="equivalence = entailment both ways (default)")
-    strictness.add_argument("--lax", action="store_true", help="equivalence = no contradiction, not both neutral")
+    strictness.add_argument(
+        "--strict", action="store_true", help="equivalence = entailment both ways (semantic-entropy's default)"
+    )
+    strictness.add_argument(
+        "--lax",
+        action="store_true",
+        help="equivalence = no contradiction, not both neutral (semantic-entropy-paragraph's default)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_detect)
 
@@ -508,9 +607,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--method",
         required=True,
-        help="one or several methods, comma-separated: " + ", ".join(DETECT_METHODS),
+        help="one or several methods, comma-separated: "
+        + ", ".join(m for m in DETECT_METHODS if m != "semantic-entropy"),
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
+    p.add_argument(
+        "--judge",
+        metavar="SPEC",
+        help="semantic-entropy-paragraph: entailment judge, a model spec or nli:PATH (default: default local model)",
+    )
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--limit", type=int, help="only the first K passages")
     p.add_argument(
@@ -522,6 +627,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/wikibio", help="output directory (default out/wikibio)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_wikibio)
+
+    p = bench.add_parser(
+        "qa",
+        parents=[common],
+        help="closed-book QA (TriviaQA, SQuAD): semantic entropy's AUROC / AURAC protocol",
+        description="Answer each question once at temperature 0.1 (graded against the dataset's answers) and "
+        "M times at temperature 1 (scored by semantic entropy); report how well each score predicts wrong answers.",
+    )
+    p.add_argument("--dataset", required=True, choices=("triviaqa", "squad"))
+    p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
+    p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
+    p.add_argument(
+        "--judge", metavar="SPEC", help="entailment judge, a model spec or nli:PATH (default: the default local model)"
+    )
+    p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    strictness = p.add_mutually_exclusive_group()
+    strictness.add_argument("--strict", action="store_true", help="equivalence = entailment both ways (default)")
+    strictness.add_argument("--lax", action="store_true", help="equivalence = no contradiction, not both neutral")
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--out", default="out/qa", help="output directory (default out/qa)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_qa)
 
     models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
         dest="models_command", required=True, metavar="ACTION"

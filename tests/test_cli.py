@@ -311,6 +311,9 @@ def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture
         (["fibe", "--model", "local:smollm2-135m"], "fibe needs --text or --file"),
         (["semantic-entropy", "--model", "local:smollm2-135m"], "semantic-entropy needs --question"),
         (["semantic-entropy", "--question", "Q?"], "needs --model to sample answers, or --answers-file"),
+        (["semantic-entropy-paragraph", "--text", "A b.", "--model", "local:smollm2-135m"], "needs --question"),
+        (["semantic-entropy-paragraph", "--text", "A b.", "--question", "Q?"], "needs --model"),
+        (["semantic-entropy-paragraph", "--question", "Q?"], "needs --text or --file"),
         (
             ["fibe+selfcheck+sbc", "--text", "A b.", "--model", "local:smollm2-135m"],
             "pass samples, or the prompt",
@@ -326,4 +329,19 @@ def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture
 )
 def test_detect_errors_name_the_problem(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     code, _, err = run(capsys, "detect", *argv)
+    assert code == 2 and message in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--dataset", "triviaqa"], "bench qa needs --model"),
+        (["--dataset", "triviaqa", "--model", "local:smollm2-135m", "--limit", "0"], "--limit must be at least 1"),
+        (["--dataset", "squad", "--model", "local:smollm2-135m", "--samples", "1"], "at least 2 sampled answers"),
+    ],
+)
+def test_bench_qa_errors(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    code, _, err = run(capsys, "bench", "qa", *argv, "--data", str(data_dir), "--out", str(tmp_path))
     assert code == 2 and message in err

@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from halluscope.backends.entailment import LLMEntailment
+from halluscope.backends.gateway import Gateway
 from halluscope.errors import DataError
-from halluscope.evaluators.wikibio import Passage, concept_of, load_wikibio, protocol_metrics
+from halluscope.evaluators.wikibio import Passage, concept_of, load_wikibio, protocol_metrics, run_bench
 from halluscope.scoring import unigram_scores
 from halluscope.text import sentences, tokens
 
@@ -98,3 +101,45 @@ def test_sentence_splitting_of_user_text() -> None:
         "Dr. Smith agreed.",
     ]
     assert tokens("He's U.S.-based.") == ["he", "'s", "u.s.-based", "."]
+
+
+def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence(
+    gateway: Gateway, scripted: Any, tmp_path: Path, data_dir: Path
+) -> None:
+    """A model that cannot list claims (so each annotated sentence is its own claim) and answers every
+    question about the first passage the same way, every other one differently."""
+
+    written: list[str] = []
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        written.append(prompt)
+        if prompt.startswith("Please list the specific factual propositions"):
+            return "I only write code."
+        if "Generate a list of three questions" in prompt:
+            return "1. What? - a\n2. Who? - b\n3. Where? - c"
+        return "same" if "Reynolds:" in prompt else f"answer {params['seed']}"
+
+    judge = LLMEntailment(
+        scripted(lambda p, _: "Entailment" if p.count("same") == 2 else "Contradiction", "scripted:j"),
+        gateway=gateway,
+    )
+    runs = run_bench(
+        ["semantic-entropy-paragraph"],
+        tmp_path,
+        data_dir,
+        limit=3,
+        samples=3,
+        progress=False,
+        model=scripted(respond, "scripted:writer"),
+        gateway=gateway,
+        judge=judge,
+    )
+    (run,) = runs
+    passages = load_wikibio(data_dir)[:3]
+    assert [len(s) for s in run["scores"]] == [len(p.sentences) for p in passages]
+    assert run["events"] == {"decompose_unparsed": 3}
+    assert run["metrics"]["auc_pr_nonfact"] is not None
+    claims = sum(len(p.sentences) for p in passages)
+    assert len(written) == 3 + claims * 20  # decompose, then 2 question lists and 6 x 3 answers per claim
+    first = run["scores"][0]  # 'same' three times against one expected answer: entropy of sizes 1, 3
+    assert first == pytest.approx([-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))] * 9)
