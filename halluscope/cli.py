@@ -475,6 +475,36 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"{flag} must be comma-separated integers, got {text!r}") from exc
+
+
+def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.phr_synthetic import COLUMNS, run_phr_synthetic
+    from halluscope.evaluators.report import markdown_table
+
+    result = run_phr_synthetic(
+        args.out,
+        ns=_int_list(args.n, "--n"),
+        problems=args.problems,
+        m=args.M,
+        k=args.K,
+        n_imagined=args.imagined,
+        epsilon=args.epsilon,
+        seed=args.seed,
+        progress=not args.json,
+    )
+    if args.json:
+        _print_json(result)
+        return 0
+    print(markdown_table(result["rows"], COLUMNS, digits=4))
+    print(f"{result['seconds']:.1f} s; wrote {args.out}/results.json, report.md, phr_vs_n.png")
+    return 0
+
+
 def cmd_models_list(args: argparse.Namespace) -> int:
     rows = registry_rows()
     if args.json:
@@ -650,6 +680,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/qa", help="output directory (default out/qa)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_qa)
+
+    p = bench.add_parser(
+        "phr-synthetic",
+        help="PHR exactness check: Algorithm 1 vs Definition 4 on exact Bayesian linear regression",
+        description="Random problems per context size n; the PHR of Definition 4 and the THR of the true "
+        "mechanism computed exactly, against Algorithm 1 (and Algorithm 3's aleatoric entropy) run on "
+        "the model's samples and log-probabilities only.",
+    )
+    p.add_argument("--n", default="2,8,32", help="context sizes, comma-separated (default 2,8,32)")
+    p.add_argument("--problems", type=int, default=100, help="problems per n (default 100)")
+    p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
+    p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
+    p.add_argument("--imagined", type=int, default=100, help="N - n, imagined pairs per completion (default 100)")
+    p.add_argument("--epsilon", type=float, default=0.05, help="the likely set's epsilon (default 0.05)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="out/phr-synthetic", help="output directory (default out/phr-synthetic)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_phr_synthetic)
 
     models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
         dest="models_command", required=True, metavar="ACTION"

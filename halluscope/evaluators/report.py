@@ -49,13 +49,13 @@ def write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    """A markdown table of the given (key, heading) columns; floats with two decimals."""
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], digits: int = 2) -> str:
+    """A markdown table of the given (key, heading) columns; floats with ``digits`` decimals."""
 
     def cell(value: Any) -> str:
         if value is None:
             return "n/a"
-        return f"{value:.2f}" if isinstance(value, float) else str(value)
+        return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
     head = "| " + " | ".join(h for _, h in columns) + " |"
     rule = "| " + " | ".join("---" for _ in columns) + " |"
