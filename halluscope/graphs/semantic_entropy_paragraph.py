@@ -151,6 +151,7 @@ def build(
     mode: Mode = "lax",
     base: float = math.e,
 ) -> CompiledStateGraph:
+    """The graph for one model that asks and answers the questions and one judge of equivalence."""
     gw = gateway or default_gateway()
     max_entropy = math.log(1 + REGENERATE) / math.log(base)  # a claim with no question to ask
 
