@@ -340,7 +340,7 @@ def cmd_semantic_entropy_paragraph(args: argparse.Namespace) -> int:
         f"({m.params['pairs_judged']} pairs judged), {m.cache_hits} cache hits, {m.seconds:.1f} s"
     )
     if m.events:
-        print("handled: " + ", ".join(f"{k} {v}" for k, v in sorted(m.events.items())))
+        print(_handled(m.events))
     return 0
 
 
@@ -389,6 +389,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return _print_detection(result, args.json)
 
 
+def _handled(events: dict[str, int]) -> str:
+    """Bad model answers a method handled, by kind."""
+    return "handled: " + ", ".join(f"{k} {v}" for k, v in sorted(events.items()))
+
+
 def _print_detection(result: DetectionResult, as_json: bool) -> int:
     if as_json:
         print(result.to_json())
@@ -400,7 +405,7 @@ def _print_detection(result: DetectionResult, as_json: bool) -> int:
     m = result.meta
     print(f"{m.calls} model calls, {m.cache_hits} cache hits, {m.parse_failures} unparsed answers, {m.seconds:.1f} s")
     if m.events:
-        print("handled: " + ", ".join(f"{k} {v}" for k, v in sorted(m.events.items())))
+        print(_handled(m.events))
     return 0
 
 
@@ -426,7 +431,7 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
     for r in runs:
         print(f"{r['method']}: {r['calls']} model calls, {r['cache_hits']} cache hits, {r['seconds']:.0f} s")
         if r.get("events"):
-            print("  handled: " + ", ".join(f"{k} {v}" for k, v in sorted(r["events"].items())))
+            print("  " + _handled(r["events"]))
         values = [(h, r["metrics"].get(k)) for k, h in METRIC_COLUMNS[1:]]
         print("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
