@@ -40,6 +40,11 @@ def test_algorithm_1_matches_definition_4_on_the_exact_model(n: int) -> None:
     estimate = phr_estimate(BLR, x, context, m=200, n_imagined=500, k=500, epsilon=0.05, rng=rng)
     assert len(estimate.thr) == 200 and len(estimate.imagined[0]) == 500
     assert abs(estimate.phr - reference) <= 4 * estimate.standard_error + TRUNCATION
+    # Algorithm 3's terms come from the same completions' log-probs
+    assert len(estimate.entropies) == 200
+    assert estimate.aleatoric == pytest.approx(
+        BLR.aleatoric_entropy(), abs=4 * math.sqrt(0.5 / (200 * 500)) + TRUNCATION
+    )
 
 
 def test_phr_falls_towards_epsilon_as_the_context_grows() -> None:

@@ -4,7 +4,8 @@ on an exact Bayesian model (to check them) and on a language model doing in-cont
 
 - Algorithm 2, ``thr_estimate``: the epsilon-quantile Q of log p(y | x, D) under y ~ p(y | x, D), then
   the share of K responses y ~ p(y | x, D_n) with log p(y | x, D) < Q;
-- Algorithm 1, ``phr_estimate``: the mean of Algorithm 2 over M imagined completions D of D_n;
+- Algorithm 1, ``phr_estimate``: the mean of Algorithm 2 over M imagined completions D of D_n (with
+  Algorithm 3's aleatoric entropy from the same completions and log-probs);
 - Appendix D: total predictive entropy (eq. 35), aleatoric entropy (Algorithm 3) and their difference,
   the mutual information (eq. 37);
 - ``BayesianLinearRegression``: the Appendix G.1.2 model (f ~ N(0, I_2), x ~ N(0, 1),
@@ -51,24 +52,44 @@ def thr_estimate(
 ) -> float:
     """Algorithm 2: the share of K responses to x given D_n that fall below the epsilon-quantile of
     log p(y | x, D) under D's own predictive (D = D_n plus imagined pairs)."""
+    return _thr_and_entropy(cgm, x, context, extended, k, epsilon, rng)[0]
+
+
+def _thr_and_entropy(
+    cgm: CGM,
+    x: Any,
+    context: Sequence[Pair],
+    extended: Sequence[Pair],
+    k: int,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> tuple[float, float]:
+    """Algorithm 2, and for free the predictive entropy given D that Algorithm 3 averages: its K
+    log-probs of responses drawn given D are the ones the quantile is taken over."""
     if not 0 < epsilon < 1:
         raise ValueError(f"epsilon must lie in (0, 1), got {epsilon}")
     scores = cgm.log_prob(cgm.sample_responses(x, extended, k, rng), x, extended)
     quantile = float(np.quantile(scores, epsilon))
     candidates = cgm.sample_responses(x, context, k, rng)
-    return float(np.mean(cgm.log_prob(candidates, x, extended) < quantile))
+    return float(np.mean(cgm.log_prob(candidates, x, extended) < quantile)), float(-np.mean(scores))
 
 
 @dataclass
 class PHREstimate:
     phr: float
     thr: list[float]  # Algorithm 2 per imagined completion
+    entropies: list[float]  # predictive entropy given each completion (Algorithm 3's terms)
     imagined: list[list[Pair]] = field(default_factory=list)
 
     @property
     def standard_error(self) -> float:
         """Monte Carlo standard error of the PHR over the M completions (each THR holds its own K noise)."""
         return float(np.std(self.thr, ddof=1) / math.sqrt(len(self.thr))) if len(self.thr) > 1 else math.nan
+
+    @property
+    def aleatoric(self) -> float:
+        """Algorithm 3 on the same completions: no second round of imagined pairs."""
+        return float(np.mean(self.entropies))
 
 
 def phr_estimate(
@@ -84,12 +105,14 @@ def phr_estimate(
     """Algorithm 1: M completions of D_n by N - n imagined pairs each, Algorithm 2 on each, averaged."""
     if m < 1 or k < 1 or n_imagined < 0:
         raise ValueError(f"need M >= 1, K >= 1, N - n >= 0; got M={m}, K={k}, N - n={n_imagined}")
-    thr, imagined = [], []
+    thr, entropies, imagined = [], [], []
     for _ in range(m):
         pairs = cgm.imagine(context, n_imagined, rng)
         imagined.append(pairs)
-        thr.append(thr_estimate(cgm, x, context, [*context, *pairs], k, epsilon, rng))
-    return PHREstimate(float(np.mean(thr)), thr, imagined)
+        rate, entropy = _thr_and_entropy(cgm, x, context, [*context, *pairs], k, epsilon, rng)
+        thr.append(rate)
+        entropies.append(entropy)
+    return PHREstimate(float(np.mean(thr)), thr, entropies, imagined)
 
 
 def total_entropy(cgm: CGM, x: Any, context: Sequence[Pair], k: int, rng: np.random.Generator) -> float:
