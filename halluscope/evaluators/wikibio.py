@@ -210,6 +210,7 @@ def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
 def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> list[float]:
     """Claims of the GPT-3 passage scored by the model, mapped back to the annotated sentences."""
     result = semantic_entropy_paragraph.detect(
+        passage.text,
         question=passage.prompt,
         sentences=passage.sentences,
         model=run.model,
@@ -281,7 +282,8 @@ def run_bench(
     from halluscope.backends.gateway import CallStats, default_gateway
 
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
-    gateway = gateway or default_gateway()
+    if needs_model:
+        gateway = gateway or default_gateway()
     if "semantic-entropy-paragraph" in methods and judge is None:
         judge = default_judge(gateway)
     out_dir = Path(out)
