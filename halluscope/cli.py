@@ -541,6 +541,25 @@ def cmd_data_list(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parser
 
 
+def _judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> None:
+    """--judge, and optionally --strict / --lax, for the methods that cluster answers by entailment."""
+    p.add_argument(
+        "--judge",
+        metavar="SPEC",
+        help=f"{who}: entailment judge, a model spec or nli:PATH (default: the default local model)",
+    )
+    if strictness:
+        group = p.add_mutually_exclusive_group()
+        group.add_argument(
+            "--strict", action="store_true", help="equivalence = entailment both ways (semantic-entropy's default)"
+        )
+        group.add_argument(
+            "--lax",
+            action="store_true",
+            help="equivalence = no contradiction, not both neutral (semantic-entropy-paragraph's default)",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
@@ -618,20 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--samples-file", help="samples you already have: a JSON list, or texts separated by '---' lines")
     p.add_argument("--answers-file", help="semantic-entropy: answers you already have (same formats)")
-    p.add_argument(
-        "--judge",
-        metavar="SPEC",
-        help="semantic entropy: entailment judge, a model spec or nli:PATH (default: the default local model)",
-    )
-    strictness = p.add_mutually_exclusive_group()
-    strictness.add_argument(
-        "--strict", action="store_true", help="equivalence = entailment both ways (semantic-entropy's default)"
-    )
-    strictness.add_argument(
-        "--lax",
-        action="store_true",
-        help="equivalence = no contradiction, not both neutral (semantic-entropy-paragraph's default)",
-    )
+    _judge_options(p, "semantic entropy", strictness=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_detect)
 
@@ -646,11 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(m for m in DETECT_METHODS if m != "semantic-entropy"),
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
-    p.add_argument(
-        "--judge",
-        metavar="SPEC",
-        help="semantic-entropy-paragraph: entailment judge, a model spec or nli:PATH (default: default local model)",
-    )
+    _judge_options(p, "semantic-entropy-paragraph", strictness=False)
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--limit", type=int, help="only the first K passages")
     p.add_argument(
@@ -673,14 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, choices=("triviaqa", "squad"))
     p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
     p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
-    p.add_argument(
-        "--judge", metavar="SPEC", help="entailment judge, a model spec or nli:PATH (default: the default local model)"
-    )
+    _judge_options(p, "semantic entropy", strictness=True)
     p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
     p.add_argument("--limit", type=int, help="only the first K questions")
-    strictness = p.add_mutually_exclusive_group()
-    strictness.add_argument("--strict", action="store_true", help="equivalence = entailment both ways (default)")
-    strictness.add_argument("--lax", action="store_true", help="equivalence = no contradiction, not both neutral")
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--out", default="out/qa", help="output directory (default out/qa)")
     p.add_argument("--json", action="store_true")
