@@ -20,7 +20,7 @@ from halluscope.errors import (
     ParseError,
     PromptError,
 )
-from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy
+from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy, semantic_entropy_paragraph
 from halluscope.prompts import PromptRegistry, PromptTemplate
 from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
 
@@ -61,4 +61,5 @@ __all__ = [
     "selfcheck_prompt",
     "selfcheck_unigram",
     "semantic_entropy",
+    "semantic_entropy_paragraph",
 ]

@@ -78,13 +78,15 @@ class CallStats:
         with self._lock:
             self.retries += 1
 
-    def meta(self, method: str, **params: Any) -> RunMeta:
+    def meta(self, method: str, events: dict[str, int] | None = None, **params: Any) -> RunMeta:
+        """The run's RunMeta; ``events``: bad model answers the method handled, by kind."""
         with self._lock:
             return RunMeta(
                 method=method,
                 calls=self.calls,
                 cache_hits=self.cache_hits,
                 parse_failures=self.parse_failures,
+                events=dict(events or {}),
                 tokens=TokenUsage(prompt=self.prompt_tokens, completion=self.completion_tokens),
                 seconds=round(time.perf_counter() - self.started, 3),
                 models=sorted(self.models),

@@ -436,11 +436,11 @@ def _result(variant: str, out: dict[str, Any], stats: CallStats, **params: Any) 
         units.append(Unit(text=sentence, score=out["scores"][i], parsed=parsed, evidence=evidence))
     meta = stats.meta(
         variant,
+        events=Counter(e["event"] for e in events),
         weights=ensemble_weights(True, v.direct_question, v.selfcheck),
         sbc=v.sbc,
         **params,
     )
-    meta.events = dict(Counter(e["event"] for e in events))
     return DetectionResult(
         method=variant,
         units=units,

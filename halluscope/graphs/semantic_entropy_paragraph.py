@@ -342,6 +342,7 @@ def detect(
         )
     meta = stats.meta(
         METHOD,
+        events=Counter(e["kind"] for e in events),
         question=question,
         judge=judge.name,
         mode=mode,
@@ -351,5 +352,4 @@ def detect(
         pairs_judged=sum(q["pairs_judged"] for c in claims for q in c["questions"]),
         paragraph_events=[e["kind"] for e in events if e["k"] == -1],
     )
-    meta.events = dict(Counter(e["kind"] for e in events))
     return DetectionResult(method=METHOD, units=units, meta=meta)
