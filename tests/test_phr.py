@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,11 @@ from scipy.stats import norm
 from halluscope.cli import main
 from halluscope.scoring.phr import (
     BayesianLinearRegression,
+    Pair,
     aleatoric_entropy,
+    categorical_entropy,
+    categorical_quantile,
+    categorical_thr,
     mutual_information,
     phr_estimate,
     thr_estimate,
@@ -125,3 +130,61 @@ def test_bench_phr_synthetic_writes_rows_report_and_plot(tmp_path: Path, capsys:
     ).read_text()
     assert main(["bench", "phr-synthetic", "--n", "2,x", "--out", str(tmp_path)]) == 2
     assert "--n must be comma-separated integers" in capsys.readouterr().err
+
+
+def test_the_exact_categorical_quantile_and_rate_by_hand() -> None:
+    """p_D = (0.9, 0.06, 0.04): L = log p_D(Y) has cdf 0.04 at log 0.04, 0.10 at log 0.06, 1 at log 0.9."""
+    given_d, given_dn = np.log([0.9, 0.06, 0.04]), np.log([0.5, 0.2, 0.3])
+    assert categorical_quantile(given_d, 0.01) == pytest.approx(math.log(0.04))
+    assert categorical_quantile(given_d, 0.05) == pytest.approx(math.log(0.06))
+    assert categorical_quantile(given_d, 0.12) == pytest.approx(math.log(0.9))
+    assert categorical_thr(given_d, given_dn, 0.01) == 0.0  # nothing lies below the least likely token
+    assert categorical_thr(given_d, given_dn, 0.05) == pytest.approx(0.3)
+    assert categorical_thr(given_d, given_dn, 0.12) == pytest.approx(0.5)
+    assert categorical_entropy(np.array([math.log(0.5), math.log(0.5), -np.inf])) == pytest.approx(math.log(2))
+
+
+class DirichletCategorical:
+    """y in {0, 1, 2} ignoring x, p(y | D) = (count + alpha_y) / (n + sum alpha): an exact CategoricalCGM."""
+
+    alpha = np.array([1.0, 0.5, 0.2])
+
+    def distribution(self, x: float, context: Sequence[Pair]) -> np.ndarray:
+        counts = np.bincount([int(y) for _, y in context], minlength=3)
+        return np.log((counts + self.alpha) / (len(context) + self.alpha.sum()))
+
+    def imagine(self, context: Sequence[Pair], count: int, rng: np.random.Generator, index: int) -> list[Pair]:
+        pairs: list[Pair] = []
+        for _ in range(count):  # the Polya urn: each pair from the predictive given all before it
+            pairs.append((0.0, int(rng.choice(3, p=np.exp(self.distribution(0.0, [*context, *pairs]))))))
+        return pairs
+
+    def sample_responses(self, x: float, context: Sequence[Pair], k: int, rng: np.random.Generator) -> list[int]:
+        return [int(y) for y in rng.choice(3, size=k, p=np.exp(self.distribution(x, context)))]
+
+    def log_prob(self, responses: Sequence[int], x: float, context: Sequence[Pair]) -> np.ndarray:
+        return self.distribution(x, context)[np.asarray(responses)]
+
+
+def test_k_draws_converge_to_the_exact_categorical_rate() -> None:
+    """On the same completions, Algorithm 1 with K draws approaches the K -> infinity computation; its
+    error over 40 repeats shrinks as K grows (the quantile of K draws converges where the cdf crosses
+    epsilon inside a jump, as it does here)."""
+    cgm, context = DirichletCategorical(), [(0.0, 0), (0.0, 0), (0.0, 1)]
+    rng = np.random.default_rng(0)
+    completions = [cgm.imagine(context, 3, rng, i) for i in range(20)]
+    exact = phr_estimate(cgm, 0.0, context, 20, 3, 1, 0.3, rng, exact=True, imagined=completions)
+    assert 0 < exact.phr < 1
+    errors = {}
+    for k in (20, 2000):
+        runs = [phr_estimate(cgm, 0.0, context, 20, 3, k, 0.3, rng, imagined=completions).phr for _ in range(40)]
+        errors[k] = float(np.mean(np.abs(np.array(runs) - exact.phr)))
+    assert errors[2000] < errors[20] / 3, errors
+    assert errors[2000] < 0.02, errors
+    # Algorithm 3's terms: exact entropies against the mean -log p of K draws
+    assert exact.aleatoric == pytest.approx(
+        phr_estimate(cgm, 0.0, context, 20, 3, 20000, 0.3, rng, imagined=completions).aleatoric, abs=0.02
+    )
+    assert total_entropy(cgm, 0.0, context, 1, rng, exact=True) == pytest.approx(
+        categorical_entropy(cgm.distribution(0.0, context))
+    )

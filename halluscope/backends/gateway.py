@@ -1,6 +1,7 @@
 """The one place every chat call goes through: render, cache, retry, limit, count.
 
-A graph asks the gateway for ``call(model, prompt, variables, sample_index=...)``; the gateway
+A graph asks the gateway for ``call(model, prompt, variables, sample_index=...)`` (chat models) or
+``complete(model, prompt, text, sample_index=...)`` (a LogProbModel continuing a raw text); the gateway
 renders the versioned prompt, answers from the disk cache when it can, otherwise calls the provider
 under one concurrency limit per model with exponential backoff and jitter on transient errors, parses
 the answer with the prompt's parser (a parse failure is recorded, not raised), and adds calls,
@@ -32,6 +33,7 @@ from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_att
 
 from halluscope.backends.cache import CallCache, call_key
 from halluscope.backends.chat import ModelSpec, make_chat_model, parse_model_spec
+from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
 from halluscope.errors import ConfigError, ModelUnavailableError, ParseError, PromptError
 from halluscope.prompts.registry import PromptRegistry, PromptTemplate, to_langchain
 from halluscope.results import RunMeta, TokenUsage
@@ -56,6 +58,7 @@ class CallStats:
         self.parse_failures = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.forward_passes = 0
         self.model_seconds = 0.0
         self.models: set[str] = set()
         self.prompts: set[str] = set()
@@ -74,6 +77,16 @@ class CallStats:
             if reply.parse_error is not None:
                 self.parse_failures += 1
 
+    def record_forward(self, model: str, prompt_tokens: int, seconds: float) -> None:
+        """A deterministic forward pass (teacher forcing, a next-token distribution): a model call that
+        is recomputed rather than cached."""
+        with self._lock:
+            self.models.add(model)
+            self.calls += 1
+            self.forward_passes += 1
+            self.prompt_tokens += prompt_tokens
+            self.model_seconds += seconds
+
     def add_retry(self) -> None:
         with self._lock:
             self.retries += 1
@@ -91,7 +104,12 @@ class CallStats:
                 seconds=round(time.perf_counter() - self.started, 3),
                 models=sorted(self.models),
                 prompts=sorted(self.prompts),
-                params={"retries": self.retries, "model_seconds": round(self.model_seconds, 3), **params},
+                params={
+                    "retries": self.retries,
+                    "model_seconds": round(self.model_seconds, 3),
+                    **({"forward_passes": self.forward_passes} if self.forward_passes else {}),
+                    **params,
+                },
             )
 
 
@@ -273,6 +291,7 @@ class Gateway:
         self.concurrency = concurrency
         self.timeout = timeout
         self._models: dict[str, _Model] = {}
+        self._logprob_models: dict[str, LogProbModel] = {}
         self._limiters: dict[str, ModelLimiter] = {}
         self._lock = threading.Lock()
 
@@ -295,6 +314,15 @@ class Gateway:
         """Whether to ask this model for token log-probs by default: local, OpenAI and OpenAI-compatible
         models give them; Anthropic has none, and a chat model instance may not take the parameter."""
         return self.model(model).provider not in ("anthropic", "instance")
+
+    def logprob_model(self, model: str | LogProbModel) -> LogProbModel:
+        """Resolve a LogProbModel once per gateway (an ``anthropic:`` spec is a clear 'needs log-probs' error)."""
+        if isinstance(model, LogProbModel):
+            return model
+        with self._lock:
+            if model not in self._logprob_models:
+                self._logprob_models[model] = load_logprob_model(model)
+            return self._logprob_models[model]
 
     def limiter(self, key: str) -> ModelLimiter:
         with self._lock:
@@ -345,11 +373,11 @@ class Gateway:
         return kwargs
 
     def _reply(
-        self, m: _Model, tpl: PromptTemplate, sample_index: int, cached: bool, data: Mapping[str, Any]
+        self, model_key: str, tpl: PromptTemplate, sample_index: int, cached: bool, data: Mapping[str, Any]
     ) -> ChatReply:
         reply = ChatReply(
             text=data["text"],
-            model=m.key,
+            model=model_key,
             prompt_ref=tpl.ref,
             sample_index=sample_index,
             cached=cached,
@@ -376,7 +404,7 @@ class Gateway:
         m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
         key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            reply = self._reply(m, tpl, sample_index, True, hit)
+            reply = self._reply(m.key, tpl, sample_index, True, hit)
             if stats is not None:
                 stats.record(reply)
             return reply
@@ -459,9 +487,73 @@ class Gateway:
         }
         if self.cache is not None:
             self.cache.set(req.key, data)
-        reply = self._reply(req.model, req.prompt, req.sample_index, False, data)
+        reply = self._reply(req.model.key, req.prompt, req.sample_index, False, data)
         if stats is not None:
             stats.record(reply, seconds)
+        return reply
+
+    # -- completions of raw texts by a LogProbModel
+
+    def complete(
+        self,
+        model: str | LogProbModel,
+        prompt: str | PromptTemplate,
+        text: str,
+        *,
+        sample_index: int = 0,
+        stats: CallStats | None = None,
+        **params: Any,
+    ) -> ChatReply:
+        """One sampled continuation of ``text`` (already rendered with the completion prompt), with the
+        prompt's parameters and parser, cached by sample index like a chat call; the reply's
+        ``logprobs`` hold each token's raw log-prob."""
+        lm = self.logprob_model(model)
+        tpl = self.registry.get(prompt) if isinstance(prompt, str) else prompt
+        if tpl.kind != "completion":
+            raise PromptError(f"{tpl.id} is a chat prompt; a LogProbModel continues completion texts")
+        unknown = set(params) - set(CALL_PARAMS)
+        if unknown:
+            raise ConfigError(
+                f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}"
+            )
+        merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
+        key = call_key(lm.name, merged, [{"role": "text", "content": text}], sample_index)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            reply = self._reply(lm.name, tpl, sample_index, True, hit)
+            if stats is not None:
+                stats.record(reply)
+            return reply
+        seed = merged.get("seed")
+        limiter = self.limiter(lm.name)
+        started = time.perf_counter()
+        limiter.acquire()
+        try:
+            sample = lm.sample(
+                text,
+                n=1,
+                max_tokens=int(merged.get("max_tokens", 64)),
+                temperature=float(merged.get("temperature", 1.0)),
+                top_p=float(merged.get("top_p", 1.0)),
+                stop=tuple(merged.get("stop") or ()),
+                seed=None if seed is None else int(seed) + sample_index,
+            )[0]
+        finally:
+            limiter.release()
+        data = {
+            "text": sample.text,
+            "prompt_tokens": token_count(lm, text),
+            "completion_tokens": len(sample.token_logprobs),
+            "logprobs": [
+                {"token": t, "logprob": lp}
+                for t, lp in zip(sample.tokens or [""] * len(sample.token_logprobs), sample.token_logprobs, strict=True)
+            ],
+            "prompt_ref": tpl.ref,
+        }
+        if self.cache is not None:
+            self.cache.set(key, data)
+        reply = self._reply(lm.name, tpl, sample_index, False, data)
+        if stats is not None:
+            stats.record(reply, time.perf_counter() - started)
         return reply
 
     # -- N samples

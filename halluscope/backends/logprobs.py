@@ -83,6 +83,32 @@ class LogProbModel(ABC):
         """The model's own chat template applied to messages, ready for the assistant's turn."""
         raise ConfigError(f"{self.name} has no chat template here: pass a raw prompt")
 
+    def next_token_logprobs(self, prompt: str) -> np.ndarray:
+        """log p(token | prompt) for every token of the vocabulary, from one forward pass: every
+        single-token response's log-prob at once, and K samples of it for free."""
+        raise ConfigError(
+            f"{self.name} gives no whole next-token distribution; sample the responses instead (PHR: --sampled)"
+        )
+
+    def first_token(self, prompt: str, continuation: str) -> int:
+        """The id of the first token of ``continuation`` when it is tokenised together with the prompt."""
+        raise ConfigError(f"{self.name} exposes no tokenizer here")
+
+    def token_text(self, token: int) -> str:
+        raise ConfigError(f"{self.name} exposes no tokenizer here")
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of a text on its own (no BOS), for length filters such as PHR's 116-token rule."""
+        raise ConfigError(f"{self.name} exposes no tokenizer here")
+
+
+def token_count(model: LogProbModel, text: str) -> int:
+    """Tokens of a text for accounting; 0 where the model has no tokenizer here (a server)."""
+    try:
+        return model.count_tokens(text)
+    except ConfigError:
+        return 0
+
 
 def _check_n(n: int) -> None:
     if n < 1:
@@ -108,6 +134,8 @@ class LlamaCppLogProbModel(LogProbModel):
         # a score must not depend on history.
         self._scored: list[int] = []
         self._epoch = -1
+        # False evaluates every prompt from its first token (the baseline that prefix reuse is measured against)
+        self.reuse_prefix = True
 
     def _tokens(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
@@ -117,7 +145,7 @@ class LlamaCppLogProbModel(LogProbModel):
         llama = self._llama
         if len(tokens) > llama.n_ctx():
             raise ConfigError(f"{self.name}: {len(tokens)} tokens exceed the context of {llama.n_ctx()}")
-        mine = self._scored if self._epoch == self._loaded.epoch else []
+        mine = self._scored if self._epoch == self._loaded.epoch and self.reuse_prefix else []
         keep = min(common_prefix(mine, tokens), common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens))
         llama.n_tokens = keep
         if keep < len(tokens):
@@ -140,6 +168,25 @@ class LlamaCppLogProbModel(LogProbModel):
                 rows = log_softmax(np.asarray(self._llama.scores[start - 1 : len(full) - 1], dtype=np.float64))
                 out.append(float(rows[np.arange(len(full) - start), full[start:]].sum()))
         return out
+
+    def next_token_logprobs(self, prompt: str) -> np.ndarray:
+        ids = self._tokens(prompt)
+        with self._loaded.lock:
+            self._eval(ids)
+            return log_softmax(np.asarray(self._llama.scores[len(ids) - 1], dtype=np.float64))
+
+    def first_token(self, prompt: str, continuation: str) -> int:
+        full = self._tokens(prompt + continuation)
+        start = common_prefix(self._tokens(prompt), full)
+        if start >= len(full):
+            raise ConfigError(f"{continuation!r} adds no token to the prompt")
+        return full[start]
+
+    def token_text(self, token: int) -> str:
+        return bytes(self._llama.detokenize([token])).decode("utf-8", errors="replace")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def sample(
         self,
@@ -165,6 +212,8 @@ class LlamaCppLogProbModel(LogProbModel):
         with self._loaded.lock:
             self._loaded.epoch += 1
             for i in range(n):
+                if not self.reuse_prefix:
+                    llama.n_tokens = 0  # generate() would otherwise keep the prompt's matching prefix
                 # without a seed, draw one from the context's own seed, as create_completion does
                 llama.set_seed(seed + i if seed is not None else random.Random(llama._seed).randint(0, 2**31))
                 ids: list[int] = []
@@ -272,6 +321,26 @@ class TransformersLogProbModel(LogProbModel):
             targets = torch.tensor(f[start:])
             out.append(float(logp[row, positions, targets].sum()))
         return out
+
+    def next_token_logprobs(self, prompt: str) -> np.ndarray:
+        torch = self._torch
+        ids = torch.tensor([self._ids(prompt)], device=self.device)
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=ids).logits[0, -1].float()
+            return np.asarray(torch.log_softmax(logits, dim=-1).cpu().numpy(), dtype=np.float64)
+
+    def first_token(self, prompt: str, continuation: str) -> int:
+        full = self._ids(prompt + continuation)
+        start = common_prefix(self._ids(prompt), full)
+        if start >= len(full):
+            raise ConfigError(f"{continuation!r} adds no token to the prompt")
+        return full[start]
+
+    def token_text(self, token: int) -> str:
+        return str(self.tokenizer.decode([token]))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def sample(
         self,

@@ -8,6 +8,10 @@ on an exact Bayesian model (to check them) and on a language model doing in-cont
   Algorithm 3's aleatoric entropy from the same completions and log-probs);
 - Appendix D: total predictive entropy (eq. 35), aleatoric entropy (Algorithm 3) and their difference,
   the mutual information (eq. 37);
+- ``categorical_thr`` / ``categorical_entropy``: Algorithm 2 and the predictive entropy computed exactly
+  when responses come from a finite support with known log-probs (single-token responses of a
+  language model: one forward pass gives the whole distribution), instead of by K draws;
+- the model hallucination rate and empirical error rate of Section 3.2, the references PHR is judged by;
 - ``BayesianLinearRegression``: the Appendix G.1.2 model (f ~ N(0, I_2), x ~ N(0, 1),
   y ~ N(f_1 + f_2 x, 0.1^2)) as an exact CGM, with Definition 4's PHR and Definition 3's THR computed
   by quadrature, to test the estimators against.
@@ -28,8 +32,10 @@ Pair = tuple[Any, Any]
 class CGM(Protocol):
     """What the estimators need of a conditional generative model p(x, y | D)."""
 
-    def imagine(self, context: Sequence[Pair], count: int, rng: np.random.Generator) -> list[Pair]:
-        """``count`` new pairs continuing the context: (x_j, y_j) ~ p(x, y | D), D growing (Alg. 1, 4-6)."""
+    def imagine(self, context: Sequence[Pair], count: int, rng: np.random.Generator, index: int) -> list[Pair]:
+        """``count`` new pairs continuing the context: (x_j, y_j) ~ p(x, y | D), D growing (Alg. 1, 4-6).
+        ``index`` numbers the completions of one context (a cached model replays completion i of D_n for
+        every query that shares D_n)."""
         ...
 
     def sample_responses(self, x: Any, context: Sequence[Pair], k: int, rng: np.random.Generator) -> list[Any]:
@@ -41,6 +47,41 @@ class CGM(Protocol):
         ...
 
 
+class CategoricalCGM(CGM, Protocol):
+    """A CGM whose responses to x come from a finite support: its whole predictive is one vector."""
+
+    def distribution(self, x: Any, context: Sequence[Pair]) -> np.ndarray:
+        """log p(y | x, D) for every y of the support (y is the index)."""
+        ...
+
+
+def categorical_quantile(log_probs: np.ndarray, epsilon: float) -> float:
+    """The exact epsilon-quantile of L = log p(Y) with Y ~ p: the least l with P(L <= l) >= epsilon."""
+    order = np.argsort(log_probs, kind="stable")
+    cdf = np.cumsum(np.exp(log_probs[order]))
+    at = min(int(np.searchsorted(cdf, epsilon * cdf[-1], side="left")), len(order) - 1)
+    return float(log_probs[order[at]])
+
+
+def categorical_thr(extended: np.ndarray, context: np.ndarray, epsilon: float) -> float:
+    """Algorithm 2 with K -> infinity: Q is the exact epsilon-quantile of log p(y | x, D) under
+    p(y | x, D), and the rate is the probability under p(y | x, D_n) of a y with log p(y | x, D) < Q."""
+    _check_epsilon(epsilon)
+    below = extended < categorical_quantile(extended, epsilon)
+    return float(np.exp(context[below]).sum() / np.exp(context).sum())
+
+
+def categorical_entropy(log_probs: np.ndarray) -> float:
+    """-sum p log p, the exact counterpart of -mean log p(y_k) over K draws."""
+    p = np.exp(log_probs)
+    return float(-(p[p > 0] * log_probs[p > 0]).sum())
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not 0 < epsilon < 1:
+        raise ValueError(f"epsilon must lie in (0, 1), got {epsilon}")
+
+
 def thr_estimate(
     cgm: CGM,
     x: Any,
@@ -49,10 +90,12 @@ def thr_estimate(
     k: int,
     epsilon: float,
     rng: np.random.Generator,
+    exact: bool = False,
 ) -> float:
     """Algorithm 2: the share of K responses to x given D_n that fall below the epsilon-quantile of
-    log p(y | x, D) under D's own predictive (D = D_n plus imagined pairs)."""
-    return _thr_and_entropy(cgm, x, context, extended, k, epsilon, rng)[0]
+    log p(y | x, D) under D's own predictive (D = D_n plus imagined pairs); ``exact`` (a
+    CategoricalCGM) takes K to infinity."""
+    return _thr_and_entropy(cgm, x, context, extended, k, epsilon, rng, exact)[0]
 
 
 def _thr_and_entropy(
@@ -63,15 +106,26 @@ def _thr_and_entropy(
     k: int,
     epsilon: float,
     rng: np.random.Generator,
+    exact: bool = False,
 ) -> tuple[float, float]:
     """Algorithm 2, and for free the predictive entropy given D that Algorithm 3 averages: its K
     log-probs of responses drawn given D are the ones the quantile is taken over."""
-    if not 0 < epsilon < 1:
-        raise ValueError(f"epsilon must lie in (0, 1), got {epsilon}")
+    _check_epsilon(epsilon)
+    if exact:
+        given_d = _categorical(cgm).distribution(x, extended)
+        return categorical_thr(given_d, _categorical(cgm).distribution(x, context), epsilon), categorical_entropy(
+            given_d
+        )
     scores = cgm.log_prob(cgm.sample_responses(x, extended, k, rng), x, extended)
     quantile = float(np.quantile(scores, epsilon))
     candidates = cgm.sample_responses(x, context, k, rng)
     return float(np.mean(cgm.log_prob(candidates, x, extended) < quantile)), float(-np.mean(scores))
+
+
+def _categorical(cgm: CGM) -> CategoricalCGM:
+    if not hasattr(cgm, "distribution"):
+        raise ValueError(f"{type(cgm).__name__} has no finite response support: exact=True needs distribution()")
+    return cgm  # type: ignore[return-value]
 
 
 @dataclass
@@ -101,22 +155,35 @@ def phr_estimate(
     k: int,
     epsilon: float,
     rng: np.random.Generator,
+    exact: bool = False,
+    imagined: Sequence[Sequence[Pair]] | None = None,
 ) -> PHREstimate:
-    """Algorithm 1: M completions of D_n by N - n imagined pairs each, Algorithm 2 on each, averaged."""
+    """Algorithm 1: M completions of D_n by N - n imagined pairs each, Algorithm 2 on each, averaged.
+    ``imagined``: the M completions when already drawn (they depend on D_n only, not on x)."""
     if m < 1 or k < 1 or n_imagined < 0:
         raise ValueError(f"need M >= 1, K >= 1, N - n >= 0; got M={m}, K={k}, N - n={n_imagined}")
-    thr, entropies, imagined = [], [], []
-    for _ in range(m):
-        pairs = cgm.imagine(context, n_imagined, rng)
-        imagined.append(pairs)
-        rate, entropy = _thr_and_entropy(cgm, x, context, [*context, *pairs], k, epsilon, rng)
+    completions = list(imagined) if imagined is not None else imagine_completions(cgm, context, m, n_imagined, rng)
+    thr, entropies = [], []
+    for pairs in completions:
+        rate, entropy = _thr_and_entropy(cgm, x, context, [*context, *pairs], k, epsilon, rng, exact)
         thr.append(rate)
         entropies.append(entropy)
-    return PHREstimate(float(np.mean(thr)), thr, entropies, imagined)
+    return PHREstimate(float(np.mean(thr)), thr, entropies, [list(p) for p in completions])
 
 
-def total_entropy(cgm: CGM, x: Any, context: Sequence[Pair], k: int, rng: np.random.Generator) -> float:
+def imagine_completions(
+    cgm: CGM, context: Sequence[Pair], m: int, n_imagined: int, rng: np.random.Generator
+) -> list[list[Pair]]:
+    """Algorithm 1, lines 2-6: M completions of D_n by N - n imagined pairs each."""
+    return [cgm.imagine(context, n_imagined, rng, i) for i in range(m)]
+
+
+def total_entropy(
+    cgm: CGM, x: Any, context: Sequence[Pair], k: int, rng: np.random.Generator, exact: bool = False
+) -> float:
     """Equation 35: -mean log p(y | x, D_n) over K responses y ~ p(y | x, D_n)."""
+    if exact:
+        return categorical_entropy(_categorical(cgm).distribution(x, context))
     return float(-np.mean(cgm.log_prob(cgm.sample_responses(x, context, k, rng), x, context)))
 
 
@@ -125,8 +192,35 @@ def aleatoric_entropy(
 ) -> float:
     """Algorithm 3: the mean over M imagined completions D of the predictive entropy given D."""
     return float(
-        np.mean([total_entropy(cgm, x, [*context, *cgm.imagine(context, n_imagined, rng)], k, rng) for _ in range(m)])
+        np.mean(
+            [total_entropy(cgm, x, [*context, *cgm.imagine(context, n_imagined, rng, i)], k, rng) for i in range(m)]
+        )
     )
+
+
+def model_hallucination_rate(
+    cgm: CGM,
+    x: Any,
+    context: Sequence[Pair],
+    evaluation: Sequence[Pair],
+    k: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    exact: bool = False,
+) -> float:
+    """Section 3.2's MHR: Algorithm 2 with D = D_n plus a held-out D_eval of real pairs in place of
+    imagined ones (a reference for evaluation only: D_eval does not exist at test time)."""
+    return thr_estimate(cgm, x, context, [*context, *evaluation], k, epsilon, rng, exact)
+
+
+def error_rate(
+    cgm: CGM, x: Any, context: Sequence[Pair], truth: Any, k: int, rng: np.random.Generator, exact: bool = False
+) -> float:
+    """Equation 9: the share of K responses y ~ p(y | x, D_n) that differ from the true y (exact: 1 - p(y))."""
+    if exact:
+        log_probs = _categorical(cgm).distribution(x, context)
+        return float(1.0 - np.exp(log_probs[truth]) / np.exp(log_probs).sum())
+    return float(np.mean([y != truth for y in cgm.sample_responses(x, context, k, rng)]))
 
 
 def mutual_information(total: float, aleatoric: float) -> float:
@@ -165,7 +259,7 @@ class BayesianLinearRegression:
         phi = np.array([1.0, x])
         return float(phi @ mean), math.sqrt(self.sigma_y**2 + float(phi @ cov @ phi))
 
-    def imagine(self, context: Sequence[Pair], count: int, rng: np.random.Generator) -> list[Pair]:
+    def imagine(self, context: Sequence[Pair], count: int, rng: np.random.Generator, index: int = 0) -> list[Pair]:
         """Exactly p((x_j, y_j)_{n+1}^N | D): by exchangeability, draw f ~ p(f | D) once, then the pairs
         i.i.d. given f (the same joint law as sampling pair by pair from the growing predictive)."""
         mean, cov = self.posterior(context)

@@ -1,0 +1,318 @@
+"""The posterior hallucination rate of an in-context learning query (Jesson et al., NeurIPS 2024) on a
+language model, as a LangGraph graph:
+
+    start -> imagine the M completions of D_n, fanned out (N - n pairs each: the context continued
+             at temperature 1, top_p 0.9, up to 200 tokens, parsed back into (x, y); a malformed
+             continuation is drawn again, at most 3 times, then dropped and counted)
+          -> estimate: Algorithm 2 per completion, their mean (Algorithm 1), the total and aleatoric
+             entropies and their difference (Appendix D); with a held-out D_eval the model
+             hallucination rate, with the true label the empirical error rate (Section 3.2).
+
+Prompts follow Appendix E.2: "Input: {x}\\nLabel: {y}\\n\\n" per example, "Input: {x}\\nLabel:" for
+the query. Responses are single tokens (every label of the paper's tasks is told apart by its first
+token). With ``responses="distribution"`` one forward pass gives the whole next-token distribution:
+every log p(y | x, D) at once, K draws for free, and with ``exact`` Algorithm 2's quantile and
+indicator computed over the distribution itself instead of K draws. ``responses="sampled"`` draws K
+tokens and scores them by teacher forcing, as any completion server can.
+
+Imagined pairs go through the gateway's cache by completion index, so the queries that share a
+context D_n share its M completions (they depend on D_n only); forward passes are recomputed.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, TypedDict, TypeVar
+
+import numpy as np
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.gateway import CallStats, Gateway, default_gateway
+from halluscope.backends.logprobs import LogProbModel, token_count
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import run_streamed
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.phr import (
+    Pair,
+    error_rate,
+    model_hallucination_rate,
+    mutual_information,
+    phr_estimate,
+    total_entropy,
+)
+
+METHOD = "phr"
+EXAMPLE = "phr.example"
+QUERY = "phr.query"
+IMAGINE_ATTEMPTS = 3
+PAIR_END = "\n\n"  # an imagined pair is complete at the blank line that ends "Label: y"
+Responses = Literal["distribution", "sampled"]
+T = TypeVar("T")
+
+
+class TextICL:
+    """A LogProbModel doing in-context learning, as the estimators' conditional generative model.
+
+    Responses are token ids (``distribution``) or one-token texts (``sampled``); ``label_response``
+    turns a label into the response it is compared with."""
+
+    def __init__(
+        self,
+        model: LogProbModel,
+        gateway: Gateway,
+        responses: Responses = "distribution",
+        seed: int = 0,
+        stats: CallStats | None = None,
+    ) -> None:
+        if responses not in ("distribution", "sampled"):
+            raise ConfigError(f"responses must be 'distribution' or 'sampled', got {responses!r}")
+        self.model, self.gateway, self.responses, self.seed, self.stats = model, gateway, responses, seed, stats
+        self.example = gateway.registry.get(EXAMPLE)
+        self.query = gateway.registry.get(QUERY)
+        self._distributions: dict[str, np.ndarray] = {}
+        self._draws: Counter[str] = Counter()  # sampled responses drawn per prompt so far: their sample indexes
+        self._lock = threading.Lock()
+
+    # -- prompts
+
+    def render(self, context: Sequence[Pair]) -> str:
+        return "".join(self.example.render_text(x=x, y=y) for x, y in context)
+
+    def prompt(self, x: str, context: Sequence[Pair]) -> str:
+        return self.render(context) + self.query.render_text(x=x)
+
+    def label_response(self, label: str) -> int | str:
+        """The first token of " label" after "Label:", as an id or (sampled responses) its text."""
+        token = self.model.first_token(self.query.render_text(x="x"), " " + label)
+        return token if self.responses == "distribution" else self.model.token_text(token)
+
+    # -- the CGM protocol
+
+    def imagine(self, context: Sequence[Pair], count: int, rng: np.random.Generator, index: int) -> list[Pair]:
+        return self.imagine_counted(context, count, index)[0]
+
+    def imagine_counted(self, context: Sequence[Pair], count: int, index: int) -> tuple[list[Pair], Counter[str]]:
+        """Completion ``index`` of the context, with the malformed continuations it met."""
+        pairs: list[Pair] = []
+        events: Counter[str] = Counter()
+        for _ in range(count):
+            text = self.render([*context, *pairs])
+            for attempt in range(IMAGINE_ATTEMPTS):
+                reply = self.gateway.complete(
+                    self.model,
+                    self.example,
+                    text,
+                    sample_index=index * IMAGINE_ATTEMPTS + attempt,
+                    stats=self.stats,
+                    seed=self.seed,
+                    stop=[PAIR_END],
+                )
+                if reply.ok:
+                    pairs.append((reply.parsed["x"], reply.parsed["y"]))
+                    break
+                events["imagined_unparsed"] += 1
+            else:
+                events["imagined_dropped"] += 1
+        return pairs, events
+
+    def distribution(self, x: str, context: Sequence[Pair]) -> np.ndarray:
+        prompt = self.prompt(x, context)
+        with self._lock:
+            if prompt not in self._distributions:
+                self._distributions[prompt] = self._forward(prompt, lambda: self.model.next_token_logprobs(prompt))
+            return self._distributions[prompt]
+
+    def sample_responses(self, x: str, context: Sequence[Pair], k: int, rng: np.random.Generator) -> list[Any]:
+        if self.responses == "distribution":
+            p = np.exp(self.distribution(x, context))
+            return [int(t) for t in rng.choice(len(p), size=k, p=p / p.sum())]
+        prompt = self.prompt(x, context)
+        with self._lock:
+            first = self._draws[prompt]
+            self._draws[prompt] += k
+        return [
+            self.gateway.complete(
+                self.model, self.query, prompt, sample_index=first + i, stats=self.stats, seed=self.seed
+            ).text
+            for i in range(k)
+        ]
+
+    def log_prob(self, responses: Sequence[Any], x: str, context: Sequence[Pair]) -> np.ndarray:
+        if self.responses == "distribution":
+            return self.distribution(x, context)[np.asarray(responses, dtype=np.int64)]
+        prompt = self.prompt(x, context)
+        return np.asarray(self._forward(prompt, lambda: self.model.score_many(prompt, list(responses))), np.float64)
+
+    def _forward(self, prompt: str, compute: Callable[[], T]) -> T:
+        """A forward pass over the prompt, counted in the run's stats (recomputed, never cached)."""
+        started = time.perf_counter()
+        out = compute()
+        if self.stats is not None:
+            self.stats.record_forward(self.model.name, token_count(self.model, prompt), time.perf_counter() - started)
+        return out
+
+    def forget(self) -> None:
+        """Drop the distributions kept for one query (each is a vocabulary-sized vector)."""
+        with self._lock:
+            self._distributions.clear()
+
+
+class Completion(TypedDict):
+    index: int
+    pairs: list[Pair]
+    events: dict[str, int]
+
+
+class ImagineInput(TypedDict):
+    index: int
+    context: list[Pair]
+
+
+class PHRState(TypedDict, total=False):
+    context: list[Pair]
+    query: str
+    truth: str | None
+    evaluation: list[Pair]
+    seed: int
+    completions: Annotated[list[Completion], operator.add]
+    estimate: dict[str, Any]
+
+
+def build(
+    cgm: TextICL,
+    m: int = 10,
+    k: int = 50,
+    n_imagined: int = 5,
+    epsilon: float = 0.05,
+    exact: bool = True,
+) -> CompiledStateGraph:
+    """The graph for one model; defaults are the paper's language runs (M = 10, K = 50, N - n = 5)."""
+    if m < 1 or k < 1 or n_imagined < 0:
+        raise ConfigError(f"PHR needs M >= 1, K >= 1 and N - n >= 0; got M={m}, K={k}, N - n={n_imagined}")
+    if not 0 < epsilon < 1:
+        raise ConfigError(f"epsilon must lie in (0, 1), got {epsilon}")
+    if exact and cgm.responses != "distribution":
+        raise ConfigError("exact PHR needs the whole next-token distribution (responses='distribution')")
+
+    def start(state: PHRState) -> dict[str, Any]:
+        if not state.get("query", "").strip():
+            raise ConfigError("PHR needs a query x")
+        if not state.get("context"):
+            raise ConfigError("PHR needs an in-context dataset D_n of at least one (x, y) pair")
+        for pair in state["context"]:
+            if len(pair) != 2 or not str(pair[0]).strip() or not str(pair[1]).strip():
+                raise ConfigError(f"each in-context example is a non-empty (x, y) pair, got {pair!r}")
+        cgm.forget()
+        return {}
+
+    def fan_out(state: PHRState) -> list[Send]:
+        return [Send("imagine", ImagineInput(index=i, context=state["context"])) for i in range(m)]
+
+    def imagine(state: ImagineInput) -> dict[str, Any]:
+        pairs, events = cgm.imagine_counted(state["context"], n_imagined, state["index"])
+        return {"completions": [Completion(index=state["index"], pairs=pairs, events=dict(events))]}
+
+    def estimate(state: PHRState) -> dict[str, Any]:
+        context, x = state["context"], state["query"]
+        rng = np.random.default_rng(state.get("seed", 0))
+        completions = sorted(state["completions"], key=lambda c: c["index"])
+        run = phr_estimate(cgm, x, context, m, n_imagined, k, epsilon, rng, exact, [c["pairs"] for c in completions])
+        total = total_entropy(cgm, x, context, k, rng, exact)
+        out: dict[str, Any] = {
+            "phr": run.phr,
+            "thr": run.thr,
+            "standard_error": run.standard_error,
+            "total_entropy": total,
+            "aleatoric_entropy": run.aleatoric,
+            "mutual_information": mutual_information(total, run.aleatoric),
+            "imagined": run.imagined,
+            "events": dict(sum((Counter(c["events"]) for c in completions), Counter())),
+        }
+        if state.get("evaluation"):
+            out["mhr"] = model_hallucination_rate(cgm, x, context, state["evaluation"], k, epsilon, rng, exact)
+        if state.get("truth"):
+            truth = cgm.label_response(str(state["truth"]))
+            out["error_rate"] = error_rate(cgm, x, context, truth, k, rng, exact)
+            if cgm.responses == "distribution":
+                out["correct"] = int(np.argmax(cgm.distribution(x, context))) == truth
+        if cgm.responses == "distribution":
+            log_probs = cgm.distribution(x, context)
+            top = np.argsort(log_probs)[::-1][:5]
+            out["top_responses"] = [
+                {"token": cgm.model.token_text(int(t)), "p": round(float(np.exp(log_probs[t])), 4)} for t in top
+            ]
+        cgm.forget()
+        return {"estimate": out}
+
+    graph = StateGraph(PHRState)
+    graph.add_node("start", start)
+    graph.add_node("imagine", imagine, input_schema=ImagineInput)
+    graph.add_node("estimate", estimate)
+    graph.add_edge(START, "start")
+    graph.add_conditional_edges("start", fan_out, ["imagine"])
+    graph.add_edge("imagine", "estimate")
+    graph.add_edge("estimate", END)
+    return graph.compile()
+
+
+def run(
+    graph: CompiledStateGraph,
+    context: Sequence[Pair],
+    query: str,
+    stats: CallStats,
+    truth: str | None = None,
+    evaluation: Sequence[Pair] = (),
+    seed: int = 0,
+    on_step: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """One query through a built graph (reused across a benchmark's queries): the estimate dict.
+    ``stats`` is the one the graph's TextICL counts into. The M completions run concurrently under
+    the gateway's per-model limit; a local model takes them one at a time, each reusing the KV cache
+    of the shared context D_n."""
+    state: PHRState = {
+        "context": [tuple(p) for p in context],  # type: ignore[misc]
+        "query": query,
+        "truth": truth,
+        "evaluation": [tuple(p) for p in evaluation],  # type: ignore[misc]
+        "seed": seed,
+    }
+    return dict(run_streamed(graph, state, stats, on_step=on_step)["estimate"])
+
+
+def detect(
+    context: Sequence[Pair],
+    query: str,
+    *,
+    model: str | LogProbModel = "local:qwen2.5-coder-0.5b",
+    truth: str | None = None,
+    evaluation: Sequence[Pair] = (),
+    m: int = 10,
+    k: int = 50,
+    n_imagined: int = 5,
+    epsilon: float = 0.05,
+    exact: bool = True,
+    responses: Responses = "distribution",
+    seed: int = 0,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+) -> DetectionResult:
+    """The PHR of one query given its in-context examples (higher = more likely hallucinated); the
+    evidence holds each completion's THR, the entropies, the imagined datasets, the most likely
+    responses, and MHR / error rate when D_eval / the true label are given."""
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    cgm = TextICL(gw.logprob_model(model), gw, responses, seed, stats)
+    graph = build(cgm, m, k, n_imagined, epsilon, exact)
+    out = run(graph, context, query, stats, truth, evaluation, seed)
+    events = out.pop("events")
+    unit = Unit(text=query, score=out["phr"], evidence=out)
+    meta = stats.meta(
+        METHOD, events=events, M=m, K=k, imagined=n_imagined, epsilon=epsilon, exact=exact, responses=responses
+    )
+    return DetectionResult(method=METHOD, units=[unit], meta=meta)
