@@ -20,7 +20,14 @@ from halluscope.errors import (
     ParseError,
     PromptError,
 )
-from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy, semantic_entropy_paragraph
+from halluscope.graphs import (
+    fibe,
+    phr,
+    selfcheck_prompt,
+    selfcheck_unigram,
+    semantic_entropy,
+    semantic_entropy_paragraph,
+)
 from halluscope.prompts import PromptRegistry, PromptTemplate
 from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
 
@@ -56,6 +63,7 @@ __all__ = [
     "default_gateway",
     "default_local_model",
     "fibe",
+    "phr",
     "load_logprob_model",
     "parse_model_spec",
     "selfcheck_prompt",

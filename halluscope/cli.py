@@ -510,6 +510,48 @@ def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _float_list(text: str, flag: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"{flag} must be comma-separated numbers, got {text!r}") from exc
+
+
+def cmd_bench_phr(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.icl import COLUMNS, run_phr_bench
+    from halluscope.evaluators.report import markdown_table
+
+    result = run_phr_bench(
+        args.task,
+        args.out,
+        model=args.model,
+        ns=_int_list(args.n, "--n"),
+        contexts=args.contexts,
+        queries=args.queries,
+        m=args.M,
+        k=args.K,
+        n_imagined=args.imagined,
+        epsilons=_float_list(args.epsilon, "--epsilon"),
+        eval_size=args.eval_size,
+        exact=not args.draws and not args.sampled,
+        responses="sampled" if args.sampled else "distribution",
+        reuse_prefix=not args.no_prefix_reuse,
+        seed=args.seed,
+        data=args.data,
+        progress=not args.json,
+    )
+    if args.json:
+        _print_json({k: v for k, v in result.items() if k != "records"})
+        return 0
+    print(markdown_table(result["rows"], COLUMNS, digits=3))
+    print(
+        f"random-guess error {result['random_error']:.2f}; {result['meta']['calls']} model calls, "
+        f"{result['meta']['cache_hits']} cached; {result['seconds']:.0f} s; wrote {args.out}/results.json, "
+        "report.md, phr_icl.png"
+    )
+    return 0
+
+
 def cmd_models_list(args: argparse.Namespace) -> int:
     rows = registry_rows()
     if args.json:
@@ -700,6 +742,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/phr-synthetic", help="output directory (default out/phr-synthetic)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_phr_synthetic)
+
+    p = bench.add_parser(
+        "phr",
+        help="PHR on an in-context learning task vs the model hallucination rate and the error rate",
+        description="Jesson et al., Section 3.2: per context size n, response-balanced contexts, a disjoint "
+        "D_eval and held-out queries (<= 116 tokens); the PHR against the MHR at the low epsilon and "
+        "against the empirical error rate at the high one. Defaults are the paper's budget; on a CPU try "
+        "--contexts 8 --queries 5 --M 5.",
+    )
+    p.add_argument("--task", required=True, choices=("sst2", "subj", "agnews", "rte", "wnli", "mqp"))
+    p.add_argument("--n", default="2,4,8,16", help="context sizes, comma-separated (default 2,4,8,16)")
+    p.add_argument("--contexts", type=int, default=50, help="contexts D_n per n (default 50)")
+    p.add_argument("--queries", type=int, default=10, help="queries per context (default 10)")
+    p.add_argument("--M", type=int, default=10, help="imagined completions per context (default 10)")
+    p.add_argument("--K", type=int, default=50, help="responses per draw where drawn (default 50)")
+    p.add_argument("--imagined", type=int, default=5, help="N - n, imagined pairs per completion (default 5)")
+    p.add_argument("--eval-size", type=int, help="|D_eval| for the MHR (default: N - n)")
+    p.add_argument(
+        "--epsilon", default="0.05,0.75", help="low (vs MHR) and high (vs error) epsilon (default 0.05,0.75)"
+    )
+    p.add_argument(
+        "--model",
+        default="local:qwen2.5-coder-0.5b",
+        help="a log-prob model spec (local:, transformers:, openai-compatible:)",
+    )
+    p.add_argument(
+        "--draws", action="store_true", help="K draws from the next-token distribution instead of the exact computation"
+    )
+    p.add_argument(
+        "--sampled",
+        action="store_true",
+        help="K sampled one-token responses scored by teacher forcing (any completion server)",
+    )
+    p.add_argument(
+        "--no-prefix-reuse", action="store_true", help="evaluate every prompt from its first token (local GGUF models)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--out", default="out/phr", help="output directory (default out/phr)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_phr)
 
     models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
         dest="models_command", required=True, metavar="ACTION"

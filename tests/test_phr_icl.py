@@ -6,9 +6,12 @@ real-model tests check the log-prob paths the fake stands in for on Qwen2.5-Code
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample, load_logprob_model
 from halluscope.errors import ConfigError
+from halluscope.evaluators.icl import balanced_context, load_icl_task, run_phr_bench
 from halluscope.graphs import phr
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.phr import categorical_entropy
@@ -216,3 +220,63 @@ def test_imagined_pairs_continue_the_context_on_a_real_model(qwen05: LlamaCppLog
     pairs, events = cgm.imagine_counted(SST2, 2, 0)
     assert len(pairs) + events["imagined_dropped"] == 2
     assert all(x.strip() and y.strip() and "\n\n" not in x for x, y in pairs)
+
+
+# ---------------------------------------------------------------- the ICL tasks and `bench phr`
+
+
+@pytest.mark.parametrize(
+    ("name", "labels", "pool", "queries"),
+    [
+        ("sst2", ("positive", "negative"), 6920, 872),
+        ("subj", ("subjective", "objective"), 8000, 2000),
+        ("agnews", ("World", "Sports", "Business", "Science"), 6080, 1520),
+        ("rte", ("entailment", "not"), 2490, 277),
+        ("wnli", ("entailment", "not"), 635, 71),
+        ("mqp", ("similar", "dissimilar"), 2438, 610),
+    ],
+)
+def test_each_task_loads_with_the_papers_labels(
+    data_dir: Path, name: str, labels: tuple[str, ...], pool: int, queries: int
+) -> None:
+    task = load_icl_task(name, data_dir)
+    assert task.labels == labels and (len(task.pool), len(task.queries)) == (pool, queries)
+    assert {y for _, y in task.pool} == set(labels) == {y for _, y in task.queries}
+    assert all(x.strip() and "\n\n" not in x for x, _ in task.pool + task.queries)
+    if name in ("rte", "wnli", "mqp"):  # pair tasks: the two texts on two lines
+        assert all(x.count("\n") == 1 for x, _ in task.queries)
+    short = task.filtered(lambda text: len(text.split()), limit=20)
+    assert 0 < len(short.queries) < len(task.queries) and all(len(x.split()) <= 20 for x, _ in short.queries)
+
+
+def test_mqp_queries_share_no_question_with_the_demonstrations(data_dir: Path) -> None:
+    task = load_icl_task("mqp", data_dir)
+    assert not {x.split("\n")[0] for x, _ in task.pool} & {x.split("\n")[0] for x, _ in task.queries}
+
+
+def test_contexts_are_response_balanced(data_dir: Path) -> None:
+    task = load_icl_task("agnews", data_dir)
+    rng = np.random.default_rng(0)
+    context = balanced_context(task.pool, task.labels, 8, rng)
+    assert Counter(y for _, y in context) == dict.fromkeys(task.labels, 2)
+    odd = Counter(y for _, y in balanced_context(task.pool, task.labels, 6, rng))
+    assert sorted(odd.values()) == [1, 1, 2, 2]
+    with pytest.raises(ConfigError, match="unknown ICL task"):
+        load_icl_task("imdb", data_dir)
+
+
+def test_bench_phr_writes_the_table_records_and_plot(data_dir: Path, gw: Gateway, tmp_path: Path) -> None:
+    model = DirichletICL(positive_pairs)
+    result = run_phr_bench(
+        "sst2", tmp_path, model=model, ns=(2, 4), contexts=2, queries=3, m=2, data=data_dir, gateway=gw, progress=False
+    )
+    assert [r["n"] for r in result["rows"]] == [2, 4] and len(result["records"]) == 12
+    row = result["rows"][0]
+    # the fake ignores x: n = 2 balanced gives p_n = (2/5, 2/5, 1/5) for every query
+    assert row["error_rate"] == pytest.approx(0.6) and row["queries"] == 6
+    assert set(row) >= {"phr_low", "mhr_low", "mae_mhr", "r2_mhr", "phr_high", "mae_error", "accuracy"}
+    # 2 contexts x M = 2 completions x 5 imagined pairs per n, shared by each context's 3 queries
+    assert result["meta"]["calls"] - result["meta"]["params"]["forward_passes"] == 2 * 2 * 2 * 5
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["rows"] == result["rows"] and (tmp_path / "phr_icl.png").stat().st_size > 0
+    assert "| n | queries |" in (tmp_path / "report.md").read_text()

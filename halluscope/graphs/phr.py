@@ -189,14 +189,16 @@ def build(
     m: int = 10,
     k: int = 50,
     n_imagined: int = 5,
-    epsilon: float = 0.05,
+    epsilon: float | Sequence[float] = 0.05,
     exact: bool = True,
 ) -> CompiledStateGraph:
-    """The graph for one model; defaults are the paper's language runs (M = 10, K = 50, N - n = 5)."""
+    """The graph for one model; defaults are the paper's language runs (M = 10, K = 50, N - n = 5).
+    Several epsilons share one run's completions and distributions (the first is the headline PHR)."""
+    epsilons = (epsilon,) if isinstance(epsilon, int | float) else tuple(epsilon)
     if m < 1 or k < 1 or n_imagined < 0:
         raise ConfigError(f"PHR needs M >= 1, K >= 1 and N - n >= 0; got M={m}, K={k}, N - n={n_imagined}")
-    if not 0 < epsilon < 1:
-        raise ConfigError(f"epsilon must lie in (0, 1), got {epsilon}")
+    if not epsilons or not all(0 < e < 1 for e in epsilons):
+        raise ConfigError(f"epsilon must lie in (0, 1), got {list(epsilons)}")
     if exact and cgm.responses != "distribution":
         raise ConfigError("exact PHR needs the whole next-token distribution (responses='distribution')")
 
@@ -222,20 +224,25 @@ def build(
         context, x = state["context"], state["query"]
         rng = np.random.default_rng(state.get("seed", 0))
         completions = sorted(state["completions"], key=lambda c: c["index"])
-        run = phr_estimate(cgm, x, context, m, n_imagined, k, epsilon, rng, exact, [c["pairs"] for c in completions])
+        imagined = [c["pairs"] for c in completions]
+        by_epsilon: dict[str, dict[str, Any]] = {}
+        for eps in epsilons:
+            run = phr_estimate(cgm, x, context, m, n_imagined, k, eps, rng, exact, imagined)
+            row: dict[str, Any] = {"phr": run.phr, "thr": run.thr, "standard_error": run.standard_error}
+            if state.get("evaluation"):
+                row["mhr"] = model_hallucination_rate(cgm, x, context, state["evaluation"], k, eps, rng, exact)
+            by_epsilon[str(eps)] = row
         total = total_entropy(cgm, x, context, k, rng, exact)
         out: dict[str, Any] = {
-            "phr": run.phr,
-            "thr": run.thr,
-            "standard_error": run.standard_error,
+            **by_epsilon[str(epsilons[0])],
             "total_entropy": total,
             "aleatoric_entropy": run.aleatoric,
             "mutual_information": mutual_information(total, run.aleatoric),
             "imagined": run.imagined,
             "events": dict(sum((Counter(c["events"]) for c in completions), Counter())),
         }
-        if state.get("evaluation"):
-            out["mhr"] = model_hallucination_rate(cgm, x, context, state["evaluation"], k, epsilon, rng, exact)
+        if len(epsilons) > 1:
+            out["by_epsilon"] = by_epsilon
         if state.get("truth"):
             truth = cgm.label_response(str(state["truth"]))
             out["error_rate"] = error_rate(cgm, x, context, truth, k, rng, exact)
@@ -295,7 +302,7 @@ def detect(
     m: int = 10,
     k: int = 50,
     n_imagined: int = 5,
-    epsilon: float = 0.05,
+    epsilon: float | Sequence[float] = 0.05,
     exact: bool = True,
     responses: Responses = "distribution",
     seed: int = 0,
