@@ -19,7 +19,7 @@ import pytest
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample, load_logprob_model
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, PromptError
 from halluscope.evaluators.icl import balanced_context, load_icl_task, run_phr_bench
 from halluscope.graphs import phr
 from halluscope.prompts.registry import PromptRegistry
@@ -165,6 +165,22 @@ def test_sampled_responses_estimate_what_the_distribution_gives_exactly(gw: Gate
     assert sampled.meta.calls - sampled.meta.params["forward_passes"] == 400 * (2 * 2 + 1 + 1)
     with pytest.raises(ConfigError, match="exact PHR needs the whole next-token distribution"):
         phr.detect(CONTEXT, "q", model=model, responses="sampled", gateway=gw)
+
+
+def test_completions_are_cached_by_sample_index_with_the_prompts_parser(gw: Gateway) -> None:
+    model = DirichletICL(positive_pairs)
+    stats = CallStats()
+    first = [gw.complete(model, "phr.example", "ctx", sample_index=i, stats=stats, seed=7) for i in range(2)]
+    assert [r.parsed for r in first] == [{"x": "imagined 7", "y": "positive"}, {"x": "imagined 8", "y": "positive"}]
+    again = gw.complete(model, "phr.example", "ctx", sample_index=1, stats=stats, seed=7)
+    assert again.cached and again.text == first[1].text and (stats.calls, stats.cache_hits) == (2, 1)
+    assert first[0].prompt_ref.startswith("phr.example@1#") and first[0].logprobs == [
+        {"token": first[0].text, "logprob": -1.0}
+    ]
+    with pytest.raises(PromptError, match="chat prompt"):
+        gw.complete(model, "semantic_entropy.answer", "ctx")
+    with pytest.raises(ConfigError, match="unknown call parameter"):
+        gw.complete(model, "phr.example", "ctx", temprature=1.0)
 
 
 def test_bad_input_and_models_without_log_probs_are_clear_errors(gw: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:

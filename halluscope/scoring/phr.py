@@ -112,10 +112,9 @@ def _thr_and_entropy(
     log-probs of responses drawn given D are the ones the quantile is taken over."""
     _check_epsilon(epsilon)
     if exact:
-        given_d = _categorical(cgm).distribution(x, extended)
-        return categorical_thr(given_d, _categorical(cgm).distribution(x, context), epsilon), categorical_entropy(
-            given_d
-        )
+        finite = _categorical(cgm)
+        given_d = finite.distribution(x, extended)
+        return categorical_thr(given_d, finite.distribution(x, context), epsilon), categorical_entropy(given_d)
     scores = cgm.log_prob(cgm.sample_responses(x, extended, k, rng), x, extended)
     quantile = float(np.quantile(scores, epsilon))
     candidates = cgm.sample_responses(x, context, k, rng)
