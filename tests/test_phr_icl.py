@@ -287,6 +287,7 @@ def test_bench_phr_writes_the_table_records_and_plot(data_dir: Path, gw: Gateway
         "sst2", tmp_path, model=model, ns=(2, 4), contexts=2, queries=3, m=2, data=data_dir, gateway=gw, progress=False
     )
     assert [r["n"] for r in result["rows"]] == [2, 4] and len(result["records"]) == 12
+    assert sum(r["calls"] for r in result["records"]) == result["meta"]["calls"]
     row = result["rows"][0]
     # the fake ignores x: n = 2 balanced gives p_n = (2/5, 2/5, 1/5) for every query
     assert row["error_rate"] == pytest.approx(0.6) and row["queries"] == 6

@@ -275,11 +275,20 @@ def run_phr_bench(
             evaluation = [rest[i] for i in rng.choice(len(rest), size=eval_size, replace=False)]
             for q in rng.choice(len(task.queries), size=queries, replace=False):
                 x, truth = task.queries[int(q)]
-                began = time.perf_counter()
+                began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
                 est = phr.run(graph, context, x, stats, truth, evaluation, seed=seed)
                 est.pop("imagined")
                 records.append(
-                    {"n": n, "context": c, "x": x, "truth": truth, **est, "seconds": time.perf_counter() - began}
+                    {
+                        "n": n,
+                        "context": c,
+                        "x": x,
+                        "truth": truth,
+                        **est,
+                        "calls": stats.calls - calls_before,
+                        "prompt_tokens": stats.prompt_tokens - tokens_before,
+                        "seconds": time.perf_counter() - began,
+                    }
                 )
                 bar.update()
                 bar.set_postfix(n=n, phr=f"{est['phr']:.2f}")
