@@ -203,6 +203,7 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 DETECT_METHODS = (
     "semantic-entropy",
     "semantic-entropy-paragraph",
+    "clue",
     "selfcheck-prompt",
     "selfcheck-unigram",
     "fibe",
@@ -344,6 +345,80 @@ def cmd_semantic_entropy_paragraph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scorer(spec: str | None, gateway: Gateway) -> Any:
+    """CLUE's --judge: a model spec for the LLM zero-shot scorer (p(Yes)), or nli:PATH for an NLI checkpoint."""
+    from halluscope.backends.entailment import LLMZeroShot, NLIEntailment, NLIZeroShot
+    from halluscope.graphs.clue import default_scorer
+
+    if not spec:
+        return default_scorer(gateway)
+    if spec.startswith("nli:"):
+        return NLIZeroShot(NLIEntailment(spec[4:]))
+    return LLMZeroShot(spec, gateway=gateway)
+
+
+def cmd_clue(args: argparse.Namespace) -> int:
+    from halluscope.graphs import clue
+
+    if not args.question or not args.question.strip():
+        raise ConfigError("clue needs --question: the prompt that the outputs answer")
+    if not args.model:
+        raise ConfigError("clue needs --model: it extracts the concepts (and samples outputs unless --outputs-file)")
+    outputs = _read_samples(args.outputs_file, "--outputs-file") if args.outputs_file else None
+    gateway = _gateway(args)
+    with tqdm(desc=args.method, unit=" call", leave=False, disable=args.json) as bar:
+        result = clue.detect(
+            args.question,
+            model=args.model,
+            outputs=outputs,
+            scorer=_scorer(args.judge, gateway),
+            n=args.samples or 5,
+            prefilter=args.prefilter,
+            baseline=True,
+            gateway=gateway,
+            stats=CallStats(on_reply=bar.update),
+        )
+    if args.json:
+        print(result.to_json())
+        return 0
+    print(f"clue: concept uncertainty U(c) in nats over {result.meta.params['n']} outputs, higher = more uncertain")
+    for unit in result.units:
+        merged = unit.evidence["merged"]
+        print(f"  {unit.score:6.3f}  {unit.text}" + (f"  (merged: {'; '.join(merged)})" if merged else ""))
+    m = result.meta
+    print(
+        f"{m.params['concepts_extracted']} concepts extracted, {m.params['concepts_kept']} kept "
+        f"({m.params['merge_pairs']} pairs asked in merging); {m.calls} model calls, {m.cache_hits} cache hits, "
+        f"{m.seconds:.1f} s"
+    )
+    if m.events:
+        print(_handled(m.events))
+    return 0
+
+
+def cmd_diversity(args: argparse.Namespace) -> int:
+    from halluscope.graphs import clue
+
+    outputs = _read_samples(args.outputs_file, "--outputs-file")
+    subconcepts = [c.strip() for c in args.subconcepts.split(",") if c.strip()]
+    gateway = _gateway(args)
+    stats = CallStats()
+    out = clue.diversity(outputs, subconcepts, _scorer(args.judge, gateway), stats)
+    summary = {"concept": args.concept, **{k: v for k, v in out.items() if k != "matrix"}, "calls": stats.calls}
+    if args.json:
+        _print_json({**summary, "matrix": out["matrix"]})
+        return 0
+    print(f"diversity of {args.concept!r} over {len(outputs)} outputs (CLUE Section 5.3)")
+    for name, u, count in zip(out["subconcepts"], out["uncertainty"], out["counts"], strict=True):
+        print(f"  {name:30s} U {u:7.3f}   outputs assigned {count}")
+    print(f"harmonic mean {out['harmonic_mean']:.3f}   entropy {out['entropy']:.3f} nats")
+    print(
+        f"{stats.calls} model calls, {stats.cache_hits} cache hits"
+        + (f"; {out['unscored']} unscored" if out["unscored"] else "")
+    )
+    return 0
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
 
@@ -351,6 +426,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         return cmd_semantic_entropy(args)
     if args.method == "semantic-entropy-paragraph":
         return cmd_semantic_entropy_paragraph(args)
+    if args.method == "clue":
+        return cmd_clue(args)
     text = _text(args)
     samples = _read_samples(args.samples_file) if args.samples_file else None
     concept = selfcheck_prompt.concept_from_prompt(args.question) if args.question else None
@@ -476,6 +553,50 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
     print(
         f"{summary['calls']} model calls ({summary['pairs_judged']} pairs judged), {summary['cache_hits']} cache hits, "
         f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md, roc.png"
+    )
+    return 0
+
+
+def cmd_bench_clue(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.clue import SUBSETS, run_clue_bench
+
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    gateway = _gateway(args)
+    run = run_clue_bench(
+        args.out,
+        model=args.model,
+        scorer=_scorer(args.judge, gateway),
+        gateway=gateway,
+        data=args.data,
+        limit=args.limit,
+        n=args.samples,
+        theta_h=args.theta_h,
+        theta_l=args.theta_l,
+        prefilter=args.prefilter,
+        progress=not args.json,
+    )
+    summary = {k: v for k, v in run.items() if k != "questions"}
+    if args.json:
+        _print_json(summary)
+        return 0
+
+    def num(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    print(f"CLUE on QNLI: {summary['n_questions']} questions, {summary['concepts_per_question']:.1f} concepts each")
+    for key, name in SUBSETS:
+        c = summary["correlation"][key]
+        print(f"  Pearson(U, S^a) {key} ({name}): {num(c['mean'])}  (paper {c['paper']:.3f})")
+    for method in ("CLUE", "baseline"):
+        d = summary["detection"][method]
+        print(
+            f"  {method}: macro AUROC {num(d['macro_auroc'])} AUPRC {num(d['macro_auprc'])}, "
+            f"micro AUROC {num(d['micro_auroc'])} AUPRC {num(d['micro_auprc'])}"
+        )
+    print(
+        f"{summary['calls']} model calls, {summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} min; "
+        f"wrote {args.out}/results.json, report.md, correlation.png, roc.png, pr.png"
     )
     return 0
 
@@ -675,11 +796,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--samples",
         type=int,
         help="N: FIBE's exam answers, SCGP's samples to regenerate when none are given (default 5); "
-        "M: semantic entropy's sampled answers (default 10)",
+        "M: semantic entropy's sampled answers (default 10); N: clue's sampled outputs (default 5)",
     )
     p.add_argument("--samples-file", help="samples you already have: a JSON list, or texts separated by '---' lines")
     p.add_argument("--answers-file", help="semantic-entropy: answers you already have (same formats)")
-    _judge_options(p, "semantic entropy", strictness=True)
+    p.add_argument("--outputs-file", help="clue: outputs you already have (same formats); default: sample N = 5")
+    p.add_argument(
+        "--prefilter",
+        type=float,
+        metavar="COS",
+        help="clue: ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
+    )
+    _judge_options(p, "semantic entropy (entailment) and clue (zero-shot scorer)", strictness=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_detect)
 
@@ -783,6 +911,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/phr", help="output directory (default out/phr)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_phr)
+
+    p = bench.add_parser(
+        "clue",
+        parents=[common],
+        help="CLUE's QA protocol on QNLI: U(c) vs answer concept scores, concept-level hallucination detection",
+        description="Wang et al., Sections 5.1-5.2: per question, D_R / D_L / D_I answers; mean Pearson of U(c) "
+        "with each answer's concept scores, and detection of hallucinated concepts on D_R against the "
+        "question-relevance baseline (macro and micro AUROC/AUPRC).",
+    )
+    p.add_argument("--dataset", default="qnli", choices=("qnli",))
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
+    p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
+    p.add_argument("--samples", type=int, default=5, help="N outputs per question (default 5)")
+    p.add_argument("--theta-h", type=float, default=0.9, help="S^a above it: entailed concept (default 0.9)")
+    p.add_argument("--theta-l", type=float, default=0.1, help="S^a below it: hallucinated concept (default 0.1)")
+    p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--out", default="out/clue", help="output directory (default out/clue)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_clue)
+
+    p = sub.add_parser(
+        "diversity",
+        parents=[common],
+        help="CLUE's conceptual diversity of outputs (harmonic mean and entropy over lower-level concepts)",
+    )
+    p.add_argument("--outputs-file", required=True, help="the outputs: a JSON list, or texts separated by '---' lines")
+    p.add_argument("--concept", required=True, help="the upper-level concept, e.g. tone")
+    p.add_argument("--subconcepts", required=True, help='lower-level concepts, comma-separated: "happy tone,sad tone"')
+    p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diversity)
 
     models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
         dest="models_command", required=True, metavar="ACTION"

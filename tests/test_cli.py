@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -304,6 +305,34 @@ def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture
     assert [u.parsed for u in result.units] == [False, False]
 
 
+def test_detect_clue_and_diversity_from_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A server that answers Yes (log-prob -0.05, no top list) to everything: each output's concept list
+    is 'Yes', pooled once; each score is p(Yes) = exp(-0.05), so U = 0.05 nats."""
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text('["Steve Jobs founded Apple.", "Apple was founded in 1976."]')
+    with StubAPI(answer="Yes") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#m"
+        code, out, _ = run(
+            capsys, "detect", "clue", "--question", "Who founded Apple?", "--outputs-file", str(outputs),
+            "--model", spec, "--judge", spec, "--json",
+        )  # fmt: skip
+        result = DetectionResult.from_json(out)
+        # 2 extractions, 2 scores, the baseline
+        assert code == 0 and result.meta.calls == 2 + 2 + 1 == len(stub.requests)
+        assert [u.text for u in result.units] == ["Yes"] and result.units[0].score == pytest.approx(0.05)
+        assert result.units[0].evidence["question_relevance"] == pytest.approx(math.exp(-0.05))
+        assert sum(bool(r["body"].get("logprobs")) for r in stub.requests) == 3  # the scorer asks for p(Yes)
+
+        code, out, _ = run(
+            capsys, "diversity", "--outputs-file", str(outputs), "--concept", "tone",
+            "--subconcepts", "happy tone, sad tone", "--judge", spec, "--json",
+        )  # fmt: skip
+    div = json.loads(out)
+    assert code == 0 and div["calls"] == 4 and div["counts"] == [2, 0]  # a tie goes to the first
+    assert div["uncertainty"] == pytest.approx([0.05, 0.05]) and div["entropy"] == 0.0
+    assert div["harmonic_mean"] == pytest.approx(0.05)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -325,6 +354,9 @@ def test_detect_fibe_variant_from_the_command_line(capsys: pytest.CaptureFixture
         (["selfcheck-unigram", "--text", "  "], "the text to check is empty"),
         (["selfcheck-unigram", "--file", "/nonexistent.txt"], "cannot read --file"),
         (["selfcheck-unigram", "--text", "A b.", "--samples-file", "/nonexistent.json"], "cannot read --samples-file"),
+        (["clue", "--model", "local:smollm2-135m"], "clue needs --question"),
+        (["clue", "--question", "Q?"], "clue needs --model"),
+        (["clue", "--question", "Q?", "--model", "local:smollm2-135m", "--outputs-file", "/nope"], "cannot read"),
     ],
 )
 def test_detect_errors_name_the_problem(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:

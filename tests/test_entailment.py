@@ -218,3 +218,34 @@ def test_the_default_local_judge_is_useful(gateway: Gateway) -> None:
     for r in results:
         assert r.probs is not None and sum(r.probs.values()) == pytest.approx(1.0)
         assert max(r.probs, key=lambda k: r.probs[k]) == r.label  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_nli_zero_shot_ignores_neutral(tiny_nli: Path) -> None:
+    """CLUE's Appendix A: softmax over the entailment and contradiction logits only."""
+    from halluscope.backends.entailment import NLIZeroShot
+
+    nli = NLIEntailment(tiny_nli)
+    scores = NLIZeroShot(nli).scores(PAIRS)
+    for row, score in zip(nli.logits(PAIRS), scores, strict=True):
+        ent, con = row[2], row[0]  # id2label: 0 contradiction, 2 entailment
+        assert score == pytest.approx(math.exp(ent) / (math.exp(ent) + math.exp(con)))
+
+
+def test_llm_zero_shot_reads_p_yes_from_a_real_model(gateway: Gateway) -> None:
+    from halluscope.backends.entailment import LLMZeroShot, yes_probability
+
+    scorer = LLMZeroShot("local:smollm2-135m", gateway=gateway)
+    pair = ("Paris is the capital of France.", "This example is about France")
+    (score,) = scorer.scores([pair])
+    assert score is not None and 0.0 < score < 1.0
+    reply = gateway.call("local:smollm2-135m", "clue.zero_shot", {"premise": pair[0], "hypothesis": pair[1]})
+    assert reply.cached and yes_probability(reply.logprobs) == score  # every pair is cached
+
+
+def test_llm_zero_shot_refuses_a_provider_without_logprobs(monkeypatch: pytest.MonkeyPatch, gateway: Gateway) -> None:
+    from halluscope.backends.entailment import LLMZeroShot
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    with pytest.raises(ConfigError, match="no log-probabilities"):
+        LLMZeroShot("anthropic:claude-sonnet-4-5", gateway=gateway)

@@ -1,10 +1,12 @@
 """Entailment: does a premise entail a hypothesis (optionally, as answers to a question)?
 
-Two backends behind one interface: an LLM judge with the semantic-entropy paper's prompt (through
-the gateway, so cached and limited; label probabilities from the label tokens' log-probs where the
-provider has them), and an NLI classifier (DeBERTa/BART/RoBERTa-MNLI via transformers) for users
-who have a checkpoint. ``bidirectional`` follows the official semantic-entropy code: strict = both
-directions entailment; lax = no contradiction either way and not both neutral.
+``Entailment`` gives labels (semantic entropy's clustering); ``ZeroShot`` gives the probability of
+entailment (CLUE's zero-shot classifier). Two backends behind each: an LLM (through the gateway, so
+cached and limited) and an NLI classifier (DeBERTa/BART/RoBERTa-MNLI via transformers) for users who
+have a checkpoint. The LLM judge of labels asks the semantic-entropy paper's prompt (label
+probabilities from the label tokens' log-probs where the provider has them); the LLM zero-shot
+scorer asks Yes/No and reads p(Yes). ``bidirectional`` follows the official semantic-entropy code:
+strict = both directions entailment; lax = no contradiction either way and not both neutral.
 """
 
 from __future__ import annotations
@@ -184,3 +186,76 @@ class NLIEntailment(Entailment):
             best: Label = max(self.index, key=lambda label: probs[label])
             judgements.append(Judgement(best, probs))
         return judgements
+
+    def entail_probs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """The zero-shot classifier's probability (bart-large-mnli's convention, CLUE Appendix A):
+        softmax over the entailment and contradiction logits only, neutral ignored."""
+        out = []
+        for row in self.logits(pairs):
+            ent, con = row[self.index["entailment"]], row[self.index["contradiction"]]
+            out.append(1.0 / (1.0 + math.exp(con - ent)))
+        return out
+
+
+def yes_probability(logprobs: Sequence[dict[str, Any]] | None) -> float | None:
+    """p(Yes) / (p(Yes) + p(No)) from the first answer token's top log-probs; None when neither is there.
+    Without top log-probs, the chosen token alone: p for Yes, 1 - p for No."""
+    for entry in logprobs or []:
+        if not entry["token"].strip():
+            continue  # leading whitespace tokens
+        if not entry.get("top_logprobs"):
+            word, p = entry["token"].strip().lower(), math.exp(entry["logprob"])
+            return p if word == "yes" else 1.0 - p if word == "no" else None
+        mass = {"yes": 0.0, "no": 0.0}
+        for top in entry["top_logprobs"]:
+            word = top["token"].strip().lower()
+            if word in mass:
+                mass[word] += math.exp(top["logprob"])
+        total = mass["yes"] + mass["no"]
+        return mass["yes"] / total if total > 0 else None
+    return None
+
+
+class ZeroShot(ABC):
+    """f(premise, hypothesis): the probability that the premise entails the hypothesis (CLUE's scorer)."""
+
+    name: str
+
+    @abstractmethod
+    def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
+        """One probability per pair, in order; None where the scorer's answer gave none (recorded by callers)."""
+
+
+class NLIZeroShot(ZeroShot):
+    """An NLI checkpoint as the zero-shot classifier (the paper's bart-large-mnli), batched."""
+
+    def __init__(self, nli: NLIEntailment) -> None:
+        self.nli = nli
+        self.name = nli.name
+
+    def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
+        return list(self.nli.entail_probs(pairs))
+
+
+class LLMZeroShot(ZeroShot):
+    """An LLM asked Yes/No (``clue.zero_shot``) through the gateway, so every pair is cached; the
+    probability comes from the Yes/No log-probs, so the model must give them (not Anthropic)."""
+
+    def __init__(self, model: ModelLike, gateway: Gateway | None = None, prompt: str = "clue.zero_shot") -> None:
+        self.gateway = gateway or default_gateway()
+        self.model = model
+        self.prompt = prompt
+        self.name = self.gateway.model(model).key
+        if self.gateway.model(model).provider == "anthropic":
+            raise ConfigError(
+                f"{self.name} gives no log-probabilities, which CLUE's LLM scorer reads p(Yes) from: "
+                "use a local, openai or openai-compatible judge, or nli:PATH"
+            )
+
+    def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
+        def one(pair: tuple[str, str]) -> float | None:
+            reply = self.gateway.call(self.model, self.prompt, {"premise": pair[0], "hypothesis": pair[1]}, stats=stats)
+            return yes_probability(reply.logprobs)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
+            return list(pool.map(one, pairs))

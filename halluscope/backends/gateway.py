@@ -49,8 +49,9 @@ ModelLike = str | BaseChatModel
 class CallStats:
     """Counters of one run, safe to share across threads and tasks of that run."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_reply: Callable[[], None] | None = None) -> None:
         self._lock = threading.Lock()
+        self.on_reply = on_reply  # called after each reply or forward pass recorded: drives progress bars
         self.started = time.perf_counter()
         self.calls = 0
         self.cache_hits = 0
@@ -76,6 +77,8 @@ class CallStats:
                 self.model_seconds += seconds
             if reply.parse_error is not None:
                 self.parse_failures += 1
+        if self.on_reply is not None:
+            self.on_reply()
 
     def record_forward(self, model: str, prompt_tokens: int, seconds: float) -> None:
         """A deterministic forward pass (teacher forcing, a next-token distribution): a model call that
@@ -86,6 +89,8 @@ class CallStats:
             self.forward_passes += 1
             self.prompt_tokens += prompt_tokens
             self.model_seconds += seconds
+        if self.on_reply is not None:
+            self.on_reply()
 
     def add_retry(self) -> None:
         with self._lock:

@@ -1,5 +1,13 @@
-"""Pure scoring functions (entropies, clustering, SelfCheck, SBC, FEWL, PHR); imports nothing of halluscope."""
+"""Pure scoring functions (entropies, clustering, SelfCheck, SBC, CLUE, FEWL, PHR); imports nothing of halluscope."""
 
+from halluscope.scoring.clue import (
+    assignment_counts,
+    concept_labels,
+    concept_uncertainties,
+    concept_uncertainty,
+    entropy_diversity,
+    harmonic_mean_diversity,
+)
 from halluscope.scoring.selfcheck import UnigramScore, scgp_score, supported_value, unigram_scores
 from halluscope.scoring.semantic_entropy import (
     cluster_logprobs,
@@ -14,6 +22,12 @@ from halluscope.scoring.semantic_entropy import (
 
 __all__ = [
     "UnigramScore",
+    "assignment_counts",
+    "concept_labels",
+    "concept_uncertainties",
+    "concept_uncertainty",
+    "entropy_diversity",
+    "harmonic_mean_diversity",
     "cluster_logprobs",
     "discrete_semantic_entropy",
     "greedy_cluster",

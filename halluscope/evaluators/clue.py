@@ -1,0 +1,318 @@
+"""CLUE's QA protocol (Wang et al., Sections 5.1-5.2) on QNLI.
+
+Per question, three answers: D_R (a sentence labelled entailment: it answers the question), D_L (a
+sentence labelled not_entailment for the same question) and D_I (a sentence of another question).
+CLUE samples N outputs for the question and gives U(c) for each pooled concept; each answer's concept
+scores S^a = f(a, "This example is about c") are the ground truth.
+
+- Correlation (5.2.1): per question and subset, Pearson of U(c) against S^a over the concepts; the
+  mean over questions (paper, QNLI: D_R -0.488, D_L -0.284, D_I -0.092).
+- Detection (5.2.2), on D_R only: a concept is hallucinated (1) if S^a < theta_l, entailed (0) if
+  S^a > theta_h, left out otherwise; CLUE scores it by U(c), the baseline by 1 - f(question, "This
+  question is relevant to c"); macro (per question with both classes, averaged) and micro (pooled)
+  AUROC and AUPRC (paper, QNLI: CLUE macro AUROC 0.867 vs 0.761).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.embeddings import Embedder
+from halluscope.backends.entailment import ZeroShot
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.errors import ConfigError, DataError
+from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.metrics import auc_pr, auc_roc, both_classes
+from halluscope.evaluators.report import markdown_table, write_curves, write_json
+from halluscope.graphs import clue
+from halluscope.scoring import concept_labels
+
+SUBSETS = (("D_R", "relevant"), ("D_L", "less relevant"), ("D_I", "irrelevant"))
+PAPER_CORRELATION = {"D_R": -0.488, "D_L": -0.284, "D_I": -0.092}  # Table 3, QNLI
+PAPER_DETECTION = {  # Table 4, QNLI: macro AUROC, macro AUPRC, micro AUROC, micro AUPRC
+    "CLUE": (0.867, 0.899, 0.841, 0.884),
+    "baseline": (0.761, 0.798, 0.76, 0.789),
+}
+THETA_H, THETA_L = 0.9, 0.1  # not stated in the paper (Figure 4 varies them); ours, and options
+
+
+@dataclass(frozen=True)
+class QnliItem:
+    index: int
+    question: str
+    relevant: str  # D_R
+    less_relevant: str  # D_L
+    irrelevant: str  # D_I
+
+    def answers(self) -> dict[str, str]:
+        return {"D_R": self.relevant, "D_L": self.less_relevant, "D_I": self.irrelevant}
+
+
+def load_qnli(data: str | Path | None = None, limit: int | None = None, seed: int = 0) -> list[QnliItem]:
+    """The first ``limit`` QNLI dev questions (file order) that have both an entailment and a
+    not_entailment sentence; the first sentence of each label, and for D_I a seeded random sentence
+    of another question."""
+    path = dataset_dir("qnli", data) / "dev.tsv"
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc}") from exc
+    if not rows or not {"question", "sentence", "label"} <= set(rows[0]):
+        raise DataError(f"{path}: expected the columns question, sentence, label")
+    by_question: dict[str, dict[str, str]] = {}
+    for row in rows:
+        by_question.setdefault(row["question"], {}).setdefault(row["label"], row["sentence"])
+    rng = random.Random(seed)
+    items: list[QnliItem] = []
+    for question, labels in by_question.items():
+        if limit is not None and len(items) >= limit:
+            break
+        if "entailment" not in labels or "not_entailment" not in labels:
+            continue
+        other = rng.choice(rows)
+        while other["question"] == question:
+            other = rng.choice(rows)
+        items.append(QnliItem(len(items), question, labels["entailment"], labels["not_entailment"], other["sentence"]))
+    return items
+
+
+def pearson(x: list[float], y: list[float]) -> float | None:
+    """Pearson correlation; None when undefined (fewer than 2 points, or a constant vector)."""
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.size < 2 or a.std() == 0 or b.std() == 0:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _fraction(x100: float | None) -> float | None:
+    return None if x100 is None else x100 / 100
+
+
+def _detection(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Macro (per question with both classes) and micro (pooled) AUROC/AUPRC for CLUE and the baseline."""
+    out: dict[str, Any] = {}
+    for name, key in (("CLUE", "uncertainty"), ("baseline", "baseline_risk")):
+        per_question: list[tuple[float, float]] = []
+        ys: list[int] = []
+        ss: list[float] = []
+        for r in records:
+            keep = [j for j, label in enumerate(r["labels"]) if label != -1]
+            y = np.array([r["labels"][j] for j in keep], dtype=int)
+            s = np.array([r[key][j] for j in keep], dtype=np.float64)
+            ys.extend(y.tolist())
+            ss.extend(s.tolist())
+            if both_classes(y):
+                per_question.append((float(auc_roc(y, s) or 0) / 100, float(auc_pr(y, s) or 0) / 100))
+        y_all, s_all = np.array(ys, dtype=int), np.array(ss, dtype=np.float64)
+        out[name] = {
+            "macro_auroc": float(np.mean([a for a, _ in per_question])) if per_question else None,
+            "macro_auprc": float(np.mean([p for _, p in per_question])) if per_question else None,
+            "micro_auroc": _fraction(auc_roc(y_all, s_all)),
+            "micro_auprc": _fraction(auc_pr(y_all, s_all)),
+            "questions_with_both_classes": len(per_question),
+            "concepts_labelled": int(y_all.size),
+            "hallucinated": int(y_all.sum()),
+        }
+    return out
+
+
+def run_clue_bench(
+    out: str | Path,
+    *,
+    model: ModelLike,
+    scorer: ZeroShot,
+    gateway: Gateway,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    n: int = 5,
+    theta_h: float = THETA_H,
+    theta_l: float = THETA_L,
+    prefilter: float | None = None,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run CLUE on each QNLI question with its three answers; write results.json, report.md, plots."""
+    from tqdm import tqdm
+
+    concept_labels([], theta_h, theta_l)  # bad thresholds fail before any model call
+    items = load_qnli(data, limit)
+    if not items:
+        raise ConfigError("no QNLI question to run (--limit must be at least 1)")
+    graph = clue.build(model, scorer, gateway, n=n, prefilter=prefilter, embedder=embedder)
+    records: list[dict[str, Any]] = []
+    with tqdm(desc="clue qnli", unit=" call", disable=not progress) as bar:
+        stats = CallStats(on_reply=bar.update)
+        for item in items:
+            bar.set_postfix(question=f"{item.index + 1}/{len(items)}")
+            before_calls, before_hits = stats.calls, stats.cache_hits
+            run = clue.run(graph, item.question, stats, references=item.answers(), baseline=True)
+            answer_scores = run["references"]
+            record: dict[str, Any] = {
+                "index": item.index,
+                "question": item.question,
+                "answers": item.answers(),
+                "outputs": run["outputs"],
+                "extracted": run["extracted"],
+                "concepts": run["pool"],
+                "merged": run["merged"],
+                "merge_pairs": run["merge_pairs"],
+                "matrix": run["matrix"],
+                "uncertainty": run["uncertainty"],
+                "answer_scores": answer_scores,
+                "question_relevance": run["baseline"],
+                "baseline_risk": [1.0 - s for s in run["baseline"] or []],
+                "labels": concept_labels(answer_scores.get("D_R", []), theta_h, theta_l),
+                "correlation": {
+                    k: pearson(run["uncertainty"], answer_scores[k]) for k, _ in SUBSETS if k in answer_scores
+                },
+                "events": run["events"],
+                "calls": stats.calls - before_calls,
+                "cache_hits": stats.cache_hits - before_hits,
+            }
+            records.append(record)
+    meta = stats.meta(clue.METHOD)
+    correlation = {}
+    for key, _ in SUBSETS:
+        values = [r["correlation"][key] for r in records if r["correlation"].get(key) is not None]
+        correlation[key] = {
+            "mean": float(np.mean(values)) if values else None,
+            "questions": len(values),
+            "paper": PAPER_CORRELATION[key],
+        }
+    summary = {
+        "dataset": "qnli",
+        "method": clue.METHOD,
+        "model": str(model),
+        "scorer": scorer.name,
+        "n": n,
+        "theta_h": theta_h,
+        "theta_l": theta_l,
+        "merge_threshold": clue.MERGE_THRESHOLD,
+        "merge_prefilter": prefilter,
+        "n_questions": len(records),
+        "concepts_per_question": float(np.mean([len(r["concepts"]) for r in records])),
+        "merged_per_question": float(np.mean([sum(map(len, r["merged"].values())) for r in records])),
+        "merge_pairs": sum(r["merge_pairs"] for r in records),
+        "calls": meta.calls,
+        "cache_hits": meta.cache_hits,
+        "tokens": meta.tokens.model_dump(),
+        "seconds": meta.seconds,
+        "prompts": meta.prompts,
+        "events": _summed([r["events"] for r in records]),
+        "correlation": correlation,
+        "detection": _detection(records),
+    }
+    out_dir = Path(out)
+    write_json(out_dir / "results.json", {**summary, "questions": records})
+    _write_report(out_dir, summary, records)
+    return {**summary, "questions": records}
+
+
+def _summed(events: list[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for e in events:
+        for k, v in e.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    corr_rows = [
+        {
+            "subset": f"{key} ({name})",
+            "ours": summary["correlation"][key]["mean"],
+            "questions": summary["correlation"][key]["questions"],
+            "paper": PAPER_CORRELATION[key],
+        }
+        for key, name in SUBSETS
+    ]
+    det_rows = []
+    for method, paper in PAPER_DETECTION.items():
+        d = summary["detection"][method]
+        label = "CLUE" if method == "CLUE" else "question relevance (baseline)"
+        det_rows.append(
+            {
+                "method": label,
+                **{k: d[k] for k in ("macro_auroc", "macro_auprc", "micro_auroc", "micro_auprc")},
+                "paper": " / ".join(f"{x:.3f}" for x in paper),
+            }
+        )
+    d = summary["detection"]["CLUE"]
+    _correlation_plot(out_dir / "correlation.png", summary)
+    curves = []
+    for method, key in (("CLUE", "uncertainty"), ("question relevance", "baseline_risk")):
+        y = [label for r in records for label in r["labels"] if label != -1]
+        s = [r[key][j] for r in records for j, label in enumerate(r["labels"]) if label != -1]
+        curves.append((method, np.array(y, dtype=int), np.array(s, dtype=np.float64)))
+    title = f"QNLI D_R: hallucinated concepts, {d['concepts_labelled']} labelled"
+    write_curves(out_dir / "roc.png", curves, "roc", title)
+    write_curves(out_dir / "pr.png", curves, "pr", title)
+    events = ", ".join(f"{k} {v}" for k, v in sorted(summary["events"].items())) or "none"
+    prefilter = summary["merge_prefilter"]
+    (out_dir / "report.md").write_text(
+        f"# CLUE on QNLI\n\n"
+        f"{summary['n_questions']} questions (the first QNLI dev questions with both an entailment and a "
+        f"not_entailment sentence); N = {summary['n']} outputs by {summary['model']} at temperature 1, concepts "
+        f"extracted by the same model (Table 7 prompt, temperature 0); zero-shot scorer {summary['scorer']}; "
+        f"concepts merged when both mutual scores exceed {summary['merge_threshold']}"
+        + (f" (pairs with embedding cosine below {prefilter} are not asked)" if prefilter is not None else "")
+        + f". {summary['concepts_per_question']:.1f} concepts kept per question, "
+        f"{summary['merged_per_question']:.1f} merged.\n\n"
+        "## Correlation of U(c) with the answer concept score S^a (mean Pearson over questions)\n\n"
+        + markdown_table(
+            corr_rows,
+            (("subset", "subset"), ("ours", "ours"), ("questions", "questions"), ("paper", "paper (Table 3)")),
+            3,
+        )
+        + "\n\n![correlation](correlation.png)\n\n"
+        "## Concept-level hallucination detection on D_R "
+        f"(theta_h = {summary['theta_h']}, theta_l = {summary['theta_l']})\n\n"
+        f"{d['concepts_labelled']} concepts labelled ({d['hallucinated']} hallucinated), "
+        f"{d['questions_with_both_classes']} questions with both classes (macro averages over these).\n\n"
+        + markdown_table(
+            det_rows,
+            (
+                ("method", "method"),
+                ("macro_auroc", "macro AUROC"),
+                ("macro_auprc", "macro AUPRC"),
+                ("micro_auroc", "micro AUROC"),
+                ("micro_auprc", "micro AUPRC"),
+                ("paper", "paper (Table 4, same order)"),
+            ),
+            3,
+        )
+        + "\n\n![ROC](roc.png) ![PR](pr.png)\n\n"
+        f"{summary['calls']} model calls ({summary['merge_pairs']} concept pairs asked in merging), "
+        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes; bad answers handled: {events}.\n",
+        encoding="utf-8",
+    )
+
+
+def _correlation_plot(path: Path, summary: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k, _ in SUBSETS]
+    ours = [summary["correlation"][k]["mean"] for k in keys]
+    fig, ax = plt.subplots(figsize=(5.5, 4), dpi=120)
+    x = np.arange(len(keys))
+    ax.bar(x - 0.2, [math.nan if v is None else v for v in ours], 0.4, label="halluscope")
+    ax.bar(x + 0.2, [PAPER_CORRELATION[k] for k in keys], 0.4, label="paper (Table 3)")
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_xticks(x, [f"{k}\n{name}" for k, name in SUBSETS])
+    ax.set_ylabel("mean Pearson(U(c), S^a)")
+    ax.set_title(f"QNLI, {summary['n_questions']} questions")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,360 @@
+"""CLUE, concept-level uncertainty (Wang et al.), as a LangGraph graph:
+
+    [sample N outputs at temperature 1 with the paper's prompt, fanned out, unless given]
+      -> extract concepts from each output (Table 7's one-shot prompt, temperature 0), fanned out
+      -> pool them and merge equivalent ones (both mutual zero-shot scores > 0.99, premise = one
+         concept, hypothesis "This concept is similar to {other}"; greedy, the first seen is kept)
+      -> score every pooled concept against every output: f(o_i, "This example is about {c}"),
+         fanned out per output (and against reference texts, and the question baseline, on request)
+      -> U(c) = -(1/N) sum_i log f(o_i, c), concepts sorted by uncertainty.
+
+Calls: N samples (none when given) + N extractions + the merge's scorer calls (a forward score per
+pair of concepts compared, a backward one only when the forward passes) + N x |pool| scores
+(+ |pool| per reference text, + |pool| for the baseline).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.embeddings import Embedder
+from halluscope.backends.entailment import LLMZeroShot, ZeroShot
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.local import default_local_model
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import run_streamed, sample_answer, stats_of
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring import (
+    assignment_counts,
+    concept_uncertainties,
+    entropy_diversity,
+    greedy_cluster,
+    harmonic_mean_diversity,
+)
+from halluscope.scoring.clue import FLOOR
+
+METHOD = "clue"
+SAMPLE = "clue.sample"
+CONCEPTS = "clue.concepts"
+SAMPLE_MAX_TOKENS = 128  # "one single sentence with details"
+CONCEPTS_MAX_TOKENS = 160
+MERGE_THRESHOLD = 0.99
+UNSCORED = 0.5  # a scorer answer with neither Yes nor No: no evidence either way (recorded as an event)
+SIMILAR = "This concept is similar to {}"
+ABOUT = "This example is about {}"
+RELEVANT = "This question is relevant to {}"
+BASELINE = "question"
+
+
+class Extracted(TypedDict):
+    i: int
+    concepts: list[str]
+    raw: str
+    parsed: bool
+
+
+class Row(TypedDict):
+    name: str  # an output index as text, a reference's name, or BASELINE
+    scores: list[float]
+    unscored: int
+
+
+class ScoreInput(TypedDict):
+    name: str
+    premise: str
+    hypotheses: list[str]
+
+
+class ClueState(TypedDict, total=False):
+    question: str
+    given: list[str]
+    references: dict[str, str]
+    baseline: bool
+    sampled: Annotated[list[tuple[int, str]], operator.add]
+    extracted: Annotated[list[Extracted], operator.add]
+    outputs: list[str]
+    pool: list[str]
+    merged: dict[str, list[str]]
+    merge_pairs: int
+    rows: Annotated[list[Row], operator.add]
+
+
+def default_scorer(gateway: Gateway | None = None) -> LLMZeroShot:
+    """The strongest installed local model as the zero-shot scorer (Yes/No log-probs)."""
+    return LLMZeroShot(f"local:{default_local_model()}", gateway=gateway)
+
+
+def _pooled(extracted: Sequence[Extracted]) -> list[str]:
+    """Every output's concepts in output order, identical ones (case and spacing aside) once."""
+    seen: dict[str, str] = {}
+    for item in sorted(extracted, key=lambda e: e["i"]):
+        for concept in item["concepts"]:
+            seen.setdefault(re.sub(r"\s+", " ", concept.strip().lower()), concept.strip())
+    return list(seen.values())
+
+
+def merge_concepts(
+    concepts: Sequence[str],
+    scorer: ZeroShot,
+    threshold: float = MERGE_THRESHOLD,
+    prefilter: float | None = None,
+    embedder: Embedder | None = None,
+    stats: CallStats | None = None,
+) -> tuple[list[str], dict[str, list[str]], int]:
+    """Greedy consolidation (Section 4.1): a concept joins the first kept concept with which both
+    mutual scores exceed ``threshold``. ``prefilter``: pairs whose embedding cosine is below it are
+    taken as different without asking the scorer (an option; the paper asks for every pair).
+
+    Returns the kept concepts, {kept: [concepts merged into it]}, and the pairs sent to the scorer."""
+    if prefilter is not None and embedder is None:
+        raise ConfigError("the merge pre-filter needs an embedder")
+    cosine = embedder.similarity(concepts, concepts) if prefilter is not None and embedder and concepts else None
+    index = {c: k for k, c in enumerate(concepts)}
+    asked = 0
+
+    def same(kept: str, new: str) -> bool:
+        nonlocal asked
+        if cosine is not None and prefilter is not None and cosine[index[kept], index[new]] < prefilter:
+            return False
+        asked += 1
+        (forward,) = scorer.scores([(new, SIMILAR.format(kept))], stats)
+        if forward is None or forward <= threshold:
+            return False
+        (backward,) = scorer.scores([(kept, SIMILAR.format(new))], stats)
+        return backward is not None and backward > threshold
+
+    clusters = greedy_cluster(list(concepts), same)
+    kept = [concepts[c[0]] for c in clusters]
+    merged = {concepts[c[0]]: [concepts[i] for i in c[1:]] for c in clusters if len(c) > 1}
+    return kept, merged, asked
+
+
+def build(
+    model: ModelLike | None,
+    scorer: ZeroShot,
+    gateway: Gateway | None = None,
+    n: int = 5,
+    threshold: float = MERGE_THRESHOLD,
+    prefilter: float | None = None,
+    embedder: Embedder | None = None,
+) -> CompiledStateGraph:
+    """The graph for one generating model (None: outputs are always given) and one zero-shot scorer.
+    The model also extracts the concepts (the paper uses one LLM for both)."""
+    if n < 1:
+        raise ConfigError(f"CLUE needs at least one output, got n={n}")
+    if not 0.0 < threshold <= 1.0:
+        raise ConfigError(f"the merge threshold is a probability in (0, 1], got {threshold}")
+    gw = gateway or default_gateway()
+    if prefilter is not None and embedder is None:
+        embedder = Embedder()
+
+    def start(state: ClueState) -> dict[str, Any]:
+        if not (state.get("question") or "").strip():
+            raise ConfigError("CLUE needs the question (the prompt that the outputs answer)")
+        if model is None:
+            raise ConfigError("CLUE needs a model: it extracts the concepts, and samples the outputs unless given")
+        return {}
+
+    def route(state: ClueState) -> list[Send]:
+        if state.get("given"):
+            return [Send("extract", {"i": i, "text": t}) for i, t in enumerate(state["given"])]
+        return [Send("sample", {"j": j, "question": state["question"]}) for j in range(n)]
+
+    def sample(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        assert model is not None
+        text, _ = sample_answer(
+            gw, model, SAMPLE, {"question": state["question"]}, state["j"], SAMPLE_MAX_TOKENS, stats=stats_of(config)
+        )
+        return {"sampled": [(state["j"], text)]}
+
+    def collect(state: ClueState) -> dict[str, Any]:
+        return {}  # the N samples join here, so extraction fans out once
+
+    def fan_extract(state: ClueState) -> list[Send]:
+        return [Send("extract", {"i": j, "text": text}) for j, text in sorted(state["sampled"])]
+
+    def extract(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        assert model is not None
+        if not state["text"].strip():
+            return {"extracted": [Extracted(i=state["i"], concepts=[], raw="", parsed=False)]}
+        reply = gw.call(
+            model, CONCEPTS, {"output": state["text"]}, stats=stats_of(config), max_tokens=CONCEPTS_MAX_TOKENS
+        )
+        concepts = list(reply.parsed) if reply.ok else []
+        return {"extracted": [Extracted(i=state["i"], concepts=concepts, raw=reply.text, parsed=reply.ok)]}
+
+    def merge(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
+        outputs = list(state["given"]) if state.get("given") else [t for _, t in sorted(state["sampled"])]
+        pool, merged, asked = merge_concepts(
+            _pooled(state["extracted"]), scorer, threshold, prefilter, embedder, stats_of(config)
+        )
+        return {"outputs": outputs, "pool": pool, "merged": merged, "merge_pairs": asked}
+
+    def fan_score(state: ClueState) -> list[Send] | list[str]:
+        pool = state["pool"]
+        if not pool:
+            return [END]
+        about = [ABOUT.format(c) for c in pool]
+        premises = {str(i): o for i, o in enumerate(state["outputs"])} | dict(state.get("references") or {})
+        sends = [Send("score", ScoreInput(name=k, premise=t, hypotheses=about)) for k, t in premises.items()]
+        if state.get("baseline"):
+            relevant = [RELEVANT.format(c) for c in pool]
+            sends.append(Send("score", ScoreInput(name=BASELINE, premise=state["question"], hypotheses=relevant)))
+        return sends
+
+    def score(state: ScoreInput, config: RunnableConfig) -> dict[str, Any]:
+        probs = scorer.scores([(state["premise"], h) for h in state["hypotheses"]], stats_of(config))
+        scores = [UNSCORED if p is None else float(p) for p in probs]
+        return {"rows": [Row(name=state["name"], scores=scores, unscored=sum(p is None for p in probs))]}
+
+    graph = StateGraph(ClueState)
+    graph.add_node("start", start)
+    graph.add_node("sample", sample)
+    graph.add_node("collect", collect)
+    graph.add_node("extract", extract)
+    graph.add_node("merge", merge)
+    graph.add_node("score", score, input_schema=ScoreInput)
+    graph.add_edge(START, "start")
+    graph.add_conditional_edges("start", route, ["sample", "extract"])
+    graph.add_edge("sample", "collect")
+    graph.add_conditional_edges("collect", fan_extract, ["extract"])
+    graph.add_edge("extract", "merge")
+    graph.add_conditional_edges("merge", fan_score, ["score", END])
+    graph.add_edge("score", END)
+    return graph.compile()
+
+
+def run(
+    graph: CompiledStateGraph,
+    question: str,
+    stats: CallStats,
+    outputs: Sequence[str] | None = None,
+    references: Mapping[str, str] | None = None,
+    baseline: bool = False,
+    on_step: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """One question through a built graph. Returns outputs, extracted concepts, the pool (kept
+    concepts), merged, merge_pairs, the N x |pool| ``matrix``, ``uncertainty`` per kept concept,
+    ``references`` {name: scores} and ``baseline`` (question relevance) where asked, and ``events``."""
+    state: ClueState = {
+        "question": question,
+        "given": list(outputs or []),
+        "references": dict(references or {}),
+        "baseline": baseline,
+    }
+    out = run_streamed(graph, state, stats, on_step=on_step)
+    rows = {r["name"]: r for r in out.get("rows", [])}
+    outputs_used = out["outputs"]
+    extracted = sorted(out["extracted"], key=lambda e: e["i"])
+    pool = out["pool"]
+    matrix = [rows[str(i)]["scores"] for i in range(len(outputs_used))] if pool else []
+    events = {
+        "concepts_unparsed": sum(not e["parsed"] for e in extracted),
+        "scores_unscored": sum(r["unscored"] for r in rows.values()),
+    }
+    return {
+        "outputs": outputs_used,
+        "extracted": extracted,
+        "pool": pool,
+        "merged": out["merged"],
+        "merge_pairs": out["merge_pairs"],
+        "matrix": matrix,
+        "uncertainty": concept_uncertainties(matrix) if pool else [],
+        "references": {k: rows[k]["scores"] for k in (references or {}) if k in rows},
+        "baseline": rows[BASELINE]["scores"] if BASELINE in rows else None,
+        "events": {k: v for k, v in events.items() if v},
+    }
+
+
+def detect(
+    question: str,
+    *,
+    model: ModelLike | None = None,
+    outputs: Sequence[str] | None = None,
+    scorer: ZeroShot | None = None,
+    n: int = 5,
+    threshold: float = MERGE_THRESHOLD,
+    prefilter: float | None = None,
+    baseline: bool = False,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """Concept-level uncertainty of a model's outputs for one prompt. Units are the pooled concepts,
+    most uncertain first; a unit's score is U(c) in nats (higher = more likely hallucinated), its
+    evidence the per-output scores, the concepts merged into it and, with ``baseline``, the question
+    relevance f(question, "This question is relevant to c")."""
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    scorer = scorer or default_scorer(gw)
+    given = [o for o in outputs or [] if o.strip()]
+    if outputs is not None and not given:
+        raise ConfigError("the outputs given are all empty")
+    graph = build(model, scorer, gw, n=n, threshold=threshold, prefilter=prefilter)
+    out = run(graph, question, stats, given, baseline=baseline, on_step=on_step)
+    units = []
+    for j, concept in enumerate(out["pool"]):
+        evidence: dict[str, Any] = {
+            "scores": [row[j] for row in out["matrix"]],
+            "merged": out["merged"].get(concept, []),
+        }
+        if out["baseline"] is not None:
+            evidence["question_relevance"] = out["baseline"][j]
+        units.append(Unit(text=concept, score=out["uncertainty"][j], evidence=evidence))
+    units.sort(key=lambda u: -(u.score or 0.0))
+    meta = stats.meta(
+        METHOD,
+        events=out["events"],
+        n=len(out["outputs"]),
+        outputs_given=bool(given),
+        scorer=scorer.name,
+        merge_threshold=threshold,
+        merge_prefilter=prefilter,
+        merge_pairs=out["merge_pairs"],
+        concepts_extracted=sum(len(e["concepts"]) for e in out["extracted"]),
+        concepts_kept=len(out["pool"]),
+        score_floor=FLOOR,
+    )
+    return DetectionResult(
+        method=METHOD,
+        units=units,
+        meta=meta,
+        evidence={"question": question, "outputs": out["outputs"], "extracted": out["extracted"]},
+    )
+
+
+def diversity(
+    outputs: Sequence[str], subconcepts: Sequence[str], scorer: ZeroShot, stats: CallStats | None = None
+) -> dict[str, Any]:
+    """Section 5.3: an upper-level concept's diversity over outputs from its lower-level concepts:
+    the harmonic mean of their uncertainties (Eq. 4) and the entropy of the argmax assignment (Eq. 5)."""
+    outputs = [o for o in outputs if o.strip()]
+    subconcepts = [c.strip() for c in subconcepts if c.strip()]
+    if not outputs:
+        raise ConfigError("diversity needs at least one output")
+    if len(subconcepts) < 2:
+        raise ConfigError(f"diversity needs at least two lower-level concepts, got {subconcepts}")
+    pairs = [(o, ABOUT.format(c)) for o in outputs for c in subconcepts]
+    probs = scorer.scores(pairs, stats)
+    flat = [UNSCORED if p is None else float(p) for p in probs]
+    m = len(subconcepts)
+    matrix = [flat[i * m : (i + 1) * m] for i in range(len(outputs))]
+    uncertainty = concept_uncertainties(matrix)
+    counts = assignment_counts(matrix)
+    return {
+        "subconcepts": subconcepts,
+        "uncertainty": uncertainty,
+        "counts": counts,
+        "harmonic_mean": harmonic_mean_diversity(uncertainty),
+        "entropy": entropy_diversity(counts),
+        "matrix": matrix,
+        "unscored": sum(p is None for p in probs),
+    }
