@@ -326,7 +326,7 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
     first = run["questions"][0]
     assert set(first["answer_scores"]) == {"D_R", "D_L", "D_I"}
     assert len(first["uncertainty"]) == len(first["concepts"]) == len(first["answer_scores"]["D_R"])
-    assert first["labels"] == concept_labels(first["answer_scores"]["D_R"], 0.9, 0.1)
+    assert first["labels"] == concept_labels(first["answer_scores"]["D_R"], 0.6, 0.2)
     assert first["baseline_risk"] == pytest.approx([1 - s for s in first["question_relevance"]])
     for key in ("D_R", "D_L", "D_I"):
         expected = pearson(first["uncertainty"], first["answer_scores"][key])
@@ -335,7 +335,7 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
     for name in ("results.json", "report.md", "correlation.png", "roc.png", "pr.png"):
         assert (tmp_path / name).is_file()
     report = (tmp_path / "report.md").read_text()
-    assert "theta_h = 0.9, theta_l = 0.1" in report and "-0.488" in report
+    assert "theta_h = 0.6, theta_l = 0.2" in report and "-0.488" in report
     again = run_clue_bench(tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
     assert again["calls"] == 0 and again["cache_hits"] == 12
     with pytest.raises(ValueError, match="theta"):

@@ -30,7 +30,8 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
             fpr, tpr, _ = roc_curve(y, scores)
             ax.plot(fpr, tpr, label=name)
     if kind == "pr":
-        ax.axhline(float(np.mean(curves[0][1])), color="grey", linestyle=":", label="random")
+        if curves[0][1].size:
+            ax.axhline(float(np.mean(curves[0][1])), color="grey", linestyle=":", label="random")
         ax.set_xlabel("recall")
         ax.set_ylabel("precision")
     else:

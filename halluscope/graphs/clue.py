@@ -5,7 +5,7 @@
       -> pool them and merge equivalent ones (both mutual zero-shot scores > 0.99, premise = one
          concept, hypothesis "This concept is similar to {other}"; greedy, the first seen is kept)
       -> score every pooled concept against every output: f(o_i, "This example is about {c}"),
-         fanned out per output (and against reference texts, and the question baseline, on request)
+         in one batch (and against reference texts, and the question baseline, on request)
       -> U(c) = -(1/N) sum_i log f(o_i, c), concepts sorted by uncertainty.
 
 Calls: N samples (none when given) + N extractions + the merge's scorer calls (a forward score per
@@ -67,12 +67,6 @@ class Row(TypedDict):
     unscored: int
 
 
-class ScoreInput(TypedDict):
-    name: str
-    premise: str
-    hypotheses: list[str]
-
-
 class ClueState(TypedDict, total=False):
     question: str
     given: list[str]
@@ -84,7 +78,7 @@ class ClueState(TypedDict, total=False):
     pool: list[str]
     merged: dict[str, list[str]]
     merge_pairs: int
-    rows: Annotated[list[Row], operator.add]
+    rows: list[Row]
 
 
 def default_scorer(gateway: Gateway | None = None) -> LLMZeroShot:
@@ -198,22 +192,24 @@ def build(
         )
         return {"outputs": outputs, "pool": pool, "merged": merged, "merge_pairs": asked}
 
-    def fan_score(state: ClueState) -> list[Send] | list[str]:
+    def score(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
+        """One batch, premise by premise: an NLI scorer fills its batches, and a local LLM scorer keeps
+        each premise's KV prefix across its hypotheses (parallel nodes would interleave premises)."""
         pool = state["pool"]
-        if not pool:
-            return [END]
         about = [ABOUT.format(c) for c in pool]
         premises = {str(i): o for i, o in enumerate(state["outputs"])} | dict(state.get("references") or {})
-        sends = [Send("score", ScoreInput(name=k, premise=t, hypotheses=about)) for k, t in premises.items()]
+        jobs = [(name, text, about) for name, text in premises.items()]
         if state.get("baseline"):
-            relevant = [RELEVANT.format(c) for c in pool]
-            sends.append(Send("score", ScoreInput(name=BASELINE, premise=state["question"], hypotheses=relevant)))
-        return sends
-
-    def score(state: ScoreInput, config: RunnableConfig) -> dict[str, Any]:
-        probs = scorer.scores([(state["premise"], h) for h in state["hypotheses"]], stats_of(config))
-        scores = [UNSCORED if p is None else float(p) for p in probs]
-        return {"rows": [Row(name=state["name"], scores=scores, unscored=sum(p is None for p in probs))]}
+            jobs.append((BASELINE, state["question"], [RELEVANT.format(c) for c in pool]))
+        if not pool:
+            return {"rows": []}
+        probs = scorer.scores([(text, h) for _, text, hyps in jobs for h in hyps], stats_of(config))
+        rows = []
+        for k, (name, _, _) in enumerate(jobs):
+            part = probs[k * len(pool) : (k + 1) * len(pool)]
+            scores = [UNSCORED if p is None else float(p) for p in part]
+            rows.append(Row(name=name, scores=scores, unscored=sum(p is None for p in part)))
+        return {"rows": rows}
 
     graph = StateGraph(ClueState)
     graph.add_node("start", start)
@@ -221,13 +217,13 @@ def build(
     graph.add_node("collect", collect)
     graph.add_node("extract", extract)
     graph.add_node("merge", merge)
-    graph.add_node("score", score, input_schema=ScoreInput)
+    graph.add_node("score", score)
     graph.add_edge(START, "start")
     graph.add_conditional_edges("start", route, ["sample", "extract"])
     graph.add_edge("sample", "collect")
     graph.add_conditional_edges("collect", fan_extract, ["extract"])
     graph.add_edge("extract", "merge")
-    graph.add_conditional_edges("merge", fan_score, ["score", END])
+    graph.add_edge("merge", "score")
     graph.add_edge("score", END)
     return graph.compile()
 
