@@ -42,7 +42,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
-    model = ScriptedChatModel(respond=lambda prompt, params: "Paris is the capital of France.", model_id="scripted:bench")
+    model = ScriptedChatModel(
+        respond=lambda prompt, params: "Paris is the capital of France.", model_id="scripted:bench"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cached = Gateway(cache=CallCache(tmp), concurrency=4)
@@ -55,14 +57,18 @@ def main() -> None:
         ]
         for name, gateway, concurrent in cases:
             us = timed(gateway, model, args.calls, concurrent)
-            rows.append({
-                "case": name,
-                "calls": args.calls,
-                "median_us": round(statistics.median(us), 1),
-                "p95_us": round(sorted(us)[int(0.95 * (len(us) - 1))], 1),
-            })
+            rows.append(
+                {
+                    "case": name,
+                    "calls": args.calls,
+                    "median_us": round(statistics.median(us), 1),
+                    "p95_us": round(sorted(us)[int(0.95 * (len(us) - 1))], 1),
+                }
+            )
         entries = len(cached.cache) if cached.cache else 0
-    print(f"gateway overhead per call ({args.calls} calls, scripted model, {platform.processor() or platform.machine()})")
+    print(
+        f"gateway overhead per call ({args.calls} calls, scripted model, {platform.processor() or platform.machine()})"
+    )
     print(f"{'case':<42} {'median us':>10} {'p95 us':>10}")
     for r in rows:
         print(f"{r['case']:<42} {r['median_us']:>10.1f} {r['p95_us']:>10.1f}")

@@ -18,15 +18,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-QUESTION = [{"role": "user", "content": "Answer the following question in a single brief but complete sentence.\n"
-             "Question: Who wrote the novel Middlemarch?\nAnswer: "}]
+QUESTION = [
+    {
+        "role": "user",
+        "content": "Answer the following question in a single brief but complete sentence.\n"
+        "Question: Who wrote the novel Middlemarch?\nAnswer: ",
+    }
+]
 SAMPLES, SAMPLE_TOKENS = 10, 20
-CONTINUATIONS = [f"The novel was written by {name}." for name in (
-    "George Eliot", "Charles Dickens", "Jane Austen", "Mary Shelley", "Thomas Hardy",
-    "Virginia Woolf", "Emily Bronte", "Henry James", "Leo Tolstoy", "Mark Twain")] * 2
-PAIRS = [("George Eliot wrote Middlemarch.", "Middlemarch was written by George Eliot."),
-         ("George Eliot wrote Middlemarch.", "Charles Dickens wrote Middlemarch."),
-         ("The author is George Eliot.", "Mary Ann Evans, known as George Eliot, wrote it.")]
+CONTINUATIONS = [
+    f"The novel was written by {name}."
+    for name in (
+        "George Eliot",
+        "Charles Dickens",
+        "Jane Austen",
+        "Mary Shelley",
+        "Thomas Hardy",
+        "Virginia Woolf",
+        "Emily Bronte",
+        "Henry James",
+        "Leo Tolstoy",
+        "Mark Twain",
+    )
+] * 2
+PAIRS = [
+    ("George Eliot wrote Middlemarch.", "Middlemarch was written by George Eliot."),
+    ("George Eliot wrote Middlemarch.", "Charles Dickens wrote Middlemarch."),
+    ("The author is George Eliot.", "Mary Ann Evans, known as George Eliot, wrote it."),
+]
 
 
 def bench_model(name: str, queue: Any) -> None:
@@ -62,18 +81,20 @@ def bench_model(name: str, queue: Any) -> None:
     judge.judge_many(PAIRS, "Who wrote Middlemarch?")
     judge_s = time.perf_counter() - start
 
-    queue.put({
-        "model": name,
-        "file_mb": round(path.stat().st_size / 1e6, 1),
-        "load_s": round(load_s, 2),
-        "sample_prefix_reuse_tok_s": round(sum(len(s.token_logprobs) for s in reused) / reuse_s, 1),
-        "sample_one_by_one_tok_s": round(sum(len(s.token_logprobs) for s in fresh) / fresh_s, 1),
-        "sample_10x20_reuse_s": round(reuse_s, 2),
-        "sample_10x20_one_by_one_s": round(fresh_s, 2),
-        "score_continuations_s": round(len(CONTINUATIONS) / score_s, 2),
-        "entailment_pairs_s": round(len(PAIRS) / judge_s, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    })
+    queue.put(
+        {
+            "model": name,
+            "file_mb": round(path.stat().st_size / 1e6, 1),
+            "load_s": round(load_s, 2),
+            "sample_prefix_reuse_tok_s": round(sum(len(s.token_logprobs) for s in reused) / reuse_s, 1),
+            "sample_one_by_one_tok_s": round(sum(len(s.token_logprobs) for s in fresh) / fresh_s, 1),
+            "sample_10x20_reuse_s": round(reuse_s, 2),
+            "sample_10x20_one_by_one_s": round(fresh_s, 2),
+            "score_continuations_s": round(len(CONTINUATIONS) / score_s, 2),
+            "entailment_pairs_s": round(len(PAIRS) / judge_s, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+    )
 
 
 def bench_embeddings(queue: Any) -> None:
@@ -86,9 +107,14 @@ def bench_embeddings(queue: Any) -> None:
     embedder.encode(sentences[:16])
     start = time.perf_counter()
     embedder.encode(sentences)
-    queue.put({"model": "all-MiniLM-L6-v2", "load_s": round(load_s, 2),
-               "embeddings_s": round(len(sentences) / (time.perf_counter() - start), 1),
-               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+    queue.put(
+        {
+            "model": "all-MiniLM-L6-v2",
+            "load_s": round(load_s, 2),
+            "embeddings_s": round(len(sentences) / (time.perf_counter() - start), 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+    )
 
 
 def run_isolated(target: Any, *args: Any) -> dict[str, Any]:
@@ -114,17 +140,28 @@ def main() -> None:
         rows.append(run_isolated(bench_model, name))
     embeddings = run_isolated(bench_embeddings)
 
-    cols = [("model", 20), ("file_mb", 8), ("load_s", 7), ("sample_prefix_reuse_tok_s", 10),
-            ("sample_one_by_one_tok_s", 10), ("score_continuations_s", 9), ("entailment_pairs_s", 9),
-            ("peak_rss_mb", 9)]
+    cols = [
+        ("model", 20),
+        ("file_mb", 8),
+        ("load_s", 7),
+        ("sample_prefix_reuse_tok_s", 10),
+        ("sample_one_by_one_tok_s", 10),
+        ("score_continuations_s", 9),
+        ("entailment_pairs_s", 9),
+        ("peak_rss_mb", 9),
+    ]
     heads = ["model", "file MB", "load s", "tok/s reuse", "tok/s 1-by-1", "scores/s", "entail/s", "peak MB"]
-    print(f"\nlocal models on {os.cpu_count()} cores ({platform.machine()}); sampling {SAMPLES} answers of "
-          f"<= {SAMPLE_TOKENS} tokens; {len(CONTINUATIONS)} scored continuations; {len(PAIRS)} entailment pairs")
+    print(
+        f"\nlocal models on {os.cpu_count()} cores ({platform.machine()}); sampling {SAMPLES} answers of "
+        f"<= {SAMPLE_TOKENS} tokens; {len(CONTINUATIONS)} scored continuations; {len(PAIRS)} entailment pairs"
+    )
     print("  ".join(h.rjust(w) for h, (_, w) in zip(heads, cols, strict=True)))
     for r in rows:
         print("  ".join(str(r[k]).rjust(w) for k, w in cols))
-    print(f"\nembeddings ({embeddings['model']}): {embeddings['embeddings_s']} sentences/s, "
-          f"load {embeddings['load_s']} s, peak {embeddings['peak_rss_mb']} MB")
+    print(
+        f"\nembeddings ({embeddings['model']}): {embeddings['embeddings_s']} sentences/s, "
+        f"load {embeddings['load_s']} s, peak {embeddings['peak_rss_mb']} MB"
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "local_models.json"

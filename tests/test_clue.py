@@ -342,3 +342,27 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
         run_clue_bench(
             tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, theta_h=0.1, theta_l=0.5
         )
+
+
+def test_clue_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:
+    """SmolLM2 extracts and scores (no claim about quality): every kept concept gets a probability
+    from a real p(Yes) for every output, and a rerun replays every call from the cache."""
+    from halluscope.backends.entailment import LLMZeroShot
+
+    model = "local:smollm2-135m"
+    outputs = OUTPUTS[:2]
+    result = clue.detect(
+        QUESTION, model=model, outputs=outputs, scorer=LLMZeroShot(model, gateway=gateway), gateway=gateway
+    )
+    kept = result.meta.params["concepts_kept"]
+    assert kept == len(result.units) >= 1
+    for unit in result.units:
+        scores = unit.evidence["scores"]
+        assert len(scores) == 2 and all(0.0 < s < 1.0 for s in scores)
+        assert unit.score == pytest.approx(-sum(math.log(s) for s in scores) / 2)
+    merge_calls = result.meta.params["merge_pairs"]  # at least one score per pair asked
+    assert result.meta.calls >= 2 + merge_calls + 2 * kept
+    again = clue.detect(
+        QUESTION, model=model, outputs=outputs, scorer=LLMZeroShot(model, gateway=gateway), gateway=gateway
+    )
+    assert again.meta.calls == 0 and [u.score for u in again.units] == [u.score for u in result.units]

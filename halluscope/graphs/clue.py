@@ -86,7 +86,7 @@ def default_scorer(gateway: Gateway | None = None) -> LLMZeroShot:
     return LLMZeroShot(f"local:{default_local_model()}", gateway=gateway)
 
 
-def _pooled(extracted: Sequence[Extracted]) -> list[str]:
+def pooled_concepts(extracted: Sequence[Extracted]) -> list[str]:
     """Every output's concepts in output order, identical ones (case and spacing aside) once."""
     seen: dict[str, str] = {}
     for item in sorted(extracted, key=lambda e: e["i"]):
@@ -188,7 +188,7 @@ def build(
     def merge(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
         outputs = list(state["given"]) if state.get("given") else [t for _, t in sorted(state["sampled"])]
         pool, merged, asked = merge_concepts(
-            _pooled(state["extracted"]), scorer, threshold, prefilter, embedder, stats_of(config)
+            pooled_concepts(state["extracted"]), scorer, threshold, prefilter, embedder, stats_of(config)
         )
         return {"outputs": outputs, "pool": pool, "merged": merged, "merge_pairs": asked}
 

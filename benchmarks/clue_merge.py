@@ -1,0 +1,81 @@
+"""CLUE's concept merge, exact (the paper: every pair asked) against the embedding pre-filter.
+
+Reads the concepts that a `halluscope bench clue` run extracted (its results.json), pools them per
+question as the graph does, and merges them in both modes with the same zero-shot scorer: pairs asked,
+scorer calls, seconds, merges and whether the kept concepts differ. Calls go through the disk cache,
+so pairs the bench already asked (with the pre-filter) replay, and the seconds of a mode count only
+what it asked anew: run the exact mode first on a cold cache for a fair time (the default order).
+
+    .venv/bin/python benchmarks/clue_merge.py --results out/clue/results.json [--questions 2]
+        [--prefilter 0.5] [--judge local:qwen2.5-coder-1.5b] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from halluscope.backends.embeddings import Embedder
+from halluscope.backends.entailment import LLMZeroShot
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.graphs.clue import merge_concepts, pooled_concepts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", required=True, help="results.json of a bench clue run")
+    ap.add_argument("--questions", type=int, default=2, help="the first K questions (default 2)")
+    ap.add_argument("--prefilter", type=float, default=0.5, help="embedding cosine of the pre-filter (default 0.5)")
+    ap.add_argument("--judge", default="local:qwen2.5-coder-1.5b", help="zero-shot scorer spec")
+    ap.add_argument("--out", default="benchmarks/results", help="where clue_merge.json goes")
+    args = ap.parse_args()
+
+    questions = json.loads(Path(args.results).read_text(encoding="utf-8"))["questions"][: args.questions]
+    scorer = LLMZeroShot(args.judge, gateway=Gateway())
+    embedder = Embedder()
+    rows: list[dict[str, Any]] = []
+    for q in questions:
+        pool = pooled_concepts(q["extracted"])
+        kept_by_mode = {}
+        for mode, prefilter in (("exact", None), (f"prefilter {args.prefilter}", args.prefilter)):
+            stats = CallStats()
+            started = time.perf_counter()
+            kept, merged, asked = merge_concepts(pool, scorer, prefilter=prefilter, embedder=embedder, stats=stats)
+            kept_by_mode[mode] = kept
+            rows.append(
+                {
+                    "question": q["index"],
+                    "mode": mode,
+                    "concepts": len(pool),
+                    "pairs_asked": asked,
+                    "scorer_calls": stats.calls + stats.cache_hits,
+                    "new_calls": stats.calls,
+                    "seconds": round(time.perf_counter() - started, 1),
+                    "kept": len(kept),
+                    "merged": merged,
+                }
+            )
+        exact, filtered = kept_by_mode.values()
+        rows[-1]["same_pool_as_exact"] = rows[-2]["same_pool_as_exact"] = exact == filtered
+
+    print(
+        f"{'question':>8} {'mode':<16} {'concepts':>8} {'pairs':>6} {'calls':>6} {'new':>5} {'s':>7} {'kept':>5} same"
+    )
+    for r in rows:
+        print(
+            f"{r['question']:>8} {r['mode']:<16} {r['concepts']:>8} {r['pairs_asked']:>6} {r['scorer_calls']:>6} "
+            f"{r['new_calls']:>5} {r['seconds']:>7} {r['kept']:>5} {r['same_pool_as_exact']}"
+        )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"judge": args.judge, "machine": platform.platform(), "rows": rows}
+    (out / "clue_merge.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {out / 'clue_merge.json'}")
+
+
+if __name__ == "__main__":
+    main()
