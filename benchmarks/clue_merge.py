@@ -6,7 +6,7 @@ scorer calls, seconds, merges and whether the kept concepts differ. Calls go thr
 so pairs the bench already asked (with the pre-filter) replay, and the seconds of a mode count only
 what it asked anew: run the exact mode first on a cold cache for a fair time (the default order).
 
-    .venv/bin/python benchmarks/clue_merge.py --results out/clue/results.json [--questions 2]
+    .venv/bin/python benchmarks/clue_merge.py --results out/clue/results.json [--questions 0,3]
         [--prefilter 0.5] [--judge local:qwen2.5-coder-1.5b] [--out benchmarks/results]
 """
 
@@ -28,13 +28,14 @@ from halluscope.graphs.clue import merge_concepts, pooled_concepts
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", required=True, help="results.json of a bench clue run")
-    ap.add_argument("--questions", type=int, default=2, help="the first K questions (default 2)")
+    ap.add_argument("--questions", default="0", help="indexes of the questions, comma-separated (default 0)")
     ap.add_argument("--prefilter", type=float, default=0.5, help="embedding cosine of the pre-filter (default 0.5)")
     ap.add_argument("--judge", default="local:qwen2.5-coder-1.5b", help="zero-shot scorer spec")
     ap.add_argument("--out", default="benchmarks/results", help="where clue_merge.json goes")
     args = ap.parse_args()
 
-    questions = json.loads(Path(args.results).read_text(encoding="utf-8"))["questions"][: args.questions]
+    every = json.loads(Path(args.results).read_text(encoding="utf-8"))["questions"]
+    questions = [every[int(i)] for i in args.questions.split(",")]
     scorer = LLMZeroShot(args.judge, gateway=Gateway())
     embedder = Embedder()
     rows: list[dict[str, Any]] = []

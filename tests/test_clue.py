@@ -267,6 +267,9 @@ def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
         clue.detect(QUESTION, outputs=OUTPUTS, scorer=TableScorer(), gateway=gateway)
     with pytest.raises(ConfigError, match="threshold"):
         clue.build(None, TableScorer(), gateway, threshold=1.5)
+    graph = clue.build(scripted(_responder), TableScorer(), gateway, n=3)
+    with pytest.raises(ConfigError, match="are taken"):
+        clue.run(graph, QUESTION, CallStats(), references={"output:0": REFERENCE})
 
 
 def test_diversity_counts_each_output_once() -> None:

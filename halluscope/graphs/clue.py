@@ -62,7 +62,7 @@ class Extracted(TypedDict):
 
 
 class Row(TypedDict):
-    name: str  # an output index as text, a reference's name, or BASELINE
+    name: str  # "output:i", a reference's name, or BASELINE
     scores: list[float]
     unscored: int
 
@@ -79,6 +79,10 @@ class ClueState(TypedDict, total=False):
     merged: dict[str, list[str]]
     merge_pairs: int
     rows: list[Row]
+
+
+def _output(i: int) -> str:
+    return f"output:{i}"
 
 
 def default_scorer(gateway: Gateway | None = None) -> LLMZeroShot:
@@ -196,13 +200,13 @@ def build(
         """One batch, premise by premise: an NLI scorer fills its batches, and a local LLM scorer keeps
         each premise's KV prefix across its hypotheses (parallel nodes would interleave premises)."""
         pool = state["pool"]
+        if not pool:
+            return {"rows": []}
         about = [ABOUT.format(c) for c in pool]
-        premises = {str(i): o for i, o in enumerate(state["outputs"])} | dict(state.get("references") or {})
+        premises = {_output(i): o for i, o in enumerate(state["outputs"])} | dict(state.get("references") or {})
         jobs = [(name, text, about) for name, text in premises.items()]
         if state.get("baseline"):
             jobs.append((BASELINE, state["question"], [RELEVANT.format(c) for c in pool]))
-        if not pool:
-            return {"rows": []}
         probs = scorer.scores([(text, h) for _, text, hyps in jobs for h in hyps], stats_of(config))
         rows = []
         for k, (name, _, _) in enumerate(jobs):
@@ -240,6 +244,9 @@ def run(
     """One question through a built graph. Returns outputs, extracted concepts, the pool (kept
     concepts), merged, merge_pairs, the N x |pool| ``matrix``, ``uncertainty`` per kept concept,
     ``references`` {name: scores} and ``baseline`` (question relevance) where asked, and ``events``."""
+    clash = [k for k in references or {} if k == BASELINE or k.startswith("output:")]
+    if clash:
+        raise ConfigError(f"reference names {clash} are taken (BASELINE and 'output:i' name the graph's own rows)")
     state: ClueState = {
         "question": question,
         "given": list(outputs or []),
@@ -251,7 +258,7 @@ def run(
     outputs_used = out["outputs"]
     extracted = sorted(out["extracted"], key=lambda e: e["i"])
     pool = out["pool"]
-    matrix = [rows[str(i)]["scores"] for i in range(len(outputs_used))] if pool else []
+    matrix = [rows[_output(i)]["scores"] for i in range(len(outputs_used))] if pool else []
     events = {
         "concepts_unparsed": sum(not e["parsed"] for e in extracted),
         "scores_unscored": sum(r["unscored"] for r in rows.values()),
