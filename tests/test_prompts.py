@@ -13,6 +13,7 @@ from halluscope.prompts.registry import PromptRegistry, load_prompt_file, parse_
 V1_HASHES = {
     "clue.concepts@1": "45f81d09637e",
     "clue.sample@1": "983907ae2f15",
+    "clue.zero_shot@1": "e50b311a7cb3",
     "fewl.icl_qa@1": "5df878af23bc",
     "fewl.iw_co@1": "e011fc6be2fb",
     "fibe.answer@1": "cfe46f5bd2f2",
