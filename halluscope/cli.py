@@ -602,10 +602,20 @@ def cmd_bench_clue(args: argparse.Namespace) -> int:
 
 
 def _int_list(text: str, flag: str) -> list[int]:
+    return [int(x) for x in _number_list(text, flag, int)]
+
+
+def _float_list(text: str, flag: str) -> list[float]:
+    return [float(x) for x in _number_list(text, flag, float)]
+
+
+def _number_list(text: str, flag: str, kind: type[int] | type[float]) -> list[int | float]:
+    """A comma-separated --flag value as numbers of one kind; a bad one names the flag."""
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        return [kind(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
-        raise ConfigError(f"{flag} must be comma-separated integers, got {text!r}") from exc
+        what = "integers" if kind is int else "numbers"
+        raise ConfigError(f"{flag} must be comma-separated {what}, got {text!r}") from exc
 
 
 def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
@@ -629,13 +639,6 @@ def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
     print(markdown_table(result["rows"], COLUMNS, digits=4))
     print(f"{result['seconds']:.1f} s; wrote {args.out}/results.json, report.md, phr_vs_n.png")
     return 0
-
-
-def _float_list(text: str, flag: str) -> list[float]:
-    try:
-        return [float(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise ConfigError(f"{flag} must be comma-separated numbers, got {text!r}") from exc
 
 
 def cmd_bench_phr(args: argparse.Namespace) -> int:

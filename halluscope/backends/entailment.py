@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,20 +74,30 @@ def _label_of_token(token: str) -> Label | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _first_answer_token(logprobs: Sequence[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The first answer token's log-prob entry (leading whitespace tokens are not the answer)."""
+    return next((entry for entry in logprobs or [] if entry["token"].strip()), None)
+
+
+def _top_mass(entry: dict[str, Any], classify: Callable[[str], str | None], names: Sequence[str]) -> dict[str, float]:
+    """Probability mass of the entry's top tokens, summed by the name ``classify`` gives each token."""
+    mass = dict.fromkeys(names, 0.0)
+    for top in entry.get("top_logprobs") or []:
+        name = classify(top["token"])
+        if name is not None:
+            mass[name] += math.exp(top["logprob"])
+    return mass
+
+
 def label_probabilities(logprobs: Sequence[dict[str, Any]] | None) -> dict[str, float] | None:
     """Label probabilities from the first answer token's top log-probs, renormalised over the three
     labels; None when no top token starts a label."""
-    for entry in logprobs or []:
-        if not entry["token"].strip():
-            continue  # leading whitespace tokens
-        mass = dict.fromkeys(LABELS, 0.0)
-        for top in entry.get("top_logprobs") or []:
-            label = _label_of_token(top["token"])
-            if label is not None:
-                mass[label] += math.exp(top["logprob"])
-        total = sum(mass.values())
-        return {k: v / total for k, v in mass.items()} if total > 0 else None
-    return None
+    entry = _first_answer_token(logprobs)
+    if entry is None:
+        return None
+    mass = _top_mass(entry, _label_of_token, LABELS)
+    total = sum(mass.values())
+    return {k: v / total for k, v in mass.items()} if total > 0 else None
 
 
 class LLMEntailment(Entailment):
@@ -197,23 +207,23 @@ class NLIEntailment(Entailment):
         return out
 
 
+def _yes_no_of_token(token: str) -> str | None:
+    word = token.strip().lower()
+    return word if word in ("yes", "no") else None
+
+
 def yes_probability(logprobs: Sequence[dict[str, Any]] | None) -> float | None:
     """p(Yes) / (p(Yes) + p(No)) from the first answer token's top log-probs; None when neither is there.
     Without top log-probs, the chosen token alone: p for Yes, 1 - p for No."""
-    for entry in logprobs or []:
-        if not entry["token"].strip():
-            continue  # leading whitespace tokens
-        if not entry.get("top_logprobs"):
-            word, p = entry["token"].strip().lower(), math.exp(entry["logprob"])
-            return p if word == "yes" else 1.0 - p if word == "no" else None
-        mass = {"yes": 0.0, "no": 0.0}
-        for top in entry["top_logprobs"]:
-            word = top["token"].strip().lower()
-            if word in mass:
-                mass[word] += math.exp(top["logprob"])
-        total = mass["yes"] + mass["no"]
-        return mass["yes"] / total if total > 0 else None
-    return None
+    entry = _first_answer_token(logprobs)
+    if entry is None:
+        return None
+    if not entry.get("top_logprobs"):
+        word, p = entry["token"].strip().lower(), math.exp(entry["logprob"])
+        return p if word == "yes" else 1.0 - p if word == "no" else None
+    mass = _top_mass(entry, _yes_no_of_token, ("yes", "no"))
+    total = mass["yes"] + mass["no"]
+    return mass["yes"] / total if total > 0 else None
 
 
 class ZeroShot(ABC):
@@ -245,8 +255,9 @@ class LLMZeroShot(ZeroShot):
         self.gateway = gateway or default_gateway()
         self.model = model
         self.prompt = prompt
-        self.name = self.gateway.model(model).key
-        if self.gateway.model(model).provider == "anthropic":
+        resolved = self.gateway.model(model)
+        self.name = resolved.key
+        if resolved.provider == "anthropic":  # fail here, before a graph has run its other stages
             raise ConfigError(
                 f"{self.name} gives no log-probabilities, which CLUE's LLM scorer reads p(Yes) from: "
                 "use a local, openai or openai-compatible judge, or nli:PATH"

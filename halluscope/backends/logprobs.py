@@ -90,9 +90,17 @@ class LogProbModel(ABC):
             f"{self.name} gives no whole next-token distribution; sample the responses instead (PHR: --sampled)"
         )
 
+    def _encode(self, text: str) -> list[int]:
+        """Token ids of a raw prompt as the model reads it (BOS and special tokens included)."""
+        raise ConfigError(f"{self.name} exposes no tokenizer here")
+
     def first_token(self, prompt: str, continuation: str) -> int:
         """The id of the first token of ``continuation`` when it is tokenised together with the prompt."""
-        raise ConfigError(f"{self.name} exposes no tokenizer here")
+        full = self._encode(prompt + continuation)
+        start = common_prefix(self._encode(prompt), full)
+        if start >= len(full):
+            raise ConfigError(f"{continuation!r} adds no token to the prompt")
+        return full[start]
 
     def token_text(self, token: int) -> str:
         raise ConfigError(f"{self.name} exposes no tokenizer here")
@@ -137,7 +145,7 @@ class LlamaCppLogProbModel(LogProbModel):
         # False evaluates every prompt from its first token (the baseline that prefix reuse is measured against)
         self.reuse_prefix = True
 
-    def _tokens(self, text: str) -> list[int]:
+    def _encode(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
     def _eval(self, tokens: list[int]) -> None:
@@ -154,11 +162,11 @@ class LlamaCppLogProbModel(LogProbModel):
         self._scored, self._epoch = tokens, self._loaded.epoch
 
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        prompt_ids = self._tokens(prompt)
+        prompt_ids = self._encode(prompt)
         out = []
         with self._loaded.lock:
             for continuation in continuations:
-                full = self._tokens(prompt + continuation)
+                full = self._encode(prompt + continuation)
                 # tokens of the continuation start where the joint tokenisation leaves the prompt's
                 start = max(1, common_prefix(prompt_ids, full))
                 if start >= len(full):
@@ -170,17 +178,10 @@ class LlamaCppLogProbModel(LogProbModel):
         return out
 
     def next_token_logprobs(self, prompt: str) -> np.ndarray:
-        ids = self._tokens(prompt)
+        ids = self._encode(prompt)
         with self._loaded.lock:
             self._eval(ids)
             return log_softmax(np.asarray(self._llama.scores[len(ids) - 1], dtype=np.float64))
-
-    def first_token(self, prompt: str, continuation: str) -> int:
-        full = self._tokens(prompt + continuation)
-        start = common_prefix(self._tokens(prompt), full)
-        if start >= len(full):
-            raise ConfigError(f"{continuation!r} adds no token to the prompt")
-        return full[start]
 
     def token_text(self, token: int) -> str:
         return bytes(self._llama.detokenize([token])).decode("utf-8", errors="replace")
@@ -207,7 +208,7 @@ class LlamaCppLogProbModel(LogProbModel):
 
         _check_n(n)
         llama = self._llama
-        prompt_ids = self._tokens(prompt)
+        prompt_ids = self._encode(prompt)
         samples = []
         with self._loaded.lock:
             self._loaded.epoch += 1
@@ -294,13 +295,13 @@ class TransformersLogProbModel(LogProbModel):
         self.model = model.to(self.device).eval()
         self._lock = threading.Lock()
 
-    def _ids(self, text: str) -> list[int]:
+    def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
 
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         torch = self._torch
-        prompt_ids = self._ids(prompt)
-        fulls = [self._ids(prompt + c) for c in continuations]
+        prompt_ids = self._encode(prompt)
+        fulls = [self._encode(prompt + c) for c in continuations]
         starts = [max(1, common_prefix(prompt_ids, f)) for f in fulls]
         width = max(len(f) for f in fulls)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -324,17 +325,10 @@ class TransformersLogProbModel(LogProbModel):
 
     def next_token_logprobs(self, prompt: str) -> np.ndarray:
         torch = self._torch
-        ids = torch.tensor([self._ids(prompt)], device=self.device)
+        ids = torch.tensor([self._encode(prompt)], device=self.device)
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=ids).logits[0, -1].float()
             return np.asarray(torch.log_softmax(logits, dim=-1).cpu().numpy(), dtype=np.float64)
-
-    def first_token(self, prompt: str, continuation: str) -> int:
-        full = self._ids(prompt + continuation)
-        start = common_prefix(self._ids(prompt), full)
-        if start >= len(full):
-            raise ConfigError(f"{continuation!r} adds no token to the prompt")
-        return full[start]
 
     def token_text(self, token: int) -> str:
         return str(self.tokenizer.decode([token]))
@@ -354,7 +348,7 @@ class TransformersLogProbModel(LogProbModel):
     ) -> list[Sample]:
         torch = self._torch
         _check_n(n)
-        prompt_ids = torch.tensor([self._ids(prompt)], device=self.device)
+        prompt_ids = torch.tensor([self._encode(prompt)], device=self.device)
         greedy = temperature <= 0
         with self._lock, torch.inference_mode():
             if seed is not None:

@@ -29,7 +29,7 @@ from halluscope.backends.entailment import ZeroShot
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_dir
-from halluscope.evaluators.metrics import auc_pr, auc_roc, both_classes
+from halluscope.evaluators.metrics import auc_pr, auc_roc, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import clue
 from halluscope.scoring import concept_labels
@@ -95,10 +95,6 @@ def pearson(x: list[float], y: list[float]) -> float | None:
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def _fraction(x100: float | None) -> float | None:
-    return None if x100 is None else x100 / 100
-
-
 def _detection(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Macro (per question with both classes) and micro (pooled) AUROC/AUPRC for CLUE and the baseline."""
     out: dict[str, Any] = {}
@@ -112,14 +108,15 @@ def _detection(records: list[dict[str, Any]]) -> dict[str, Any]:
             s = np.array([r[key][j] for j in keep], dtype=np.float64)
             ys.extend(y.tolist())
             ss.extend(s.tolist())
-            if both_classes(y):
-                per_question.append((float(auc_roc(y, s) or 0) / 100, float(auc_pr(y, s) or 0) / 100))
+            roc, pr = fraction(auc_roc(y, s)), fraction(auc_pr(y, s))
+            if roc is not None and pr is not None:  # None: one class only in this question
+                per_question.append((roc, pr))
         y_all, s_all = np.array(ys, dtype=int), np.array(ss, dtype=np.float64)
         out[name] = {
             "macro_auroc": float(np.mean([a for a, _ in per_question])) if per_question else None,
             "macro_auprc": float(np.mean([p for _, p in per_question])) if per_question else None,
-            "micro_auroc": _fraction(auc_roc(y_all, s_all)),
-            "micro_auprc": _fraction(auc_pr(y_all, s_all)),
+            "micro_auroc": fraction(auc_roc(y_all, s_all)),
+            "micro_auprc": fraction(auc_pr(y_all, s_all)),
             "questions_with_both_classes": len(per_question),
             "concepts_labelled": int(y_all.size),
             "hallucinated": int(y_all.sum()),

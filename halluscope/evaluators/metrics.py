@@ -31,6 +31,11 @@ def auc_roc(y: np.ndarray, scores: np.ndarray) -> float | None:
     return float(roc_auc_score(y, scores) * 100)
 
 
+def fraction(x100: float | None) -> float | None:
+    """An x100 metric (AUC-PR, AUC-ROC) back to [0, 1], for protocols that report fractions."""
+    return None if x100 is None else x100 / 100
+
+
 AURAC_QUANTILES = np.linspace(0.1, 1, 20)
 
 

@@ -22,7 +22,7 @@ from halluscope.backends.entailment import Entailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_dir
-from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci
+from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import semantic_entropy
 
@@ -114,18 +114,13 @@ def _metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
             out[key] = None
             continue
         s = np.array(values, dtype=np.float64)
-        roc = auc_roc(~correct, s)
         out[key] = {
-            "auroc": None if roc is None else roc / 100,
-            "auroc_ci95": bootstrap_ci(lambda y, x: _fraction(auc_roc(y, x)), ~correct, s),
+            "auroc": fraction(auc_roc(~correct, s)),
+            "auroc_ci95": bootstrap_ci(lambda y, x: fraction(auc_roc(y, x)), ~correct, s),
             "aurac": aurac(correct, s),
             "aurac_ci95": bootstrap_ci(aurac, correct, s),
         }
     return out
-
-
-def _fraction(x100: float | None) -> float | None:
-    return None if x100 is None else x100 / 100
 
 
 def run_qa_bench(
