@@ -183,6 +183,28 @@ def test_fewl_pairs_from_appendix_d2_and_the_d1_template() -> None:
     ]
 
 
+def test_fewl_pairs_read_incorrect_answer_as_wrong() -> None:
+    small_model = (
+        "1. Birds are mammals.\n2. Non-Wrong Answer: Seeds are nuts.\n"
+        "3. Incorrect Answer: X is y.\n4. Non-Wrong Answer: X is z."
+    )
+    assert parsers.iw_co_pairs(small_model) == [{"wrong": "X is y.", "corrected": "X is z."}]
+
+
+def test_choice_letter() -> None:
+    for raw, letter in [
+        ("B", "B"),
+        ("(c) The seeds", "C"),
+        ("Answer: d.", "D"),
+        ("The answer is E", "E"),
+        ("A\nso", "A"),
+    ]:
+        assert parsers.choice_letter(raw) == letter
+    for raw in ["I think it is B", "A good question", "12"]:
+        with pytest.raises(ParseError):
+            parsers.choice_letter(raw)
+
+
 def test_icl_example_and_label() -> None:
     assert parsers.icl_example(" the film drags on .\nLabel: subjective\n\nInput: next") == {
         "x": "the film drags on .",

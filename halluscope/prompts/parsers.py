@@ -186,7 +186,8 @@ def concept_list(raw: str) -> list[str]:
 
 
 _IW_CO_MARK = re.compile(
-    r"(non[- ]?wrong answer|corrected answer|non[- ]fake answer is|wrong answer|fake answer is)\s*[:.]*\s*",
+    r"(non[- ]?wrong answer|corrected answer|non[- ]fake answer is|wrong answer|incorrect answer|fake answer is)"
+    r"\s*[:.]*\s*",
     re.IGNORECASE,
 )
 _TRAILING_NUMBER = re.compile(r"[\s\-]*(?:\d+(?:-th)?[.)]?)?[\s\-]*$")
@@ -194,7 +195,8 @@ _TRAILING_NUMBER = re.compile(r"[\s\-]*(?:\d+(?:-th)?[.)]?)?[\s\-]*$")
 
 def iw_co_pairs(raw: str) -> list[dict[str, str]]:
     """FEWL D.1 answers ('1. Wrong Answer: X 1. Non-Wrong Answer: Y', or the D.2 'k-th fake answer
-    is: X / k-th non-fake answer is: Y' form) -> [{wrong, corrected}], in order."""
+    is: X / k-th non-fake answer is: Y' form; 'Incorrect Answer' reads as 'Wrong Answer') ->
+    [{wrong, corrected}], in order."""
     marks = list(_IW_CO_MARK.finditer(raw))
     pairs: list[dict[str, str]] = []
     wrong: str | None = None
@@ -210,6 +212,20 @@ def iw_co_pairs(raw: str) -> list[dict[str, str]]:
     if not pairs:
         raise _fail("iw_co_pairs", raw, "no wrong / non-wrong answer pairs")
     return pairs
+
+
+_LETTER = re.compile(
+    r"^[\W_]*(?:(?:the\s+)?(?:answer|option)\s*(?:is)?\s*[:\-]?\s*)?\(?([A-Z])(?:[).:,]|\s*$|\s*\n)", re.IGNORECASE
+)
+
+
+def choice_letter(raw: str) -> str:
+    """The option letter a multiple-choice answer starts with ('B', '(b) ...', 'Answer: B.'), upper case;
+    a letter that starts a word ('I think') is not one."""
+    m = _LETTER.match(raw)
+    if not m:
+        raise _fail("choice_letter", raw, "no option letter at the start of the answer")
+    return m.group(1).upper()
 
 
 _ICL_PAIR = re.compile(r"Input:\s*(.*?)\s*\n\s*Label:[ \t]*([^\n]*)", re.DOTALL)
@@ -242,6 +258,7 @@ PARSERS: dict[str, Parser] = {
     "bracket_scores": bracket_scores,
     "concept_list": concept_list,
     "iw_co_pairs": iw_co_pairs,
+    "choice_letter": choice_letter,
     "icl_example": icl_example,
     "icl_label": icl_label,
 }

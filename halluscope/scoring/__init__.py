@@ -8,6 +8,14 @@ from halluscope.scoring.clue import (
     entropy_diversity,
     harmonic_mean_diversity,
 )
+from halluscope.scoring.fewl import (
+    expertise_score,
+    expertise_weights,
+    fewl_score,
+    fewl_terms,
+    laziness_penalty,
+    variant_scores,
+)
 from halluscope.scoring.selfcheck import UnigramScore, scgp_score, supported_value, unigram_scores
 from halluscope.scoring.semantic_entropy import (
     cluster_logprobs,
@@ -27,7 +35,12 @@ __all__ = [
     "concept_uncertainties",
     "concept_uncertainty",
     "entropy_diversity",
+    "expertise_score",
+    "expertise_weights",
+    "fewl_score",
+    "fewl_terms",
     "harmonic_mean_diversity",
+    "laziness_penalty",
     "cluster_logprobs",
     "discrete_semantic_entropy",
     "greedy_cluster",
@@ -39,4 +52,5 @@ __all__ = [
     "supported_value",
     "unanswered",
     "unigram_scores",
+    "variant_scores",
 ]
