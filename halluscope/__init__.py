@@ -21,6 +21,8 @@ from halluscope.errors import (
     PromptError,
 )
 from halluscope.graphs import (
+    clue,
+    fewl,
     fibe,
     phr,
     selfcheck_prompt,
@@ -61,7 +63,9 @@ __all__ = [
     "TokenUsage",
     "Unit",
     "default_gateway",
+    "clue",
     "default_local_model",
+    "fewl",
     "fibe",
     "phr",
     "load_logprob_model",

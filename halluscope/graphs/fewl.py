@@ -1,0 +1,455 @@
+"""FEWL, factualness evaluations via weighting LLMs (Wei et al., Algorithm 1), as a LangGraph graph
+over a batch of questions:
+
+    plan: each question's K nearest questions in the pool (embedding cosine), and the questions whose
+          reference answers are needed (the batch's and their neighbours', each once)
+      -> fan out, in one step:
+           reference answers h_i(q) to every needed question: one call per reference model at
+             temperature 0, or one call asking a single model for N diversified answers (what the
+             paper's experiments do, for time);
+           25 intentionally wrong (IW) answers with their corrected (CO) versions per batch question
+             (D.1), in one call;
+           the answers of candidate models to the batch questions (model ranking)
+      -> score: embed every text once; per question the expertise scores r_i and weights
+           lambda = softmax(r); per answer y the truthfulness and laziness terms, FEWL (Eq. 4) and
+           every ablation of the paper's tables.
+
+Calls per batch: |needed| x (N reference models, or 1 diversified call) + |batch| IW/CO calls
++ |batch| x |candidate models|. A neighbour shared by several questions is answered once.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypedDict
+
+import numpy as np
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.embeddings import Embedder
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.local import default_local_model
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import run_streamed, stats_of
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.fewl import VARIANTS, expertise_score, expertise_weights, fewl_terms, variant_scores
+
+METHOD = "fewl"
+ANSWER = "fewl.answer"
+DIVERSE = "fewl.diverse_answers"
+IW_CO = "fewl.iw_co"
+IW_CO_MAX_TOKENS = 1024  # 25 pairs of one-sentence answers take about 1,000 tokens; a cut pair is dropped
+DIVERSE_TOKENS_PER_ANSWER = 48
+DIVERSIFY = 5  # "multi": five answers (Section 4.2)
+NEIGHBOURS = 5  # K of the laziness penalty; Section 4 does not state it, Section 5.1 uses 5 neighbours
+
+
+class Item(TypedDict):
+    question: str
+    answers: list[str]
+
+
+class ReferenceAnswer(TypedDict):
+    question: str
+    i: int  # reference index h_i
+    text: str | None  # None: that reference gave no usable answer
+    raw: str
+
+
+class WrongAnswers(TypedDict):
+    question: str
+    pairs: list[dict[str, str]]
+    raw: str
+    parsed: bool
+
+
+class Response(TypedDict):
+    question: str
+    model: str
+    text: str | None
+    raw: str
+
+
+class FewlState(TypedDict, total=False):
+    items: list[Item]
+    pool: list[str]
+    neighbours: dict[str, list[tuple[str, float]]]
+    references: Annotated[list[ReferenceAnswer], operator.add]
+    wrongs: Annotated[list[WrongAnswers], operator.add]
+    responses: Annotated[list[Response], operator.add]
+    scored: list[dict[str, Any]]
+    events: dict[str, int]
+
+
+def model_name(model: ModelLike) -> str:
+    return model if isinstance(model, str) else (getattr(model, "model_id", None) or type(model).__name__)
+
+
+def build(
+    references: Sequence[ModelLike],
+    *,
+    diversify: int | None = None,
+    neighbours: int = NEIGHBOURS,
+    wrong_model: ModelLike | None = None,
+    candidates: Sequence[ModelLike] = (),
+    embedder: Embedder | None = None,
+    gateway: Gateway | None = None,
+) -> CompiledStateGraph:
+    """The graph for N reference models (``diversify=None``) or one reference model asked for
+    ``diversify`` answers. ``wrong_model`` writes the IW/CO answers (default: the first reference);
+    ``candidates`` answer every batch question and are scored beside the given answers."""
+    references = list(references)
+    if not references:
+        raise ConfigError("FEWL needs at least one reference model")
+    if diversify is not None and (diversify < 1 or len(references) != 1):
+        raise ConfigError(
+            f"diversify asks one reference model for N >= 1 answers; got N={diversify} with {len(references)} models"
+        )
+    if neighbours < 1:
+        raise ConfigError(f"the laziness penalty needs K >= 1 neighbour questions, got {neighbours}")
+    gw = gateway or default_gateway()
+    writer = wrong_model or references[0]
+    emb = embedder
+
+    def embed() -> Embedder:
+        nonlocal emb
+        if emb is None:
+            emb = Embedder()
+        return emb
+
+    def plan(state: FewlState) -> dict[str, Any]:
+        items = state.get("items") or []
+        if not items:
+            raise ConfigError("FEWL needs at least one question")
+        blank = [k for k, it in enumerate(items) if not it["question"].strip()]
+        if blank:
+            raise ConfigError(f"empty question(s) at batch position(s) {blank}")
+        pool = [q for q in state.get("pool") or [] if q.strip()]
+        found: dict[str, list[tuple[str, float]]] = {}
+        if pool:
+            questions = [it["question"] for it in items]
+            near = embed().nearest(questions, pool, neighbours)
+            found = {q: [(pool[j], cos) for j, cos in picked] for q, picked in zip(questions, near, strict=True)}
+        return {"neighbours": found, "pool": pool}
+
+    def fan_out(state: FewlState) -> list[Send]:
+        batch = list(dict.fromkeys(it["question"] for it in state["items"]))
+        needed = list(dict.fromkeys(batch + [q for q in batch for q, _ in state["neighbours"].get(q, [])]))
+        if diversify is None:
+            sends = [Send("answer", {"question": q, "i": i}) for q in needed for i in range(len(references))]
+        else:
+            sends = [Send("diversified", {"question": q}) for q in needed]
+        sends += [Send("wrong", {"question": q}) for q in batch]
+        sends += [Send("respond", {"question": q, "model": m}) for q in batch for m in candidates]
+        return sends
+
+    def answer(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        reply = gw.call(references[state["i"]], ANSWER, {"question": state["question"]}, stats=stats_of(config))
+        text = reply.parsed if reply.ok else None
+        return {"references": [ReferenceAnswer(question=state["question"], i=state["i"], text=text, raw=reply.text)]}
+
+    def diversified(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        assert diversify is not None
+        reply = gw.call(
+            references[0],
+            DIVERSE,
+            {"question": state["question"], "n": diversify},
+            stats=stats_of(config),
+            max_tokens=DIVERSE_TOKENS_PER_ANSWER * diversify,
+        )
+        # an answer that is not a list is still one answer (the rest are recorded as missing)
+        listed = list(reply.parsed)[:diversify] if reply.ok else [reply.text.strip()] if reply.text.strip() else []
+        texts: list[str | None] = [*listed, *[None] * (diversify - len(listed))]
+        return {
+            "references": [
+                ReferenceAnswer(question=state["question"], i=i, text=t, raw=reply.text) for i, t in enumerate(texts)
+            ]
+        }
+
+    def wrong(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        reply = gw.call(
+            writer, IW_CO, {"question": state["question"]}, stats=stats_of(config), max_tokens=IW_CO_MAX_TOKENS
+        )
+        pairs = list(reply.parsed) if reply.ok else []
+        return {"wrongs": [WrongAnswers(question=state["question"], pairs=pairs, raw=reply.text, parsed=reply.ok)]}
+
+    def respond(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        reply = gw.call(state["model"], ANSWER, {"question": state["question"]}, stats=stats_of(config))
+        return {
+            "responses": [
+                Response(
+                    question=state["question"],
+                    model=model_name(state["model"]),
+                    text=reply.parsed if reply.ok else None,
+                    raw=reply.text,
+                )
+            ]
+        }
+
+    def score(state: FewlState) -> dict[str, Any]:
+        n_refs = diversify or len(references)
+        return score_batch(
+            state["items"],
+            state.get("references", []),
+            state.get("wrongs", []),
+            state.get("responses", []),
+            state["neighbours"],
+            n_refs,
+            embed(),
+            penalty=bool(state["pool"]),
+        )
+
+    graph = StateGraph(FewlState)
+    graph.add_node("plan", plan)
+    graph.add_node("answer", answer)
+    graph.add_node("diversified", diversified)
+    graph.add_node("wrong", wrong)
+    graph.add_node("respond", respond)
+    graph.add_node("score", score)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["answer", "diversified", "wrong", "respond"])
+    for node in ("answer", "diversified", "wrong", "respond"):
+        graph.add_edge(node, "score")
+    graph.add_edge("score", END)
+    return graph.compile()
+
+
+def score_batch(
+    items: Sequence[Item],
+    references: Sequence[ReferenceAnswer],
+    wrongs: Sequence[WrongAnswers],
+    responses: Sequence[Response],
+    neighbours: dict[str, list[tuple[str, float]]],
+    n_refs: int,
+    embedder: Embedder,
+    penalty: bool = True,
+) -> dict[str, Any]:
+    """The score node: every text embedded once, then Algorithm 1's terms for every answer.
+
+    A reference with no answer to x is left out of x's weights (and a neighbour it did not answer out
+    of its penalty); IW/CO answers that could not be read leave lambda uniform. Both are events."""
+    ref_text = {(r["question"], r["i"]): r["text"] for r in references}
+    wrong_of = {w["question"]: w for w in wrongs}
+    texts: list[str] = []
+    for it in items:
+        texts += it["answers"]
+    texts += [r["text"] for r in references if r["text"]]
+    texts += [t for w in wrongs for p in w["pairs"] for t in (p["wrong"], p["corrected"])]
+    texts += [r["text"] for r in responses if r["text"]]
+    unique = list(dict.fromkeys(texts))
+    vectors = dict(zip(unique, embedder.encode(unique), strict=True)) if unique else {}
+
+    def sim(a: str, b: str) -> float:
+        return float(np.dot(vectors[a], vectors[b]))
+
+    events: dict[str, int] = {}
+
+    def event(name: str, count: int = 1) -> None:
+        if count:
+            events[name] = events.get(name, 0) + count
+
+    event("reference_missing", sum(r["text"] is None for r in references))
+    event("response_missing", sum(r["text"] is None for r in responses))
+    scored = []
+    for it in items:
+        x = it["question"]
+        present = [i for i in range(n_refs) if ref_text.get((x, i))]
+        h = [ref_text[(x, i)] or "" for i in present]
+        pairs = wrong_of[x]["pairs"] if x in wrong_of else []
+        if x in wrong_of and not wrong_of[x]["parsed"]:
+            event("iw_co_unparsed")
+        elif 0 < len(pairs) < 25:
+            event("iw_co_short")
+        if pairs and h:
+            r = [
+                expertise_score([sim(hi, p["corrected"]) for p in pairs], [sim(hi, p["wrong"]) for p in pairs])
+                for hi in h
+            ]
+            weights = expertise_weights(r)
+        else:
+            r = []
+            weights = [1.0 / len(h)] * len(h) if h else []
+        near = neighbours.get(x, [])
+        lazy_refs = {i: [t for q, _ in near if (t := ref_text.get((q, i)))] for i in present}
+        answers = [(a, "given") for a in it["answers"]]
+        answers += [(resp["text"], resp["model"]) for resp in responses if resp["question"] == x and resp["text"]]
+        rows = []
+        for y, source in answers:
+            row: dict[str, Any] = {"text": y, "source": source}
+            if not h:
+                row.update(fewl=None, variants={})
+            else:
+                truth = [sim(y, hi) for hi in h]
+                lazy = [[sim(y, t) for t in lazy_refs[i]] for i in present] if penalty and near else None
+                terms = fewl_terms(truth, weights, lazy)
+                row.update(
+                    fewl=terms["score"],
+                    similarity=truth,
+                    truthfulness=terms["truthfulness"],
+                    penalty=terms["penalty"],
+                    variants=variant_scores(truth, weights, lazy),
+                )
+            rows.append(row)
+        if not h:
+            event("no_reference_answer")
+        scored.append(
+            {
+                "question": x,
+                "references": h,
+                "reference_index": present,
+                "expertise": r,
+                "weights": weights,
+                "wrong_pairs": len(pairs),
+                "neighbours": [{"question": q, "cosine": c} for q, c in near],
+                "answers": rows,
+            }
+        )
+    return {"scored": scored, "events": events}
+
+
+def run(
+    graph: CompiledStateGraph,
+    items: Sequence[Item],
+    stats: CallStats,
+    pool: Sequence[str] = (),
+    on_step: Callable[[str], None] | None = None,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """A batch through a built graph. Returns ``scored`` (per question: references, expertise r,
+    weights, neighbours, and every answer's FEWL, terms and ablations), the IW/CO answers, the
+    candidate responses and ``events``."""
+    state: FewlState = {
+        "items": [Item(question=it["question"], answers=list(it["answers"])) for it in items],
+        "pool": list(pool),
+    }
+    out = run_streamed(graph, state, stats, max_concurrency=max_concurrency, on_step=on_step)
+    return {
+        "scored": out["scored"],
+        "wrongs": sorted(out.get("wrongs", []), key=lambda w: w["question"]),
+        "responses": out.get("responses", []),
+        "events": out["events"],
+        "penalty": bool(out["pool"]),
+    }
+
+
+def default_references() -> list[str]:
+    return [f"local:{default_local_model()}"]
+
+
+def detect(
+    question: str,
+    answers: Sequence[str],
+    *,
+    references: Sequence[ModelLike] | None = None,
+    diversify: int | None = None,
+    pool: Sequence[str] = (),
+    neighbours: int = NEIGHBOURS,
+    wrong_model: ModelLike | None = None,
+    embedder: Embedder | None = None,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """FEWL of each answer to one question. A unit's score is the risk -FEWL (higher = more likely
+    hallucinated); its evidence holds FEWL, the truthfulness and penalty terms per reference and the
+    ablations. One reference model is asked for ``diversify`` answers (default 5, the paper's
+    setting); several are asked once each. Without a ``pool`` there is no laziness penalty."""
+    answers = [a.strip() for a in answers]
+    if not answers or not all(answers):
+        raise ConfigError("FEWL needs at least one non-empty answer to score")
+    refs = list(references) if references else default_references()
+    if diversify is None and len(refs) == 1:
+        diversify = DIVERSIFY
+    stats = stats or CallStats()
+    graph = build(
+        refs, diversify=diversify, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway
+    )
+    out = run(graph, [Item(question=question, answers=answers)], stats, pool, on_step)
+    scored = out["scored"][0]
+    units = []
+    for row in scored["answers"]:
+        risk = None if row["fewl"] is None else -row["fewl"]
+        evidence = {k: v for k, v in row.items() if k not in ("text", "source")}
+        units.append(Unit(text=row["text"], score=risk, parsed=row["fewl"] is not None, evidence=evidence))
+    meta = stats.meta(
+        METHOD,
+        events=out["events"],
+        references=[model_name(m) for m in refs],
+        mode="diversified" if diversify else "models",
+        n=diversify or len(refs),
+        neighbours=neighbours if out["penalty"] else 0,
+        penalty=out["penalty"],
+        wrong_model=model_name(wrong_model or refs[0]),
+    )
+    evidence = {k: v for k, v in scored.items() if k != "answers"}
+    evidence["wrong_answers"] = out["wrongs"][0]["pairs"] if out["wrongs"] else []
+    return DetectionResult(method=METHOD, units=units, meta=meta, evidence=evidence)
+
+
+def rank_models(
+    questions: Sequence[str],
+    models: Sequence[ModelLike],
+    *,
+    references: Sequence[ModelLike] | None = None,
+    diversify: int | None = None,
+    pool: Sequence[str] = (),
+    neighbours: int = NEIGHBOURS,
+    wrong_model: ModelLike | None = None,
+    embedder: Embedder | None = None,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """Section 4.3: every model answers every question (``fewl.answer``), FEWL scores the answers
+    against the same references, and the models are ranked by mean FEWL (higher = less
+    hallucinated). Returns ``ranking`` (best first), per model ``mean`` {variant: mean} and
+    per-question ``scores``, and the batch's ``scored`` records."""
+    if len(models) < 2:
+        raise ConfigError(f"ranking needs at least two models, got {len(models)}")
+    refs = list(references) if references else default_references()
+    if diversify is None and len(refs) == 1:
+        diversify = DIVERSIFY
+    stats = stats or CallStats()
+    graph = build(
+        refs,
+        diversify=diversify,
+        neighbours=neighbours,
+        wrong_model=wrong_model,
+        candidates=models,
+        embedder=embedder,
+        gateway=gateway,
+    )
+    out = run(graph, [Item(question=q, answers=[]) for q in questions], stats, pool, on_step, max_concurrency)
+    names = [model_name(m) for m in models]
+    per_model: dict[str, dict[str, Any]] = {}
+    for name in names:
+        rows = [next((a for a in s["answers"] if a["source"] == name), None) for s in out["scored"]]
+        scores = [None if a is None else a["fewl"] for a in rows]
+        variants = {
+            v: [a["variants"].get(v) for a in rows if a is not None and a["fewl"] is not None] for v in VARIANTS
+        }
+        per_model[name] = {
+            "scores": scores,
+            "answered": sum(s is not None for s in scores),
+            "mean": {v: (float(np.mean(xs)) if xs and None not in xs else None) for v, xs in variants.items()},
+        }
+    headline = "fewl" if out["penalty"] else "multi"  # without a pool there is no penalty: uniform weights
+
+    def mean_of(name: str) -> float:
+        value = per_model[name]["mean"][headline]
+        return -np.inf if value is None else value
+
+    ranking = sorted(names, key=mean_of, reverse=True)
+    return {
+        "ranking": ranking,
+        "models": per_model,
+        "scored": out["scored"],
+        "events": out["events"],
+        "penalty": out["penalty"],
+        "headline": headline,
+    }
