@@ -204,6 +204,7 @@ DETECT_METHODS = (
     "semantic-entropy",
     "semantic-entropy-paragraph",
     "clue",
+    "fewl",
     "selfcheck-prompt",
     "selfcheck-unigram",
     "fibe",
@@ -419,6 +420,84 @@ def cmd_diversity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_questions(path: str) -> list[str]:
+    """A question pool: a JSON list of strings, or one question per line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read --pool {path}: {exc}") from exc
+    if text.lstrip().startswith("["):
+        try:
+            pool = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--pool {path} is not valid JSON: {exc}") from exc
+        if not isinstance(pool, list) or not all(isinstance(q, str) for q in pool):
+            raise ConfigError(f"--pool {path} must be a JSON list of strings")
+    else:
+        pool = text.splitlines()
+    pool = [q.strip() for q in pool if q.strip()]
+    if not pool:
+        raise ConfigError(f"--pool {path} holds no question")
+    return pool
+
+
+def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The reference side of FEWL, shared by detect and both benchmarks."""
+    from halluscope.graphs import fewl
+
+    refs = args.reference or fewl.default_references()
+    if args.diversify is not None and len(refs) != 1:
+        raise ConfigError(f"--diversify asks one --reference model for N answers; {len(refs)} references given")
+    return {
+        "references": refs,
+        "diversify": args.diversify if args.diversify is not None else (fewl.DIVERSIFY if len(refs) == 1 else None),
+        "neighbours": args.neighbours,
+        "wrong_model": args.wrong_model,
+    }
+
+
+def cmd_fewl(args: argparse.Namespace) -> int:
+    from halluscope.graphs import fewl
+
+    if not args.question or not args.question.strip():
+        raise ConfigError("fewl needs --question: the question the answers answer")
+    if not args.answer:
+        raise ConfigError("fewl needs at least one --answer to score")
+    pool = _read_questions(args.pool) if args.pool else []
+    gateway = _gateway(args)
+    with tqdm(desc="fewl", unit=" call", leave=False, disable=args.json) as bar:
+        result = fewl.detect(
+            args.question,
+            args.answer,
+            pool=pool,
+            gateway=gateway,
+            stats=CallStats(on_reply=bar.update),
+            **_fewl_options(args),
+        )
+    if args.json:
+        print(result.to_json())
+        return 0
+    m = result.meta
+    refs = f"{', '.join(m.params['references'])} ({m.params['mode']}, N = {m.params['n']})"
+    print(f"fewl: FEWL per answer (higher = less hallucinated); references {refs}")
+    for unit in result.units:
+        ev = unit.evidence
+        if ev.get("fewl") is None:
+            print(f"   n/a    {unit.text}  (no reference answer)")
+            continue
+        similarity = sum(ev["similarity"]) / len(ev["similarity"])
+        lazy = sum(ev["penalty"]) / len(ev["penalty"])
+        print(f"  {ev['fewl']:7.4f}  {unit.text}  (mean similarity {similarity:.3f}, penalty {lazy:.3f})")
+    weights = ", ".join(f"{w:.3f}" for w in result.evidence["weights"])
+    print(f"expertise weights lambda: {weights}; {len(result.evidence['wrong_answers'])} IW/CO pairs")
+    if not m.params["penalty"]:
+        print("no laziness penalty: give --pool FILE (questions to find neighbours in)")
+    print(f"{m.calls} model calls, {m.cache_hits} cache hits, {m.seconds:.1f} s")
+    if m.events:
+        print(_handled(m.events))
+    return 0
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
 
@@ -428,6 +507,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         return cmd_semantic_entropy_paragraph(args)
     if args.method == "clue":
         return cmd_clue(args)
+    if args.method == "fewl":
+        return cmd_fewl(args)
     text = _text(args)
     samples = _read_samples(args.samples_file) if args.samples_file else None
     concept = selfcheck_prompt.concept_from_prompt(args.question) if args.question else None
@@ -555,6 +636,96 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md, roc.png"
     )
     return 0
+
+
+def cmd_bench_truthfulqa(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.truthfulqa import run_truthfulqa_bench
+
+    shown = _variant_list(args.method)
+    gateway = _gateway(args)
+    run = run_truthfulqa_bench(
+        args.out, gateway=gateway, data=args.data, limit=args.limit, progress=not args.json, **_fewl_options(args)
+    )
+    summary = {k: v for k, v in run.items() if k != "questions"}
+    summary["variants"] = [r for r in summary["variants"] if r["variant"] in shown]
+    if args.json:
+        _print_json(summary)
+        return 0
+    print(f"FEWL on TruthfulQA v1: {summary['n_questions']} questions, {summary['labelled_answers']} labelled answers")
+    for r in summary["variants"]:
+        a = "n/a" if r["best_above_first_incorrect"] is None else f"{r['best_above_first_incorrect']:.3f}"
+        b = "n/a" if r["best_highest_share"] is None else f"{r['best_highest_count']} ({r['best_highest_share']:.1%})"
+        paper = f"{r['paper_gpt35_share']:.1%} / {r['paper_gpt4_share']:.1%}"
+        print(f"  {r['title']:24s} (a) {a}   (b) {b}   paper (b) {paper}")
+    print(
+        f"{summary['calls']} model calls, {summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} min; "
+        f"wrote {args.out}/results.json, report.md"
+    )
+    return 0
+
+
+def _variant_list(methods: str) -> list[str]:
+    from halluscope.scoring.fewl import VARIANTS
+
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in VARIANTS]
+    if unknown or not chosen:
+        raise ConfigError(f"unknown --method {', '.join(unknown) or '(none)'}; known: {', '.join(VARIANTS)}")
+    return chosen
+
+
+def cmd_bench_truthfulqa_rank(args: argparse.Namespace) -> int:
+    from halluscope.evaluators.truthfulqa import run_rank_bench
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    gateway = _gateway(args)
+    summary = run_rank_bench(
+        args.out,
+        models=models,
+        gateway=gateway,
+        mc=args.mc,
+        data=args.data,
+        limit=args.limit,
+        progress=not args.json,
+        **_fewl_options(args),
+    )
+    if args.json:
+        _print_json(summary)
+        return 0
+    print(f"ranking {len(models)} models on {summary['n_questions']} TruthfulQA questions")
+    for r in summary["models"]:
+        fewl_mean = "n/a" if r["fewl"] is None else f"{r['fewl']:.4f}"
+        print(f"  {r['model']:32s} mean FEWL {fewl_mean}   MC1 accuracy {r['mc1_accuracy']:.3f} ({r['mc_mode']})")
+    tau = "n/a" if summary["kendall_tau"] is None else f"{summary['kendall_tau']:.3f}"
+    print(f"FEWL: {' > '.join(summary['ranking_fewl'])}")
+    print(f"MC1:  {' > '.join(summary['ranking_mc1'])}")
+    print(
+        f"Kendall's tau {tau}; {summary['calls']} model calls, {summary['cache_hits']} cache hits, "
+        f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md"
+    )
+    return 0
+
+
+def _fewl_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--reference",
+        action="append",
+        metavar="SPEC",
+        help="fewl: a reference model (repeat for N models; default: the default local model asked for 5 answers)",
+    )
+    p.add_argument(
+        "--diversify", type=int, metavar="N", help="fewl: ask the one reference model for N diversified answers"
+    )
+    p.add_argument(
+        "--neighbours",
+        type=int,
+        default=5,
+        metavar="K",
+        help="fewl: nearest questions of the laziness penalty (default 5)",
+    )
+    p.add_argument(
+        "--wrong-model", metavar="SPEC", help="fewl: the model that writes IW/CO answers (default: first reference)"
+    )
 
 
 def cmd_bench_clue(args: argparse.Namespace) -> int:
@@ -811,6 +982,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="clue: ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
     )
     _judge_options(p, "semantic entropy (entailment) and clue (zero-shot scorer)", strictness=True)
+    p.add_argument("--answer", action="append", help="fewl: an answer to score (repeatable)")
+    p.add_argument("--pool", metavar="FILE", help="fewl: questions to find neighbours in (JSON list or one per line)")
+    _fewl_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_detect)
 
@@ -935,6 +1109,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/clue", help="output directory (default out/clue)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_clue)
+
+    p = bench.add_parser(
+        "truthfulqa",
+        parents=[common],
+        help="FEWL on TruthfulQA v1: does the best answer score above the incorrect ones (Table 3, ablations)",
+        description="Wei et al., Section 4.2: every labelled answer scored by FEWL; (a) best above the first "
+        "incorrect answer, (b) best highest among all labelled answers; every ablation from one run.",
+    )
+    p.add_argument("--method", default="single,single+penalty,multi,fewl,fewl-uniform", help="variants to report")
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    _fewl_arguments(p)
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--out", default="out/truthfulqa", help="output directory (default out/truthfulqa)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_truthfulqa)
+
+    p = bench.add_parser(
+        "truthfulqa-rank",
+        parents=[common],
+        help="rank models by mean FEWL and by TruthfulQA MC1 accuracy; Kendall's tau",
+        description="Wei et al., Section 4.3: each model answers the questions, FEWL ranks the models; the "
+        "ground truth is each model's MC1 accuracy (log-probs for local models, else asked).",
+    )
+    p.add_argument("--models", required=True, help="models to rank, comma-separated specs")
+    p.add_argument("--mc", default="auto", choices=("auto", "logprobs", "ask"), help="how MC1 is read (default auto)")
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    _fewl_arguments(p)
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--out", default="out/truthfulqa-rank", help="output directory (default out/truthfulqa-rank)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench_truthfulqa_rank)
 
     p = sub.add_parser(
         "diversity",

@@ -67,7 +67,7 @@ def test_user_errors_are_one_line_with_exit_code_2(
 def test_prompts_list_show_and_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _, out, _ = run(capsys, "prompts", "list", "--json")
     rows = json.loads(out)
-    assert len(rows) == 20 and all(r["version"] == 1 and r["default"] for r in rows)
+    assert len(rows) == 23 and all(r["version"] == 1 and r["default"] for r in rows)
     _, out, _ = run(capsys, "prompts", "list")
     assert "fibe.create@1" in out and "Appendix E.3.1" in out
     _, out, _ = run(capsys, "prompts", "show", "fibe.score@1")
@@ -357,11 +357,56 @@ def test_detect_clue_and_diversity_from_the_command_line(capsys: pytest.CaptureF
         (["clue", "--model", "local:smollm2-135m"], "clue needs --question"),
         (["clue", "--question", "Q?"], "clue needs --model"),
         (["clue", "--question", "Q?", "--model", "local:smollm2-135m", "--outputs-file", "/nope"], "cannot read"),
+        (["fewl", "--answer", "A."], "fewl needs --question"),
+        (["fewl", "--question", "Q?"], "fewl needs at least one --answer"),
+        (["fewl", "--question", "Q?", "--answer", "A.", "--pool", "/nope"], "cannot read --pool"),
+        (
+            [
+                "fewl",
+                "--question",
+                "Q?",
+                "--answer",
+                "A.",
+                "--reference",
+                "a:b",
+                "--reference",
+                "c:d",
+                "--diversify",
+                "3",
+            ],
+            "--diversify asks one --reference",
+        ),
     ],
 )
 def test_detect_errors_name_the_problem(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     code, _, err = run(capsys, "detect", *argv)
     assert code == 2 and message in err
+
+
+def test_detect_fewl_from_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A server that answers 'Paris is the capital.' to everything: the diversified call gives one answer
+    (not a list: the other four are recorded missing), the IW/CO answer has no pairs (uniform lambda)."""
+    pool = tmp_path / "pool.txt"
+    pool.write_text("What is the capital of Spain?\nHow tall is Everest?\n")
+    with StubAPI(answer="Paris is the capital.") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#m"
+        code, out, _ = run(
+            capsys, "detect", "fewl", "--question", "What is the capital of France?", "--answer", "Paris.",
+            "--answer", "Paris is the capital.", "--reference", spec, "--pool", str(pool), "--neighbours", "1",
+            "--json",
+        )  # fmt: skip
+    result = DetectionResult.from_json(out)
+    assert code == 0 and result.meta.calls == 3 == len(stub.requests)  # 2 questions x 1 diversified call, 1 IW/CO
+    assert result.meta.events == {"reference_missing": 8, "iw_co_unparsed": 1}
+    assert result.meta.params["penalty"] is True and result.evidence["weights"] == [1.0]
+    echo = result.units[1]  # identical to the reference answer: similarity 1, and to the neighbour's answer
+    assert echo.evidence["similarity"] == pytest.approx([1.0], abs=1e-5)
+    assert echo.evidence["fewl"] == pytest.approx(0.5 * math.tanh(1.0) - 0.5 * math.tanh(1.0), abs=1e-5)
+
+
+def test_bench_truthfulqa_names_unknown_variants(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "bench", "truthfulqa", "--method", "fewl,best")
+    assert code == 2 and "unknown --method best" in err
 
 
 @pytest.mark.parametrize(
