@@ -11,6 +11,7 @@ from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import Entailment, Judgement, LLMEntailment, NLIEntailment
 from halluscope.backends.local import default_local_model
 from halluscope.backends.logprobs import LogProbMismatchError, LogProbModel, Sample, load_logprob_model
+from halluscope.detector import Detector, detector
 from halluscope.errors import (
     ConfigError,
     DataError,
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "DetectionResult",
+    "Detector",
     "Embedder",
     "Entailment",
     "Gateway",
@@ -65,6 +67,7 @@ __all__ = [
     "default_gateway",
     "clue",
     "default_local_model",
+    "detector",
     "fewl",
     "fibe",
     "phr",

@@ -51,6 +51,29 @@ class DetectionResult(BaseModel):
     units: list[Unit]
     meta: RunMeta
     evidence: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = Field(None, description="why this item failed in a batch (no units then); None when it ran")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def risk(self) -> float | None:
+        """The riskiest unit's score: a passage is as suspect as its most suspect sentence."""
+        scores = [u.score for u in self.units if u.score is not None]
+        return max(scores) if scores else None
+
+    def summary(self, top: int = 3) -> str:
+        """A few lines a person (or an agent) can read: the riskiest units first."""
+        if self.error:
+            return f"{self.method}: failed ({self.error})"
+        scored = sorted((u for u in self.units if u.score is not None), key=lambda u: -(u.score or 0.0))
+        if not scored:
+            return f"{self.method}: nothing scored ({len(self.units)} units)"
+        head = f"{self.method}: {len(self.units)} units, highest risk {scored[0].score:.3f}"
+        lines = [f"{head} (higher = more likely hallucinated)"]
+        lines += [f"- {u.score:.3f}  {u.text[:160]}" for u in scored[:top]]
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -1,0 +1,156 @@
+"""One public API for every method: ``halluscope.detector(method, model=..., **options)``.
+
+A detector is configuration only (the method, its model and options), so one instance is safe to
+share across threads and concurrent graph runs: every ``detect`` builds its own graph and counts its
+own calls, and model calls meet in the process's gateway (one cache, one limit per model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from halluscope.errors import ConfigError
+from halluscope.graphs import (
+    clue,
+    fewl,
+    fibe,
+    phr,
+    selfcheck_prompt,
+    selfcheck_unigram,
+    semantic_entropy,
+    semantic_entropy_paragraph,
+)
+from halluscope.results import DetectionResult, RunMeta
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """How a method's ``detect`` is called: where the model goes, what it scores, and which keyword
+    carries the user's question (the prompt an answer answered) when a tool or a guard has one."""
+
+    detect: Callable[..., DetectionResult]
+    inputs: tuple[str, ...]  # the fields that an item, a tool call or an evaluator fills
+    question_field: str | None  # 'question', 'prompt' or 'concept': the user's question goes there
+    answer_field: str | None  # where the answer to check goes: 'text', or 'answers' (a list) for FEWL
+    model_field: str = "model"
+
+
+METHODS: dict[str, MethodSpec] = {
+    "fibe": MethodSpec(fibe.detect, ("text", "prompt"), "prompt", "text"),
+    "selfcheck-prompt": MethodSpec(selfcheck_prompt.detect, ("text", "concept"), "concept", "text"),
+    "selfcheck-unigram": MethodSpec(selfcheck_unigram.detect, ("text", "concept"), "concept", "text"),
+    "semantic-entropy": MethodSpec(semantic_entropy.detect, ("question",), "question", None),
+    "semantic-entropy-paragraph": MethodSpec(
+        semantic_entropy_paragraph.detect, ("question", "text"), "question", "text"
+    ),
+    "clue": MethodSpec(clue.detect, ("question",), "question", None),
+    "fewl": MethodSpec(fewl.detect, ("question", "answers"), "question", "answers", model_field="references"),
+    "phr": MethodSpec(phr.detect, ("context", "query"), None, None),
+}
+
+# Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.
+_TEXT_INPUTS = ("text", "question", "query")
+
+
+def method_spec(method: str) -> MethodSpec:
+    name = method.strip().lower().replace("_", "-")
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def _parameters(spec: MethodSpec) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(spec.detect).parameters)
+
+
+@dataclass(frozen=True, eq=False)
+class Detector:
+    """A method with its model and options bound; ``detect(**item)`` runs it on one item."""
+
+    method: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        spec = method_spec(self.method)
+        object.__setattr__(self, "method", next(k for k, v in METHODS.items() if v is spec))
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        self._check_names(self.options, "option")
+
+    @property
+    def spec(self) -> MethodSpec:
+        return METHODS[self.method]
+
+    def _check_names(self, names: Iterable[str], what: str) -> None:
+        accepted = _parameters(self.spec)
+        unknown = sorted(set(names) - accepted.keys())
+        if unknown:
+            raise ConfigError(
+                f"{self.method} has no {what} {', '.join(map(repr, unknown))}; it accepts: {', '.join(accepted)}"
+            )
+
+    def arguments(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of one run: the detector's options, then the item's fields (an item
+        may override an option); blank text inputs are refused here, before any model call."""
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"an item must be a dict of {self.method} keyword arguments, got {type(item).__name__}")
+        self._check_names(item, "argument")
+        kwargs = {**self.options, **item}
+        for name in _TEXT_INPUTS:
+            value = kwargs.get(name)
+            if isinstance(value, str) and not value.strip():
+                raise ConfigError(f"{self.method}: the {name} is empty")
+        return kwargs
+
+    def detect(self, **item: Any) -> DetectionResult:
+        """Run the method on one item (the same keyword arguments as the method's own ``detect``)."""
+        return self.spec.detect(**self.arguments(item))
+
+    async def adetect(self, **item: Any) -> DetectionResult:
+        """``detect`` off the event loop: the graphs run synchronously, so a thread keeps the loop free."""
+        return await asyncio.to_thread(self.detect, **item)
+
+    def detect_many(
+        self, items: Iterable[Mapping[str, Any]], concurrency: int = 4, progress: bool = True
+    ) -> list[DetectionResult]:
+        """Every item, ``concurrency`` at a time, results in input order. An item that fails (bad input,
+        a provider error, an unreadable answer) comes back as a result whose ``error`` says why, and
+        the others go on; calls already answered stay in the cache."""
+        batch = list(items)
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        results: list[DetectionResult | None] = [None] * len(batch)
+        bar = tqdm(total=len(batch), desc=f"{self.method}", unit="item", disable=not progress)
+
+        def one(index: int) -> None:
+            started = time.monotonic()
+            try:
+                results[index] = self.spec.detect(**self.arguments(batch[index]))
+            except Exception as exc:  # a failed item is data: recorded on that item, never the batch's end
+                meta = RunMeta(method=self.method, seconds=time.monotonic() - started)
+                results[index] = DetectionResult(
+                    method=self.method, units=[], meta=meta, error=f"{type(exc).__name__}: {exc}"
+                )
+            bar.update(1)
+
+        with bar, ThreadPoolExecutor(max_workers=concurrency) as pool:
+            list(pool.map(one, range(len(batch))))
+        return [r for r in results if r is not None]
+
+
+def detector(method: str, model: Any = None, **options: Any) -> Detector:
+    """A detector for ``method`` (e.g. 'fibe', 'semantic-entropy', 'fewl') on ``model`` (a model spec
+    such as 'local:qwen2.5-coder-1.5b' or 'openai:gpt-4o-mini', or a chat model); options are the
+    method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...)."""
+    spec = method_spec(method)
+    if model is not None:
+        options[spec.model_field] = [model] if spec.model_field == "references" else model
+    return Detector(method, options)

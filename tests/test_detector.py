@@ -1,0 +1,106 @@
+"""The one public API: ``halluscope.detector`` on scripted models: options and items checked by name,
+blank inputs and failing items recorded per item, input order kept, one instance shared by threads
+and by concurrent async runs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import halluscope
+from halluscope.backends.gateway import Gateway
+from halluscope.errors import ConfigError
+
+PASSAGES = [
+    "Einstein was a physicist. He was born in Paris.",
+    "Marie Curie was a chemist. She won two Nobel prizes.",
+    "Ada Lovelace wrote programs. She was born in Rome.",
+]
+
+
+def respond(prompt: str, params: dict[str, Any]) -> str:
+    """Regenerations deny every birthplace; a check says No to a birthplace, Yes otherwise; 'explode'
+    stands for a provider that keeps failing."""
+    if "explode" in prompt:
+        raise ValueError("provider down")
+    if "Write an article" in prompt:
+        return f"A short article. Sample {params.get('seed')}."
+    return "No" if "born in" in prompt.split("Sentence: ")[1] else "Yes"
+
+
+def scores(result: halluscope.DetectionResult) -> list[float | None]:
+    return [u.score for u in result.units]
+
+
+def test_detector_binds_options_and_checks_names(gateway: Gateway, scripted: Any) -> None:
+    det = halluscope.detector("selfcheck_prompt", model=scripted(respond), n=2, gateway=gateway)
+    assert det.method == "selfcheck-prompt"
+    result = det.detect(text=PASSAGES[0], concept="Einstein")
+    assert scores(result) == [0.0, 1.0] and result.ok and result.risk == 1.0
+    assert "highest risk 1.000" in result.summary() and "born in Paris" in result.summary()
+    with pytest.raises(ConfigError, match="unknown method 'selfcheck'; available: fibe"):
+        halluscope.detector("selfcheck")
+    with pytest.raises(ConfigError, match="selfcheck-prompt has no option 'samples_n'; it accepts: text"):
+        halluscope.detector("selfcheck-prompt", model="local:smollm2-135m", samples_n=3)
+    with pytest.raises(ConfigError, match="has no argument 'passage'"):
+        det.detect(passage=PASSAGES[0])
+    with pytest.raises(ConfigError, match="selfcheck-prompt: the text is empty"):
+        det.detect(text="  ", concept="x")
+    with pytest.raises(TypeError):  # a detector is configuration only, and frozen
+        det.options["n"] = 3  # type: ignore[index]
+
+
+def test_fewl_model_is_its_reference() -> None:
+    det = halluscope.detector("fewl", model="local:qwen2.5-coder-0.5b", diversify=3)
+    assert det.options["references"] == ["local:qwen2.5-coder-0.5b"]
+
+
+def test_detect_many_keeps_order_and_records_each_failure(gateway: Gateway, scripted: Any) -> None:
+    det = halluscope.detector("selfcheck-prompt", model=scripted(respond), n=2, gateway=gateway)
+    items: list[Any] = [
+        {"text": PASSAGES[0], "concept": "Einstein"},
+        {"text": "", "concept": "nobody"},
+        {"text": PASSAGES[1], "concept": "explode"},
+        "not a dict",
+        {"text": PASSAGES[2], "concept": "Lovelace"},
+    ]
+    results = det.detect_many(items, concurrency=3, progress=False)
+    assert len(results) == 5
+    assert [r.ok for r in results] == [True, False, False, False, True]
+    assert scores(results[0]) == [0.0, 1.0] and scores(results[4]) == [0.0, 1.0]
+    assert results[4].units[1].text == "She was born in Rome."
+    assert results[1].error == "ConfigError: selfcheck-prompt: the text is empty"
+    assert "provider down" in (results[2].error or "")
+    assert "must be a dict" in (results[3].error or "") and results[3].units == []
+    assert results[2].summary().startswith("selfcheck-prompt: failed (")
+    again = det.detect_many(items[:1], progress=False)  # answered calls stay in the cache
+    assert again[0].meta.calls == 0 and again[0].meta.cache_hits == 2 + 2 * 2
+
+
+def test_one_detector_shared_across_threads_and_async_runs(gateway: Gateway, scripted: Any) -> None:
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def counting(prompt: str, params: dict[str, Any]) -> str:
+        with lock:
+            seen.append(prompt)
+        return respond(prompt, params)
+
+    det = halluscope.detector("selfcheck-prompt", model=scripted(counting), n=3, gateway=gateway)
+    items = [{"text": f"Person {i} was a physicist. He was born in City {i}.", "concept": f"P{i}"} for i in range(12)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(lambda item: det.detect(**item), items))
+    assert [scores(r) for r in threaded] == [[0.0, 1.0]] * len(items)
+    assert len(seen) == 12 * (3 + 3 * 2)  # each passage: 3 regenerations + 3 x 2 checks, nothing lost or doubled
+    assert sum(r.meta.calls for r in threaded) == len(seen)
+
+    async def both() -> list[halluscope.DetectionResult]:
+        return await asyncio.gather(*(det.adetect(**item) for item in items))
+
+    concurrent = asyncio.run(both())
+    assert [scores(r) for r in concurrent] == [scores(r) for r in threaded]
+    assert all(r.meta.calls == 0 for r in concurrent) and len(seen) == 108
