@@ -1,5 +1,47 @@
-"""Datasets, paper protocols, metrics and reports."""
+"""Datasets, paper protocols, metrics and reports; every method as a LangSmith-style evaluator."""
 
 from halluscope.evaluators.datasets import data_root, dataset_dir, list_datasets
+from halluscope.evaluators.factories import (
+    create_async_clue_evaluator,
+    create_async_evaluator,
+    create_async_fewl_evaluator,
+    create_async_fibe_evaluator,
+    create_async_phr_evaluator,
+    create_async_selfcheck_prompt_evaluator,
+    create_async_selfcheck_unigram_evaluator,
+    create_async_semantic_entropy_evaluator,
+    create_async_semantic_entropy_paragraph_evaluator,
+    create_clue_evaluator,
+    create_evaluator,
+    create_fewl_evaluator,
+    create_fibe_evaluator,
+    create_phr_evaluator,
+    create_selfcheck_prompt_evaluator,
+    create_selfcheck_unigram_evaluator,
+    create_semantic_entropy_evaluator,
+    create_semantic_entropy_paragraph_evaluator,
+)
 
-__all__ = ["data_root", "dataset_dir", "list_datasets"]
+__all__ = [
+    "create_async_clue_evaluator",
+    "create_async_evaluator",
+    "create_async_fewl_evaluator",
+    "create_async_fibe_evaluator",
+    "create_async_phr_evaluator",
+    "create_async_selfcheck_prompt_evaluator",
+    "create_async_selfcheck_unigram_evaluator",
+    "create_async_semantic_entropy_evaluator",
+    "create_async_semantic_entropy_paragraph_evaluator",
+    "create_clue_evaluator",
+    "create_evaluator",
+    "create_fewl_evaluator",
+    "create_fibe_evaluator",
+    "create_phr_evaluator",
+    "create_selfcheck_prompt_evaluator",
+    "create_selfcheck_unigram_evaluator",
+    "create_semantic_entropy_evaluator",
+    "create_semantic_entropy_paragraph_evaluator",
+    "data_root",
+    "dataset_dir",
+    "list_datasets",
+]

@@ -1,0 +1,196 @@
+"""Every method as an evaluator in the openevals / LangSmith convention, so a halluscope score can sit
+in a ``langsmith.evaluate(...)`` experiment (or any loop over examples):
+
+    evaluator = create_selfcheck_prompt_evaluator(model="openai:gpt-4o-mini", n=5)
+    evaluator(inputs={"question": ...}, outputs={"answer": ...}) -> {"key", "score", "comment", "metadata"}
+
+``score`` is the riskiest unit's score (higher = more likely hallucinated; for FEWL the risk -FEWL);
+``comment`` is the result's summary; ``metadata`` holds every unit's score and the run's costs. The
+methods are reference-free: ``reference_outputs`` is accepted, as the convention passes it, and
+unused. An example that fails (blank answer, provider down) scores None with the reason in the
+comment, so one bad example never ends an experiment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from halluscope.detector import Detector, MethodSpec, detector
+from halluscope.errors import ConfigError
+from halluscope.results import DetectionResult
+
+EvaluatorResult = dict[str, Any]
+Evaluator = Callable[..., EvaluatorResult]
+AsyncEvaluator = Callable[..., Awaitable[EvaluatorResult]]
+
+# Where a run's answer and an example's question are found, first match wins.
+ANSWER_KEYS = ("answer", "output", "response", "text", "content")
+QUESTION_KEYS = ("question", "input", "query", "prompt")
+
+
+def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
+    """A string, a dict holding one under a known key, or a messages list (last message's content)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in keys:
+            if key in value:
+                return _text_of(value[key], keys, what)
+        if "messages" in value:
+            return _text_of(value["messages"], keys, what)
+        raise ConfigError(f"no {what} found: expected one of the keys {', '.join(keys)} or messages")
+    if isinstance(value, Sequence) and value:
+        last = value[-1]
+        content = getattr(last, "content", None) if not isinstance(last, Mapping) else last.get("content")
+        if isinstance(content, str):
+            return content
+    raise ConfigError(f"no {what} found in {type(value).__name__}")
+
+
+def example_arguments(spec: MethodSpec, inputs: Any, outputs: Any) -> dict[str, Any]:
+    """The ``detect`` keywords of one example: the run's answer and the example's question where the
+    method takes them (PHR reads its ``context`` and ``query`` from the inputs)."""
+    if spec.question_field is None and spec.answer_field is None:  # PHR: an ICL problem, not a Q&A pair
+        if not isinstance(inputs, Mapping) or not {"context", "query"} <= inputs.keys():
+            raise ConfigError("phr reads inputs['context'] (a list of (input, label) pairs) and inputs['query']")
+        return {"context": inputs["context"], "query": inputs["query"]}
+    kwargs: dict[str, Any] = {}
+    if spec.answer_field is not None:
+        answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs")
+        kwargs[spec.answer_field] = [answer] if spec.answer_field == "answers" else answer
+    if spec.question_field is not None and inputs is not None:
+        kwargs[spec.question_field] = _text_of(inputs, QUESTION_KEYS, "question in inputs")
+    return kwargs
+
+
+def _result(key: str, result: DetectionResult) -> EvaluatorResult:
+    return {
+        "key": key,
+        "score": result.risk,
+        "comment": result.summary(),
+        "metadata": {
+            "method": result.method,
+            "units": [{"text": u.text, "score": u.score} for u in result.units],
+            "calls": result.meta.calls,
+            "cache_hits": result.meta.cache_hits,
+            "models": result.meta.models,
+            "prompts": result.meta.prompts,
+            "error": result.error,
+        },
+    }
+
+
+def _failure(key: str, method: str, exc: Exception) -> EvaluatorResult:
+    reason = f"{type(exc).__name__}: {exc}"
+    return {"key": key, "score": None, "comment": f"{method}: failed ({reason})", "metadata": {"error": reason}}
+
+
+def _bind(method: str, key: str | None, options: dict[str, Any]) -> tuple[Detector, str]:
+    det = detector(method, **options)
+    return det, key or f"halluscope_{det.method.replace('-', '_')}"
+
+
+def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> Evaluator:
+    """An evaluator for any method; ``options`` are ``halluscope.detector``'s (``model``, ``n`` ...)."""
+    det, name = _bind(method, key, options)
+
+    def evaluate(
+        *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
+    ) -> EvaluatorResult:
+        try:
+            return _result(name, det.detect(**example_arguments(det.spec, inputs, outputs)))
+        except Exception as exc:  # one failed example is a scored-None row, never the experiment's end
+            return _failure(name, det.method, exc)
+
+    evaluate.__name__ = name
+    return evaluate
+
+
+def create_async_evaluator(method: str, *, key: str | None = None, **options: Any) -> AsyncEvaluator:
+    """The async twin of ``create_evaluator`` (the graph runs in a worker thread)."""
+    det, name = _bind(method, key, options)
+
+    async def evaluate(
+        *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
+    ) -> EvaluatorResult:
+        try:
+            return _result(name, await det.adetect(**example_arguments(det.spec, inputs, outputs)))
+        except Exception as exc:
+            return _failure(name, det.method, exc)
+
+    evaluate.__name__ = name
+    return evaluate
+
+
+def create_fibe_evaluator(**options: Any) -> Evaluator:
+    """FIBE on the answer's sentences, the question as the original prompt P."""
+    return create_evaluator("fibe", **options)
+
+
+def create_async_fibe_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("fibe", **options)
+
+
+def create_selfcheck_prompt_evaluator(**options: Any) -> Evaluator:
+    """SelfCheck-Prompt on the answer's sentences, samples regenerated about the question."""
+    return create_evaluator("selfcheck-prompt", **options)
+
+
+def create_async_selfcheck_prompt_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("selfcheck-prompt", **options)
+
+
+def create_selfcheck_unigram_evaluator(**options: Any) -> Evaluator:
+    """SelfCheck-Unigram on the answer's sentences."""
+    return create_evaluator("selfcheck-unigram", **options)
+
+
+def create_async_selfcheck_unigram_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("selfcheck-unigram", **options)
+
+
+def create_semantic_entropy_evaluator(**options: Any) -> Evaluator:
+    """Semantic entropy of the model's answers to the example's question (the run's answer is not
+    read: the method measures the model's uncertainty about the question)."""
+    return create_evaluator("semantic-entropy", **options)
+
+
+def create_async_semantic_entropy_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("semantic-entropy", **options)
+
+
+def create_semantic_entropy_paragraph_evaluator(**options: Any) -> Evaluator:
+    """Paragraph semantic entropy of the answer's claims, given the question."""
+    return create_evaluator("semantic-entropy-paragraph", **options)
+
+
+def create_async_semantic_entropy_paragraph_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("semantic-entropy-paragraph", **options)
+
+
+def create_clue_evaluator(**options: Any) -> Evaluator:
+    """CLUE concept uncertainty of the model's outputs for the question."""
+    return create_evaluator("clue", **options)
+
+
+def create_async_clue_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("clue", **options)
+
+
+def create_fewl_evaluator(**options: Any) -> Evaluator:
+    """FEWL of the answer against the reference models (``model`` or ``references``); score -FEWL."""
+    return create_evaluator("fewl", **options)
+
+
+def create_async_fewl_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("fewl", **options)
+
+
+def create_phr_evaluator(**options: Any) -> Evaluator:
+    """The posterior hallucination rate of inputs['query'] given inputs['context']."""
+    return create_evaluator("phr", **options)
+
+
+def create_async_phr_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("phr", **options)
