@@ -58,13 +58,19 @@ def run_streamed(
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a graph to its final state, telling ``on_step`` of every node run (subgraphs' included)."""
+    """Run a graph to its final state, telling ``on_step`` of every node run (subgraphs' included).
+
+    Inside a node of a host graph (a detector in an agent), LangGraph runs this graph as the host's
+    subgraph and names its events under the host node's namespace; the graph's own state is the one
+    under the shortest namespace, whichever that is."""
     config: RunnableConfig = {"configurable": {"stats": stats}}
     if max_concurrency:
         config["max_concurrency"] = max_concurrency
     out: dict[str, Any] = {}
+    root: tuple[str, ...] | None = None
     for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
-        if mode == "values" and not namespace:
+        if mode == "values" and (root is None or len(namespace) <= len(root)):
+            root = cast(tuple[str, ...], namespace)
             out = cast(dict[str, Any], chunk)
         elif mode == "updates" and on_step is not None:
             for node in chunk:
