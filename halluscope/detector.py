@@ -110,6 +110,22 @@ class Detector:
                 raise ConfigError(f"{self.method}: the {name} is empty")
         return kwargs
 
+    def answer_item(self, answer: str | None, question: str | None) -> dict[str, Any]:
+        """The item that checks ``answer`` to ``question`` with this method: the answer goes where the
+        method reads it (a one-answer list for FEWL), the question where it reads one; methods that
+        measure the model's own uncertainty (semantic entropy, CLUE) read only the question."""
+        spec = self.spec
+        if spec.question_field is None and spec.answer_field is None:
+            raise ConfigError(f"{self.method} scores an in-context learning query, not an answer to a question")
+        item: dict[str, Any] = {}
+        if spec.answer_field is not None:
+            if answer is None:
+                raise ConfigError(f"{self.method} needs the answer to check")
+            item[spec.answer_field] = [answer] if spec.answer_field == "answers" else answer
+        if question is not None and spec.question_field is not None:
+            item[spec.question_field] = question
+        return item
+
     def detect(self, **item: Any) -> DetectionResult:
         """Run the method on one item (the same keyword arguments as the method's own ``detect``)."""
         return self.spec.detect(**self.arguments(item))

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from halluscope.backends.gateway import Gateway
-from halluscope.detector import method_spec
+from halluscope.detector import detector
 from halluscope.errors import ConfigError
 from halluscope.evaluators import factories
 from halluscope.evaluators.factories import example_arguments
@@ -30,20 +30,20 @@ def respond(prompt: str, params: dict[str, Any]) -> str:
 
 def test_each_method_reads_its_fields() -> None:
     q, a = {"question": "Q?"}, {"answer": "A."}
-    assert example_arguments(method_spec("fibe"), q, a) == {"text": "A.", "prompt": "Q?"}
-    assert example_arguments(method_spec("selfcheck-prompt"), q, a) == {"text": "A.", "concept": "Q?"}
-    assert example_arguments(method_spec("semantic-entropy"), q, a) == {"question": "Q?"}
-    assert example_arguments(method_spec("semantic-entropy-paragraph"), q, "A.") == {"question": "Q?", "text": "A."}
-    assert example_arguments(method_spec("clue"), "Q?", a) == {"question": "Q?"}
-    assert example_arguments(method_spec("fewl"), q, a) == {"question": "Q?", "answers": ["A."]}
+    assert example_arguments(detector("fibe"), q, a) == {"text": "A.", "prompt": "Q?"}
+    assert example_arguments(detector("selfcheck-prompt"), q, a) == {"text": "A.", "concept": "Q?"}
+    assert example_arguments(detector("semantic-entropy"), q, a) == {"question": "Q?"}
+    assert example_arguments(detector("semantic-entropy-paragraph"), q, "A.") == {"question": "Q?", "text": "A."}
+    assert example_arguments(detector("clue"), "Q?", a) == {"question": "Q?"}
+    assert example_arguments(detector("fewl"), q, a) == {"question": "Q?", "answers": ["A."]}
     chat = {"messages": [HumanMessage("Q?"), AIMessage("A.")]}
-    assert example_arguments(method_spec("fewl"), {"messages": [HumanMessage("Q?")]}, chat)["answers"] == ["A."]
+    assert example_arguments(detector("fewl"), {"messages": [HumanMessage("Q?")]}, chat)["answers"] == ["A."]
     icl = {"context": [("good film", "positive")], "query": "bad film"}
-    assert example_arguments(method_spec("phr"), icl, None) == icl
+    assert example_arguments(detector("phr"), icl, None) == icl
     with pytest.raises(ConfigError, match="no answer in outputs found: expected one of the keys answer"):
-        example_arguments(method_spec("fibe"), q, {"score": 1})
+        example_arguments(detector("fibe"), q, {"score": 1})
     with pytest.raises(ConfigError, match="phr reads inputs"):
-        example_arguments(method_spec("phr"), q, a)
+        example_arguments(detector("phr"), q, a)
 
 
 def test_every_method_has_a_sync_and_an_async_factory() -> None:

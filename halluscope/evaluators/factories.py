@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from halluscope.detector import Detector, MethodSpec, detector
+from halluscope.detector import Detector, detector
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
 
@@ -48,20 +48,17 @@ def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
     raise ConfigError(f"no {what} found in {type(value).__name__}")
 
 
-def example_arguments(spec: MethodSpec, inputs: Any, outputs: Any) -> dict[str, Any]:
+def example_arguments(det: Detector, inputs: Any, outputs: Any) -> dict[str, Any]:
     """The ``detect`` keywords of one example: the run's answer and the example's question where the
     method takes them (PHR reads its ``context`` and ``query`` from the inputs)."""
+    spec = det.spec
     if spec.question_field is None and spec.answer_field is None:  # PHR: an ICL problem, not a Q&A pair
         if not isinstance(inputs, Mapping) or not {"context", "query"} <= inputs.keys():
             raise ConfigError("phr reads inputs['context'] (a list of (input, label) pairs) and inputs['query']")
         return {"context": inputs["context"], "query": inputs["query"]}
-    kwargs: dict[str, Any] = {}
-    if spec.answer_field is not None:
-        answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs")
-        kwargs[spec.answer_field] = [answer] if spec.answer_field == "answers" else answer
-    if spec.question_field is not None and inputs is not None:
-        kwargs[spec.question_field] = _text_of(inputs, QUESTION_KEYS, "question in inputs")
-    return kwargs
+    answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs") if spec.answer_field is not None else None
+    question = _text_of(inputs, QUESTION_KEYS, "question in inputs") if inputs is not None else None
+    return det.answer_item(answer, question)
 
 
 def _result(key: str, result: DetectionResult) -> EvaluatorResult:
@@ -99,7 +96,7 @@ def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> 
         *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
     ) -> EvaluatorResult:
         try:
-            return _result(name, det.detect(**example_arguments(det.spec, inputs, outputs)))
+            return _result(name, det.detect(**example_arguments(det, inputs, outputs)))
         except Exception as exc:  # one failed example is a scored-None row, never the experiment's end
             return _failure(name, det.method, exc)
 
@@ -115,7 +112,7 @@ def create_async_evaluator(method: str, *, key: str | None = None, **options: An
         *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
     ) -> EvaluatorResult:
         try:
-            return _result(name, await det.adetect(**example_arguments(det.spec, inputs, outputs)))
+            return _result(name, await det.adetect(**example_arguments(det, inputs, outputs)))
         except Exception as exc:
             return _failure(name, det.method, exc)
 

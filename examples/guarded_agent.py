@@ -1,0 +1,94 @@
+"""A small LangGraph agent whose answers pass a hallucination guard before the user sees them:
+
+    answer -> guard (SelfCheck-Prompt on the answer's sentences) -> pass | revise once, check again | annotate
+
+Offline, on the embedded local model (no API key):
+
+    .venv/bin/python examples/guarded_agent.py --question "What is the capital of Australia?" \
+        --plant "The capital of Australia is Sydney."
+
+``--plant`` makes the agent give that answer instead of its own, to watch the guard catch it;
+``--model openai:gpt-4o-mini`` (or any spec) runs the same agent on a provider.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+import halluscope
+from halluscope.backends.gateway import Gateway, ModelLike
+from halluscope.tools import GuardState, hallucination_guard
+from halluscope.tools.guard import OnFlag
+
+ANSWER = "fewl.answer"  # one concise sentence at temperature 0
+
+
+def build_agent(
+    model: ModelLike,
+    detector: halluscope.Detector,
+    threshold: float = 0.5,
+    on_flag: OnFlag = "revise",
+    max_revisions: int = 1,
+    gateway: Gateway | None = None,
+    planted: str | None = None,
+) -> CompiledStateGraph:
+    """The agent graph: the model answers the last user message (or says ``planted``), the guard checks."""
+    gw = gateway or halluscope.default_gateway()
+    guard = hallucination_guard(detector, threshold, on_flag, max_revisions, model=model, gateway=gw)
+
+    def answer(state: GuardState) -> dict[str, Any]:
+        question = str(state["messages"][-1].text)
+        text = planted if planted is not None else gw.call(model, ANSWER, {"question": question}).text.strip()
+        return {"messages": [AIMessage(content=text)]}
+
+    graph = StateGraph(GuardState)
+    graph.add_node("answer", answer)
+    graph.add_node("guard", guard)
+    graph.add_edge(START, "answer")
+    graph.add_edge("answer", "guard")
+    graph.add_edge("guard", END)
+    return graph.compile()
+
+
+def transcript(state: dict[str, Any]) -> str:
+    """The conversation as the user sees it, then what the guard did."""
+    lines = [f"{m.type}: {m.text}" for m in state["messages"]]
+    record = state.get("hallucination", {})
+    for i, step in enumerate(record.get("history", []), 1):
+        flagged = "; ".join(f"{u['text']} ({u['score']:.2f})" for u in step["flagged"])
+        lines.append(f"guard, revision {i}: flagged {flagged} in: {step['answer']}")
+    risk = record.get("risk")
+    lines.append(
+        f"guard: {record.get('action')}, risk {'n/a' if risk is None else f'{risk:.2f}'} "
+        f"(threshold {record.get('threshold')}, {record.get('method')})"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--question", default="What is the capital of Australia?")
+    p.add_argument("--plant", help="the answer the agent gives instead of its own")
+    p.add_argument("--model", help="model spec (default: the strongest installed local model)")
+    p.add_argument("--samples", type=int, default=3, help="SelfCheck-Prompt samples (default 3)")
+    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--on-flag", choices=["annotate", "revise", "refuse"], default="revise")
+    p.add_argument("--json", action="store_true", help="print the guard's record as JSON too")
+    args = p.parse_args()
+    model = args.model or f"local:{halluscope.default_local_model()}"
+    detector = halluscope.detector("selfcheck-prompt", model=model, n=args.samples)
+    agent = build_agent(model, detector, args.threshold, args.on_flag, planted=args.plant)
+    state = agent.invoke({"messages": [HumanMessage(content=args.question)]})
+    print(transcript(state))
+    if args.json:
+        print(json.dumps(state["hallucination"], indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

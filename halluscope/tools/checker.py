@@ -1,0 +1,59 @@
+"""A detector as a LangChain tool an agent can call to check an answer or a passage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field, create_model
+
+from halluscope.detector import Detector
+from halluscope.results import DetectionResult
+
+
+def args_schema(det: Detector) -> type[BaseModel]:
+    """The typed arguments an agent fills: the answer to check and the question it answers, or the
+    question alone for methods that measure the model's own uncertainty; PHR takes an ICL problem."""
+    spec = det.spec
+    fields: dict[str, Any] = {}
+    if spec.question_field is None and spec.answer_field is None:
+        fields["context"] = (list[tuple[str, str]], Field(description="in-context examples as (input, label) pairs"))
+        fields["query"] = (str, Field(description="the input whose label the model would predict"))
+    else:
+        if spec.answer_field is not None:
+            fields["answer"] = (str, Field(description="the answer or passage to check for hallucinations"))
+        required = spec.answer_field is None
+        fields["question"] = (
+            str if required else str | None,
+            Field(... if required else None, description="the user's question that the answer answers"),
+        )
+    name = "".join(part.title() for part in det.method.split("-")) + "Check"
+    return create_model(name, **fields)
+
+
+def as_tool(det: Detector, name: str | None = None, description: str | None = None) -> BaseTool:
+    """A tool whose content is a short summary (riskiest units first) and whose artifact is the full
+    ``DetectionResult``; a check that fails says why in its content instead of raising into the agent."""
+    tool_name = name or f"check_{det.method.replace('-', '_')}"
+    about = description or (
+        f"Check text for hallucinations with {det.method}. Returns per-unit risk scores "
+        "(higher = more likely made up) with the riskiest statements first."
+    )
+
+    def check(**arguments: Any) -> tuple[str, DetectionResult | None]:
+        try:
+            if "context" in arguments:
+                result = det.detect(**arguments)
+            else:
+                result = det.detect(**det.answer_item(arguments.get("answer"), arguments.get("question")))
+        except Exception as exc:  # the agent reads why, and can go on
+            return f"{det.method} could not check this: {type(exc).__name__}: {exc}", None
+        return result.summary(), result
+
+    return StructuredTool.from_function(
+        func=check,
+        name=tool_name,
+        description=about,
+        args_schema=args_schema(det),
+        response_format="content_and_artifact",
+    )
