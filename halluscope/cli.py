@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import re
 import sys
@@ -20,7 +19,7 @@ from halluscope.backends.local import ModelNotInstalledError, default_local_mode
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
-from halluscope.prompts.registry import PromptRegistry, PromptTemplate
+from halluscope.prompts.registry import PromptRegistry, parse_ref, prompt_diff
 from halluscope.results import DetectionResult, Unit
 
 
@@ -64,11 +63,6 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def _prompt_yaml(p: PromptTemplate) -> str:
-    body = p.model_dump(exclude_none=True)
-    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
-
-
 # ---------------------------------------------------------------- commands
 
 
@@ -110,17 +104,14 @@ def cmd_prompts_list(args: argparse.Namespace) -> int:
 def cmd_prompts_show(args: argparse.Namespace) -> int:
     p = _registry(args).get(args.ref)
     print(f"# {p.ref}  ({p.path})")
-    print(_prompt_yaml(p), end="")
+    print(p.to_yaml(), end="")
     return 0
 
 
 def cmd_prompts_diff(args: argparse.Namespace) -> int:
     reg = _registry(args)
     a, b = reg.get(args.a), reg.get(args.b)
-    diff = difflib.unified_diff(
-        _prompt_yaml(a).splitlines(keepends=True), _prompt_yaml(b).splitlines(keepends=True), a.ref, b.ref
-    )
-    text = "".join(diff)
+    text = prompt_diff(a, b)
     print(text if text else f"{a.ref} and {b.ref} are identical", end="" if text else "\n")
     return 0
 
@@ -1140,6 +1131,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/truthfulqa-rank", help="output directory (default out/truthfulqa-rank)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_truthfulqa_rank)
+    for name, bench_parser in bench.choices.items():
+        if name != "phr-synthetic":  # the exactness check calls no model
+            bench_parser.add_argument(
+                "--compare-prompt",
+                metavar="ID@VERSION",
+                help="run the benchmark twice, with --prompt ID@A (or the default version) and with this version, "
+                "and write a side-by-side report (OUT/compare.md; the runs in OUT/A and OUT/B)",
+            )
 
     p = sub.add_parser(
         "diversity",
@@ -1170,9 +1169,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_bench_compare(args: argparse.Namespace) -> int:
+    """The benchmark with prompt version A, then B, on the same items and the same cache; then the report."""
+    from halluscope.evaluators.compare import compare_runs, prompt_pair
+
+    prompt_id = parse_ref(args.compare_prompt)[0]
+    chosen = [r for r in args.prompt if parse_ref(r)[0] == prompt_id]
+    if len(chosen) > 1:
+        raise ConfigError(f"--prompt names {prompt_id} more than once; give version A once")
+    a, b = prompt_pair(_registry(args), chosen[0] if chosen else None, args.compare_prompt)
+    others = [r for r in args.prompt if parse_ref(r)[0] != prompt_id]
+    out = Path(args.out)
+    outs = (out / "A", out / "B")
+    for label, prompt, run_out in (("A", a, outs[0]), ("B", b, outs[1])):
+        print(f"== {label}: {prompt.ref}", file=sys.stderr)
+        run_args = argparse.Namespace(**{**vars(args), "prompt": [*others, f"{prompt.id}@{prompt.version}"]})
+        run_args.out, run_args.compare_prompt = str(run_out), None
+        args.func(run_args)
+    report = compare_runs(args.bench_command, (a, b), outs, out)
+    if args.json:
+        _print_json({k: v for k, v in report.items() if k != "item_changes"})
+        return 0
+    for label in ("a", "b"):
+        side = report[label]
+        print(f"{label.upper()} {side['prompt']}: {side['calls']} calls made, {side['replayed']} replayed (cache)")
+    moved = [r for r in report["metrics"] if r["a"] is not None and r["b"] is not None and r["a"] != r["b"]]
+    for row in moved[:12]:
+        print(f"  {row['metric']}: {row['a']:.4g} -> {row['b']:.4g}")
+    print(
+        f"{report['items_changed']} of {report['items_compared']} item scores changed; "
+        f"wrote {out}/compare.md and compare.json"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "compare_prompt", None):
+            return cmd_bench_compare(args)
         return int(args.func(args))
     except HalluscopeError as exc:
         print(f"halluscope: error: {exc}", file=sys.stderr)

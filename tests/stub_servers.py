@@ -15,6 +15,7 @@ class StubAPI:
 
     def __init__(self, answer: str = "Yes") -> None:
         self.answer = answer
+        self.answers_by_content: dict[str, str] = {}  # a prompt that contains a key is answered with its value
         self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
         self.requests: list[dict[str, Any]] = []
         self._failures: deque[int] = deque()
@@ -59,13 +60,16 @@ class StubAPI:
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def _answer_for(self, body: dict[str, Any]) -> str:
+        text = json.dumps(body.get("messages", []))
+        return next((a for key, a in self.answers_by_content.items() if key in text), self.answer)
+
     def _openai(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = self._answer_for(body)
         logprobs = None
         if body.get("logprobs"):
             logprobs = {
-                "content": [
-                    {"token": self.answer, "logprob": -0.05, "bytes": list(self.answer.encode()), "top_logprobs": []}
-                ]
+                "content": [{"token": answer, "logprob": -0.05, "bytes": list(answer.encode()), "top_logprobs": []}]
             }
         return {
             "id": "chatcmpl-stub",
@@ -75,7 +79,7 @@ class StubAPI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": self.answer},
+                    "message": {"role": "assistant", "content": answer},
                     "finish_reason": "stop",
                     "logprobs": logprobs,
                 }

@@ -422,3 +422,56 @@ def test_bench_qa_errors(
 ) -> None:
     code, _, err = run(capsys, "bench", "qa", *argv, "--data", str(data_dir), "--out", str(tmp_path))
     assert code == 2 and message in err
+
+
+SCGP_V2 = """id: selfcheck.prompt
+version: 2
+source: my experiment
+parser: yes_no
+params: {temperature: 0.0}
+messages:
+  - role: user
+    content: "Context: {context}\\nSentence: {sentence}\\nIs the sentence STRICTLY supported by the context? Yes or No:"
+"""
+
+
+def test_bench_compare_prompt_versions_side_by_side(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    """Version 1 of the SCGP check against a user's version 2 on one WikiBio passage and 2 of its GPT-3
+    samples; a server that says No to v1 and Yes to v2 moves every sentence from 1 to 0."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "scgp.v2.yaml").write_text(SCGP_V2)
+    out = tmp_path / "cmp"
+    with StubAPI(answer="No") as stub:
+        stub.answers_by_content = {"STRICTLY": "Yes"}
+        argv = [
+            "bench", "wikibio", "--method", "selfcheck-prompt", "--limit", "1", "--samples", "2",
+            "--data", str(data_dir), "--model", f"openai-compatible:{stub.base_url}/v1#m", "--prompts", str(prompts),
+            "--compare-prompt", "selfcheck.prompt@2", "--out", str(out),
+        ]  # fmt: skip
+        code, printed, _ = run(capsys, *argv)
+        first = json.loads((out / "compare.json").read_text())
+        sentences = first["items_compared"]
+        assert code == 0 and sentences > 1 and len(stub.requests) == 2 * 2 * sentences
+        code, _, _ = run(capsys, *argv)  # the same comparison again: every call replayed
+        again = json.loads((out / "compare.json").read_text())
+    assert code == 0 and len(stub.requests) == 2 * 2 * sentences
+    assert first["a"]["prompt"].startswith("selfcheck.prompt@1#")
+    assert first["b"]["prompt"].startswith("selfcheck.prompt@2#")
+    assert (first["a"]["calls"], first["a"]["replayed"]) == (2 * sentences, 0)
+    assert (again["a"]["calls"], again["a"]["replayed"], again["b"]["calls"]) == (0, 2 * sentences, 0)
+    assert first["items_changed"] == sentences
+    assert {(r["a"], r["b"]) for r in first["item_changes"]} == {(1.0, 0.0)}
+    assert "+    Is the sentence STRICTLY supported by the context? Yes or No:" in first["prompt_diff"]
+    assert "-source: Hirano et al., FIBE paper" in first["prompt_diff"]
+    assert "+source: my experiment" in first["prompt_diff"]
+    report = (out / "compare.md").read_text()
+    assert "| metrics.random_auc_pr_nonfact | 100 | 100 | 0 |" in report  # one passage: every sentence NonFact
+    assert "| selfcheck-prompt passage 0 sentence 0 | 1 | 0 | -1 |" in report
+    assert f"{sentences} of {sentences} item scores changed" in printed
+    assert (out / "A" / "results.json").is_file() and (out / "B" / "report.md").is_file()
+    argv = ["bench", "wikibio", "--method", "selfcheck-prompt", "--compare-prompt", "selfcheck.prompt"]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "--compare-prompt needs ID@VERSION" in err

@@ -7,6 +7,7 @@ override a packaged one from their own directories (``HALLUSCOPE_PROMPTS`` or ``
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -127,9 +128,19 @@ class PromptTemplate(BaseModel):
         self._check_variables(variables)
         return self.text.format_map({k: str(v) for k, v in variables.items()})
 
+    def to_yaml(self) -> str:
+        """The prompt as its YAML file would hold it."""
+        return yaml.safe_dump(self.model_dump(exclude_none=True), sort_keys=False, allow_unicode=True, width=100)
+
     def parse(self, raw: str) -> Any:
         """Read a model answer with this prompt's parser (raises ParseError with the raw text)."""
         return PARSERS[self.parser](raw)
+
+
+def prompt_diff(a: PromptTemplate, b: PromptTemplate) -> str:
+    """Unified diff of two prompts' YAML ('' when they are the same)."""
+    old, new = a.to_yaml().splitlines(keepends=True), b.to_yaml().splitlines(keepends=True)
+    return "".join(difflib.unified_diff(old, new, a.ref, b.ref))
 
 
 def to_langchain(messages: Sequence[Mapping[str, str]]) -> list[BaseMessage]:
