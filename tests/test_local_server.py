@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+import halluscope
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.local import model_file
 from halluscope.backends.logprobs import OpenAICompatibleLogProbModel, load_logprob_model
@@ -105,3 +106,24 @@ def test_server_logprobs_agree_with_local_teacher_forcing(server: str) -> None:
     for sample in remote.sample(prompt, n=2, max_tokens=10, seed=1):
         per_token = abs(sample.logprob - local.score(prompt, sample.text)) / max(1, len(sample.token_logprobs))
         assert per_token < 0.05, (sample.text, per_token)
+
+
+@pytest.mark.slow
+def test_one_detector_two_ways_to_serve_the_same_model(server: str, gateway: Gateway) -> None:
+    """Provider swapping is one string: SelfCheck-Prompt (temperature 0 checks) on SmolLM2 in-process
+    and through the OpenAI-compatible server gives the same units and the same scores (tolerance 0:
+    SCGP scores are means of 0 / 0.5 / 1 verdicts, and greedy decoding of one GGUF file agrees)."""
+    text = "Paris is the capital of France. The Eiffel Tower is in Rome. Water boils at 100 degrees Celsius."
+    samples = [
+        "Paris is the capital of France; the Eiffel Tower stands in Paris.",
+        "France's capital is Paris. Water boils at 100 degrees Celsius at sea level.",
+    ]
+    results = {
+        spec: halluscope.detector("selfcheck-prompt", model=spec, gateway=gateway).detect(text=text, samples=samples)
+        for spec in ("local:smollm2-135m", f"openai-compatible:{server}#smollm2")
+    }
+    local, remote = results.values()
+    assert [u.text for u in local.units] == [u.text for u in remote.units] and len(local.units) == 3
+    assert [u.evidence["raw"] for u in local.units] == [u.evidence["raw"] for u in remote.units]
+    assert [u.score for u in local.units] == pytest.approx([u.score for u in remote.units], abs=0.0)
+    assert local.meta.calls == remote.meta.calls == 6
