@@ -104,3 +104,23 @@ def test_one_detector_shared_across_threads_and_async_runs(gateway: Gateway, scr
     concurrent = asyncio.run(both())
     assert [scores(r) for r in concurrent] == [scores(r) for r in threaded]
     assert all(r.meta.calls == 0 for r in concurrent) and len(seen) == 108
+
+
+def test_a_method_graph_mounts_as_a_subgraph_under_the_hosts_checkpointer(gateway: Gateway, scripted: Any) -> None:
+    """A host graph whose state shares SCGP's keys mounts the compiled graph as a node and brings its own
+    checkpointer; the run's calls are counted through the host's config."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    from halluscope.backends.gateway import CallStats
+    from halluscope.graphs.selfcheck_prompt import SCGPState, build
+
+    host = StateGraph(SCGPState)
+    host.add_node("selfcheck", build(scripted(respond), gateway, n=2))
+    host.add_edge(START, "selfcheck")
+    app = host.compile(checkpointer=InMemorySaver())
+    stats = CallStats()
+    config: Any = {"configurable": {"thread_id": "t", "stats": stats}}
+    out = app.invoke({"text": PASSAGES[0], "concept": "Einstein"}, config)
+    assert out["scores"] == [0.0, 1.0] and len(out["verdicts"]) == 4 and stats.calls == 2 + 4
+    assert app.get_state(config).values["scores"] == [0.0, 1.0]  # the host's checkpointer holds the state

@@ -45,7 +45,7 @@ def world(revision: str, seen: list[str]) -> Any:
             seen.append(prompt.split("\n", 1)[0])
         if "Write an article" in prompt:
             return f"Canberra is the capital of Australia. Sample {params.get('seed')}."
-        if "may be false or unsupported" in prompt:
+        if "fact-checker found" in prompt:
             return revision
         if "Answer the following question accurately" in prompt:
             return FALSE
@@ -73,7 +73,7 @@ def test_a_false_answer_is_revised_once_and_then_passes(example: Any, gateway: G
     record = state["hallucination"]
     assert record["action"] == "pass" and record["risk"] == 0.0
     assert record["history"] == [{"answer": FALSE, "flagged": [{"text": FALSE, "score": 1.0}]}]
-    assert sum("may be false" in s or s.startswith("You revise") for s in seen) == 1
+    assert sum(s.startswith("You correct answers") for s in seen) == 1
     text = example.transcript(state)
     assert f"ai: {TRUE}" in text and "revision 1: flagged The capital of Australia is Sydney. (1.00)" in text
 
@@ -96,7 +96,7 @@ def test_annotate_refuse_and_pass_routes(example: Any, gateway: Gateway, scripte
     assert refused["hallucination"]["action"] == "refused"
     passed = run_agent(example, gateway, model, planted=TRUE)
     assert passed["messages"][-1].text == TRUE and passed["hallucination"]["action"] == "pass"
-    assert not any(s.startswith("You revise") for s in seen)
+    assert not any(s.startswith("You correct answers") for s in seen)
 
 
 def test_guard_as_a_subgraph_with_the_hosts_checkpointer(gateway: Gateway, scripted: Any) -> None:

@@ -23,7 +23,7 @@ V1_HASHES = {
     "fibe.create@1": "9a102f69a866",
     "fibe.direct_question@1": "d8303b601c5e",
     "fibe.score@1": "ecb3f1db50c8",
-    "guard.revise@1": "63c9ffa10da4",
+    "guard.revise@1": "872846c069c3",
     "phr.example@1": "e4b9af7f0e67",
     "phr.query@1": "6f07903df8ee",
     "selfcheck.prompt@1": "cc05fb6a6047",
