@@ -207,25 +207,31 @@ DETECT_METHODS = (
 )
 
 
-def _read_samples(path: str, flag: str = "--samples-file") -> list[str]:
-    """A JSON list of strings, or plain text with samples separated by lines of '---'."""
+def _read_texts(path: str, flag: str, what: str, one_per_line: bool = False) -> list[str]:
+    """A JSON list of strings, or plain text: one per line, or separated by lines of '---'."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {flag} {path}: {exc}") from exc
     if text.lstrip().startswith("["):
         try:
-            samples = json.loads(text)
+            texts = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
-        if not isinstance(samples, list) or not all(isinstance(x, str) for x in samples):
+        if not isinstance(texts, list) or not all(isinstance(x, str) for x in texts):
             raise ConfigError(f"{flag} {path} must hold a JSON list of strings")
+    elif one_per_line:
+        texts = text.splitlines()
     else:
-        samples = [chunk.strip() for chunk in re.split(r"^---\s*$", text, flags=re.MULTILINE)]
-    samples = [x for x in samples if x.strip()]
-    if not samples:
-        raise ConfigError(f"{flag} {path} holds no samples")
-    return samples
+        texts = re.split(r"^---\s*$", text, flags=re.MULTILINE)
+    texts = [x.strip() for x in texts if x.strip()]
+    if not texts:
+        raise ConfigError(f"{flag} {path} holds no {what}")
+    return texts
+
+
+def _read_samples(path: str, flag: str = "--samples-file") -> list[str]:
+    return _read_texts(path, flag, "samples")
 
 
 def _judge(spec: str | None, gateway: Gateway) -> Any:
@@ -413,23 +419,7 @@ def cmd_diversity(args: argparse.Namespace) -> int:
 
 def _read_questions(path: str) -> list[str]:
     """A question pool: a JSON list of strings, or one question per line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read --pool {path}: {exc}") from exc
-    if text.lstrip().startswith("["):
-        try:
-            pool = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--pool {path} is not valid JSON: {exc}") from exc
-        if not isinstance(pool, list) or not all(isinstance(q, str) for q in pool):
-            raise ConfigError(f"--pool {path} must be a JSON list of strings")
-    else:
-        pool = text.splitlines()
-    pool = [q.strip() for q in pool if q.strip()]
-    if not pool:
-        raise ConfigError(f"--pool {path} holds no question")
-    return pool
+    return _read_texts(path, "--pool", "question", one_per_line=True)
 
 
 def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
