@@ -40,3 +40,9 @@ def test_nearest_neighbours_skip_the_query_itself(embedder: Embedder) -> None:
     assert first[0] == 3 and second[0] == 1 and first[1] >= second[1]
     with pytest.raises(ConfigError, match="k must be at least 1"):
         embedder.nearest(["x"], pool, k=0)
+
+
+def test_the_default_embedder_is_loaded_once_per_process() -> None:
+    from halluscope.backends.embeddings import default_embedder
+
+    assert default_embedder() is default_embedder()

@@ -73,3 +73,17 @@ class Embedder:
             picked = [(int(j), float(sims[qi, j])) for j in order if not (exclude_identical and pool[j] == query)]
             out.append(picked[:k])
         return out
+
+
+_default: Embedder | None = None
+_default_lock = threading.Lock()
+
+
+def default_embedder() -> Embedder:
+    """The default MiniLM embedder, loaded once per process: graphs are built per detect call, and
+    a model loaded per call would cost a load (and a copy of the weights) every time."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Embedder()
+        return _default

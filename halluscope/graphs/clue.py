@@ -25,7 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.embeddings import Embedder
+from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.entailment import LLMZeroShot, ZeroShot
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.backends.local import default_local_model
@@ -152,7 +152,7 @@ def build(
         raise ConfigError(f"the merge threshold is a probability in (0, 1], got {threshold}")
     gw = gateway or default_gateway()
     if prefilter is not None and embedder is None:
-        embedder = Embedder()
+        embedder = default_embedder()
 
     def start(state: ClueState) -> dict[str, Any]:
         if not (state.get("question") or "").strip():

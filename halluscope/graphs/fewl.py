@@ -30,7 +30,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.embeddings import Embedder
+from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
@@ -113,13 +113,9 @@ def build(
         raise ConfigError(f"the laziness penalty needs K >= 1 neighbour questions, got {neighbours}")
     gw = gateway or default_gateway()
     writer = wrong_model or references[0]
-    emb = embedder
 
-    def embed() -> Embedder:
-        nonlocal emb
-        if emb is None:
-            emb = Embedder()
-        return emb
+    def embed() -> Embedder:  # loaded on first use: a graph that never embeds needs no model
+        return embedder or default_embedder()
 
     def plan(state: FewlState) -> dict[str, Any]:
         items = state.get("items") or []
