@@ -424,14 +424,12 @@ def _read_questions(path: str) -> list[str]:
 
 def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
     """The reference side of FEWL, shared by detect and both benchmarks."""
-    from halluscope.graphs import fewl
-
-    refs = args.reference or fewl.default_references()
-    if args.diversify is not None and len(refs) != 1:
+    refs = args.reference or []
+    if args.diversify is not None and len(refs) > 1:
         raise ConfigError(f"--diversify asks one --reference model for N answers; {len(refs)} references given")
     return {
         "references": refs,
-        "diversify": args.diversify if args.diversify is not None else (fewl.DIVERSIFY if len(refs) == 1 else None),
+        "diversify": args.diversify,
         "neighbours": args.neighbours,
         "wrong_model": args.wrong_model,
     }

@@ -144,7 +144,7 @@ def summarise_variants(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 def run_truthfulqa_bench(
     out: str | Path,
     *,
-    references: Sequence[ModelLike],
+    references: Sequence[ModelLike] | None,
     gateway: Gateway,
     diversify: int | None = None,
     neighbours: int = fewl.NEIGHBOURS,
@@ -159,9 +159,7 @@ def run_truthfulqa_bench(
 
     everything = load_truthfulqa(data)
     questions = _limited(everything, limit)
-    refs = list(references)
-    if diversify is None and len(refs) == 1:
-        diversify = fewl.DIVERSIFY
+    refs, diversify = fewl.reference_setup(references, diversify)
     graph = fewl.build(
         refs, diversify=diversify, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway
     )
@@ -176,12 +174,9 @@ def run_truthfulqa_bench(
     summary = {
         "dataset": "truthfulqa v1",
         "method": fewl.METHOD,
-        "references": [fewl.model_name(m) for m in refs],
-        "mode": "diversified" if diversify else "models",
-        "n": diversify or len(refs),
+        **fewl.reference_params(refs, diversify, wrong_model),
         "neighbours": neighbours,
         "pool": len(everything),
-        "wrong_model": fewl.model_name(wrong_model or refs[0]),
         "n_questions": len(records),
         "labelled_answers": sum(len(r["answers"]) for r in records),
         "calls": meta.calls,
@@ -307,7 +302,7 @@ def run_rank_bench(
     out: str | Path,
     *,
     models: Sequence[str],
-    references: Sequence[ModelLike],
+    references: Sequence[ModelLike] | None,
     gateway: Gateway,
     diversify: int | None = None,
     neighbours: int = fewl.NEIGHBOURS,
@@ -361,7 +356,7 @@ def run_rank_bench(
     summary = {
         "dataset": "truthfulqa v1",
         "n_questions": len(questions),
-        "references": [fewl.model_name(r) for r in references],
+        "references": ranked["references"],
         "headline": headline,
         "models": rows,
         "ranking_fewl": ranked["ranking"],

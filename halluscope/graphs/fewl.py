@@ -332,8 +332,25 @@ def run(
     }
 
 
-def default_references() -> list[str]:
-    return [f"local:{default_local_model()}"]
+def reference_setup(
+    references: Sequence[ModelLike] | None, diversify: int | None
+) -> tuple[list[ModelLike], int | None]:
+    """The reference models (default: the default local model) and N: one reference model is asked
+    for ``DIVERSIFY`` answers unless ``diversify`` says otherwise; several are asked once each."""
+    refs: list[ModelLike] = list(references) if references else [f"local:{default_local_model()}"]
+    if diversify is None and len(refs) == 1:
+        diversify = DIVERSIFY
+    return refs, diversify
+
+
+def reference_params(refs: Sequence[ModelLike], diversify: int | None, wrong_model: ModelLike | None) -> dict[str, Any]:
+    """How the references were asked, as results record it."""
+    return {
+        "references": [model_name(m) for m in refs],
+        "mode": "diversified" if diversify else "models",
+        "n": diversify or len(refs),
+        "wrong_model": model_name(wrong_model or refs[0]),
+    }
 
 
 def detect(
@@ -357,9 +374,7 @@ def detect(
     answers = [a.strip() for a in answers]
     if not answers or not all(answers):
         raise ConfigError("FEWL needs at least one non-empty answer to score")
-    refs = list(references) if references else default_references()
-    if diversify is None and len(refs) == 1:
-        diversify = DIVERSIFY
+    refs, diversify = reference_setup(references, diversify)
     stats = stats or CallStats()
     graph = build(
         refs, diversify=diversify, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway
@@ -374,12 +389,9 @@ def detect(
     meta = stats.meta(
         METHOD,
         events=out["events"],
-        references=[model_name(m) for m in refs],
-        mode="diversified" if diversify else "models",
-        n=diversify or len(refs),
         neighbours=neighbours if out["penalty"] else 0,
         penalty=out["penalty"],
-        wrong_model=model_name(wrong_model or refs[0]),
+        **reference_params(refs, diversify, wrong_model),
     )
     evidence = {k: v for k, v in scored.items() if k != "answers"}
     evidence["wrong_answers"] = out["wrongs"][0]["pairs"] if out["wrongs"] else []
@@ -407,9 +419,7 @@ def rank_models(
     per-question ``scores``, and the batch's ``scored`` records."""
     if len(models) < 2:
         raise ConfigError(f"ranking needs at least two models, got {len(models)}")
-    refs = list(references) if references else default_references()
-    if diversify is None and len(refs) == 1:
-        diversify = DIVERSIFY
+    refs, diversify = reference_setup(references, diversify)
     stats = stats or CallStats()
     graph = build(
         refs,
@@ -448,4 +458,5 @@ def rank_models(
         "events": out["events"],
         "penalty": out["penalty"],
         "headline": headline,
+        "references": [model_name(m) for m in refs],
     }
