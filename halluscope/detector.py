@@ -61,11 +61,12 @@ METHODS: dict[str, MethodSpec] = {
 _TEXT_INPUTS = ("text", "question", "query")
 
 
-def method_spec(method: str) -> MethodSpec:
+def method_name(method: str) -> str:
+    """The method's registered name ('selfcheck_prompt' and 'SelfCheck-Prompt' are 'selfcheck-prompt')."""
     name = method.strip().lower().replace("_", "-")
     if name not in METHODS:
         raise ConfigError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
-    return METHODS[name]
+    return name
 
 
 def _parameters(spec: MethodSpec) -> dict[str, inspect.Parameter]:
@@ -80,8 +81,7 @@ class Detector:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        spec = method_spec(self.method)
-        object.__setattr__(self, "method", next(k for k, v in METHODS.items() if v is spec))
+        object.__setattr__(self, "method", method_name(self.method))
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         self._check_names(self.options, "option")
 
@@ -166,7 +166,7 @@ def detector(method: str, model: Any = None, **options: Any) -> Detector:
     """A detector for ``method`` (e.g. 'fibe', 'semantic-entropy', 'fewl') on ``model`` (a model spec
     such as 'local:qwen2.5-coder-1.5b' or 'openai:gpt-4o-mini', or a chat model); options are the
     method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...)."""
-    spec = method_spec(method)
+    spec = METHODS[method_name(method)]
     if model is not None:
         options[spec.model_field] = [model] if spec.model_field == "references" else model
     return Detector(method, options)

@@ -13,6 +13,7 @@ comment, so one bad example never ends an experiment.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,14 +84,10 @@ def _failure(key: str, method: str, exc: Exception) -> EvaluatorResult:
     return {"key": key, "score": None, "comment": f"{method}: failed ({reason})", "metadata": {"error": reason}}
 
 
-def _bind(method: str, key: str | None, options: dict[str, Any]) -> tuple[Detector, str]:
-    det = detector(method, **options)
-    return det, key or f"halluscope_{det.method.replace('-', '_')}"
-
-
 def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> Evaluator:
     """An evaluator for any method; ``options`` are ``halluscope.detector``'s (``model``, ``n`` ...)."""
-    det, name = _bind(method, key, options)
+    det = detector(method, **options)
+    name = key or f"halluscope_{det.method.replace('-', '_')}"
 
     def evaluate(
         *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
@@ -105,18 +102,13 @@ def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> 
 
 
 def create_async_evaluator(method: str, *, key: str | None = None, **options: Any) -> AsyncEvaluator:
-    """The async twin of ``create_evaluator`` (the graph runs in a worker thread)."""
-    det, name = _bind(method, key, options)
+    """The async twin of ``create_evaluator``: the same evaluator in a worker thread (graphs run synchronously)."""
+    evaluate_sync = create_evaluator(method, key=key, **options)
 
-    async def evaluate(
-        *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
-    ) -> EvaluatorResult:
-        try:
-            return _result(name, await det.adetect(**example_arguments(det, inputs, outputs)))
-        except Exception as exc:
-            return _failure(name, det.method, exc)
+    async def evaluate(**kwargs: Any) -> EvaluatorResult:
+        return await asyncio.to_thread(evaluate_sync, **kwargs)
 
-    evaluate.__name__ = name
+    evaluate.__name__ = evaluate_sync.__name__
     return evaluate
 
 
