@@ -103,13 +103,40 @@ def test_sentence_splitting_of_user_text() -> None:
     assert tokens("He's U.S.-based.") == ["he", "'s", "u.s.-based", "."]
 
 
+class CountingBar:
+    """tqdm's interface as run_bench uses it, counting what the bar is told."""
+
+    def __init__(self, total: int | None = None, **_kwargs: Any) -> None:
+        self.total, self.n = total, 0
+
+    def __enter__(self) -> CountingBar:
+        BARS.append(self)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, **_kwargs: Any) -> None:
+        return None
+
+
+BARS: list[CountingBar] = []
+
+
 def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence(
-    gateway: Gateway, scripted: Any, tmp_path: Path, data_dir: Path
+    gateway: Gateway, scripted: Any, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model that cannot list claims (so each annotated sentence is its own claim) and answers every
-    question about the first passage the same way, every other one differently."""
+    question about the first passage the same way, every other one differently. The progress bar
+    counts every call, the judge's included (the clustering stage is most of a passage's time)."""
 
     written: list[str] = []
+    judged: list[str] = []
+    monkeypatch.setattr("tqdm.tqdm", CountingBar)
+    BARS.clear()
 
     def respond(prompt: str, params: dict[str, Any]) -> str:
         written.append(prompt)
@@ -119,17 +146,17 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
             return "1. What? - a\n2. Who? - b\n3. Where? - c"
         return "same" if "Reynolds:" in prompt else f"answer {params['seed']}"
 
-    judge = LLMEntailment(
-        scripted(lambda p, _: "Entailment" if p.count("same") == 2 else "Contradiction", "scripted:j"),
-        gateway=gateway,
-    )
+    def entail(prompt: str, _params: dict[str, Any]) -> str:
+        judged.append(prompt)
+        return "Entailment" if prompt.count("same") == 2 else "Contradiction"
+
+    judge = LLMEntailment(scripted(entail, "scripted:j"), gateway=gateway)
     runs = run_bench(
         ["semantic-entropy-paragraph"],
         tmp_path,
         data_dir,
         limit=3,
         samples=3,
-        progress=False,
         model=scripted(respond, "scripted:writer"),
         gateway=gateway,
         judge=judge,
@@ -141,5 +168,7 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
     assert run["metrics"]["auc_pr_nonfact"] is not None
     claims = sum(len(p.sentences) for p in passages)
     assert len(written) == 3 + claims * 20  # decompose, then 2 question lists and 6 x 3 answers per claim
+    assert judged and run["calls"] == len(written) + len(judged)
+    assert [bar.n for bar in BARS] == [run["calls"] + run["cache_hits"]]  # a repeated pair is a cache hit
     first = run["scores"][0]  # 'same' three times against one expected answer: entropy of sizes 1, 3
     assert first == pytest.approx([-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))] * 9)

@@ -147,23 +147,15 @@ METRIC_COLUMNS = (
 
 @dataclass
 class BenchRun:
-    """What every method of one bench run shares: samples used, model, judge, gateway, accounting, progress."""
+    """What every method of one bench run shares: samples used, model, judge, gateway, and the call
+    accounting (whose on_reply drives the progress bar)."""
 
     samples: int
     model: Any
     gateway: Any
     stats: Any
     judge: Any = None  # entailment judge of semantic entropy
-    on_call: Callable[[], None] | None = None  # called once per model call, to drive the progress bar
     events: Counter[str] = field(default_factory=Counter)  # bad model answers handled, by kind
-
-    def step(self, node: str) -> None:
-        """A graph's stream event: the nodes named in MODEL_NODES make one model call each."""
-        if node in MODEL_NODES and self.on_call is not None:
-            self.on_call()
-
-
-MODEL_NODES = {"check", "create", "answer", "grade", "direct_question", "decompose", "questions", "new_answer"}
 
 
 def _unigram(passage: Passage, run: BenchRun) -> list[float]:
@@ -181,7 +173,6 @@ def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
         model=run.model,
         gateway=run.gateway,
         stats=run.stats,
-        on_step=run.step,
     )
     return [float(u.score) for u in result.units if u.score is not None]  # SCGP scores every sentence
 
@@ -199,7 +190,6 @@ def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
             n=run.samples,
             gateway=run.gateway,
             stats=run.stats,
-            on_step=run.step,
         )
         run.events.update(result.meta.events)
         return [float(u.score) for u in result.units if u.score is not None]  # FIBE scores every sentence
@@ -217,7 +207,6 @@ def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> list[float]:
         judge=run.judge,
         gateway=run.gateway,
         stats=run.stats,
-        on_step=run.step,
     )
     run.events.update(result.meta.events)
     return [float(u.score) for u in result.units if u.score is not None]  # every sentence holds a claim
@@ -290,16 +279,16 @@ def run_bench(
     runs, curves = [], []
     for method in methods:
         spec = BENCH_METHODS[method]
-        # the bar counts model calls where a method makes them, else passages
+        # the bar counts model calls (the judge's and retries included) where a method makes them,
+        # else passages
         total = sum(spec.calls(p, samples) for p in passages) if spec.calls else None
         with tqdm(total=total if spec.uses_model else len(passages), desc=method, disable=not progress) as bar:
             bench = BenchRun(
                 samples,
                 model if spec.uses_model else None,
                 gateway if spec.uses_model else None,
-                CallStats(),
+                CallStats(on_reply=bar.update if spec.uses_model else None),
                 judge=judge,
-                on_call=bar.update if spec.uses_model else None,
             )
             scores = []
             for i, p in enumerate(passages):
