@@ -23,6 +23,10 @@ from halluscope.prompts.registry import PromptRegistry, parse_ref, prompt_diff
 from halluscope.results import DetectionResult, Unit
 
 
+def _data_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+
+
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("prompts and cache")
@@ -979,7 +983,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     _judge_options(p, "semantic-entropy-paragraph", strictness=False)
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     p.add_argument("--limit", type=int, help="only the first K passages")
     p.add_argument(
         "--samples",
@@ -987,8 +990,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) (default 20)",
     )
-    p.add_argument("--out", default="out/wikibio", help="output directory (default out/wikibio)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_wikibio)
 
     p = bench.add_parser(
@@ -1004,9 +1005,6 @@ def build_parser() -> argparse.ArgumentParser:
     _judge_options(p, "semantic entropy", strictness=True)
     p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
     p.add_argument("--limit", type=int, help="only the first K questions")
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
-    p.add_argument("--out", default="out/qa", help="output directory (default out/qa)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_qa)
 
     p = bench.add_parser(
@@ -1023,8 +1021,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--imagined", type=int, default=100, help="N - n, imagined pairs per completion (default 100)")
     p.add_argument("--epsilon", type=float, default=0.05, help="the likely set's epsilon (default 0.05)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="out/phr-synthetic", help="output directory (default out/phr-synthetic)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_phr_synthetic)
 
     p = bench.add_parser(
@@ -1063,9 +1059,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-prefix-reuse", action="store_true", help="evaluate every prompt from its first token (local GGUF models)"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
-    p.add_argument("--out", default="out/phr", help="output directory (default out/phr)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_phr)
 
     p = bench.add_parser(
@@ -1084,9 +1077,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--theta-h", type=float, default=0.6, help="S^a above it: entailed concept (default 0.6)")
     p.add_argument("--theta-l", type=float, default=0.2, help="S^a below it: hallucinated concept (default 0.2)")
     p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
-    p.add_argument("--out", default="out/clue", help="output directory (default out/clue)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_clue)
 
     p = bench.add_parser(
@@ -1099,9 +1089,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="single,single+penalty,multi,fewl,fewl-uniform", help="variants to report")
     p.add_argument("--limit", type=int, help="only the first K questions")
     _fewl_arguments(p)
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
-    p.add_argument("--out", default="out/truthfulqa", help="output directory (default out/truthfulqa)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_truthfulqa)
 
     p = bench.add_parser(
@@ -1115,12 +1102,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc", default="auto", choices=("auto", "logprobs", "ask"), help="how MC1 is read (default auto)")
     p.add_argument("--limit", type=int, help="only the first K questions")
     _fewl_arguments(p)
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
-    p.add_argument("--out", default="out/truthfulqa-rank", help="output directory (default out/truthfulqa-rank)")
-    p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench_truthfulqa_rank)
     for name, bench_parser in bench.choices.items():
-        if name != "phr-synthetic":  # the exactness check calls no model
+        bench_parser.add_argument("--out", default=f"out/{name}", help=f"output directory (default out/{name})")
+        bench_parser.add_argument("--json", action="store_true")
+        if name != "phr-synthetic":  # the exactness check reads no data and calls no model
+            _data_option(bench_parser)
             bench_parser.add_argument(
                 "--compare-prompt",
                 metavar="ID@VERSION",
@@ -1151,7 +1138,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="data_command", required=True, metavar="ACTION"
     )
     p = data.add_parser("list", help="datasets found and their sources")
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    _data_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_list)
     return parser
