@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,25 @@ def test_nearest_neighbours_skip_the_query_itself(embedder: Embedder) -> None:
     assert first[0] == 3 and second[0] == 1 and first[1] >= second[1]
     with pytest.raises(ConfigError, match="k must be at least 1"):
         embedder.nearest(["x"], pool, k=0)
+
+
+@pytest.mark.slow
+def test_a_pool_searched_again_is_not_encoded_again(embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    encoded: list[list[str]] = []
+    encode = embedder.encode
+
+    def counting(texts: Any, batch_size: int = 64) -> Any:
+        encoded.append(list(texts))
+        return encode(texts, batch_size)
+
+    monkeypatch.setattr(embedder, "encode", counting)
+    pool = ["Who wrote Hamlet?", "What is the boiling point of water?", "Which playwright wrote Macbeth?"]
+    first = embedder.nearest(["Who is the author of Hamlet?"], pool, k=2)
+    second = embedder.nearest(["Who is the author of Hamlet?"], list(pool), k=2)
+    assert first == second
+    assert encoded.count(pool) == 1 and encoded.count(["Who is the author of Hamlet?"]) == 2
+    embedder.nearest(["x"], pool[:2], k=1)  # another pool is encoded
+    assert encoded[-1] == pool[:2]
 
 
 def test_the_default_embedder_is_loaded_once_per_process() -> None:

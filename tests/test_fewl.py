@@ -8,6 +8,7 @@ import math
 import re
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,6 +93,7 @@ class WordEmbedder(Embedder):
     def __init__(self) -> None:
         self.name = "words"
         self._lock = threading.Lock()
+        self._pools = OrderedDict()
         self.encoded = 0
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:

