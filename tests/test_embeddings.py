@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -61,6 +63,26 @@ def test_a_pool_searched_again_is_not_encoded_again(embedder: Embedder, monkeypa
     assert encoded.count(pool) == 1 and encoded.count(["Who is the author of Hamlet?"]) == 2
     embedder.nearest(["x"], pool[:2], k=1)  # another pool is encoded
     assert encoded[-1] == pool[:2]
+
+
+@pytest.mark.slow
+def test_concurrent_first_searches_of_a_pool_encode_it_once(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[list[str]] = []
+    encode = embedder.encode
+
+    def slow_counting(texts: Any, batch_size: int = 64) -> Any:
+        encoded.append(list(texts))
+        time.sleep(0.05)  # keeps the first encoding running while the other workers arrive
+        return encode(texts, batch_size)
+
+    monkeypatch.setattr(embedder, "encode", slow_counting)
+    pool = ["Where is Kyoto?", "How tall is Everest?", "Who painted the Mona Lisa?"]  # not searched before
+    with ThreadPoolExecutor(max_workers=4) as workers:
+        results = list(workers.map(lambda q: embedder.nearest([q], pool, k=1), ["a", "b", "c", "d"]))
+    assert len(results) == 4
+    assert encoded.count(pool) == 1
 
 
 def test_the_default_embedder_is_loaded_once_per_process() -> None:

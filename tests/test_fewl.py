@@ -93,6 +93,7 @@ class WordEmbedder(Embedder):
     def __init__(self) -> None:
         self.name = "words"
         self._lock = threading.Lock()
+        self._pools_lock = threading.Lock()
         self._pools = OrderedDict()
         self.encoded = 0
 

@@ -45,6 +45,7 @@ class Embedder:
         self.name = str(model or default_model_dir())
         self._model = SentenceTransformer(self.name, device=device or "cpu")
         self._lock = threading.Lock()
+        self._pools_lock = threading.Lock()
         self._pools: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
@@ -79,18 +80,18 @@ class Embedder:
 
     def _pool_vectors(self, pool: Sequence[str]) -> np.ndarray:
         """The same pool is searched call after call (FEWL's neighbours among a benchmark's 817
-        questions, one detect call per item): its vectors are encoded once and kept."""
+        questions, one detect call per item): its vectors are encoded once and kept. The pool lock is
+        held while encoding, so concurrent first searches (detect_many's workers) wait for one encoding
+        instead of each encoding the pool (encode is serialised by the model lock anyway)."""
         key = tuple(pool)
-        with self._lock:
+        with self._pools_lock:
             if key in self._pools:
                 self._pools.move_to_end(key)
                 return self._pools[key]
-        vectors = self.encode(pool)
-        with self._lock:
-            self._pools[key] = vectors
+            vectors = self._pools[key] = self.encode(pool)
             while len(self._pools) > POOLS_KEPT:
                 self._pools.popitem(last=False)
-        return vectors
+            return vectors
 
 
 _default: Embedder | None = None
