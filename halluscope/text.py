@@ -22,10 +22,17 @@ def _nlp() -> Any:
 
 
 def tokens(text: str, lowercase: bool = True) -> list[str]:
-    """spaCy tokens of a text (lowercased first, as SelfCheckGPT's n-gram model does)."""
+    """spaCy tokens of a text, tokenised in its own case and lowercased after, as SelfCheckGPT's n-gram
+    model does (lowercasing first would split "U.S.", "St." or "word.Word" differently)."""
     with _lock:
-        doc = _nlp().make_doc(text.lower() if lowercase else text)
-    return [t.text for t in doc]
+        doc = _nlp().make_doc(text)
+    return [t.text.lower() if lowercase else t.text for t in doc]
+
+
+def passage_tokens(text: str) -> list[str]:
+    """A passage's tokens as SelfCheckGPT's n-gram model counts them: split into sentences, each
+    stripped and tokenised on its own (no whitespace tokens between sentences), lowercased."""
+    return [t for sentence in sentences(text) for t in tokens(sentence)]
 
 
 def sentences(text: str) -> list[str]:

@@ -160,9 +160,9 @@ class BenchRun:
 
 def _unigram(passage: Passage, run: BenchRun) -> list[float]:
     from halluscope.scoring import unigram_scores
-    from halluscope.text import tokens
+    from halluscope.text import passage_tokens, tokens
 
-    scored = unigram_scores(passage.sentences, passage.text, passage.samples[: run.samples], tokens)
+    scored = unigram_scores(passage.sentences, passage.text, passage.samples[: run.samples], tokens, passage_tokens)
     return [u.max_neg_logprob for u in scored]
 
 

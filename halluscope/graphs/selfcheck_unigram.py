@@ -9,8 +9,8 @@ from halluscope.errors import ConfigError
 from halluscope.graphs.stages import regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import unigram_scores
+from halluscope.text import passage_tokens, tokens
 from halluscope.text import sentences as split_sentences
-from halluscope.text import tokens
 
 METHOD = "selfcheck-unigram"
 
@@ -37,7 +37,7 @@ def detect(
         if model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
         samples = regenerate_passages(gateway or default_gateway(), model, concept or "", len(found), n, stats)
-    scored = unigram_scores(found, text, samples, tokens)
+    scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [
         Unit(
             text=s,

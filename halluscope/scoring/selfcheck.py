@@ -41,15 +41,17 @@ def unigram_scores(
     passage: str,
     samples: Sequence[str],
     tokenize: Callable[[str], list[str]],
+    tokenize_passage: Callable[[str], list[str]],
     k: float = 0.0,
 ) -> list[UnigramScore]:
-    """Score each sentence against unigram counts over the passage plus its samples.
+    """Score each sentence (``tokenize``) against unigram counts over the passage plus its samples
+    (``tokenize_passage``: SelfCheckGPT counts a passage sentence by sentence).
 
     p(w) = (count(w) + k) / (total + k * |vocabulary + <unk>|); an unseen token gets p(<unk>) = k / ...,
     which is 0 when k = 0 (its -log p is then infinite, as in SelfCheckGPT)."""
     counts: Counter[str] = Counter()
     for text in (passage, *samples):
-        counts.update(tokenize(text))
+        counts.update(tokenize_passage(text))
     total = sum(counts.values())
     vocabulary = len(counts) + 1  # + <unk>
     denominator = total + k * vocabulary
