@@ -56,6 +56,37 @@ def test_greedy_clustering_compares_with_each_clusters_first_member() -> None:
     assert ("Paris", "Lyon") in compared and ("Lyon", "Nice") in compared and len(compared) == 7
 
 
+def test_the_official_rule_lets_the_last_matching_cluster_win() -> None:
+    # a judge that is not transitive: "ab" means the same as "a" and as "b", but "a" and "b" differ
+    def same(x: str, y: str) -> bool:
+        return bool(set(x) & set(y))
+
+    items = ["a", "b", "ab"]
+    assert greedy_cluster(items, same) == [[0, 2], [1]]  # the paper: "ab" joins the first cluster
+    assert greedy_cluster(items, same, rule="paper") == [[0, 2], [1]]
+    assert greedy_cluster(items, same, rule="official") == [[0], [1, 2]]  # official: the last leader takes it
+    # on a transitive judge the two rules agree
+    answers = ["Paris", "paris", "Lyon", "PARIS!", "lyon", "Nice"]
+
+    def same_city(a: str, b: str) -> bool:
+        return a.lower().strip("!") == b.lower().strip("!")
+
+    assert greedy_cluster(answers, same_city, rule="official") == greedy_cluster(answers, same_city)
+    with pytest.raises(ValueError, match="unknown cluster rule"):
+        greedy_cluster(items, same, rule="last")  # type: ignore[arg-type]
+
+
+def test_a_cluster_of_impossible_answers_has_probability_zero_not_nan() -> None:
+    lls = [math.log(0.5), math.log(0.5), -math.inf]
+    clusters = cluster_logprobs([0, 0, 1], lls)
+    assert clusters == [pytest.approx(0.0), -math.inf]
+    assert predictive_entropy_rao(clusters) == 0.0  # p log p counts 0 at p = 0
+    two = cluster_logprobs([0, 1, 2], [math.log(0.5), math.log(0.5), -math.inf])
+    assert predictive_entropy_rao(two) == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="every answer has log-likelihood -inf"):
+        cluster_logprobs([0, 1], [-math.inf, -math.inf])
+
+
 def test_scgp_reading_and_score() -> None:
     assert [supported_value(a) for a in ("yes", "no", None, "maybe")] == [1.0, 0.0, 0.5, 0.5]
     # sentence supported by 3 of 5 samples, contradicted by 1, unreadable once: (0+0+0+1+0.5)/5 = 0.3

@@ -80,6 +80,11 @@ def test_entropies_with_log_likelihoods_by_hand() -> None:
     assert got["likelihood_semantic_entropy"] == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
     assert got["naive_entropy"] == pytest.approx((math.log(2) + 2 * math.log(4)) / 3)
     assert entropies([[0, 1], [2]], [lls[0], None, lls[2]])["likelihood_semantic_entropy"] is None
+    # a cluster whose answers all have log-likelihood -inf has probability 0: finite entropy, no NaN
+    impossible = entropies([[0, 1], [2]], [math.log(0.5), math.log(0.5), -math.inf])
+    assert impossible["likelihood_semantic_entropy"] == 0.0
+    undefined = entropies([[0], [1]], [-math.inf, -math.inf])
+    assert undefined["likelihood_semantic_entropy"] is None and undefined["naive_entropy"] is None
 
 
 def test_local_model_answers_carry_log_likelihoods(gateway: Gateway, scripted: Any) -> None:

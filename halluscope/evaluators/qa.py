@@ -25,6 +25,7 @@ from halluscope.evaluators.datasets import dataset_dir
 from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import semantic_entropy
+from halluscope.scoring import ClusterRule
 
 GREEDY_TEMPERATURE = 0.1
 SCORES = (
@@ -134,6 +135,7 @@ def run_qa_bench(
     limit: int | None = None,
     m: int = 10,
     mode: Mode = "strict",
+    cluster_rule: ClusterRule = "paper",
     progress: bool = True,
 ) -> dict[str, Any]:
     """Answer, sample and score each question; write results.json, report.md and roc.png."""
@@ -143,7 +145,7 @@ def run_qa_bench(
         raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {m}")
     items = load_qa(dataset, data, limit)
     stats = CallStats()
-    graph = semantic_entropy.build(model, judge, gateway, m=m, mode=mode)
+    graph = semantic_entropy.build(model, judge, gateway, m=m, mode=mode, cluster_rule=cluster_rule)
     records: list[dict[str, Any]] = []
     pairs = 0
     with tqdm(items, desc=f"{dataset} semantic entropy", unit=" question", disable=not progress) as bar:
@@ -179,6 +181,7 @@ def run_qa_bench(
         "model": str(model),
         "judge": judge.name,
         "mode": mode,
+        "cluster_rule": cluster_rule,
         "m": m,
         "greedy_temperature": GREEDY_TEMPERATURE,
         "correctness": CORRECTNESS_RULE,

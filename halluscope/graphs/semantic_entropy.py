@@ -27,6 +27,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
+    ClusterRule,
     cluster_logprobs,
     discrete_semantic_entropy,
     naive_predictive_entropy,
@@ -68,15 +69,17 @@ def default_judge(gateway: Gateway | None = None) -> LLMEntailment:
 def entropies(
     clusters: Sequence[Sequence[int]], log_likelihoods: Sequence[float | None], base: float = math.e
 ) -> dict[str, float | None]:
-    """Discrete SE always; likelihood SE and naive entropy only when every answer has a log-likelihood."""
+    """Discrete SE always; likelihood SE and naive entropy only when every answer has a log-likelihood
+    and some answer is possible (all -inf leaves them undefined, None)."""
     out: dict[str, float | None] = {
         "semantic_entropy": discrete_semantic_entropy([len(c) for c in clusters], base=base),
         "n_clusters": float(len(clusters)),
         "likelihood_semantic_entropy": None,
         "naive_entropy": None,
     }
-    if log_likelihoods and all(ll is not None for ll in log_likelihoods):
-        lls = [float(ll) for ll in log_likelihoods if ll is not None]
+    known = [ll for ll in log_likelihoods if ll is not None]
+    if known and len(known) == len(log_likelihoods) and max(known) > -math.inf:  # all -inf: undefined
+        lls = [float(ll) for ll in known]
         ids = [0] * len(lls)
         for cid, members in enumerate(clusters):
             for i in members:
@@ -92,6 +95,7 @@ def build(
     gateway: Gateway | None = None,
     m: int = 10,
     mode: Mode = "strict",
+    cluster_rule: ClusterRule = "paper",
     base: float = math.e,
     logprobs: bool | None = None,
 ) -> CompiledStateGraph:
@@ -139,7 +143,7 @@ def build(
             ordered = sorted(state["sampled"], key=lambda s: s["j"])
             answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
         judge_kwargs: dict[str, Any] = {"stats": stats_of(config)} if isinstance(judge, LLMEntailment) else {}
-        clusters, pairs = cluster_answers(answers, judge, state["question"], mode, **judge_kwargs)
+        clusters, pairs = cluster_answers(answers, judge, state["question"], mode, rule=cluster_rule, **judge_kwargs)
         return {
             "answers": answers,
             "log_likelihoods": lls,
@@ -180,6 +184,7 @@ def detect(
     judge: Entailment | None = None,
     m: int = 10,
     mode: Mode = "strict",
+    cluster_rule: ClusterRule = "paper",
     base: float = math.e,
     logprobs: bool | None = None,
     gateway: Gateway | None = None,
@@ -194,7 +199,7 @@ def detect(
     given = [a for a in answers or [] if a.strip()]
     if answers is not None and not given:
         raise ConfigError("the answers given are all empty")
-    graph = build(model, judge, gw, m=m, mode=mode, base=base, logprobs=logprobs)
+    graph = build(model, judge, gw, m=m, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
     out = run(graph, question, stats, given, on_step)
     scores = out["scores"]
     unit = Unit(
@@ -213,6 +218,7 @@ def detect(
         answers_given=bool(given),
         judge=judge.name,
         mode=mode,
+        cluster_rule=cluster_rule,
         base=base,
         pairs_judged=out["pairs_judged"],
     )

@@ -40,7 +40,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs.semantic_entropy import default_judge
 from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
-from halluscope.scoring import question_entropy, unanswered
+from halluscope.scoring import ClusterRule, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
 from halluscope.text import sentences as split_sentences
 
@@ -149,6 +149,7 @@ def build(
     judge: Entailment,
     gateway: Gateway | None = None,
     mode: Mode = "lax",
+    cluster_rule: ClusterRule = "paper",
     base: float = math.e,
 ) -> CompiledStateGraph:
     """The graph for one model that asks and answers the questions and one judge of equivalence."""
@@ -253,7 +254,9 @@ def build(
     def cluster(state: ClusterInput, config: RunnableConfig) -> dict[str, Any]:
         judge_kwargs: dict[str, Any] = {"stats": stats_of(config)} if isinstance(judge, LLMEntailment) else {}
         answers = state["answers"]
-        clusters, pairs = cluster_answers(answers, judge, state["claim_question"], mode, **judge_kwargs)
+        clusters, pairs = cluster_answers(
+            answers, judge, state["claim_question"], mode, rule=cluster_rule, **judge_kwargs
+        )
         entropy = question_entropy(answers, [len(c) for c in clusters], base=base)
         scored = Scored(
             k=state["k"],
@@ -307,6 +310,7 @@ def detect(
     sentences: list[str] | None = None,
     judge: Entailment | None = None,
     mode: Mode = "lax",
+    cluster_rule: ClusterRule = "paper",
     base: float = math.e,
     gateway: Gateway | None = None,
     stats: CallStats | None = None,
@@ -322,7 +326,7 @@ def detect(
     gw = gateway or default_gateway()
     judge = judge or default_judge(gw)
     paragraph = text if text is not None else " ".join(sentences or [])
-    graph = build(model, judge, gw, mode=mode, base=base)
+    graph = build(model, judge, gw, mode=mode, cluster_rule=cluster_rule, base=base)
     state: ParagraphState = {"question": question, "text": paragraph, "sentences": list(sentences or [])}
     out = run_streamed(graph, state, stats, max_concurrency, on_step)
     claims: list[ScoredClaim] = out["scored_claims"]
@@ -346,6 +350,7 @@ def detect(
         question=question,
         judge=judge.name,
         mode=mode,
+        cluster_rule=cluster_rule,
         base=base,
         claims=len(claims),
         questions=sum(len(c["questions"]) for c in claims),

@@ -11,7 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.entailment import Entailment, Mode, equivalent
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError
-from halluscope.scoring import greedy_cluster, length_normalised
+from halluscope.scoring import ClusterRule, greedy_cluster, length_normalised
 
 REGENERATE = "selfcheck.regenerate"
 
@@ -84,13 +84,15 @@ def cluster_answers(
     question: str | None = None,
     mode: Mode = "strict",
     on_pair: Callable[[], None] | None = None,
+    rule: ClusterRule = "paper",
     **judge_kwargs: Any,
 ) -> tuple[list[list[int]], int]:
     """Greedy clustering by bidirectional entailment (semantic entropy), conditioned on the question.
 
     Identical answers join without a judge call (a small judge may call such a pair "neutral"); a
     pair of texts already judged in this run is never judged again; the two directions of one
-    comparison run concurrently. Returns the clusters and the number of pairs sent to the judge."""
+    comparison run concurrently. ``rule``: ``greedy_cluster``'s (the paper's first match, or the
+    official code's last). Returns the clusters and the number of pairs sent to the judge."""
     verdicts: dict[tuple[str, str], bool] = {}
 
     def same(a: str, b: str) -> bool:
@@ -103,5 +105,5 @@ def cluster_answers(
                 on_pair()
         return verdicts[(a, b)]
 
-    clusters = greedy_cluster(list(answers), same)
+    clusters = greedy_cluster(list(answers), same, rule)
     return clusters, len(verdicts) // 2

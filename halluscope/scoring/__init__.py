@@ -18,6 +18,8 @@ from halluscope.scoring.fewl import (
 )
 from halluscope.scoring.selfcheck import UnigramScore, scgp_score, supported_value, unigram_scores
 from halluscope.scoring.semantic_entropy import (
+    CLUSTER_RULES,
+    ClusterRule,
     cluster_logprobs,
     discrete_semantic_entropy,
     greedy_cluster,
@@ -43,6 +45,8 @@ __all__ = [
     "laziness_penalty",
     "cluster_logprobs",
     "discrete_semantic_entropy",
+    "CLUSTER_RULES",
+    "ClusterRule",
     "greedy_cluster",
     "length_normalised",
     "naive_predictive_entropy",

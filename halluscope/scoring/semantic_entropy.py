@@ -8,15 +8,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 T = TypeVar("T")
+ClusterRule = Literal["paper", "official"]
+CLUSTER_RULES: tuple[ClusterRule, ...] = ("paper", "official")
 
 
-def greedy_cluster(items: Sequence[T], same_meaning: Callable[[T, T], bool]) -> list[list[int]]:
-    """Indexes of items grouped as the paper does: each new item is compared with the first member
-    of each existing cluster in order, joins the first equivalent one, else opens a new cluster
-    (semantic equivalence is taken as transitive, so one comparison per cluster suffices)."""
+def greedy_cluster(
+    items: Sequence[T], same_meaning: Callable[[T, T], bool], rule: ClusterRule = "paper"
+) -> list[list[int]]:
+    """Indexes of items grouped greedily by ``same_meaning``.
+
+    ``paper`` (the default, the paper's Algorithm 1): each new item is compared with the first member
+    of each existing cluster in order and joins the FIRST equivalent one, else opens a new cluster.
+    ``official`` (the official code's ``get_semantic_ids``): each item not yet placed opens a cluster
+    and is compared with every later item, placed or not; a later item equivalent to it moves there,
+    so the LAST matching cluster wins. Both take equivalence as transitive and agree when the judge
+    is; with a non-transitive judge they can differ."""
+    if rule not in CLUSTER_RULES:
+        raise ValueError(f"unknown cluster rule {rule!r}; known: {', '.join(CLUSTER_RULES)}")
+    if rule == "official":
+        ids = [-1] * len(items)
+        next_id = 0
+        for i, item in enumerate(items):
+            if ids[i] != -1:
+                continue
+            ids[i] = next_id
+            for j in range(i + 1, len(items)):
+                if same_meaning(item, items[j]):
+                    ids[j] = next_id
+            next_id += 1
+        return [[i for i, c in enumerate(ids) if c == cid] for cid in range(next_id)]  # a leader never moves
     clusters: list[list[int]] = []
     for i, item in enumerate(items):
         for cluster in clusters:
@@ -51,6 +74,8 @@ def cluster_logprobs(cluster_ids: Sequence[int], log_likelihoods: Sequence[float
     if len(cluster_ids) != len(log_likelihoods) or not cluster_ids:
         raise ValueError(f"need one log-likelihood per answer, got {len(log_likelihoods)} for {len(cluster_ids)}")
     total = _logsumexp(log_likelihoods)
+    if total == -math.inf:
+        raise ValueError("every answer has log-likelihood -inf: the clusters' probabilities are undefined")
     return [
         _logsumexp([ll for c, ll in zip(cluster_ids, log_likelihoods, strict=True) if c == cid]) - total
         for cid in sorted(set(cluster_ids))
@@ -58,8 +83,9 @@ def cluster_logprobs(cluster_ids: Sequence[int], log_likelihoods: Sequence[float
 
 
 def predictive_entropy_rao(log_probs: Sequence[float]) -> float:
-    """-sum p log p over the clusters' log-probabilities: the likelihood semantic entropy."""
-    return -sum(math.exp(lp) * lp for lp in log_probs) + 0.0
+    """-sum p log p over the clusters' log-probabilities: the likelihood semantic entropy (a cluster
+    of probability 0, log-prob -inf, adds 0: the limit of p log p)."""
+    return -sum(math.exp(lp) * lp for lp in log_probs if lp != -math.inf) + 0.0
 
 
 def naive_predictive_entropy(log_likelihoods: Sequence[float]) -> float:
@@ -92,5 +118,8 @@ def question_entropy(answers: Sequence[str], cluster_sizes: Sequence[int], base:
 
 
 def _logsumexp(values: Sequence[float]) -> float:
+    """log sum exp; -inf when every value is -inf (probability 0), not -inf - -inf = nan."""
     top = max(values)
+    if top == -math.inf:
+        return -math.inf
     return top + math.log(sum(math.exp(v - top) for v in values))
