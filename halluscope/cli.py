@@ -13,11 +13,12 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
-from halluscope.backends.cache import CallCache
-from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.cache import CallCache, default_cache_dir, move_aside
+from halluscope.backends.gateway import DEFAULT_TIMEOUT, CallStats, Gateway
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
+from halluscope.backends.retry import env_number
 from halluscope.demo import print_report, run_demo
-from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.errors import CacheError, ConfigError, HalluscopeError, redact_credentials
 from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
 from halluscope.prompts.registry import PromptRegistry, parse_ref, prompt_diff
 from halluscope.results import DetectionResult, Unit
@@ -50,7 +51,14 @@ def _common() -> argparse.ArgumentParser:
         help="model-call cache directory (default: HALLUSCOPE_CACHE_DIR or the user cache dir)",
     )
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
-    g.add_argument("--concurrency", type=int, default=4, help="concurrent calls per model (default 4)")
+    g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds one model request may take before it is retried "
+        f"(default: HALLUSCOPE_TIMEOUT or {DEFAULT_TIMEOUT:g})",
+    )
     return common
 
 
@@ -60,11 +68,17 @@ def _registry(args: argparse.Namespace) -> PromptRegistry:
 
 def _gateway(args: argparse.Namespace) -> Gateway:
     cache = None if args.no_cache else CallCache(args.cache_dir)
-    return Gateway(cache=cache, registry=_registry(args), concurrency=args.concurrency)
+    if args.timeout is not None and not args.timeout > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
+    concurrency = args.concurrency or env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1)
+    timeout = args.timeout or env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001)
+    return Gateway(cache=cache, registry=_registry(args), concurrency=concurrency, timeout=timeout)
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False))
+    print(redact_credentials(json.dumps(obj, indent=2, ensure_ascii=False)))
 
 
 # ---------------------------------------------------------------- commands
@@ -189,9 +203,18 @@ def cmd_cache_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_cache_clear(args: argparse.Namespace) -> int:
-    cache = CallCache(args.cache_dir)
-    removed = cache.clear()
-    print(f"removed {removed} cached calls from {cache.directory}")
+    """Empty the cache; a database that cannot be opened or cleared is moved aside and a new one made."""
+    directory = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    try:
+        removed = CallCache(directory).clear()
+    except CacheError:
+        moved = move_aside(directory)
+        if moved is None:
+            raise
+        CallCache(directory).close()
+        print(f"moved the damaged cache database aside to {moved}; {directory} now holds an empty cache")
+        return 0
+    print(f"removed {removed} cached calls from {directory}")
     return 0
 
 
@@ -267,6 +290,7 @@ def cmd_semantic_entropy(args: argparse.Namespace) -> int:
             judge=_judge(args.judge, gateway),
             m=args.samples or 10,
             mode=_mode(args, "strict"),
+            cluster_rule=args.cluster_rule,
             gateway=gateway,
             on_step=lambda _node: bar.update(),
         )
@@ -326,6 +350,7 @@ def cmd_semantic_entropy_paragraph(args: argparse.Namespace) -> int:
             model=args.model,
             judge=_judge(args.judge, gateway),
             mode=_mode(args, "lax"),
+            cluster_rule=args.cluster_rule,
             gateway=gateway,
             on_step=lambda _node: bar.update(),
         )
@@ -597,6 +622,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         limit=args.limit,
         m=args.samples,
         mode=_mode(args, "strict"),
+        cluster_rule=args.cluster_rule,
         progress=not args.json,
     )
     summary = {k: v for k, v in run.items() if k != "questions"}
@@ -877,6 +903,13 @@ def _judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> No
             "--lax",
             action="store_true",
             help="equivalence = no contradiction, not both neutral (semantic-entropy-paragraph's default)",
+        )
+        p.add_argument(
+            "--cluster-rule",
+            choices=("paper", "official"),
+            default="paper",
+            help="greedy clustering: an answer joins the first equivalent cluster (paper, default) or the "
+            "last (the official code's get_semantic_ids); they differ only when the judge is not transitive",
         )
 
 
@@ -1185,7 +1218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench_compare(args)
         return int(args.func(args))
     except HalluscopeError as exc:
-        print(f"halluscope: error: {exc}", file=sys.stderr)
+        print(f"halluscope: error: {redact_credentials(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("halluscope: interrupted; finished calls are in the cache", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class HalluscopeError(Exception):
     """Base of every error that carries a message meant for the user."""
@@ -33,3 +35,16 @@ class ParseError(HalluscopeError):
 
 class DataError(ConfigError):
     """Benchmark data that cannot be found or read."""
+
+
+class CacheError(ConfigError):
+    """A call cache that cannot be opened, read or written: names the directory and the ways out."""
+
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@#?]+@")
+
+
+def redact_credentials(text: str) -> str:
+    """Text fit to show or store: credentials written into URLs (``http://user:KEY@host``) are replaced
+    by ``***``. Model specs, run metadata, results and error messages pass through this."""
+    return _URL_USERINFO.sub(r"\g<scheme>***@", text)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,6 +21,7 @@ class StubAPI:
         self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
         self.requests: list[dict[str, Any]] = []
         self._failures: deque[int] = deque()
+        self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
         stub = self
 
@@ -32,7 +35,11 @@ class StubAPI:
                     stub.requests.append(
                         {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
                     )
-                    status = stub._failures.popleft() if stub._failures else 200
+                    fault = stub._faults.popleft() if stub._faults else None
+                    status = stub._failures.popleft() if stub._failures and fault is None else 200
+                if fault is not None:
+                    self._send(*fault.reply(stub, body, self.path))
+                    return
                 if self.path.endswith("/chat/completions"):
                     payload = (
                         stub._openai(body)
@@ -49,10 +56,14 @@ class StubAPI:
                     )
                 else:
                     status, payload = 404, {"error": {"message": f"no route {self.path}"}}
-                data = json.dumps(payload).encode()
+                self._send(status, json.dumps(payload).encode(), {})
+
+            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -103,6 +114,11 @@ class StubAPI:
         with self._lock:
             self._failures.extend([status] * times)
 
+    def inject(self, fault: Fault, times: int = 1) -> None:
+        """The next ``times`` requests get this fault instead of an answer."""
+        with self._lock:
+            self._faults.extend([fault] * times)
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -114,3 +130,40 @@ class StubAPI:
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault: an HTTP status (with headers, e.g. Retry-After), a slow reply, or a 200 whose
+    body is malformed JSON, has no choices, null content, or no log-probs although they were asked for."""
+
+    kind: str
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0  # seconds before the reply (a slow server), bounded by the test
+
+    def reply(self, stub: StubAPI, body: dict[str, Any], path: str) -> tuple[int, bytes, dict[str, str]]:
+        time.sleep(self.delay)
+        headers = dict(self.headers)
+        if self.kind == "slow":
+            return 200, json.dumps(stub._openai(body)).encode(), headers
+        if self.kind == "status":
+            error = {"error": {"message": f"injected {self.status}", "type": "stub_error"}}
+            if path.endswith("/messages"):
+                error = {"type": "error", "error": {"type": "stub_error", "message": f"injected {self.status}"}}
+            return self.status, json.dumps(error).encode(), headers
+        if self.kind == "malformed_json":
+            return 200, b'{"id": "chatcmpl-stub", "choices": [', headers
+        if path.endswith("/messages"):
+            payload = stub._anthropic(body)
+            if self.kind in ("no_choices", "null_content"):
+                payload["content"] = []
+            return 200, json.dumps(payload).encode(), headers
+        payload = stub._openai(body) if path.endswith("/chat/completions") else dict(stub.completion)
+        if self.kind == "no_choices":
+            payload["choices"] = []
+        elif self.kind == "null_content":
+            payload["choices"][0]["message"]["content"] = None
+        elif self.kind == "no_logprobs":
+            payload["choices"][0]["logprobs"] = None
+        return 200, json.dumps(payload).encode(), headers

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import pickle
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from halluscope.backends.cache import CallCache, call_key
+from halluscope.errors import CacheError
 
 MESSAGES = [{"role": "user", "content": "Question: q"}]
 
@@ -73,3 +78,93 @@ def test_two_processes_share_one_cache_directory_without_corruption(tmp_path: Pa
     assert cache.get("contended") in ({"text": "from 0"}, {"text": "from 1"})
     with sqlite3.connect(tmp_path / "cache.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+class _Payload:
+    """Unpickling this would create the marker file: proof that a pickle in the cache ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (Path.touch, (self.marker,))
+
+
+def test_a_pickled_row_is_refused_never_unpickled(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    cache = CallCache(tmp_path / "calls")
+    cache.set("k", {"text": "Paris"})
+    cache.close()
+    payload = pickle.dumps(_Payload(marker))
+    assert pickle.loads(payload) is None and marker.exists()  # the payload does run when unpickled
+    marker.unlink()
+    with sqlite3.connect(tmp_path / "calls" / "cache.db") as db:  # tamper: the row now claims to be a pickle
+        db.execute("UPDATE Cache SET mode = 4, value = ? WHERE key = 'k'", (sqlite3.Binary(payload),))
+    cache = CallCache(tmp_path / "calls")
+    with pytest.warns(UserWarning, match="mode 4"):
+        assert cache.get("k") is None
+    assert not marker.exists()
+    cache.set("k", {"text": "Lyon"})  # the refused row is replaced by the next real answer
+    assert cache.get("k") == {"text": "Lyon"}
+
+
+def test_rows_that_are_not_json_objects_are_misses(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path)
+    cache._store.set("garbage", "not json {")
+    cache._store.set("number", 42)
+    cache._store.set("list", "[1, 2]")
+    for key in ("garbage", "number", "list"):
+        with pytest.warns(UserWarning):
+            assert cache.get(key) is None
+
+
+def test_a_large_text_value_lives_in_a_file_and_is_read_back(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path)
+    big = {"text": "x" * 100_000}
+    cache.set("big", big)
+    assert cache.get("big") == big
+
+
+def test_a_cache_path_that_is_a_file_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-dir"
+    path.write_text("x")
+    with pytest.raises(CacheError, match=rf"cannot open the call cache at {path}.*--no-cache.*HALLUSCOPE_CACHE_DIR"):
+        CallCache(path)
+
+
+def test_a_read_only_database_is_one_clear_error_when_written(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path)
+    cache.set("k", {"text": "Paris"})
+    # this thread's connection reopened read-only (as root, a chmod would not stop a write)
+    cache._store._local.con = sqlite3.connect(f"file:{tmp_path / 'cache.db'}?mode=ro", uri=True, isolation_level=None)
+    assert cache.get("k") == {"text": "Paris"}
+    with pytest.raises(CacheError, match=r"cannot write to the call cache at .*readonly database.*--no-cache"):
+        cache.set("k2", {"text": "Lyon"})
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_database_is_one_clear_error_and_cache_clear_moves_it_aside(
+    tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from halluscope.cli import main
+
+    cache = CallCache(tmp_path)
+    for i in range(200):
+        cache.set(f"k{i}", {"text": "x" * 500})
+    cache.close()
+    database = tmp_path / "cache.db"
+    data = database.read_bytes()
+    database.write_bytes(b"this is not a database" * 100 if damage == "garbage" else data[:1500])
+    with pytest.raises(CacheError, match=r"call cache at .*cache clear"):
+        broken = CallCache(tmp_path)
+        broken.stats()
+        broken.get("k150")
+    assert main(["cache", "stats", "--cache-dir", str(tmp_path)]) == 2
+    assert "cache clear" in capsys.readouterr().err
+    assert main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
+    assert "moved the damaged cache database aside" in capsys.readouterr().out
+    assert len([p for p in tmp_path.glob("cache.db.damaged-*") if p.name[-1].isdigit()]) == 1
+    fresh = CallCache(tmp_path)
+    assert len(fresh) == 0
+    fresh.set("k", {"text": "Paris"})
+    assert fresh.get("k") == {"text": "Paris"}

@@ -3,6 +3,12 @@
 Keys are hashes of model spec + call parameters + rendered messages + sample index, so N samples at
 temperature 1 are N distinct entries and a rerun replays them exactly. Values are JSON text, never
 pickles, and never hold an API key (keys are read from the environment by the client, not here).
+
+Reading is as strict as writing: diskcache would unpickle any row marked as a pickle (code execution
+from a tampered cache.db), so the cache reads through a Disk that returns JSON text and refuses
+anything else; a refused or unreadable row is a miss with a warning. A cache that cannot be opened or
+written (read-only, damaged, a file where the directory should be) is one ``CacheError`` naming the
+directory and the ways out.
 """
 
 from __future__ import annotations
@@ -10,15 +16,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+import sqlite3
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import diskcache
 import platformdirs
 
+from halluscope.errors import CacheError
+
 CACHE_ENV = "HALLUSCOPE_CACHE_DIR"
 KEY_VERSION = "call-v1"
+DATABASE = "cache.db"  # diskcache's file name for its SQLite database
 
 
 def default_cache_dir() -> Path:
@@ -44,30 +57,107 @@ def call_key(
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+class UnsafeRowError(Exception):
+    """A cache row that is not JSON text (a pickle, bytes, a number): refused, never decoded."""
+
+
+class JSONTextDisk(diskcache.Disk):
+    """diskcache's Disk restricted to text: keys and values that are str, stored in the database or in
+    a text file. Rows of any other mode (above all MODE_PICKLE) raise instead of being unpickled."""
+
+    def get(self, key: Any, raw: bool) -> Any:
+        if not raw or not isinstance(key, str):
+            raise UnsafeRowError("a cache key that is not text")
+        return key
+
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> Any:
+        if mode == diskcache.core.MODE_RAW and isinstance(value, str):
+            return value
+        if mode == diskcache.core.MODE_TEXT and filename is not None and not read:
+            return super().fetch(mode, filename, value, read)
+        raise UnsafeRowError(f"a cache row of mode {mode} (only text is read)")
+
+
+def _ways_out(directory: Path) -> str:
+    return (
+        f"run with --no-cache (HALLUSCOPE_NO_CACHE=1), point {CACHE_ENV} at another directory, "
+        f"or run `halluscope cache clear` to move a damaged {directory / DATABASE} aside"
+    )
+
+
 class CallCache:
     """A directory of cached model answers; one instance per process, any number of processes."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        # eviction off: a cached sample is evidence of a past run, not a disposable speed-up
-        self._store = diskcache.Cache(str(self.directory), eviction_policy="none", timeout=60)
+        with self._errors("open"):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # eviction off: a cached sample is evidence of a past run, not a disposable speed-up
+            self._store = diskcache.Cache(str(self.directory), eviction_policy="none", timeout=60, disk=JSONTextDisk)
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """sqlite and OS errors become one line that names the directory and the ways out."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise CacheError(
+                f"cannot {action} the call cache at {self.directory} ({type(exc).__name__}: {exc}); "
+                + _ways_out(self.directory)
+            ) from exc
 
     def get(self, key: str) -> dict[str, Any] | None:
-        raw = self._store.get(key)
-        return None if raw is None else json.loads(raw)
+        """The cached answer, or None; a row that is not a JSON object is a miss, with a warning."""
+        with self._errors("read"):
+            try:
+                raw = self._store.get(key)
+            except UnsafeRowError as exc:
+                warnings.warn(f"ignored {exc} in {self.directory} (key {key[:12]}...)", stacklevel=2)
+                return None
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            warnings.warn(f"ignored a cache row that is not a JSON object in {self.directory}", stacklevel=2)
+            return None
+        return value
 
     def set(self, key: str, value: Mapping[str, Any]) -> None:
-        self._store.set(key, json.dumps(value, ensure_ascii=False))
+        with self._errors("write to"):
+            self._store.set(key, json.dumps(value, ensure_ascii=False))
 
     def __len__(self) -> int:
-        return len(self._store)
+        with self._errors("read"):
+            return len(self._store)
 
     def stats(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "entries": len(self._store), "bytes": self._store.volume()}
+        with self._errors("read"):
+            return {"directory": str(self.directory), "entries": len(self._store), "bytes": self._store.volume()}
 
     def clear(self) -> int:
-        return self._store.clear()
+        with self._errors("clear"):
+            return self._store.clear()
 
     def close(self) -> None:
         self._store.close()
+
+
+def move_aside(directory: str | Path) -> Path | None:
+    """Rename a cache directory's database that cannot be opened to ``cache.db.damaged-<time>`` (kept,
+    not deleted: it may hold answers worth recovering); returns the new path, or None if none was there."""
+    database = Path(directory) / DATABASE
+    if not database.is_file():
+        return None
+    target = database.with_name(f"{DATABASE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        database.rename(target)
+        for suffix in ("-wal", "-shm"):  # SQLite's side files belong to the damaged database
+            side = database.with_name(DATABASE + suffix)
+            if side.exists():
+                side.rename(target.with_name(target.name + suffix))
+    except OSError as exc:
+        raise CacheError(f"cannot move the damaged {database} aside ({exc}); remove it by hand") from exc
+    return target

@@ -16,7 +16,7 @@ from typing import Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
-from halluscope.errors import ConfigError, ModelSpecError
+from halluscope.errors import ConfigError, ModelSpecError, redact_credentials
 
 Provider = Literal["openai", "anthropic", "openai-compatible", "local"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "openai-compatible", "local")
@@ -30,32 +30,36 @@ class ModelSpec:
 
     @property
     def key(self) -> str:
-        """Canonical name: what the cache key and run metadata record."""
+        """Canonical name: what the cache key, run metadata, results and errors record. Credentials
+        written into the base URL are redacted: they never change an answer, and must not be shown."""
         if self.provider == "openai-compatible":
-            return f"openai-compatible:{self.base_url}#{self.model}"
+            return redact_credentials(f"openai-compatible:{self.base_url}#{self.model}")
         if self.base_url:
-            return f"{self.provider}:{self.model}@{self.base_url}"
+            return redact_credentials(f"{self.provider}:{self.model}@{self.base_url}")
         return f"{self.provider}:{self.model}"
 
 
 def parse_model_spec(spec: str) -> ModelSpec:
+    if not isinstance(spec, str):
+        raise ModelSpecError(f"a model is a 'provider:model' string or a chat model object, got {type(spec).__name__}")
+    shown = redact_credentials(spec)  # what errors may say of it
     provider, sep, rest = spec.strip().partition(":")
     if not sep or not rest:
         raise ModelSpecError(
-            f"model {spec!r} is not 'provider:model'; providers: {', '.join(PROVIDERS)} "
+            f"model {shown!r} is not 'provider:model'; providers: {', '.join(PROVIDERS)} "
             "(e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, "
             "openai-compatible:http://127.0.0.1:8000/v1#my-model, local:qwen2.5-coder-1.5b)"
         )
     if provider not in PROVIDERS:
-        raise ModelSpecError(f"unknown provider {provider!r} in {spec!r}; known: {', '.join(PROVIDERS)}")
+        raise ModelSpecError(f"unknown provider {provider!r} in {shown!r}; known: {', '.join(PROVIDERS)}")
     if provider == "openai-compatible":
         base_url, hash_sep, model = rest.rpartition("#")
         if not hash_sep or not base_url or not model:
             raise ModelSpecError(
-                f"{spec!r}: write openai-compatible:<base_url>#<model>, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen"
+                f"{shown!r}: write openai-compatible:<base_url>#<model>, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen"
             )
         if not base_url.startswith(("http://", "https://")):
-            raise ModelSpecError(f"{spec!r}: the base URL must start with http:// or https://")
+            raise ModelSpecError(f"{shown!r}: the base URL must start with http:// or https://")
         return ModelSpec("openai-compatible", model, base_url.rstrip("/"))
     if provider == "openai":
         return ModelSpec("openai", rest, os.environ.get("OPENAI_BASE_URL") or None)

@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -23,23 +24,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import anthropic
-import httpx
-import openai
-from langchain_core.exceptions import ModelConnectionError, ModelRateLimitError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from halluscope.backends.cache import CallCache, call_key
 from halluscope.backends.chat import ModelSpec, make_chat_model, parse_model_spec
 from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
-from halluscope.errors import ConfigError, ModelUnavailableError, ParseError, PromptError
+from halluscope.backends.retry import (
+    BadReplyError,
+    RetryPolicy,
+    acall_with_retries,
+    call_with_retries,
+    env_number,
+)
+from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import PromptRegistry, PromptTemplate, to_langchain
 from halluscope.results import RunMeta, TokenUsage
 
+DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
-TRANSIENT_STATUS = {408, 409, 425, 429}
 ModelLike = str | BaseChatModel
 
 
@@ -194,57 +197,6 @@ class ModelLimiter:
             self._cond.notify()
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter: wait ~ U(0, min(cap, initial * 2^attempt))."""
-
-    attempts: int = 6
-    initial: float = 1.0
-    cap: float = 60.0
-
-    @classmethod
-    def from_env(cls) -> RetryPolicy:
-        return cls(
-            attempts=int(os.environ.get("HALLUSCOPE_MAX_ATTEMPTS", cls.attempts)),
-            initial=float(os.environ.get("HALLUSCOPE_RETRY_INITIAL", cls.initial)),
-            cap=float(os.environ.get("HALLUSCOPE_RETRY_CAP", cls.cap)),
-        )
-
-
-_CONNECTION_ERRORS = (
-    ModelConnectionError,  # langchain-core's provider-neutral classes (ModelTimeoutError is one)
-    ModelRateLimitError,
-    openai.APIConnectionError,  # the client classes, raised where LangChain does not wrap them
-    anthropic.APIConnectionError,
-    httpx.TransportError,
-    ConnectionError,
-    TimeoutError,
-)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Errors that can pass: rate limits, timeouts, 5xx (529 overloaded included), dropped connections."""
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        return status in TRANSIENT_STATUS or status >= 500
-    return isinstance(exc, _CONNECTION_ERRORS)
-
-
-def _explain(exc: BaseException, spec: str) -> ModelUnavailableError:
-    status = getattr(exc, "status_code", None)
-    if status in (401, 403):
-        return ModelUnavailableError(f"{spec} refused the API key ({status}): check the key variable for this provider")
-    if status is not None:
-        return ModelUnavailableError(f"{spec} refused the call ({status}): {exc}")
-    return ModelUnavailableError(
-        f"cannot reach {spec} ({type(exc).__name__}: {exc}); is the server running and the base URL right?"
-    )
-
-
-def _is_provider_error(exc: BaseException) -> bool:
-    return is_transient(exc) or isinstance(getattr(exc, "status_code", None), int)
-
-
 # ---------------------------------------------------------------- the gateway
 
 
@@ -268,17 +220,6 @@ class _Request:
     messages: list[BaseMessage]
 
 
-@contextmanager
-def _provider_errors(spec: str) -> Iterator[None]:
-    """Turn a provider's final error into one message that says what went wrong and where."""
-    try:
-        yield
-    except Exception as exc:
-        if _is_provider_error(exc):
-            raise _explain(exc, spec) from exc
-        raise
-
-
 class Gateway:
     """Shared by every graph of a process: one cache, one limiter per model, one prompt registry."""
 
@@ -288,7 +229,7 @@ class Gateway:
         registry: PromptRegistry | None = None,
         retry: RetryPolicy | None = None,
         concurrency: int = 4,
-        timeout: float = 120.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.cache = cache
         self.registry = registry or PromptRegistry.from_env()
@@ -326,7 +267,7 @@ class Gateway:
             return model
         with self._lock:
             if model not in self._logprob_models:
-                self._logprob_models[model] = load_logprob_model(model)
+                self._logprob_models[model] = load_logprob_model(model, retry=self.retry, timeout=self.timeout)
             return self._logprob_models[model]
 
     def limiter(self, key: str) -> ModelLimiter:
@@ -408,7 +349,8 @@ class Gateway:
         """Render and key the call; answer it from the cache when possible."""
         m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
         key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None and _real_answer(hit, bool(merged.get("logprobs"))):
             reply = self._reply(m.key, tpl, sample_index, True, hit)
             if stats is not None:
                 stats.record(reply)
@@ -432,15 +374,18 @@ class Gateway:
             return req
         limiter = self.limiter(req.model.key)
         started = time.perf_counter()
-        with _provider_errors(req.model.key):
-            for attempt in Retrying(**self._retry_args(stats)):
-                with attempt:
-                    limiter.acquire()
-                    try:
-                        message = req.model.chat.invoke(req.messages, **req.kwargs)
-                    finally:
-                        limiter.release()
-        return self._finish(req, message, time.perf_counter() - started, stats)
+
+        def attempt() -> dict[str, Any]:
+            limiter.acquire()
+            try:
+                with _no_choices_is_a_bad_reply(req.model.key):
+                    message = req.model.chat.invoke(req.messages, **req.kwargs)
+            finally:
+                limiter.release()
+            return self._read(req, message)
+
+        data = call_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
+        return self._finish(req, data, time.perf_counter() - started, stats)
 
     async def acall(
         self,
@@ -457,30 +402,24 @@ class Gateway:
             return req
         limiter = self.limiter(req.model.key)
         started = time.perf_counter()
-        with _provider_errors(req.model.key):
-            async for attempt in AsyncRetrying(**self._retry_args(stats)):
-                with attempt:
-                    await limiter.aacquire()
-                    try:
-                        message = await req.model.chat.ainvoke(req.messages, **req.kwargs)
-                    finally:
-                        limiter.release()
-        return self._finish(req, message, time.perf_counter() - started, stats)
 
-    def _retry_args(self, stats: CallStats | None) -> dict[str, Any]:
-        def before_sleep(_state: Any) -> None:
-            if stats is not None:
-                stats.add_retry()
+        async def attempt() -> dict[str, Any]:
+            await limiter.aacquire()
+            try:
+                with _no_choices_is_a_bad_reply(req.model.key):
+                    message = await req.model.chat.ainvoke(req.messages, **req.kwargs)
+            finally:
+                limiter.release()
+            return self._read(req, message)
 
-        return {
-            "retry": retry_if_exception(is_transient),
-            "wait": wait_random_exponential(multiplier=self.retry.initial, max=self.retry.cap),
-            "stop": stop_after_attempt(self.retry.attempts),
-            "reraise": True,
-            "before_sleep": before_sleep,
-        }
+        data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
+        return self._finish(req, data, time.perf_counter() - started, stats)
 
-    def _finish(self, req: _Request, message: BaseMessage, seconds: float, stats: CallStats | None) -> ChatReply:
+    @staticmethod
+    def _read(req: _Request, message: BaseMessage) -> dict[str, Any]:
+        """The reply's cacheable data; a reply that is not a real answer raises BadReplyError (retried):
+        empty content, or no log-probs when they were asked for. A local model's empty answer is
+        returned (its engine would give the same again) but, being empty, never cached."""
         usage = getattr(message, "usage_metadata", None) or {}
         logprobs = (message.response_metadata or {}).get("logprobs")
         data = {
@@ -490,7 +429,16 @@ class Gateway:
             "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else logprobs,
             "prompt_ref": req.prompt.ref,
         }
-        if self.cache is not None:
+        if not data["text"].strip():
+            if req.model.provider == "local":
+                return data
+            raise BadReplyError("sent an empty reply (no content)")
+        if req.kwargs.get("logprobs") and not data["logprobs"]:
+            raise BadReplyError("sent no token log-probs although they were asked for")
+        return data
+
+    def _finish(self, req: _Request, data: dict[str, Any], seconds: float, stats: CallStats | None) -> ChatReply:
+        if self.cache is not None and _real_answer(data, bool(req.kwargs.get("logprobs"))):
             self.cache.set(req.key, data)
         reply = self._reply(req.model.key, req.prompt, req.sample_index, False, data)
         if stats is not None:
@@ -523,7 +471,8 @@ class Gateway:
             )
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
         key = call_key(lm.name, merged, [{"role": "text", "content": text}], sample_index)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None and _real_answer(hit, logprobs=False):
             reply = self._reply(lm.name, tpl, sample_index, True, hit)
             if stats is not None:
                 stats.record(reply)
@@ -554,7 +503,7 @@ class Gateway:
             ],
             "prompt_ref": tpl.ref,
         }
-        if self.cache is not None:
+        if self.cache is not None and _real_answer(data, logprobs=False):
             self.cache.set(key, data)
         reply = self._reply(lm.name, tpl, sample_index, False, data)
         if stats is not None:
@@ -608,9 +557,66 @@ class Gateway:
         )
 
 
+def _real_answer(data: Mapping[str, Any], logprobs: bool) -> bool:
+    """Whether a reply (fresh, or read from the cache) is an answer worth keeping: non-empty text, and
+    the log-probs when they were asked for. Anything else is never cached, nor replayed when an older
+    version cached it."""
+    text = data.get("text")
+    return isinstance(text, str) and bool(text.strip()) and (not logprobs or bool(data.get("logprobs")))
+
+
+@contextmanager
+def _no_choices_is_a_bad_reply(key: str) -> Iterator[None]:
+    """A 200 with an empty ``choices`` list surfaces as LangChain's IndexError on ``generations[0]``:
+    a bad reply (retried), not a crash. IndexErrors raised anywhere else are left alone."""
+    try:
+        yield
+    except IndexError as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None and "langchain_core" in tb.tb_frame.f_code.co_filename:
+            raise BadReplyError("sent a reply with no choices") from exc
+        raise
+
+
+def _retry_counter(stats: CallStats | None) -> Callable[[], None] | None:
+    return stats.add_retry if stats is not None else None
+
+
+# fields that hold secrets, clients or run-time plumbing: they never change an answer
+_NOT_ANSWER_FIELDS = re.compile(
+    r"key|secret|token$|password|credential|headers|client|callback|cache|metadata|tags|verbose|"
+    r"rate_limiter|stream|retries|timeout"
+)
+
+
 def _instance_key(model: BaseChatModel) -> str:
-    params = json.dumps(model._identifying_params, sort_keys=True, default=str)
-    return f"instance:{type(model).__name__}:{hashlib.sha256(params.encode()).hexdigest()[:12]}"
+    """A user's own chat model, keyed by everything that changes its answers: its class and every plain
+    field (model, base URL, sampling parameters, ...); secrets, clients and callbacks are left out."""
+    fields: dict[str, Any] = {}
+    for name in sorted(type(model).model_fields):
+        if _NOT_ANSWER_FIELDS.search(name):
+            continue
+        value = getattr(model, name, None)
+        if isinstance(value, str):
+            value = redact_credentials(value)
+        if value is None or isinstance(value, str | int | float | bool) or _plain(value):
+            fields[name] = value
+    cls = f"{type(model).__module__}.{type(model).__qualname__}"
+    body = json.dumps({"class": cls, "fields": fields}, sort_keys=True)
+    return f"instance:{type(model).__name__}:{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+
+
+def _plain(value: Any) -> bool:
+    """JSON data (lists and dicts of numbers and strings), not objects whose text would change per process."""
+    if not isinstance(value, list | dict | tuple):
+        return False
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 _default: Gateway | None = None
@@ -618,12 +624,14 @@ _default_lock = threading.Lock()
 
 
 def default_gateway() -> Gateway:
-    """The process-wide gateway (cache from HALLUSCOPE_CACHE_DIR; concurrency HALLUSCOPE_CONCURRENCY)."""
+    """The process-wide gateway (cache from HALLUSCOPE_CACHE_DIR; concurrency HALLUSCOPE_CONCURRENCY;
+    request timeout in seconds HALLUSCOPE_TIMEOUT)."""
     global _default
     with _default_lock:
         if _default is None:
             _default = Gateway(
                 cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else CallCache(),
-                concurrency=int(os.environ.get("HALLUSCOPE_CONCURRENCY", "4")),
+                concurrency=env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1),
+                timeout=env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
             )
         return _default

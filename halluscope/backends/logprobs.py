@@ -22,7 +22,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError
+from halluscope.backends.retry import BadReplyError, RetryPolicy, call_with_retries
+from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError, redact_credentials
 
 
 @dataclass
@@ -408,22 +409,30 @@ class OpenAICompatibleLogProbModel(LogProbModel):
 
     TOLERANCE = 1e-3
 
-    def __init__(self, base_url: str, model: str, api_key: str = "not-needed", timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "not-needed",
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         import openai
 
-        self.name = f"openai-compatible:{base_url}#{model}"
+        self.name = redact_credentials(f"openai-compatible:{base_url}#{model}")
         self.model = model
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=timeout)
+        self.retry = retry or RetryPolicy.from_env()
+        # the client's own retries are off: the one retry policy (HALLUSCOPE_MAX_ATTEMPTS) applies here too
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
 
     def _complete(self, **kwargs: Any) -> Any:
-        import openai
+        def attempt() -> Any:
+            resp = self._client.completions.create(model=self.model, **kwargs)
+            if not getattr(resp, "choices", None):
+                raise BadReplyError("sent a completion without choices")
+            return resp
 
-        try:
-            return self._client.completions.create(model=self.model, **kwargs)
-        except openai.APIConnectionError as exc:
-            raise ModelUnavailableError(f"cannot reach {self.name}: {exc}") from exc
-        except openai.APIStatusError as exc:
-            raise ModelUnavailableError(f"{self.name} refused the completion ({exc.status_code}): {exc}") from exc
+        return call_with_retries(attempt, self.retry, self.name, "openai-compatible")
 
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         out = []
@@ -486,8 +495,9 @@ class OpenAICompatibleLogProbModel(LogProbModel):
         return samples
 
 
-def load_logprob_model(spec: str) -> LogProbModel:
-    """``local:<name|path.gguf>``, ``transformers:<directory>`` or ``openai-compatible:<url>#<model>``."""
+def load_logprob_model(spec: str, retry: RetryPolicy | None = None, timeout: float = 120.0) -> LogProbModel:
+    """``local:<name|path.gguf>``, ``transformers:<directory>`` or ``openai-compatible:<url>#<model>``
+    (``retry`` and ``timeout`` apply to a server's requests)."""
     from halluscope.backends.chat import parse_model_spec
 
     provider, sep, rest = spec.partition(":")
@@ -500,7 +510,11 @@ def load_logprob_model(spec: str) -> LogProbModel:
         import os
 
         return OpenAICompatibleLogProbModel(
-            str(parsed.base_url), parsed.model, os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed"
+            str(parsed.base_url),
+            parsed.model,
+            os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed",
+            timeout=timeout,
+            retry=retry,
         )
     if parsed.provider == "anthropic":
         raise ConfigError(

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from halluscope.errors import redact_credentials
+
 
 def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]], kind: str, title: str) -> None:
     """One PNG with a PR or ROC curve per method; each curve is (name, y_true, scores)."""
@@ -46,8 +48,9 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
 
 
 def write_json(path: Path, obj: Any) -> None:
+    """Results as JSON, with credentials written into any URL (a model spec's base URL) redacted."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(redact_credentials(json.dumps(obj, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], digits: int = 2) -> str:

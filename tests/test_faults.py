@@ -1,0 +1,260 @@
+"""Provider faults on the real wire: the real openai and anthropic clients (through langchain-openai and
+langchain-anthropic, and openai's completions client for log-probs) against a fault-injecting server on
+127.0.0.1. Every fault is retried or explained in one sentence, and no fault is ever cached."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from pathlib import Path
+
+import pytest
+from langchain_openai import ChatOpenAI
+
+from halluscope.backends.cache import CallCache
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
+from halluscope.backends.retry import RetryPolicy, retry_after
+from halluscope.errors import ConfigError, ModelUnavailableError
+from halluscope.evaluators.report import write_json
+from halluscope.prompts.registry import PromptRegistry
+from tests.conftest import FAST_RETRY
+from tests.stub_servers import Fault, StubAPI
+
+SCGP = "selfcheck.prompt"
+VARS = {"context": "Paris is the capital of France.", "sentence": "The capital of France is Paris."}
+SECRET = "sk-test-secret-0123456789"
+BAD_REPLIES = ("malformed_json", "no_choices", "null_content")
+
+
+@pytest.fixture
+def stub() -> StubAPI:
+    with StubAPI(answer="Yes") as server:
+        yield server
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def provider(request: pytest.FixtureRequest, stub: StubAPI, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A model spec of each real client, pointed at the stub."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url + "/v1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.base_url)
+    return f"{request.param}:stub-model"
+
+
+def _gateway(cache: CallCache | None, retry: RetryPolicy = FAST_RETRY, timeout: float = 10) -> Gateway:
+    return Gateway(cache=cache, registry=PromptRegistry(), retry=retry, timeout=timeout)
+
+
+@pytest.mark.parametrize("kind", BAD_REPLIES)
+def test_a_bad_200_reply_is_retried_and_only_the_real_answer_cached(
+    stub: StubAPI, provider: str, cache: CallCache, kind: str
+) -> None:
+    stub.inject(Fault(kind))
+    stats = CallStats()
+    gateway = _gateway(cache)
+    reply = gateway.call(provider, SCGP, VARS, stats=stats)
+    assert reply.parsed == "yes" and len(stub.requests) == 2
+    assert stats.retries == 1 and stats.calls == 1
+    again = gateway.call(provider, SCGP, VARS)
+    assert again.cached and again.text == "Yes" and len(stub.requests) == 2
+
+
+@pytest.mark.parametrize("kind", BAD_REPLIES)
+def test_a_bad_reply_that_persists_is_one_sentence_and_never_cached(
+    stub: StubAPI, provider: str, cache: CallCache, kind: str
+) -> None:
+    stub.inject(Fault(kind), times=FAST_RETRY.attempts)
+    expected = {
+        "malformed_json": r"sent an unreadable reply \(JSONDecodeError",
+        "no_choices": "sent (a reply with no choices|an empty reply)",
+        "null_content": r"sent an empty reply \(no content\)",
+    }[kind]
+    with pytest.raises(
+        ModelUnavailableError, match=rf"{provider}@.*: gave up after 4 tries over [0-9.]+ s: {expected}"
+    ):
+        _gateway(cache).call(provider, SCGP, VARS)
+    assert len(stub.requests) == FAST_RETRY.attempts and len(cache) == 0
+    healed = _gateway(cache).call(provider, SCGP, VARS)  # the healed server is asked, not a poisoned cache
+    assert not healed.cached and healed.parsed == "yes"
+
+
+def test_a_reply_without_the_logprobs_asked_for_is_retried_not_cached(
+    stub: StubAPI, cache: CallCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = f"openai-compatible:{stub.base_url}/v1#m"
+    stub.inject(Fault("no_logprobs"), times=FAST_RETRY.attempts)
+    with pytest.raises(ModelUnavailableError, match="sent no token log-probs although they were asked for"):
+        _gateway(cache).call(spec, SCGP, VARS, logprobs=True)
+    assert len(cache) == 0
+    stub.inject(Fault("no_logprobs"))
+    stats = CallStats()
+    reply = _gateway(cache).call(spec, SCGP, VARS, logprobs=True, stats=stats)
+    assert reply.logprobs and stats.retries == 1 and len(cache) == 1
+    # asked without log-probs, the same reply is a real answer
+    assert _gateway(cache).call(spec, SCGP, VARS).parsed == "yes"
+
+
+def test_an_older_poisoned_entry_is_not_replayed(stub: StubAPI, cache: CallCache) -> None:
+    spec = f"openai-compatible:{stub.base_url}/v1#m"
+    gateway = _gateway(cache)
+    gateway.call(spec, SCGP, VARS)
+    (key,) = list(cache._store.iterkeys())
+    cache.set(key, {"text": "", "prompt_tokens": 1})  # what an older version cached for content: null
+    reply = gateway.call(spec, SCGP, VARS)
+    assert not reply.cached and reply.parsed == "yes" and len(stub.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "header",
+    [("retry-after", "0.4"), ("retry-after-ms", "400")],
+)
+def test_retry_after_is_honoured(stub: StubAPI, provider: str, header: tuple[str, str]) -> None:
+    stub.inject(Fault("status", 429, headers=(header,)))
+    policy = RetryPolicy(attempts=3, initial=0.001, cap=5.0)  # its own backoff would wait ~1 ms
+    started = time.monotonic()
+    assert _gateway(None, policy).call(provider, SCGP, VARS).parsed == "yes"
+    assert 0.4 <= time.monotonic() - started < 4.0
+
+
+def test_retry_after_as_an_http_date_is_capped_by_the_policy(stub: StubAPI, provider: str) -> None:
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)  # an hour from now
+    stub.inject(Fault("status", 503, headers=(("retry-after", later),)))
+    policy = RetryPolicy(attempts=2, initial=0.001, cap=0.3)
+    started = time.monotonic()
+    assert _gateway(None, policy).call(provider, SCGP, VARS).parsed == "yes"
+    assert 0.3 <= time.monotonic() - started < 3.0
+
+
+def test_retry_after_values() -> None:
+    class Response:
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.headers = headers
+
+    class Fault429(Exception):
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.response = Response(headers)
+
+    assert retry_after(Fault429({"retry-after": "7"})) == 7.0
+    assert retry_after(Fault429({"retry-after-ms": "250", "retry-after": "7"})) == 0.25
+    soon = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= (retry_after(Fault429({"retry-after": soon})) or 0) <= 30
+    assert retry_after(Fault429({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0  # in the past
+    assert retry_after(Fault429({"retry-after": "soon"})) is None and retry_after(Fault429({})) is None
+    wrapped = RuntimeError("wrapper")
+    wrapped.__cause__ = Fault429({"retry-after": "2"})
+    assert retry_after(wrapped) == 2.0
+
+
+@pytest.mark.parametrize("status", [429, 500, 503, 529])
+def test_running_out_of_retries_says_so(stub: StubAPI, provider: str, status: int) -> None:
+    stub.inject(Fault("status", status), times=FAST_RETRY.attempts)
+    with pytest.raises(ModelUnavailableError, match=rf"gave up after 4 tries over [0-9.]+ s: {status} "):
+        _gateway(None).call(provider, SCGP, VARS)
+    assert len(stub.requests) == FAST_RETRY.attempts
+
+
+def test_a_401_names_the_variable_that_holds_the_key(stub: StubAPI, provider: str) -> None:
+    stub.inject(Fault("status", 401))
+    variable = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[provider.split(":")[0]]
+    with pytest.raises(ModelUnavailableError, match=rf"refused the API key \(401\): check {variable}"):
+        _gateway(None).call(provider, SCGP, VARS)
+    assert len(stub.requests) == 1  # not retried
+
+
+def test_a_slow_server_times_out_under_the_set_timeout_and_is_retried(stub: StubAPI) -> None:
+    stub.inject(Fault("slow", delay=1.0))
+    spec = f"openai-compatible:{stub.base_url}/v1#m"
+    stats = CallStats()
+    reply = _gateway(None, timeout=0.3).call(spec, SCGP, VARS, stats=stats)
+    assert reply.parsed == "yes" and stats.retries == 1
+
+
+def test_the_logprob_path_retries_under_the_one_policy_only(stub: StubAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_logprobs import _echo
+
+    stub.completion = _echo([("Q:", -1.0, -1.0), (" Paris", -0.5, -0.5), ("\n", -3.0, -3.0)])
+    stub.fail_next(503, times=2)
+    model = OpenAICompatibleLogProbModel(stub.base_url + "/v1", "m", retry=FAST_RETRY)
+    assert model.score("Q:", " Paris") == pytest.approx(-0.5)
+    assert len(stub.requests) == 3  # 2 faults + the answer: our policy retried
+    stub.fail_next(503, times=5)
+    monkeypatch.setenv("HALLUSCOPE_MAX_ATTEMPTS", "1")
+    once = OpenAICompatibleLogProbModel(stub.base_url + "/v1", "m")  # the policy from the environment
+    with pytest.raises(ModelUnavailableError, match="gave up after 1 try"):
+        once.score("Q:", " Paris")
+    assert len(stub.requests) == 4  # exactly one more: the client's own retries are off
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("HALLUSCOPE_MAX_ATTEMPTS", "abc", "HALLUSCOPE_MAX_ATTEMPTS must be a whole number, got 'abc'"),
+        ("HALLUSCOPE_MAX_ATTEMPTS", "0", "HALLUSCOPE_MAX_ATTEMPTS must be at least 1"),
+        ("HALLUSCOPE_RETRY_CAP", "-1", "HALLUSCOPE_RETRY_CAP must be at least 0"),
+        ("HALLUSCOPE_RETRY_INITIAL", "nan", "HALLUSCOPE_RETRY_INITIAL must be at least 0"),
+    ],
+)
+def test_bad_numbers_in_the_environment_are_clear_errors(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=message):
+        RetryPolicy.from_env()
+
+
+def test_two_instances_that_differ_only_in_base_url_have_their_own_cache_entries(cache: CallCache) -> None:
+    with StubAPI(answer="Yes") as first, StubAPI(answer="No") as second:
+        models = [
+            ChatOpenAI(model="m", api_key="x", base_url=server.base_url + "/v1", max_retries=0)
+            for server in (first, second)
+        ]
+        gateway = _gateway(cache)
+        answers = [gateway.call(model, SCGP, VARS).text for model in models]
+        assert answers == ["Yes", "No"] and len(first.requests) == len(second.requests) == 1
+        # the same configuration in a new object (another process, another run) replays its own answer
+        again = ChatOpenAI(model="m", api_key="other", base_url=second.base_url + "/v1", max_retries=0)
+        assert _gateway(cache).call(again, SCGP, VARS).cached
+        warmer = ChatOpenAI(model="m", api_key="x", base_url=second.base_url + "/v1", temperature=0.9)
+        assert not _gateway(cache).call(warmer, SCGP, VARS).cached
+
+
+def test_credentials_in_a_base_url_never_reach_results_meta_or_errors(
+    stub: StubAPI, cache: CallCache, tmp_path: Path
+) -> None:
+    spec = f"openai-compatible:http://user:{SECRET}@127.0.0.1:{stub.port}/v1#m"
+    stats = CallStats()
+    assert _gateway(cache).call(spec, SCGP, VARS, stats=stats).parsed == "yes"
+    meta = stats.meta("selfcheck-prompt")
+    assert SECRET not in meta.model_dump_json() and meta.models == [
+        f"openai-compatible:http://***@127.0.0.1:{stub.port}/v1#m"
+    ]
+    write_json(tmp_path / "results.json", {"model": spec, "meta": meta.model_dump()})
+    assert SECRET not in (tmp_path / "results.json").read_text()
+    stub.inject(Fault("status", 400))
+    with pytest.raises(ModelUnavailableError) as failed:
+        _gateway(None).call(spec, "semantic_entropy.answer", {"question": "q"})
+    assert SECRET not in str(failed.value) and "***@" in str(failed.value)
+    cache.close()
+    blobs = b"".join(p.read_bytes() for p in Path(cache.directory).rglob("*") if p.is_file())
+    assert SECRET.encode() not in blobs
+
+
+def test_the_cli_takes_a_timeout_and_refuses_bad_numbers(
+    stub: StubAPI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from halluscope.cli import main
+
+    stub.inject(Fault("slow", delay=1.0), times=10)
+    spec = f"openai-compatible:{stub.base_url}/v1#m"
+    monkeypatch.setenv("HALLUSCOPE_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("HALLUSCOPE_RETRY_INITIAL", "0.01")
+    args = ["prompts", "run", SCGP, "--model", spec, "--var", "context=c", "--var", "sentence=s", "--no-cache"]
+    assert main([*args, "--timeout", "0.2"]) == 2
+    assert "gave up after 2 tries" in capsys.readouterr().err
+    monkeypatch.setenv("HALLUSCOPE_TIMEOUT", "soon")
+    assert main(args) == 2
+    assert "HALLUSCOPE_TIMEOUT must be a number, got 'soon'" in capsys.readouterr().err
+    assert main([*args, "--timeout", "0"]) == 2
+    assert "--timeout must be a positive number" in capsys.readouterr().err
