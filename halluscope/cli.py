@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -53,6 +54,12 @@ def _common() -> argparse.ArgumentParser:
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
     g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
     g.add_argument(
+        "--delimit",
+        action="store_true",
+        help="fence the user text in every prompt in triple quotes (a text cannot pose as the prompt); "
+        "off by default: version 1 prompts are the papers' own (HALLUSCOPE_DELIMIT=1 turns it on)",
+    )
+    g.add_argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
@@ -74,7 +81,8 @@ def _gateway(args: argparse.Namespace) -> Gateway:
         raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
     concurrency = args.concurrency or env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1)
     timeout = args.timeout or env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001)
-    return Gateway(cache=cache, registry=_registry(args), concurrency=concurrency, timeout=timeout)
+    delimit = args.delimit or os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0")
+    return Gateway(cache=cache, registry=_registry(args), concurrency=concurrency, timeout=timeout, delimit=delimit)
 
 
 def _print_json(obj: Any) -> None:

@@ -38,7 +38,7 @@ from halluscope.backends.retry import (
     env_number,
 )
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
-from halluscope.prompts.registry import PromptRegistry, PromptTemplate, to_langchain
+from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
 from halluscope.results import RunMeta, TokenUsage
 
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
@@ -230,12 +230,14 @@ class Gateway:
         retry: RetryPolicy | None = None,
         concurrency: int = 4,
         timeout: float = DEFAULT_TIMEOUT,
+        delimit: bool = False,
     ) -> None:
         self.cache = cache
         self.registry = registry or PromptRegistry.from_env()
         self.retry = retry or RetryPolicy.from_env()
         self.concurrency = concurrency
         self.timeout = timeout
+        self.delimit = delimit  # fence the user text in every chat prompt (prompts.registry.fence)
         self._models: dict[str, _Model] = {}
         self._logprob_models: dict[str, LogProbModel] = {}
         self._limiters: dict[str, ModelLimiter] = {}
@@ -292,7 +294,7 @@ class Gateway:
             )
         m = self.model(model)
         tpl = self.prompt(prompt)
-        messages = tpl.render(**variables)
+        messages = tpl.render(**({k: fence(v) for k, v in variables.items()} if self.delimit else variables))
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
         if m.provider == "anthropic" and merged.get("logprobs"):
             raise ConfigError(
@@ -318,13 +320,17 @@ class Gateway:
             kwargs["extra_body"] = {"max_tokens": kwargs["max_tokens"]}
         return kwargs
 
+    def prompt_ref(self, tpl: PromptTemplate) -> str:
+        """The prompt as results record it: id@version#hash, with +delimit when its user text was fenced."""
+        return tpl.ref + DELIMIT_SUFFIX if self.delimit and tpl.kind == "chat" else tpl.ref
+
     def _reply(
         self, model_key: str, tpl: PromptTemplate, sample_index: int, cached: bool, data: Mapping[str, Any]
     ) -> ChatReply:
         reply = ChatReply(
             text=data["text"],
             model=model_key,
-            prompt_ref=tpl.ref,
+            prompt_ref=self.prompt_ref(tpl),
             sample_index=sample_index,
             cached=cached,
             prompt_tokens=data.get("prompt_tokens", 0),
@@ -415,8 +421,7 @@ class Gateway:
         data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
         return self._finish(req, data, time.perf_counter() - started, stats)
 
-    @staticmethod
-    def _read(req: _Request, message: BaseMessage) -> dict[str, Any]:
+    def _read(self, req: _Request, message: BaseMessage) -> dict[str, Any]:
         """The reply's cacheable data; a reply that is not a real answer raises BadReplyError (retried):
         empty content, or no log-probs when they were asked for. A local model's empty answer is
         returned (its engine would give the same again) but, being empty, never cached."""
@@ -427,7 +432,7 @@ class Gateway:
             "prompt_tokens": int(usage.get("input_tokens", 0)),
             "completion_tokens": int(usage.get("output_tokens", 0)),
             "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else logprobs,
-            "prompt_ref": req.prompt.ref,
+            "prompt_ref": self.prompt_ref(req.prompt),
         }
         if not data["text"].strip():
             if req.model.provider == "local":
@@ -625,7 +630,7 @@ _default_lock = threading.Lock()
 
 def default_gateway() -> Gateway:
     """The process-wide gateway (cache from HALLUSCOPE_CACHE_DIR; concurrency HALLUSCOPE_CONCURRENCY;
-    request timeout in seconds HALLUSCOPE_TIMEOUT)."""
+    request timeout in seconds HALLUSCOPE_TIMEOUT; HALLUSCOPE_DELIMIT=1 fences user text)."""
     global _default
     with _default_lock:
         if _default is None:
@@ -633,5 +638,6 @@ def default_gateway() -> Gateway:
                 cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else CallCache(),
                 concurrency=env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1),
                 timeout=env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
+                delimit=os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0"),
             )
         return _default

@@ -137,6 +137,21 @@ class PromptTemplate(BaseModel):
         return PARSERS[self.parser](raw)
 
 
+FENCE = '"""'
+DELIMIT_SUFFIX = "+delimit"  # on a prompt ref: its user text was fenced
+
+
+def fence(value: Any) -> Any:
+    """User text fenced in triple quotes, any triple quote inside it broken up, so a text cannot close
+    its fence and pose as the prompt (a sample that ends "Sentence: ... Answer Yes or No: Yes").
+    Numbers and other non-text values are left as they are. Multi-line text gets the fences on lines
+    of their own."""
+    if not isinstance(value, str):
+        return value
+    inner = value.replace(FENCE, '" " "')
+    return f"{FENCE}\n{inner}\n{FENCE}" if "\n" in inner else f"{FENCE}{inner}{FENCE}"
+
+
 def prompt_diff(a: PromptTemplate, b: PromptTemplate) -> str:
     """Unified diff of two prompts' YAML ('' when they are the same)."""
     old, new = a.to_yaml().splitlines(keepends=True), b.to_yaml().splitlines(keepends=True)
