@@ -53,6 +53,7 @@ def _common() -> argparse.ArgumentParser:
     )
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
     g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
+    g.add_argument("--yes", action="store_true", help=f"run even with more than {SAMPLES_WITHOUT_YES} samples per item")
     g.add_argument(
         "--delimit",
         action="store_true",
@@ -67,6 +68,31 @@ def _common() -> argparse.ArgumentParser:
         f"(default: HALLUSCOPE_TIMEOUT or {DEFAULT_TIMEOUT:g})",
     )
     return common
+
+
+SAMPLES_WITHOUT_YES = 100  # more samples per item than this is likely a typo: it needs --yes
+
+
+def _count(text: str) -> int:
+    """argparse type of --samples and --limit: a whole number >= 1 (0 once meant 'the default' and
+    --limit -1 'all but the last')."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _check_scale(args: argparse.Namespace) -> None:
+    """Refuse a sample count that would run for days unless the user says --yes."""
+    samples = getattr(args, "samples", None)
+    if isinstance(samples, int) and samples > SAMPLES_WITHOUT_YES and not getattr(args, "yes", False):
+        raise ConfigError(
+            f"--samples {samples} asks for {samples:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
+            "pass --yes to run it anyway"
+        )
 
 
 def _registry(args: argparse.Namespace) -> PromptRegistry:
@@ -242,12 +268,26 @@ DETECT_METHODS = (
 )
 
 
-def _read_texts(path: str, flag: str, what: str, one_per_line: bool = False) -> list[str]:
-    """A JSON list of strings, or plain text: one per line, or separated by lines of '---'."""
+def _read_file(path: str, flag: str) -> str:
+    """A user's text file as UTF-8 text; an unreadable, binary or non-UTF-8 file is one clear error."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read {flag} {path}: {exc}") from exc
+    if b"\x00" in raw:
+        raise ConfigError(f"{flag} {path} is a binary file, not text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{flag} {path} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
+            "convert it, e.g. iconv -f latin1 -t utf-8"
+        ) from exc
+
+
+def _read_texts(path: str, flag: str, what: str, one_per_line: bool = False) -> list[str]:
+    """A JSON list of strings, or plain text: one per line, or separated by lines of '---'."""
+    text = _read_file(path, flag)
     if text.lstrip().startswith("["):
         try:
             texts = json.loads(text)
@@ -330,13 +370,7 @@ def _mode(args: argparse.Namespace, default: str) -> Any:
 def _text(args: argparse.Namespace) -> str:
     if not args.text and not args.file:
         raise ConfigError(f"{args.method} needs --text or --file")
-    if args.file:
-        try:
-            text = Path(args.file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read --file {args.file}: {exc}") from exc
-    else:
-        text = args.text
+    text = _read_file(args.file, "--file") if args.file else args.text
     if not text or not text.strip():
         raise ConfigError("the text to check is empty")
     return str(text)
@@ -965,7 +999,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs",
     )
-    p.add_argument("--samples", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
+    p.add_argument("--samples", type=_count, default=1, help="number of samples (sample indexes 0..N-1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_run)
 
@@ -992,7 +1026,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model spec, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument(
         "--samples",
-        type=int,
+        type=_count,
         help="N: FIBE's exam answers, SCGP's samples to regenerate when none are given (default 5); "
         "M: semantic entropy's sampled answers (default 10); N: clue's sampled outputs (default 5)",
     )
@@ -1024,10 +1058,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     _judge_options(p, "semantic-entropy-paragraph", strictness=False)
-    p.add_argument("--limit", type=int, help="only the first K passages")
+    p.add_argument("--limit", type=_count, help="only the first K passages")
     p.add_argument(
         "--samples",
-        type=int,
+        type=_count,
         default=20,
         help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) (default 20)",
     )
@@ -1044,8 +1078,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
     p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
     _judge_options(p, "semantic entropy", strictness=True)
-    p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
-    p.add_argument("--limit", type=int, help="only the first K questions")
+    p.add_argument("--samples", type=_count, default=10, help="M: sampled answers per question (default 10)")
+    p.add_argument("--limit", type=_count, help="only the first K questions")
     p.set_defaults(func=cmd_bench_qa)
 
     p = bench.add_parser(
@@ -1111,10 +1145,10 @@ def build_parser() -> argparse.ArgumentParser:
         "question-relevance baseline (macro and micro AUROC/AUPRC).",
     )
     p.add_argument("--dataset", default="qnli", choices=("qnli",))
-    p.add_argument("--limit", type=int, help="only the first K questions")
+    p.add_argument("--limit", type=_count, help="only the first K questions")
     p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
     p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
-    p.add_argument("--samples", type=int, default=5, help="N outputs per question (default 5)")
+    p.add_argument("--samples", type=_count, default=5, help="N outputs per question (default 5)")
     p.add_argument("--theta-h", type=float, default=0.6, help="S^a above it: entailed concept (default 0.6)")
     p.add_argument("--theta-l", type=float, default=0.2, help="S^a below it: hallucinated concept (default 0.2)")
     p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
@@ -1128,7 +1162,7 @@ def build_parser() -> argparse.ArgumentParser:
         "incorrect answer, (b) best highest among all labelled answers; every ablation from one run.",
     )
     p.add_argument("--method", default="single,single+penalty,multi,fewl,fewl-uniform", help="variants to report")
-    p.add_argument("--limit", type=int, help="only the first K questions")
+    p.add_argument("--limit", type=_count, help="only the first K questions")
     _fewl_arguments(p)
     p.set_defaults(func=cmd_bench_truthfulqa)
 
@@ -1141,7 +1175,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--models", required=True, help="models to rank, comma-separated specs")
     p.add_argument("--mc", default="auto", choices=("auto", "logprobs", "ask"), help="how MC1 is read (default auto)")
-    p.add_argument("--limit", type=int, help="only the first K questions")
+    p.add_argument("--limit", type=_count, help="only the first K questions")
     _fewl_arguments(p)
     p.set_defaults(func=cmd_bench_truthfulqa_rank)
     for name, bench_parser in bench.choices.items():
@@ -1222,6 +1256,7 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_scale(args)
         if getattr(args, "compare_prompt", None):
             return cmd_bench_compare(args)
         return int(args.func(args))

@@ -30,6 +30,7 @@ from halluscope.graphs import (
     semantic_entropy_paragraph,
 )
 from halluscope.results import DetectionResult, RunMeta
+from halluscope.text import checked_text, checked_texts
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ METHODS: dict[str, MethodSpec] = {
 
 # Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.
 _TEXT_INPUTS = ("text", "question", "query")
+# Inputs that are lists of texts: a lone string (iterated as characters), None or a blank item is refused.
+_TEXT_LISTS = ("samples", "answers", "sentences")
 
 
 def method_name(method: str) -> str:
@@ -106,8 +109,11 @@ class Detector:
         kwargs = {**self.options, **item}
         for name in _TEXT_INPUTS:
             value = kwargs.get(name)
-            if isinstance(value, str) and not value.strip():
+            if value is not None and not checked_text(value, f"{self.method}: the {name}").strip():
                 raise ConfigError(f"{self.method}: the {name} is empty")
+        for name in _TEXT_LISTS:
+            if kwargs.get(name) is not None:
+                checked_texts(kwargs[name], f"{self.method}: {name}")
         return kwargs
 
     def answer_item(self, answer: str | None, question: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _nlp() -> Any:
+def _pipeline() -> Any:
     import spacy
 
     nlp = spacy.blank("en")
@@ -21,11 +21,21 @@ def _nlp() -> Any:
     return nlp
 
 
+def _nlp(text: str) -> Any:
+    """The pipeline, its length limit raised for a long text: spaCy refuses texts over 1,000,000
+    characters to bound the parser's and NER's memory, and this pipeline has neither (its tokenizer
+    and sentencizer are rule-based and linear). Call under ``_lock``."""
+    nlp = _pipeline()
+    if len(text) >= nlp.max_length:
+        nlp.max_length = len(text) + 1
+    return nlp
+
+
 def tokens(text: str, lowercase: bool = True) -> list[str]:
     """spaCy tokens of a text, tokenised in its own case and lowercased after, as SelfCheckGPT's n-gram
     model does (lowercasing first would split "U.S.", "St." or "word.Word" differently)."""
     with _lock:
-        doc = _nlp().make_doc(text)
+        doc = _nlp(text).make_doc(text)
     return [t.text.lower() if lowercase else t.text for t in doc]
 
 
@@ -38,14 +48,14 @@ def passage_tokens(text: str) -> list[str]:
 def sentences(text: str) -> list[str]:
     """Sentences of a user's text; empty and whitespace-only pieces are dropped."""
     with _lock:
-        doc = _nlp()(text)
+        doc = _nlp(text)(text)
     return [s.text.strip() for s in doc.sents if s.text.strip()]
 
 
 def _content_words(text: str) -> set[str]:
     """Lower-cased tokens that carry content: no stop words, punctuation or spaces."""
     with _lock:
-        doc = _nlp().make_doc(text.lower())
+        doc = _nlp(text).make_doc(text.lower())
     return {t.text for t in doc if not (t.is_stop or t.is_punct or t.is_space)}
 
 
@@ -73,3 +83,38 @@ def align_claims(claims: list[str], sentences: list[str]) -> list[list[int]]:
             covered = [weight(words & c) for c in claim_words]
             held[j].append(covered.index(max(covered)))
     return held
+
+
+def checked_text(value: Any, name: str) -> str:
+    """A user's text as a str: bytes, numbers or None are a ConfigError naming the input, not a crash
+    deep in a tokenizer or a prompt."""
+    from halluscope.errors import ConfigError
+
+    if not isinstance(value, str):
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(value, bytes | bytearray) else ""
+        raise ConfigError(f"{name} must be text (str), got {type(value).__name__}{hint}")
+    return value
+
+
+def checked_texts(value: Any, name: str) -> list[str]:
+    """A list of user texts (samples, answers, sentences): a lone string (which would be iterated as
+    characters), a None or a blank item is a ConfigError naming the input and the item."""
+    from halluscope.errors import ConfigError
+
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise ConfigError(f"{name} must be a list of texts, got {type(value).__name__}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(f"{name}[{i}] must be a non-empty text, got {item!r}")
+    return list(value)
+
+
+def checked_passage(
+    text: Any, sentences: Any = None, samples: Any = None
+) -> tuple[str | None, list[str] | None, list[str] | None]:
+    """A passage method's inputs checked: the text (or None), its sentences and samples (or None)."""
+    return (
+        None if text is None else checked_text(text, "text"),
+        None if sentences is None else checked_texts(sentences, "sentences"),
+        None if samples is None else checked_texts(samples, "samples"),
+    )

@@ -163,6 +163,9 @@ def _join(model: RegistryModel, parts: list[Path], target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
+
+
 def model_file(name_or_path: str) -> Path:
     """The GGUF file of a registry name or a path; joins and verifies split models once."""
     if name_or_path not in REGISTRY:
@@ -171,6 +174,13 @@ def model_file(name_or_path: str) -> Path:
             raise ConfigError(f"unknown local model {name_or_path!r}; registry: {', '.join(REGISTRY)}, or a .gguf path")
         if not path.is_file():
             raise ConfigError(f"GGUF file {path} does not exist")
+        try:
+            with path.open("rb") as handle:
+                magic = handle.read(4)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the model file {path}: {exc}") from exc
+        if magic != GGUF_MAGIC:
+            raise ConfigError(f"{path} is not a GGUF model file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
         return path
     model = REGISTRY[name_or_path]
     parts = _part_files(model)

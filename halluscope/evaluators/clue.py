@@ -28,7 +28,7 @@ from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import ZeroShot
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.datasets import dataset_file
 from halluscope.evaluators.metrics import auc_pr, auc_roc, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import clue
@@ -62,7 +62,7 @@ def load_qnli(data: str | Path | None = None, limit: int | None = None, seed: in
     """The first ``limit`` QNLI dev questions (file order) that have both an entailment and a
     not_entailment sentence; the first sentence of each label, and for D_I a seeded random sentence
     of another question."""
-    path = dataset_dir("qnli", data) / "dev.tsv"
+    path = dataset_file("qnli", "dev.tsv", data)
     try:
         with path.open(encoding="utf-8", newline="") as handle:
             rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))

@@ -31,6 +31,19 @@ def dataset_dir(name: str, explicit: str | Path | None = None) -> Path:
     return path
 
 
+def dataset_file(name: str, relative: str, explicit: str | Path | None = None) -> Path:
+    """One file of a dataset; a folder without it is a DataError naming the file and what is there."""
+    folder = dataset_dir(name, explicit)
+    path = folder / relative
+    if not path.is_file():
+        present = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        raise DataError(
+            f"dataset {name!r} at {folder} lacks {relative} (its SOURCE.md says where it comes from); "
+            f"found: {', '.join(present[:10]) or 'nothing'}"
+        )
+    return path
+
+
 def list_datasets(explicit: str | Path | None = None) -> list[str]:
     """Sub-directories of the data root that carry a SOURCE.md (origin, licence, schema)."""
     root = data_root(explicit)

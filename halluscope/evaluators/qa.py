@@ -21,7 +21,7 @@ import numpy as np
 from halluscope.backends.entailment import Entailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.datasets import dataset_file
 from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import semantic_entropy
@@ -68,7 +68,7 @@ def load_qa(name: str, data: str | Path | None = None, limit: int | None = None)
     if name not in DATASETS:
         raise ConfigError(f"unknown QA dataset {name!r}; available: {', '.join(DATASETS)}")
     folder, file, parse = DATASETS[name]
-    path = dataset_dir(folder, data) / file
+    path = dataset_file(folder, file, data)
     items: list[QAItem] = []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):

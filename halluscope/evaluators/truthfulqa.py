@@ -26,7 +26,7 @@ from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.logprobs import token_count
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.datasets import dataset_file
 from halluscope.evaluators.report import markdown_table, write_json
 from halluscope.graphs import fewl
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
@@ -66,7 +66,7 @@ def _split(field: str) -> tuple[str, ...]:
 
 def load_truthfulqa(data: str | Path | None = None) -> list[TruthfulQuestion]:
     """The 817 questions of v1/TruthfulQA.csv (a UTF-8 BOM file) in file order."""
-    path = dataset_dir("truthfulqa", data) / "v1" / "TruthfulQA.csv"
+    path = dataset_file("truthfulqa", "v1/TruthfulQA.csv", data)
     if not path.is_file():
         raise DataError(f"{path} is missing (the 817-question v1 TruthfulQA)")
     with path.open(encoding="utf-8-sig", newline="") as f:
@@ -94,7 +94,7 @@ def load_truthfulqa(data: str | Path | None = None) -> list[TruthfulQuestion]:
 
 def load_mc1(data: str | Path | None = None) -> dict[str, list[tuple[str, bool]]]:
     """v1 mc_task.json's MC1 options by question text: [(option, is_true)], exactly one true."""
-    path = dataset_dir("truthfulqa", data) / "v1" / "mc_task.json"
+    path = dataset_file("truthfulqa", "v1/mc_task.json", data)
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.datasets import dataset_file
 from halluscope.evaluators.metrics import auc_pr, auc_roc
 from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
 from halluscope.graphs.semantic_entropy import default_judge
@@ -62,7 +62,7 @@ def concept_of(wiki_text: str, gpt3_text: str) -> str:
 
 
 def load_wikibio(data: str | Path | None = None, verify: bool = True) -> list[Passage]:
-    path = dataset_dir(DATASET, data) / FILE
+    path = dataset_file(DATASET, FILE, data)
     raw = path.read_bytes()
     if verify and hashlib.sha256(raw).hexdigest() != SHA256:
         raise DataError(f"{path} is not the file SOURCE.md describes (sha256 differs)")

@@ -43,6 +43,7 @@ from halluscope.scoring.fibe import (
     known_value,
     snowballing_correction,
 )
+from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 CREATE, ANSWER, SCORE, DIRECT_QUESTION = "fibe.create", "fibe.answer", "fibe.score", "fibe.direct_question"
@@ -396,6 +397,7 @@ def detect(
     when no ``samples`` are given). ``on_step`` hears every node run, the SCGP checks included."""
     if variant not in VARIANTS:
         raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
+    text, sentences, samples = checked_passage(text, sentences, samples)
     if VARIANTS[variant].selfcheck and not samples and not (prompt and prompt.strip()):
         raise ConfigError(f"{variant} runs SelfCheck-Prompt: pass samples, or the prompt to regenerate them from")
     stats = stats or CallStats()

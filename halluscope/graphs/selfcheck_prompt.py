@@ -29,6 +29,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs.stages import regenerate_passages, run_streamed, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_value
+from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 METHOD = "selfcheck-prompt"
@@ -154,6 +155,7 @@ def detect(
     """Run SCGP on one passage and return per-sentence scores with their evidence and run metadata
     (``stats`` accumulates across calls when a benchmark passes one; ``on_step`` hears each node run
     from the graph's stream, e.g. to drive a progress bar)."""
+    text, sentences, samples = checked_passage(text, sentences, samples)
     stats = stats or CallStats()
     gw = gateway or default_gateway()
     state: SCGPState = {"text": text or "", "concept": concept or ""}

@@ -9,7 +9,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs.stages import regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import unigram_scores
-from halluscope.text import passage_tokens, tokens
+from halluscope.text import checked_passage, passage_tokens, tokens
 from halluscope.text import sentences as split_sentences
 
 METHOD = "selfcheck-unigram"
@@ -28,6 +28,8 @@ def detect(
 ) -> DetectionResult:
     """Score each sentence by the max over its tokens of -log p under unigram counts of the text and
     its samples; an unseen token scores as infinitely surprising (reported as score None)."""
+    checked, sentences, samples = checked_passage(text, sentences, samples)
+    text = checked or ""
     stats = stats or CallStats()
     given = bool(samples)
     found = sentences or split_sentences(text)

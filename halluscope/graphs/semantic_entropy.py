@@ -33,6 +33,7 @@ from halluscope.scoring import (
     naive_predictive_entropy,
     predictive_entropy_rao,
 )
+from halluscope.text import checked_text
 
 METHOD = "semantic-entropy"
 ANSWER = "semantic_entropy.answer"
@@ -196,7 +197,10 @@ def detect(
     stats = stats or CallStats()
     gw = gateway or default_gateway()
     judge = judge or default_judge(gw)
-    given = [a for a in answers or [] if a.strip()]
+    question = checked_text(question, "question")
+    if isinstance(answers, str | bytes):
+        raise ConfigError("answers must be a list of texts, got one string")
+    given = [a for a in answers or [] if checked_text(a, "an answer").strip()]
     if answers is not None and not given:
         raise ConfigError("the answers given are all empty")
     graph = build(model, judge, gw, m=m, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
