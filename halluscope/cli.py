@@ -70,6 +70,7 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+SOME_FAILED = 1  # exit code of a benchmark that finished with some items failed (listed in its results)
 SAMPLES_WITHOUT_YES = 100  # more samples per item than this is likely a typo: it needs --yes
 
 
@@ -93,6 +94,13 @@ def _check_scale(args: argparse.Namespace) -> None:
             f"--samples {samples} asks for {samples:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
             "pass --yes to run it anyway"
         )
+
+
+def _report_failures(failed: list[dict[str, Any]], what: str) -> int:
+    """Each item a benchmark could not score, one line on stderr; the exit code says whether any failed."""
+    for f in failed:
+        print(f"halluscope: {what} {f['item']} failed: {redact_credentials(f['error'])}", file=sys.stderr)
+    return SOME_FAILED if failed else 0
 
 
 def _registry(args: argparse.Namespace) -> PromptRegistry:
@@ -632,18 +640,21 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
         gateway=gateway,
         judge=_judge(args.judge, gateway) if args.judge else None,
     )
+    status = _report_failures([f for r in runs for f in r["failed"]], "passage")
     if args.json:
-        _print_json([{k: v for k, v in r.items() if k != "scores"} for r in runs])
-        return 0
+        _print_json([{k: v for k, v in r.items() if k not in ("scores", "passages")} for r in runs])
+        return status
     print(f"WikiBio: {runs[0]['n_passages']} passages, {runs[0]['n_sentences']} sentences")
     for r in runs:
         print(f"{r['method']}: {r['calls']} model calls, {r['cache_hits']} cache hits, {r['seconds']:.0f} s")
         if r.get("events"):
             print("  " + _handled(r["events"]))
+        if r["failed"]:
+            print(f"  {len(r['failed'])} passages failed (left out of the metrics; results.json has the reasons)")
         values = [(h, r["metrics"].get(k)) for k, h in METRIC_COLUMNS[1:]]
         print("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
-    return 0
+    return status
 
 
 def cmd_bench_qa(args: argparse.Namespace) -> int:
@@ -668,9 +679,10 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         progress=not args.json,
     )
     summary = {k: v for k, v in run.items() if k != "questions"}
+    status = _report_failures(summary["failed"], "question")
     if args.json:
         _print_json(summary)
-        return 0
+        return status
     metrics = summary["metrics"]
     low, high = metrics["accuracy_ci95"] or (float("nan"), float("nan"))
     accuracy = f"accuracy {metrics['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
@@ -686,7 +698,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         f"{summary['calls']} model calls ({summary['pairs_judged']} pairs judged), {summary['cache_hits']} cache hits, "
         f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md, roc.png"
     )
-    return 0
+    return status
 
 
 def cmd_bench_truthfulqa(args: argparse.Namespace) -> int:
@@ -799,9 +811,10 @@ def cmd_bench_clue(args: argparse.Namespace) -> int:
         progress=not args.json,
     )
     summary = {k: v for k, v in run.items() if k != "questions"}
+    status = _report_failures(summary["failed"], "question")
     if args.json:
         _print_json(summary)
-        return 0
+        return status
 
     def num(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
@@ -820,7 +833,7 @@ def cmd_bench_clue(args: argparse.Namespace) -> int:
         f"{summary['calls']} model calls, {summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} min; "
         f"wrote {args.out}/results.json, report.md, correlation.png, roc.png, pr.png"
     )
-    return 0
+    return status
 
 
 def _int_list(text: str, flag: str) -> list[int]:
@@ -886,16 +899,17 @@ def cmd_bench_phr(args: argparse.Namespace) -> int:
         data=args.data,
         progress=not args.json,
     )
+    status = _report_failures(result["failed"], "query")
     if args.json:
         _print_json({k: v for k, v in result.items() if k != "records"})
-        return 0
+        return status
     print(markdown_table(result["rows"], COLUMNS, digits=3))
     print(
         f"random-guess error {result['random_error']:.2f}; {result['meta']['calls']} model calls, "
         f"{result['meta']['cache_hits']} cached; {result['seconds']:.0f} s; wrote {args.out}/results.json, "
         "report.md, phr_icl.png"
     )
-    return 0
+    return status
 
 
 def cmd_models_list(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ SelfCheck-Unigram (max) reproducing SelfCheckGPT's published numbers (which prov
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
-from halluscope.errors import DataError
+from halluscope.errors import DataError, ModelUnavailableError
 from halluscope.evaluators.wikibio import Passage, concept_of, load_wikibio, protocol_metrics, run_bench
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, sentences, tokens
@@ -187,3 +188,42 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
     assert [bar.n for bar in BARS] == [run["calls"] + run["cache_hits"]]  # a repeated pair is a cache hit
     first = run["scores"][0]  # 'same' three times against one expected answer: entropy of sizes 1, 3
     assert first == pytest.approx([-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))] * 9)
+
+
+def test_a_passage_whose_calls_fail_for_good_is_recorded_and_the_bench_goes_on(
+    tmp_path: Path, data_dir: Path, gateway: Gateway, scripted: Any
+) -> None:
+    passages = load_wikibio(data_dir)[:4]
+    broken = passages[1].sentences[0]
+
+    class Refused(Exception):
+        status_code = 400  # a provider's final refusal: not retried
+
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        if broken in prompt:
+            raise Refused("the provider refused this passage")
+        return "Yes" if "born" in prompt else "No"
+
+    runs = run_bench(
+        ["selfcheck-prompt", "selfcheck-unigram"], tmp_path, data_dir, limit=4, samples=2,
+        model=scripted(respond), gateway=gateway, progress=False,
+    )  # fmt: skip
+    scgp, unigram = runs
+    assert [f["item"] for f in scgp["failed"]] == [passages[1].index] and unigram["failed"] == []
+    assert "refused the call (400)" in scgp["failed"][0]["error"]
+    kept = [p for i, p in enumerate(passages) if i != 1]
+    assert scgp["n_passages"] == 3 and scgp["n_sentences"] == sum(len(p.sentences) for p in kept)
+    assert unigram["n_passages"] == 4
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["runs"][0]["failed"][0]["item"] == passages[1].index
+    assert "**1 selfcheck-prompt: passages failed**" in (tmp_path / "report.md").read_text()
+
+    # every passage failing is one clear error, not metrics of nothing
+    def refuse(_prompt: str, _params: dict[str, Any]) -> str:
+        raise Refused("down")
+
+    with pytest.raises(ModelUnavailableError, match="no passage could be scored.*refused the call"):
+        run_bench(
+            ["selfcheck-prompt"], tmp_path, data_dir, limit=1, samples=1,
+            model=scripted(refuse, "scripted:down"), gateway=gateway, progress=False,
+        )  # fmt: skip

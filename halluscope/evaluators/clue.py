@@ -19,6 +19,7 @@ import csv
 import math
 import random
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from halluscope.backends.entailment import ZeroShot
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_file
+from halluscope.evaluators.failures import Failures
 from halluscope.evaluators.metrics import auc_pr, auc_roc, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import clue
@@ -150,10 +152,15 @@ def run_clue_bench(
     records: list[dict[str, Any]] = []
     with tqdm(desc="clue qnli", unit=" call", disable=not progress) as bar:
         stats = CallStats(on_reply=bar.update)
+        failures = Failures()
         for item in items:
-            bar.set_postfix(question=f"{item.index + 1}/{len(items)}")
+            bar.set_postfix(question=f"{item.index + 1}/{len(items)}", failed=len(failures))
             before_calls, before_hits = stats.calls, stats.cache_hits
-            run = clue.run(graph, item.question, stats, references=item.answers(), baseline=True)
+            run = failures.attempt(
+                item.index, partial(clue.run, graph, item.question, stats, references=item.answers(), baseline=True)
+            )
+            if run is None:
+                continue
             answer_scores = run["references"]
             record: dict[str, Any] = {
                 "index": item.index,
@@ -178,6 +185,7 @@ def run_clue_bench(
                 "cache_hits": stats.cache_hits - before_hits,
             }
             records.append(record)
+    failures.check_some_scored(len(records), "question")
     meta = stats.meta(clue.METHOD)
     correlation = {}
     for key, _ in SUBSETS:
@@ -209,10 +217,11 @@ def run_clue_bench(
         "events": _summed([r["events"] for r in records]),
         "correlation": correlation,
         "detection": _detection(records),
+        "failed": failures.items,  # questions whose model calls failed for good, with the reason
     }
     out_dir = Path(out)
     write_json(out_dir / "results.json", {**summary, "questions": records})
-    _write_report(out_dir, summary, records)
+    _write_report(out_dir, summary, records, failures.report_line(len(records), "questions"))
     return {**summary, "questions": records}
 
 
@@ -224,7 +233,7 @@ def _summed(events: list[dict[str, int]]) -> dict[str, int]:
     return total
 
 
-def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed_line: str) -> None:
     corr_rows = [
         {
             "subset": f"{key} ({name})",
@@ -291,7 +300,8 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
         )
         + "\n\n![ROC](roc.png) ![PR](pr.png)\n\n"
         f"{summary['calls']} model calls ({summary['merge_pairs']} concept pairs asked in merging), "
-        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes; bad answers handled: {events}.\n",
+        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes; bad answers handled: {events}.\n"
+        + (f"\n{failed_line}\n" if failed_line else ""),
         encoding="utf-8",
     )
 

@@ -19,6 +19,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import numpy as np
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_dir
+from halluscope.evaluators.failures import Failures
 from halluscope.evaluators.report import markdown_table, write_json
 from halluscope.scoring.phr import Pair
 
@@ -265,6 +267,7 @@ def run_phr_bench(
     graph = phr.build(cgm, m, k, n_imagined, epsilons, exact)
     low, high = (str(e) for e in epsilons)
     records: list[dict[str, Any]] = []
+    failures = Failures()
     started = time.perf_counter()
     bar = tqdm(total=len(ns) * contexts * queries, desc=f"phr {task_name}", disable=not progress)
     for n in ns:
@@ -276,7 +279,13 @@ def run_phr_bench(
             for q in rng.choice(len(task.queries), size=queries, replace=False):
                 x, truth = task.queries[int(q)]
                 began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
-                est = phr.run(graph, context, x, stats, truth, evaluation, seed=seed)
+                est = failures.attempt(
+                    f"n={n} context={c} query={int(q)}",
+                    partial(phr.run, graph, context, x, stats, truth, evaluation, seed=seed),
+                )
+                bar.update()
+                if est is None:
+                    continue
                 est.pop("imagined")
                 records.append(
                     {
@@ -290,9 +299,9 @@ def run_phr_bench(
                         "seconds": time.perf_counter() - began,
                     }
                 )
-                bar.update()
-                bar.set_postfix(n=n, phr=f"{est['phr']:.2f}")
+                bar.set_postfix(n=n, phr=f"{est['phr']:.2f}", failed=len(failures))
     bar.close()
+    failures.check_some_scored(len(records), "query")
     rows = [summarise(records, n, low, high) for n in ns]
     meta = stats.meta(phr.METHOD, M=m, K=k, imagined=n_imagined, eval_size=eval_size, exact=exact, responses=responses)
     result = {
@@ -312,11 +321,15 @@ def run_phr_bench(
         "meta": meta.model_dump(),
         "rows": rows,
         "records": records,
+        "failed": failures.items,  # queries whose model calls failed for good, with the reason
     }
     out_dir = Path(out)
     write_json(out_dir / "results.json", result)
     _plot(out_dir / "phr_icl.png", result)
-    (out_dir / "report.md").write_text(_report(result), encoding="utf-8")
+    failed_line = failures.report_line(len(records), "queries")
+    (out_dir / "report.md").write_text(
+        _report(result) + (f"\n{failed_line}\n" if failed_line else ""), encoding="utf-8"
+    )
     return result
 
 

@@ -13,6 +13,7 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from halluscope.backends.entailment import Entailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_file
+from halluscope.evaluators.failures import Failures
 from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import semantic_entropy
@@ -147,33 +149,38 @@ def run_qa_bench(
     stats = CallStats()
     graph = semantic_entropy.build(model, judge, gateway, m=m, mode=mode, cluster_rule=cluster_rule)
     records: list[dict[str, Any]] = []
-    pairs = 0
+    failures = Failures()
+
+    def score(item: QAItem) -> dict[str, Any]:
+        greedy = gateway.call(
+            model,
+            semantic_entropy.ANSWER,
+            {"question": item.question},
+            stats=stats,
+            temperature=GREEDY_TEMPERATURE,
+            max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+            seed=0,
+        )
+        se = semantic_entropy.run(graph, item.question, stats)
+        return {
+            "index": item.index,
+            "question": item.question,
+            "accepted": item.answers,
+            "answer": greedy.text.strip(),
+            "correct": is_correct(greedy.text, item.answers),
+            "samples": se["answers"],
+            "clusters": se["clusters"],
+            "scores": se["scores"],
+            "pairs_judged": se["pairs_judged"],
+        }
+
     with tqdm(items, desc=f"{dataset} semantic entropy", unit=" question", disable=not progress) as bar:
         for item in bar:
-            greedy = gateway.call(
-                model,
-                semantic_entropy.ANSWER,
-                {"question": item.question},
-                stats=stats,
-                temperature=GREEDY_TEMPERATURE,
-                max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
-                seed=0,
-            )
-            se = semantic_entropy.run(graph, item.question, stats)
-            pairs += se["pairs_judged"]
-            records.append(
-                {
-                    "index": item.index,
-                    "question": item.question,
-                    "accepted": item.answers,
-                    "answer": greedy.text.strip(),
-                    "correct": is_correct(greedy.text, item.answers),
-                    "samples": se["answers"],
-                    "clusters": se["clusters"],
-                    "scores": se["scores"],
-                }
-            )
-            bar.set_postfix(calls=stats.calls, cached=stats.cache_hits)
+            if (record := failures.attempt(item.index, partial(score, item))) is not None:
+                records.append(record)
+            bar.set_postfix(calls=stats.calls, cached=stats.cache_hits, failed=len(failures))
+    failures.check_some_scored(len(records), "question")
+    pairs = sum(r.pop("pairs_judged") for r in records)
     meta = stats.meta("semantic-entropy")
     summary = {
         "dataset": dataset,
@@ -193,10 +200,11 @@ def run_qa_bench(
         "seconds": meta.seconds,
         "prompts": meta.prompts,
         "metrics": _metrics(records),
+        "failed": failures.items,  # questions whose model calls failed for good, with the reason
     }
     out_dir = Path(out)
     write_json(out_dir / "results.json", {**summary, "questions": records})
-    _write_report(out_dir, summary, records)
+    _write_report(out_dir, summary, records, failures.report_line(len(records), "questions"))
     return {**summary, "questions": records}
 
 
@@ -204,7 +212,7 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed_line: str) -> None:
     metrics = summary["metrics"]
     rows = []
     curves = []
@@ -230,6 +238,8 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
         "the rejection-accuracy curve (20 quantiles from 0.1 to 1). Intervals: percentile bootstrap, "
         "1000 resamples, seed 0.\n\n"
         f"{summary['calls']} model calls ({summary['pairs_judged']} answer pairs judged), "
-        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes.\n\n![ROC](roc.png)\n",
+        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes.\n\n"
+        + (f"{failed_line}\n\n" if failed_line else "")
+        + "![ROC](roc.png)\n",
         encoding="utf-8",
     )

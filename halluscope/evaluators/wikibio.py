@@ -25,6 +25,7 @@ import numpy as np
 
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_file
+from halluscope.evaluators.failures import Failures
 from halluscope.evaluators.metrics import auc_pr, auc_roc
 from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
 from halluscope.graphs.semantic_entropy import default_judge
@@ -276,7 +277,7 @@ def run_bench(
     if "semantic-entropy-paragraph" in methods and judge is None:
         judge = default_judge(gateway)
     out_dir = Path(out)
-    runs, curves = [], []
+    runs, curves, failed_lines = [], [], []
     for method in methods:
         spec = BENCH_METHODS[method]
         # the bar counts model calls (the judge's and retries included) where a method makes them,
@@ -290,17 +291,21 @@ def run_bench(
                 CallStats(on_reply=bar.update if spec.uses_model else None),
                 judge=judge,
             )
-            scores = []
+            scores, scored, failures = [], [], Failures()
             for i, p in enumerate(passages):
-                bar.set_postfix(passage=f"{i + 1}/{len(passages)}")
+                bar.set_postfix(passage=f"{i + 1}/{len(passages)}", failed=len(failures))
                 before = bar.n
-                scores.append(spec.score(p, bench))
+                got = failures.attempt(p.index, partial(spec.score, p, bench))
+                if got is not None:
+                    scores.append(got)
+                    scored.append(p)
                 # a passage with unreadable answers makes fewer calls than planned: keep the bar honest
                 if spec.calls:
                     bar.update(max(0, spec.calls(p, samples) - (bar.n - before)))
                 elif not spec.uses_model:
                     bar.update(1)
-        metrics = protocol_metrics(passages, scores)
+        failures.check_some_scored(len(scored), "passage")
+        metrics = protocol_metrics(scored, scores)
         meta = bench.stats.meta(method)
         run = {
             "method": method,
@@ -317,14 +322,17 @@ def run_bench(
             "n_sentences": metrics.pop("n_sentences"),
             "protocol": "SelfCheckGPT/FIBE WikiBio: sentence AUC-PR/ROC x100, passage Pearson/Spearman x100",
             "metrics": metrics,
+            "failed": failures.items,  # passages whose model calls failed for good, with the reason
             "scores": [[None if not np.isfinite(x) else float(x) for x in s] for s in scores],
+            "passages": [p.index for p in scored],
         }
         write_json(out_dir / method / "results.json", run)
         runs.append(run)
         pooled = _finite(np.array([x for s in scores for x in s], dtype=np.float64))
-        y = np.array([lab != "accurate" for p in passages for lab in p.labels])
+        y = np.array([lab != "accurate" for p in scored for lab in p.labels])
         curves.append((method, y, pooled))
-    summary = [{k: v for k, v in r.items() if k != "scores"} for r in runs]
+        failed_lines.append(failures.report_line(len(scored), f"{method}: passages"))
+    summary = [{k: v for k, v in r.items() if k not in ("scores", "passages")} for r in runs]
     write_json(out_dir / "results.json", summary[0] if len(summary) == 1 else {"runs": summary})
     size = f"{summary[0]['n_passages']} passages, {summary[0]['n_sentences']} sentences"
     write_curves(out_dir / "pr_nonfact.png", curves, "pr", f"WikiBio NonFact, {size}")
@@ -338,7 +346,8 @@ def run_bench(
         f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {samples} samples per passage.\n"
         f"Protocol: SelfCheckGPT/FIBE (sentence-level AUC-PR and AUC-ROC x100 pooled over passages; "
         f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n\n"
-        f"![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
+        + "".join(f"{line}\n\n" for line in failed_lines if line)
+        + "![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
         encoding="utf-8",
     )
     return runs

@@ -1,0 +1,46 @@
+"""Items a benchmark could not score because their model calls failed for good (a provider that gave up
+after its retries, a server whose log-probs are wrong): each is recorded with its reason and the run
+goes on, as ``detect_many`` does; the metrics rest on the items scored, and say so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from halluscope.errors import ModelUnavailableError
+
+T = TypeVar("T")
+
+
+class Failures:
+    """The failed items of one benchmark run, in the order met."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def attempt(self, item: Any, score: Callable[[], T]) -> T | None:
+        """``score()``, or None when its model calls failed for good (recorded against ``item``).
+        Anything else (a bug, a missing key) raises: it would fail every item the same way."""
+        try:
+            return score()
+        except ModelUnavailableError as exc:
+            self.items.append({"item": item, "error": str(exc)})
+            return None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def report_line(self, scored: int, what: str) -> str:
+        """The report's sentence on failures ('' when none)."""
+        if not self.items:
+            return ""
+        first = self.items[0]
+        return (
+            f"**{len(self.items)} {what} failed** and are left out (the metrics rest on the {scored} scored; "
+            f"results.json lists each with its reason). First: {first['item']}: {first['error']}"
+        )
+
+    def check_some_scored(self, scored: int, what: str) -> None:
+        """No metric exists when every item failed: one error with the first reason."""
+        if scored == 0 and self.items:
+            raise ModelUnavailableError(f"no {what} could be scored; the first failed with: {self.items[0]['error']}")
