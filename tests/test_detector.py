@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import halluscope
+from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 
@@ -124,3 +126,62 @@ def test_a_method_graph_mounts_as_a_subgraph_under_the_hosts_checkpointer(gatewa
     out = app.invoke({"text": PASSAGES[0], "concept": "Einstein"}, config)
     assert out["scores"] == [0.0, 1.0] and len(out["verdicts"]) == 4 and stats.calls == 2 + 4
     assert app.get_state(config).values["scores"] == [0.0, 1.0]  # the host's checkpointer holds the state
+
+
+MOUNTABLE = {  # module: (input schema, output schema)
+    "selfcheck_prompt": ("SCGPInput", "SCGPOutput"),
+    "fibe": ("FIBEInput", "FIBEOutput"),
+    "semantic_entropy": ("SEInput", "SEOutput"),
+    "semantic_entropy_paragraph": ("ParagraphInput", "ParagraphOutput"),
+    "clue": ("ClueInput", "ClueOutput"),
+    "fewl": ("FewlInput", "FewlOutput"),
+    "phr": ("PHRInput", "PHROutput"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(MOUNTABLE))
+def test_every_graph_gives_a_host_only_its_result(module: str) -> None:
+    """A host mounting a graph gets its output keys only: none of them is an input (a checkpointed host
+    would feed the last turn's value into the next) and none has a reducer (a host's list would grow)."""
+    import importlib
+    import typing
+
+    graphs = importlib.import_module(f"halluscope.graphs.{module}")
+    inputs, outputs = (getattr(graphs, name) for name in MOUNTABLE[module])
+    assert not set(inputs.__annotations__) & set(outputs.__annotations__)
+    hints = typing.get_type_hints(outputs, include_extras=True)
+    assert not [k for k, v in hints.items() if typing.get_origin(v) is typing.Annotated]
+    source = importlib.import_module(f"halluscope.graphs.{module}").__file__
+    assert f"input_schema={MOUNTABLE[module][0]}, output_schema={MOUNTABLE[module][1]}" in Path(str(source)).read_text()
+
+
+def test_two_turns_on_one_checkpointed_thread_do_not_leak(gateway: Gateway, scripted: Any) -> None:
+    """The README's recipe, twice on one thread: the second text is scored on its own sentences, and
+    nothing of the first turn's working state (sentences, checks) carries over."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    from halluscope.backends.gateway import CallStats
+    from halluscope.graphs import semantic_entropy
+    from halluscope.graphs.selfcheck_prompt import SCGPState, build
+
+    host = StateGraph(SCGPState)  # the method's own state type as the host's
+    host.add_node("selfcheck", build(scripted(respond), gateway, n=2))
+    host.add_edge(START, "selfcheck")
+    app = host.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t", "stats": CallStats()}}
+    first = app.invoke({"text": PASSAGES[0], "concept": "Einstein"}, config)
+    second = app.invoke({"text": "Albert Einstein was a chemist.", "concept": "Einstein"}, config)
+    assert first["scored_sentences"] == ["Einstein was a physicist.", "He was born in Paris."]
+    assert second["scored_sentences"] == ["Albert Einstein was a chemist."]
+    assert len(first["verdicts"]) == 4 and len(second["verdicts"]) == 2 and len(second["scores"]) == 1
+    assert app.get_state(config).values.get("checks", []) == []  # the working list never reaches the host
+
+    se_host = StateGraph(semantic_entropy.SEState)
+    judge = LLMEntailment(scripted(lambda p, _k: "entailment", "scripted:judge"), gateway=gateway)
+    se_host.add_node("se", semantic_entropy.build(None, judge, gateway))
+    se_host.add_edge(START, "se")
+    se_app = se_host.compile(checkpointer=InMemorySaver())
+    a = se_app.invoke({"question": "Capital of France?", "given": ["Paris", "Paris", "Lyon"]}, config)
+    b = se_app.invoke({"question": "Capital of Italy?", "given": ["Rome"]}, config)
+    assert a["answers"] == ["Paris", "Paris", "Lyon"] and b["answers"] == ["Rome"] and b["clusters"] == [[0]]

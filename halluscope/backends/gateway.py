@@ -427,8 +427,8 @@ class Gateway:
         returned (its engine would give the same again) but, being empty, never cached."""
         usage = getattr(message, "usage_metadata", None) or {}
         logprobs = (message.response_metadata or {}).get("logprobs")
-        data = {
-            "text": message.text if isinstance(message.text, str) else str(message.content),
+        data = {  # text as a plain str (LangChain gives a TextAccessor), as the cache gives it back
+            "text": str(message.text) if isinstance(message.text, str) else str(message.content),
             "prompt_tokens": int(usage.get("input_tokens", 0)),
             "completion_tokens": int(usage.get("output_tokens", 0)),
             "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else logprobs,

@@ -67,18 +67,28 @@ class Row(TypedDict):
     unscored: int
 
 
-class ClueState(TypedDict, total=False):
+class ClueInput(TypedDict, total=False):
+    """What a host passes in: the question, outputs if it has them, references to score, the baseline flag."""
+
     question: str
     given: list[str]
     references: dict[str, str]
     baseline: bool
-    sampled: Annotated[list[tuple[int, str]], operator.add]
-    extracted: Annotated[list[Extracted], operator.add]
+
+
+class ClueOutput(TypedDict, total=False):
+    """What a host gets back (no input key, no reducer: a checkpointed host's next turn starts clean)."""
+
     outputs: list[str]
     pool: list[str]
     merged: dict[str, list[str]]
     merge_pairs: int
     rows: list[Row]
+
+
+class ClueState(ClueInput, ClueOutput, total=False):
+    sampled: Annotated[list[tuple[int, str]], operator.add]
+    extracted: Annotated[list[Extracted], operator.add]
 
 
 def _output(i: int) -> str:
@@ -215,7 +225,7 @@ def build(
             rows.append(Row(name=name, scores=scores, unscored=sum(p is None for p in part)))
         return {"rows": rows}
 
-    graph = StateGraph(ClueState)
+    graph = StateGraph(ClueState, input_schema=ClueInput, output_schema=ClueOutput)
     graph.add_node("start", start)
     graph.add_node("sample", sample)
     graph.add_node("collect", collect)

@@ -74,15 +74,25 @@ class Response(TypedDict):
     raw: str
 
 
-class FewlState(TypedDict, total=False):
+class FewlInput(TypedDict, total=False):
+    """What a host passes in: the batch and the neighbour pool."""
+
     items: list[Item]
     pool: list[str]
+
+
+class FewlOutput(TypedDict, total=False):
+    """What a host gets back (no input key, no reducer: a checkpointed host's next turn starts clean)."""
+
+    scored: list[dict[str, Any]]
+    events: dict[str, int]
+
+
+class FewlState(FewlInput, FewlOutput, total=False):
     neighbours: dict[str, list[tuple[str, float]]]
     references: Annotated[list[ReferenceAnswer], operator.add]
     wrongs: Annotated[list[WrongAnswers], operator.add]
     responses: Annotated[list[Response], operator.add]
-    scored: list[dict[str, Any]]
-    events: dict[str, int]
 
 
 def model_name(model: ModelLike) -> str:
@@ -199,7 +209,7 @@ def build(
             penalty=bool(state["pool"]),
         )
 
-    graph = StateGraph(FewlState)
+    graph = StateGraph(FewlState, input_schema=FewlInput, output_schema=FewlOutput)
     graph.add_node("plan", plan)
     graph.add_node("answer", answer)
     graph.add_node("diversified", diversified)

@@ -111,22 +111,34 @@ class Known(TypedDict):
     raw: str
 
 
-class FIBEState(TypedDict, total=False):
+class FIBEInput(TypedDict, total=False):
+    """What a host passes in."""
+
     text: str
     prompt: str  # the original prompt P, the exam's context
     sentences: list[str]
     samples: list[str]  # for SCGP: given, or regenerated
-    created: list[dict[str, Any]]
+
+
+class FIBEOutput(TypedDict, total=False):
+    """What a host gets back: no input key and no reducer, so a checkpointed host's next turn starts clean."""
+
+    scored_sentences: list[str]
     exam: list[str]
     answer_key: dict[str, str]
+    parts: dict[str, list[float]]  # H_F, H_D, H_P per sentence, before SBC
+    scores: list[float]
+    handled: list[dict[str, Any]]  # the bad model answers handled (the run's events)
+
+
+class FIBEState(FIBEInput, FIBEOutput, total=False):
+    created: list[dict[str, Any]]
     events: Annotated[list[dict[str, Any]], operator.add]
     answers: Annotated[list[AnswerSheet], operator.add]
     grades: Annotated[list[Grade], operator.add]
     known: Annotated[list[Known], operator.add]
     selfcheck: list[float]
     selfcheck_verdicts: list[dict[str, Any]]
-    parts: dict[str, list[float]]  # H_F, H_D, H_P per sentence, before SBC
-    scores: list[float]
 
 
 class AnswerInput(TypedDict):
@@ -327,7 +339,7 @@ def build(
         if state.get("samples"):
             scgp_state["samples"] = state["samples"]
         out = scgp.invoke(scgp_state, config)
-        return {"selfcheck": out["scores"], "samples": out["samples"], "selfcheck_verdicts": out["verdicts"]}
+        return {"selfcheck": out["scores"], "samples": out["used_samples"], "selfcheck_verdicts": out["verdicts"]}
 
     def combine(state: FIBEState) -> dict[str, Any]:
         grades = {g["i"]: g for g in state.get("grades", [])}
@@ -347,9 +359,15 @@ def build(
             ensemble(parts["fibe"], parts.get("direct_question"), parts.get("selfcheck")) if len(parts) > 1 else h_f
         )
         scores = snowballing_correction(combined, theta) if v.sbc else combined
-        return {"parts": parts, "scores": scores, "events": events}
+        return {
+            "parts": parts,
+            "scores": scores,
+            "events": events,
+            "scored_sentences": state["sentences"],
+            "handled": [*state.get("events", []), *events],
+        }
 
-    graph = StateGraph(FIBEState)
+    graph = StateGraph(FIBEState, input_schema=FIBEInput, output_schema=FIBEOutput)
     graph.add_node("split", split)
     graph.add_node("create", create)
     graph.add_node("answer", answer, input_schema=AnswerInput)

@@ -174,14 +174,24 @@ class ImagineInput(TypedDict):
     context: list[Pair]
 
 
-class PHRState(TypedDict, total=False):
+class PHRInput(TypedDict, total=False):
+    """What a host passes in: the in-context problem and query (and, for measurement, the truth)."""
+
     context: list[Pair]
     query: str
     truth: str | None
     evaluation: list[Pair]
     seed: int
-    completions: Annotated[list[Completion], operator.add]
+
+
+class PHROutput(TypedDict, total=False):
+    """What a host gets back (no input key, no reducer: a checkpointed host's next turn starts clean)."""
+
     estimate: dict[str, Any]
+
+
+class PHRState(PHRInput, PHROutput, total=False):
+    completions: Annotated[list[Completion], operator.add]
 
 
 def build(
@@ -257,7 +267,7 @@ def build(
         cgm.forget()
         return {"estimate": out}
 
-    graph = StateGraph(PHRState)
+    graph = StateGraph(PHRState, input_schema=PHRInput, output_schema=PHROutput)
     graph.add_node("start", start)
     graph.add_node("imagine", imagine, input_schema=ImagineInput)
     graph.add_node("estimate", estimate)

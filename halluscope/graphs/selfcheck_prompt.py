@@ -7,8 +7,9 @@
 Calls: N|R| for the checks, plus N when the samples are regenerated. Scoring samples the caller
 already has (e.g. the WikiBio dataset's GPT-3 samples) costs nothing to regenerate.
 
-State read: ``text`` or ``sentences``; ``samples`` (optional); ``concept`` (needed to regenerate).
-State written: ``sentences``, ``samples``, ``verdicts`` (one per check), ``scores``.
+Input (``SCGPInput``): ``text`` or ``sentences``; ``samples`` (optional); ``concept`` (to regenerate).
+Output (``SCGPOutput``): ``scored_sentences``, ``used_samples``, ``verdicts`` (one per check), ``scores``. A host mounts
+the graph on a state with these keys (``SCGPState`` will do); the working state stays private to a run.
 Per-run accounting: pass ``{"configurable": {"stats": CallStats()}}``.
 """
 
@@ -52,13 +53,27 @@ class CheckInput(TypedDict):
     context: str
 
 
-class SCGPState(TypedDict, total=False):
+class SCGPInput(TypedDict, total=False):
+    """What a host passes in: the text (or its sentences), the concept, and samples if it has them."""
+
     text: str
     concept: str
     sentences: list[str]
     samples: list[str]
-    verdicts: Annotated[list[Verdict], operator.add]
+
+
+class SCGPOutput(TypedDict, total=False):
+    """What a host gets back: no input key (a checkpointed host would feed it to the next turn) and no
+    reducer (a host's list would grow turn after turn)."""
+
+    scored_sentences: list[str]
+    used_samples: list[str]  # given, or regenerated
+    verdicts: list[Verdict]
     scores: list[float]
+
+
+class SCGPState(SCGPInput, SCGPOutput, total=False):
+    checks: Annotated[list[Verdict], operator.add]  # the fan-out's results, private to one run
 
 
 def concept_from_prompt(prompt: str) -> str:
@@ -112,19 +127,22 @@ def build(
             "answer": reply.parsed if reply.ok else None,
             "raw": reply.text,
         }
-        return {"verdicts": [verdict]}
+        return {"checks": [verdict]}
 
     def score(state: SCGPState) -> dict[str, Any]:
-        by_sentence: dict[int, list[Verdict]] = {}
-        for v in state["verdicts"]:
-            by_sentence.setdefault(v["i"], []).append(v)
+        verdicts = sorted(state["checks"], key=lambda v: (v["i"], v["j"]))
         scores = [
-            scgp_score([supported_value(v["answer"]) for v in sorted(by_sentence[i], key=lambda v: v["j"])])
+            scgp_score([supported_value(v["answer"]) for v in verdicts if v["i"] == i])
             for i in range(len(state["sentences"]))
         ]
-        return {"scores": scores}
+        return {
+            "scores": scores,
+            "scored_sentences": state["sentences"],
+            "used_samples": state["samples"],
+            "verdicts": verdicts,
+        }
 
-    graph = StateGraph(SCGPState)
+    graph = StateGraph(SCGPState, input_schema=SCGPInput, output_schema=SCGPOutput)
     graph.add_node("split", split)
     graph.add_node("regenerate", regenerate)
     graph.add_node("check_all", lambda state: {})  # a join point the fan-out starts from
@@ -165,7 +183,7 @@ def detect(
         state["samples"] = samples
     graph = build(model, gw, n=len(samples) if samples else n)
     out = run_streamed(graph, state, stats, max_concurrency, on_step)
-    verdicts = sorted(out["verdicts"], key=lambda v: (v["i"], v["j"]))
+    verdicts = out["verdicts"]
     units = [
         Unit(
             text=sentence,

@@ -51,15 +51,25 @@ class SampleInput(TypedDict):
     question: str
 
 
-class SEState(TypedDict, total=False):
+class SEInput(TypedDict, total=False):
+    """What a host passes in: the question, and the answers if it has them."""
+
     question: str
     given: list[str]
-    sampled: Annotated[list[Sampled], operator.add]
+
+
+class SEOutput(TypedDict, total=False):
+    """What a host gets back (no input key, no reducer: a checkpointed host's next turn starts clean)."""
+
     answers: list[str]
     log_likelihoods: list[float | None]
     clusters: list[list[int]]
     pairs_judged: int
     scores: dict[str, float | None]
+
+
+class SEState(SEInput, SEOutput, total=False):
+    sampled: Annotated[list[Sampled], operator.add]
 
 
 def default_judge(gateway: Gateway | None = None) -> LLMEntailment:
@@ -153,7 +163,7 @@ def build(
             "scores": entropies(clusters, lls, base),
         }
 
-    graph = StateGraph(SEState)
+    graph = StateGraph(SEState, input_schema=SEInput, output_schema=SEOutput)
     graph.add_node("start", start)
     graph.add_node("sample", sample, input_schema=SampleInput)
     graph.add_node("cluster", cluster)

@@ -121,17 +121,29 @@ class ScoredClaim(TypedDict):
     questions: list[Scored]
 
 
-class ParagraphState(TypedDict, total=False):
+class ParagraphInput(TypedDict, total=False):
+    """What a host passes in: the question (prompt), the text or its sentences."""
+
     question: str
     text: str
     sentences: list[str]
+
+
+class ParagraphOutput(TypedDict, total=False):
+    """What a host gets back (no input key, no reducer: a checkpointed host's next turn starts clean)."""
+
+    scored_sentences: list[str]
+    scored_claims: list[ScoredClaim]
+    held: list[list[int]]  # claim indexes per sentence
+    handled: list[dict[str, Any]]  # the bad model answers handled: {k, kind}; k = -1 for the paragraph
+
+
+class ParagraphState(ParagraphInput, ParagraphOutput, total=False):
     claims: list[str]
     asked: Annotated[list[Asked], operator.add]
     new_answers: Annotated[list[NewAnswer], operator.add]
     scored: Annotated[list[Scored], operator.add]
-    events: Annotated[list[dict[str, Any]], operator.add]  # {k, kind}; k = -1 for the paragraph
-    scored_claims: list[ScoredClaim]
-    held: list[list[int]]  # claim indexes per sentence
+    events: Annotated[list[dict[str, Any]], operator.add]
 
 
 def text_so_far(claims: list[str], k: int) -> str:
@@ -279,9 +291,15 @@ def build(
                 events.append({"k": k, "kind": "no_questions"})
             value = statistics.fmean(s["entropy"] for s in mine) if mine else max_entropy
             claims.append(ScoredClaim(index=k, text=text, score=value, questions=mine))
-        return {"scored_claims": claims, "held": align_claims(state["claims"], state["sentences"]), "events": events}
+        return {
+            "scored_claims": claims,
+            "held": align_claims(state["claims"], state["sentences"]),
+            "events": events,
+            "scored_sentences": state["sentences"],
+            "handled": [*state.get("events", []), *events],
+        }
 
-    graph = StateGraph(ParagraphState)
+    graph = StateGraph(ParagraphState, input_schema=ParagraphInput, output_schema=ParagraphOutput)
     graph.add_node("start", start)
     graph.add_node("decompose", decompose)
     graph.add_node("questions", questions, input_schema=QuestionsInput)
