@@ -384,7 +384,7 @@ class Gateway:
         def attempt() -> dict[str, Any]:
             limiter.acquire()
             try:
-                with _no_choices_is_a_bad_reply(req.model.key):
+                with _no_choices_is_a_bad_reply():
                     message = req.model.chat.invoke(req.messages, **req.kwargs)
             finally:
                 limiter.release()
@@ -412,7 +412,7 @@ class Gateway:
         async def attempt() -> dict[str, Any]:
             await limiter.aacquire()
             try:
-                with _no_choices_is_a_bad_reply(req.model.key):
+                with _no_choices_is_a_bad_reply():
                     message = await req.model.chat.ainvoke(req.messages, **req.kwargs)
             finally:
                 limiter.release()
@@ -571,7 +571,7 @@ def _real_answer(data: Mapping[str, Any], logprobs: bool) -> bool:
 
 
 @contextmanager
-def _no_choices_is_a_bad_reply(key: str) -> Iterator[None]:
+def _no_choices_is_a_bad_reply() -> Iterator[None]:
     """A 200 with an empty ``choices`` list surfaces as LangChain's IndexError on ``generations[0]``:
     a bad reply (retried), not a crash. IndexErrors raised anywhere else are left alone."""
     try:

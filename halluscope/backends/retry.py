@@ -198,6 +198,15 @@ def _is_provider_fault(exc: BaseException) -> bool:
     return is_transient(exc) or status_of(exc) is not None
 
 
+def _raise_explained(
+    exc: Exception, statistics: dict[str, Any], started: float, spec: str, provider: str | None
+) -> None:
+    """A provider's final fault raises as the one sentence ``explain`` writes; anything else returns."""
+    if _is_provider_fault(exc):
+        tries = int(statistics.get("attempt_number", 1))
+        raise explain(exc, spec, provider, tries, time.monotonic() - started) from exc
+
+
 def call_with_retries(
     fn: Callable[[], T],
     policy: RetryPolicy,
@@ -214,9 +223,7 @@ def call_with_retries(
             with attempt:
                 return fn()
     except Exception as exc:
-        if _is_provider_fault(exc):
-            tries = int(retrying.statistics.get("attempt_number", 1))
-            raise explain(exc, spec, provider, tries, time.monotonic() - started) from exc
+        _raise_explained(exc, retrying.statistics, started, spec, provider)
         raise
     raise AssertionError("tenacity returned without an outcome")  # pragma: no cover
 
@@ -236,8 +243,6 @@ async def acall_with_retries(
             with attempt:
                 return await fn()
     except Exception as exc:
-        if _is_provider_fault(exc):
-            tries = int(retrying.statistics.get("attempt_number", 1))
-            raise explain(exc, spec, provider, tries, time.monotonic() - started) from exc
+        _raise_explained(exc, retrying.statistics, started, spec, provider)
         raise
     raise AssertionError("tenacity returned without an outcome")  # pragma: no cover
