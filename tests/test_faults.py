@@ -258,3 +258,13 @@ def test_the_cli_takes_a_timeout_and_refuses_bad_numbers(
     assert "HALLUSCOPE_TIMEOUT must be a number, got 'soon'" in capsys.readouterr().err
     assert main([*args, "--timeout", "0"]) == 2
     assert "--timeout must be a positive number" in capsys.readouterr().err
+
+
+def test_a_bad_context_size_in_the_environment_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from halluscope.backends.local import n_ctx_default
+
+    monkeypatch.setenv("HALLUSCOPE_LOCAL_N_CTX", "4k")
+    with pytest.raises(ConfigError, match="HALLUSCOPE_LOCAL_N_CTX must be a whole number, got '4k'"):
+        n_ctx_default()
+    monkeypatch.setenv("HALLUSCOPE_LOCAL_N_CTX", "2048")
+    assert n_ctx_default() == 2048

@@ -247,7 +247,9 @@ _load_lock = threading.Lock()
 
 
 def n_ctx_default() -> int:
-    return int(os.environ.get("HALLUSCOPE_LOCAL_N_CTX", "4096"))
+    from halluscope.backends.retry import env_number
+
+    return int(env_number("HALLUSCOPE_LOCAL_N_CTX", 4096, whole=True, minimum=16))
 
 
 def load_llama(path: Path, logits_all: bool = False, n_ctx: int | None = None) -> LoadedLlama:
