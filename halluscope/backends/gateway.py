@@ -477,7 +477,7 @@ class Gateway:
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
         key = call_key(lm.name, merged, [{"role": "text", "content": text}], sample_index)
         hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None and _real_answer(hit, logprobs=False):
+        if hit is not None and _real_answer(hit, logprobs=True):  # a continuation is read for its log-probs
             reply = self._reply(lm.name, tpl, sample_index, True, hit)
             if stats is not None:
                 stats.record(reply)
@@ -508,7 +508,7 @@ class Gateway:
             ],
             "prompt_ref": tpl.ref,
         }
-        if self.cache is not None and _real_answer(data, logprobs=False):
+        if self.cache is not None and _real_answer(data, logprobs=True):
             self.cache.set(key, data)
         reply = self._reply(lm.name, tpl, sample_index, False, data)
         if stats is not None:
