@@ -31,7 +31,7 @@ def _data_option(p: argparse.ArgumentParser) -> None:
 
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    g = common.add_argument_group("prompts and cache")
+    g = common.add_argument_group("prompts, cache and calls")
     g.add_argument(
         "--prompts",
         action="append",
