@@ -74,22 +74,15 @@ SOME_FAILED = 1  # exit code of a benchmark that finished with some items failed
 SAMPLES_WITHOUT_YES = 100  # more samples per item than this is likely a typo: it needs --yes
 
 
-def _count(text: str) -> int:
-    """argparse type of --samples and --limit: a whole number >= 1 (0 once meant 'the default' and
-    --limit -1 'all but the last')."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _check_scale(args: argparse.Namespace) -> None:
-    """Refuse a sample count that would run for days unless the user says --yes."""
+def _check_counts(args: argparse.Namespace) -> None:
+    """--samples and --limit must be >= 1 (0 once meant 'the default' and --limit -1 'all but the last');
+    a sample count that would run for days needs --yes."""
+    for flag in ("samples", "limit"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag} must be at least 1, got {value}")
     samples = getattr(args, "samples", None)
-    if isinstance(samples, int) and samples > SAMPLES_WITHOUT_YES and not getattr(args, "yes", False):
+    if samples is not None and samples > SAMPLES_WITHOUT_YES and not getattr(args, "yes", False):
         raise ConfigError(
             f"--samples {samples} asks for {samples:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
             "pass --yes to run it anyway"
@@ -662,8 +655,6 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
 
     if not args.model:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
     gateway = _gateway(args)
     run = run_qa_bench(
         args.dataset,
@@ -794,8 +785,6 @@ def _fewl_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_bench_clue(args: argparse.Namespace) -> int:
     from halluscope.evaluators.clue import SUBSETS, run_clue_bench
 
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
     gateway = _gateway(args)
     run = run_clue_bench(
         args.out,
@@ -1013,7 +1002,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs",
     )
-    p.add_argument("--samples", type=_count, default=1, help="number of samples (sample indexes 0..N-1)")
+    p.add_argument("--samples", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_run)
 
@@ -1040,7 +1029,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model spec, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument(
         "--samples",
-        type=_count,
+        type=int,
         help="N: FIBE's exam answers, SCGP's samples to regenerate when none are given (default 5); "
         "M: semantic entropy's sampled answers (default 10); N: clue's sampled outputs (default 5)",
     )
@@ -1072,10 +1061,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     _judge_options(p, "semantic-entropy-paragraph", strictness=False)
-    p.add_argument("--limit", type=_count, help="only the first K passages")
+    p.add_argument("--limit", type=int, help="only the first K passages")
     p.add_argument(
         "--samples",
-        type=_count,
+        type=int,
         default=20,
         help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) (default 20)",
     )
@@ -1092,8 +1081,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
     p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
     _judge_options(p, "semantic entropy", strictness=True)
-    p.add_argument("--samples", type=_count, default=10, help="M: sampled answers per question (default 10)")
-    p.add_argument("--limit", type=_count, help="only the first K questions")
+    p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
+    p.add_argument("--limit", type=int, help="only the first K questions")
     p.set_defaults(func=cmd_bench_qa)
 
     p = bench.add_parser(
@@ -1159,10 +1148,10 @@ def build_parser() -> argparse.ArgumentParser:
         "question-relevance baseline (macro and micro AUROC/AUPRC).",
     )
     p.add_argument("--dataset", default="qnli", choices=("qnli",))
-    p.add_argument("--limit", type=_count, help="only the first K questions")
+    p.add_argument("--limit", type=int, help="only the first K questions")
     p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
     p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
-    p.add_argument("--samples", type=_count, default=5, help="N outputs per question (default 5)")
+    p.add_argument("--samples", type=int, default=5, help="N outputs per question (default 5)")
     p.add_argument("--theta-h", type=float, default=0.6, help="S^a above it: entailed concept (default 0.6)")
     p.add_argument("--theta-l", type=float, default=0.2, help="S^a below it: hallucinated concept (default 0.2)")
     p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
@@ -1176,7 +1165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "incorrect answer, (b) best highest among all labelled answers; every ablation from one run.",
     )
     p.add_argument("--method", default="single,single+penalty,multi,fewl,fewl-uniform", help="variants to report")
-    p.add_argument("--limit", type=_count, help="only the first K questions")
+    p.add_argument("--limit", type=int, help="only the first K questions")
     _fewl_arguments(p)
     p.set_defaults(func=cmd_bench_truthfulqa)
 
@@ -1189,7 +1178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--models", required=True, help="models to rank, comma-separated specs")
     p.add_argument("--mc", default="auto", choices=("auto", "logprobs", "ask"), help="how MC1 is read (default auto)")
-    p.add_argument("--limit", type=_count, help="only the first K questions")
+    p.add_argument("--limit", type=int, help="only the first K questions")
     _fewl_arguments(p)
     p.set_defaults(func=cmd_bench_truthfulqa_rank)
     for name, bench_parser in bench.choices.items():
@@ -1270,7 +1259,7 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        _check_scale(args)
+        _check_counts(args)
         if getattr(args, "compare_prompt", None):
             return cmd_bench_compare(args)
         return int(args.func(args))

@@ -3,6 +3,7 @@ APIs, with a script of failures, so the real client libraries can be tested on t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -65,10 +66,8 @@ class StubAPI:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that timed out
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]

@@ -80,7 +80,7 @@ def test_smollm2_is_installed_without_its_dependencies() -> None:
 
 def test_paths_and_unknown_names(tmp_path: Path) -> None:
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"x")
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00")  # a GGUF header (a file that is not one is refused)
     assert local.model_file(str(gguf)) == gguf
     with pytest.raises(ConfigError, match="does not exist"):
         local.model_file(str(tmp_path / "absent.gguf"))
