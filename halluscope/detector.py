@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import (
     clue,
     fewl,
@@ -156,7 +156,7 @@ class Detector:
             started = time.monotonic()
             try:
                 results[index] = self.spec.detect(**self.arguments(batch[index]))
-            except Exception as exc:  # a failed item is data: recorded on that item, never the batch's end
+            except HalluscopeError as exc:  # a bad input or a provider that gave up: data, recorded on that item
                 meta = RunMeta(method=self.method, seconds=time.monotonic() - started)
                 results[index] = DetectionResult(
                     method=self.method, units=[], meta=meta, error=f"{type(exc).__name__}: {exc}"
@@ -165,7 +165,10 @@ class Detector:
 
         with bar, ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(one, range(len(batch))))
-        return [r for r in results if r is not None]
+        done = [r for r in results if r is not None]
+        if len(done) != len(batch):  # every item is scored or recorded as failed: none may be lost
+            raise RuntimeError(f"detect_many lost {len(batch) - len(done)} of {len(batch)} items")
+        return done
 
 
 def detector(method: str, model: Any = None, **options: Any) -> Detector:

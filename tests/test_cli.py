@@ -27,7 +27,7 @@ def test_demo_on_a_local_model_twice_second_run_replays_from_the_cache(capsys: p
     code, out, _ = run(capsys, *argv)
     first = DetectionResult.from_json(out)
     assert code == 0 and first.method == "demo" and len(first.units) == 2 + 5
-    assert first.meta.calls > 20 and first.meta.cache_hits >= 0
+    assert first.meta.calls > 20
     assert first.evidence["model"] == "local:smollm2-135m"
     _, out, _ = run(capsys, *argv)
     second = DetectionResult.from_json(out)

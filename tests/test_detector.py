@@ -24,11 +24,15 @@ PASSAGES = [
 ]
 
 
+class ProviderDown(Exception):
+    status_code = 503  # retried, then given up on: a ModelUnavailableError
+
+
 def respond(prompt: str, params: dict[str, Any]) -> str:
     """Regenerations deny every birthplace; a check says No to a birthplace, Yes otherwise; 'explode'
     stands for a provider that keeps failing."""
     if "explode" in prompt:
-        raise ValueError("provider down")
+        raise ProviderDown("provider down")
     if "Write an article" in prompt:
         return f"A short article. Sample {params.get('seed')}."
     return "No" if "born in" in prompt.split("Sentence: ")[1] else "Yes"
@@ -185,3 +189,16 @@ def test_two_turns_on_one_checkpointed_thread_do_not_leak(gateway: Gateway, scri
     a = se_app.invoke({"question": "Capital of France?", "given": ["Paris", "Paris", "Lyon"]}, config)
     b = se_app.invoke({"question": "Capital of Italy?", "given": ["Rome"]}, config)
     assert a["answers"] == ["Paris", "Paris", "Lyon"] and b["answers"] == ["Rome"] and b["clusters"] == [[0]]
+
+
+def test_a_bug_raises_instead_of_being_recorded_as_a_failed_item(gateway: Gateway, scripted: Any) -> None:
+    """User and provider errors are per-item data; a programming error is not hidden among them."""
+
+    def broken(_prompt: str, _params: dict[str, Any]) -> str:
+        raise TypeError("a bug in a model wrapper")
+
+    det = halluscope.detector("selfcheck-prompt", model=scripted(broken, "scripted:bug"), gateway=gateway)
+    with pytest.raises(TypeError, match="a bug in a model wrapper"):
+        det.detect_many([{"text": PASSAGES[0], "samples": ["A sample."]}], progress=False)
+    failed = det.detect_many([{"text": " ", "samples": ["A sample."]}], progress=False)
+    assert failed[0].error is not None and "the text is empty" in failed[0].error

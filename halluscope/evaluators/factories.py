@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from halluscope.detector import Detector, detector
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.results import DetectionResult
 
 EvaluatorResult = dict[str, Any]
@@ -94,7 +94,7 @@ def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> 
     ) -> EvaluatorResult:
         try:
             return _result(name, det.detect(**example_arguments(det, inputs, outputs)))
-        except Exception as exc:  # one failed example is a scored-None row, never the experiment's end
+        except HalluscopeError as exc:  # a failed example is a scored-None row (a bug still raises)
             return _failure(name, det.method, exc)
 
     evaluate.__name__ = name

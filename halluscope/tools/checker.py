@@ -8,6 +8,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, create_model
 
 from halluscope.detector import Detector
+from halluscope.errors import HalluscopeError
 from halluscope.results import DetectionResult
 
 
@@ -46,7 +47,7 @@ def as_tool(det: Detector, name: str | None = None, description: str | None = No
                 result = det.detect(**arguments)
             else:
                 result = det.detect(**det.answer_item(arguments.get("answer"), arguments.get("question")))
-        except Exception as exc:  # the agent reads why, and can go on
+        except HalluscopeError as exc:  # the agent reads why, and can go on (a bug still raises)
             return f"{det.method} could not check this: {type(exc).__name__}: {exc}", None
         return result.summary(), result
 

@@ -23,7 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detector import Detector
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeError
 
 OnFlag = Literal["annotate", "revise", "refuse"]
 REVISE = "guard.revise"
@@ -97,7 +97,7 @@ def hallucination_guard(
         revisions = state.get("revisions", 0) if same_answer else 0
         try:
             result = det.detect(**det.answer_item(_text(ai), question))
-        except Exception as exc:  # an unchecked answer is said so, never a crashed agent
+        except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
             error = f"{type(exc).__name__}: {exc}"
             return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
         units: list[dict[str, Any]] = [{"text": u.text, "score": u.score} for u in result.units]
