@@ -1,1 +1,3 @@
-"""One LangGraph StateGraph per method, built from small node functions (added by the method issues)."""
+"""One LangGraph StateGraph per method, built from small node functions; ``stages`` holds the stages
+several methods compose. Each module has ``build(...)`` (the compiled graph, mountable in a host graph
+through its private input and output schemas) and ``detect(...)`` (one item to a DetectionResult)."""
