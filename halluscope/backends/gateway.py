@@ -6,6 +6,9 @@ renders the versioned prompt, answers from the disk cache when it can, otherwise
 under one concurrency limit per model with exponential backoff and jitter on transient errors, parses
 the answer with the prompt's parser (a parse failure is recorded, not raised), and adds calls,
 tokens, cache hits and time to the run's ``CallStats``.
+
+Its parts live by job: ``stats`` (CallStats, ChatReply), ``limits`` (ModelLimiter), ``retry`` (the
+policy and the give-up sentence), ``cache`` (the disk cache); this module composes them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import os
 import re
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -29,6 +31,7 @@ from langchain_core.messages import BaseMessage
 
 from halluscope.backends.cache import CallCache, call_key
 from halluscope.backends.chat import ModelSpec, make_chat_model, parse_model_spec
+from halluscope.backends.limits import ModelLimiter
 from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
 from halluscope.backends.retry import (
     BadReplyError,
@@ -37,164 +40,13 @@ from halluscope.backends.retry import (
     call_with_retries,
     env_number,
 )
+from halluscope.backends.stats import CallStats, ChatReply
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
-from halluscope.results import RunMeta, TokenUsage
 
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 ModelLike = str | BaseChatModel
-
-
-# ---------------------------------------------------------------- accounting
-
-
-class CallStats:
-    """Counters of one run, safe to share across threads and tasks of that run."""
-
-    def __init__(self, on_reply: Callable[[], None] | None = None) -> None:
-        self._lock = threading.Lock()
-        self.on_reply = on_reply  # called after each reply or forward pass recorded: drives progress bars
-        self.started = time.perf_counter()
-        self.calls = 0
-        self.cache_hits = 0
-        self.retries = 0
-        self.parse_failures = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.forward_passes = 0
-        self.model_seconds = 0.0
-        self.models: set[str] = set()
-        self.prompts: set[str] = set()
-
-    def record(self, reply: ChatReply, seconds: float = 0.0) -> None:
-        with self._lock:
-            self.models.add(reply.model)
-            self.prompts.add(reply.prompt_ref)
-            if reply.cached:
-                self.cache_hits += 1
-            else:
-                self.calls += 1
-                self.prompt_tokens += reply.prompt_tokens
-                self.completion_tokens += reply.completion_tokens
-                self.model_seconds += seconds
-            if reply.parse_error is not None:
-                self.parse_failures += 1
-        if self.on_reply is not None:
-            self.on_reply()
-
-    def record_forward(self, model: str, prompt_tokens: int, seconds: float) -> None:
-        """A deterministic forward pass (teacher forcing, a next-token distribution): a model call that
-        is recomputed rather than cached."""
-        with self._lock:
-            self.models.add(model)
-            self.calls += 1
-            self.forward_passes += 1
-            self.prompt_tokens += prompt_tokens
-            self.model_seconds += seconds
-        if self.on_reply is not None:
-            self.on_reply()
-
-    def add_retry(self) -> None:
-        with self._lock:
-            self.retries += 1
-
-    def meta(self, method: str, events: dict[str, int] | None = None, **params: Any) -> RunMeta:
-        """The run's RunMeta; ``events``: bad model answers the method handled, by kind."""
-        with self._lock:
-            return RunMeta(
-                method=method,
-                calls=self.calls,
-                cache_hits=self.cache_hits,
-                parse_failures=self.parse_failures,
-                events=dict(events or {}),
-                tokens=TokenUsage(prompt=self.prompt_tokens, completion=self.completion_tokens),
-                seconds=round(time.perf_counter() - self.started, 3),
-                models=sorted(self.models),
-                prompts=sorted(self.prompts),
-                params={
-                    "retries": self.retries,
-                    "model_seconds": round(self.model_seconds, 3),
-                    **({"forward_passes": self.forward_passes} if self.forward_passes else {}),
-                    **params,
-                },
-            )
-
-
-@dataclass
-class ChatReply:
-    text: str
-    model: str
-    prompt_ref: str
-    sample_index: int
-    cached: bool
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    logprobs: list[dict[str, Any]] | None = None
-    parsed: Any = None
-    parse_error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.parse_error is None
-
-
-# ---------------------------------------------------------------- limits and retries
-
-
-class ModelLimiter:
-    """A concurrency bound shared by threads and event loops alike (one per model per gateway)."""
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ConfigError(f"concurrency must be at least 1, got {limit}")
-        self.limit = limit
-        self.in_use = 0
-        self.peak = 0
-        self._cond = threading.Condition()
-        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
-
-    def _take(self) -> None:
-        self.in_use += 1
-        self.peak = max(self.peak, self.in_use)
-
-    def acquire(self) -> None:
-        with self._cond:
-            while self.in_use >= self.limit:
-                self._cond.wait()
-            self._take()
-
-    async def aacquire(self) -> None:
-        loop = asyncio.get_running_loop()
-        with self._cond:
-            if self.in_use < self.limit:
-                self._take()
-                return
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((loop, waiter))
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            with self._cond:
-                if (loop, waiter) in self._waiters:
-                    self._waiters.remove((loop, waiter))
-            raise  # a slot already handed over is given back by _hand_over
-
-    def _hand_over(self, waiter: asyncio.Future[None]) -> None:
-        if waiter.cancelled():
-            self.release()
-        else:
-            waiter.set_result(None)
-
-    def release(self) -> None:
-        with self._cond:
-            while self._waiters:
-                loop, waiter = self._waiters.popleft()
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(self._hand_over, waiter)  # the slot moves, in_use stays
-                    return
-            self.in_use -= 1
-            self._cond.notify()
 
 
 # ---------------------------------------------------------------- the gateway

@@ -1,0 +1,103 @@
+"""What one run cost: CallStats counts the calls sent, cache hits, retries, parse failures, tokens and
+seconds of a run (safe to share across its threads and tasks); ChatReply is one answer as the gateway
+returns it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from halluscope.results import RunMeta, TokenUsage
+
+
+class CallStats:
+    """Counters of one run, safe to share across threads and tasks of that run."""
+
+    def __init__(self, on_reply: Callable[[], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self.on_reply = on_reply  # called after each reply or forward pass recorded: drives progress bars
+        self.started = time.perf_counter()
+        self.calls = 0
+        self.cache_hits = 0
+        self.retries = 0
+        self.parse_failures = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.forward_passes = 0
+        self.model_seconds = 0.0
+        self.models: set[str] = set()
+        self.prompts: set[str] = set()
+
+    def record(self, reply: ChatReply, seconds: float = 0.0) -> None:
+        with self._lock:
+            self.models.add(reply.model)
+            self.prompts.add(reply.prompt_ref)
+            if reply.cached:
+                self.cache_hits += 1
+            else:
+                self.calls += 1
+                self.prompt_tokens += reply.prompt_tokens
+                self.completion_tokens += reply.completion_tokens
+                self.model_seconds += seconds
+            if reply.parse_error is not None:
+                self.parse_failures += 1
+        if self.on_reply is not None:
+            self.on_reply()
+
+    def record_forward(self, model: str, prompt_tokens: int, seconds: float) -> None:
+        """A deterministic forward pass (teacher forcing, a next-token distribution): a model call that
+        is recomputed rather than cached."""
+        with self._lock:
+            self.models.add(model)
+            self.calls += 1
+            self.forward_passes += 1
+            self.prompt_tokens += prompt_tokens
+            self.model_seconds += seconds
+        if self.on_reply is not None:
+            self.on_reply()
+
+    def add_retry(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+    def meta(self, method: str, events: dict[str, int] | None = None, **params: Any) -> RunMeta:
+        """The run's RunMeta; ``events``: bad model answers the method handled, by kind."""
+        with self._lock:
+            return RunMeta(
+                method=method,
+                calls=self.calls,
+                cache_hits=self.cache_hits,
+                parse_failures=self.parse_failures,
+                events=dict(events or {}),
+                tokens=TokenUsage(prompt=self.prompt_tokens, completion=self.completion_tokens),
+                seconds=round(time.perf_counter() - self.started, 3),
+                models=sorted(self.models),
+                prompts=sorted(self.prompts),
+                params={
+                    "retries": self.retries,
+                    "model_seconds": round(self.model_seconds, 3),
+                    **({"forward_passes": self.forward_passes} if self.forward_passes else {}),
+                    **params,
+                },
+            )
+
+
+@dataclass
+class ChatReply:
+    text: str
+    model: str
+    prompt_ref: str
+    sample_index: int
+    cached: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    logprobs: list[dict[str, Any]] | None = None
+    parsed: Any = None
+    parse_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.parse_error is None
