@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from halluscope.backends.entailment import LLMEntailment, NLIEntailment, equivalent, label_probabilities
-from halluscope.backends.gateway import Gateway
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
 
 
@@ -130,7 +130,10 @@ def test_nli_labels_follow_the_configs_label_order(tiny_nli: Path, tmp_path: Pat
 
     nli = NLIEntailment(tiny_nli, batch_size=3, threads=1)
     logits = nli.logits(PAIRS)
-    judgements = nli.judge_many(PAIRS)
+    stats = CallStats()
+    judgements = nli.judge_many(PAIRS, stats=stats)
+    # every batch is a forward pass counted like a model call (the same signature as the LLM judge's)
+    assert stats.forward_passes == stats.calls == -(-len(PAIRS) // 3) and stats.prompt_tokens > 0
     order = {0: "contradiction", 1: "neutral", 2: "entailment"}
     for row, j in zip(logits, judgements, strict=True):
         assert j.label == order[row.index(max(row))]

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Sequence
 
 from halluscope.backends.entailment import Entailment, Judgement
+from halluscope.backends.gateway import CallStats
 from halluscope.graphs.stages import cluster_answers
 
 
@@ -19,7 +20,9 @@ class CityJudge(Entailment):
         self.questions: set[str | None] = set()
         self._lock = threading.Lock()
 
-    def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+    def judge_many(
+        self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+    ) -> list[Judgement]:
         with self._lock:
             self.pairs.extend(pairs)
             self.questions.add(question)
@@ -42,7 +45,9 @@ def test_greedy_clusters_judge_each_pair_once_and_skip_identical_answers() -> No
 
 def test_lax_mode_accepts_neutral_one_way() -> None:
     class OneWay(CityJudge):
-        def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+        def judge_many(
+            self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+        ) -> list[Judgement]:
             return [Judgement("entailment" if a < b else "neutral") for a, b in pairs]
 
     strict, _ = cluster_answers(["a", "b"], OneWay(), mode="strict")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,14 +56,20 @@ class Entailment(ABC):
     name: str
 
     @abstractmethod
-    def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
-        """One judgement per (premise, hypothesis) pair, in order."""
+    def judge_many(
+        self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+    ) -> list[Judgement]:
+        """One judgement per (premise, hypothesis) pair, in order; ``stats`` counts the model use."""
 
-    def judge(self, premise: str, hypothesis: str, question: str | None = None) -> Judgement:
-        return self.judge_many([(premise, hypothesis)], question)[0]
+    def judge(
+        self, premise: str, hypothesis: str, question: str | None = None, stats: CallStats | None = None
+    ) -> Judgement:
+        return self.judge_many([(premise, hypothesis)], question, stats)[0]
 
-    def bidirectional(self, a: str, b: str, question: str | None = None, mode: Mode = "strict") -> bool:
-        forward, backward = self.judge_many([(a, b), (b, a)], question)
+    def bidirectional(
+        self, a: str, b: str, question: str | None = None, mode: Mode = "strict", stats: CallStats | None = None
+    ) -> bool:
+        forward, backward = self.judge_many([(a, b), (b, a)], question, stats)
         return equivalent(forward.label, backward.label, mode)
 
 
@@ -174,22 +181,28 @@ class NLIEntailment(Entailment):
             raise ConfigError(f"not a 3-way NLI model: id2label {id2label} lacks entailment/neutral/contradiction")
         return index
 
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
-        """Raw 3-way logits per pair in the model's own label order (CLUE's zero-shot scorer uses them)."""
+    def logits(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[list[float]]:
+        """Raw 3-way logits per pair in the model's own label order (CLUE's zero-shot scorer uses them);
+        each batch is one forward pass counted on ``stats``."""
         torch = self._torch
         out: list[list[float]] = []
         with self._lock, torch.inference_mode():
             for start in range(0, len(pairs), self.batch_size):
+                began = time.perf_counter()
                 batch = pairs[start : start + self.batch_size]
                 enc = self.tokenizer(
                     [p for p, _ in batch], [h for _, h in batch], padding=True, truncation=True, return_tensors="pt"
                 ).to(self.device)
                 out.extend(self.model(**enc).logits.float().tolist())
+                if stats is not None:
+                    stats.record_forward(self.name, int(enc["attention_mask"].sum()), time.perf_counter() - began)
         return out
 
-    def judge_many(self, pairs: Sequence[tuple[str, str]], question: str | None = None) -> list[Judgement]:
+    def judge_many(
+        self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+    ) -> list[Judgement]:
         judgements = []
-        for row in self.logits(pairs):
+        for row in self.logits(pairs, stats):
             peak = max(row)
             exps = [math.exp(x - peak) for x in row]
             probs: dict[str, float] = {label: exps[i] / sum(exps) for label, i in self.index.items()}
@@ -197,11 +210,11 @@ class NLIEntailment(Entailment):
             judgements.append(Judgement(best, probs))
         return judgements
 
-    def entail_probs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+    def entail_probs(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float]:
         """The zero-shot classifier's probability (bart-large-mnli's convention, CLUE Appendix A):
         softmax over the entailment and contradiction logits only, neutral ignored."""
         out = []
-        for row in self.logits(pairs):
+        for row in self.logits(pairs, stats):
             ent, con = row[self.index["entailment"]], row[self.index["contradiction"]]
             out.append(1.0 / (1.0 + math.exp(con - ent)))
         return out
@@ -244,7 +257,7 @@ class NLIZeroShot(ZeroShot):
         self.name = nli.name
 
     def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
-        return list(self.nli.entail_probs(pairs))
+        return list(self.nli.entail_probs(pairs, stats))
 
 
 class LLMZeroShot(ZeroShot):

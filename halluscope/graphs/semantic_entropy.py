@@ -153,8 +153,9 @@ def build(
         else:
             ordered = sorted(state["sampled"], key=lambda s: s["j"])
             answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
-        judge_kwargs: dict[str, Any] = {"stats": stats_of(config)} if isinstance(judge, LLMEntailment) else {}
-        clusters, pairs = cluster_answers(answers, judge, state["question"], mode, rule=cluster_rule, **judge_kwargs)
+        clusters, pairs = cluster_answers(
+            answers, judge, state["question"], mode, rule=cluster_rule, stats=stats_of(config)
+        )
         return {
             "answers": answers,
             "log_likelihoods": lls,

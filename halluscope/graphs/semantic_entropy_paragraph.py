@@ -34,7 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.entailment import Entailment, LLMEntailment, Mode
+from halluscope.backends.entailment import Entailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs.semantic_entropy import default_judge
@@ -264,10 +264,9 @@ def build(
         return sends
 
     def cluster(state: ClusterInput, config: RunnableConfig) -> dict[str, Any]:
-        judge_kwargs: dict[str, Any] = {"stats": stats_of(config)} if isinstance(judge, LLMEntailment) else {}
         answers = state["answers"]
         clusters, pairs = cluster_answers(
-            answers, judge, state["claim_question"], mode, rule=cluster_rule, **judge_kwargs
+            answers, judge, state["claim_question"], mode, rule=cluster_rule, stats=stats_of(config)
         )
         entropy = question_entropy(answers, [len(c) for c in clusters], base=base)
         scored = Scored(

@@ -85,7 +85,7 @@ def cluster_answers(
     mode: Mode = "strict",
     on_pair: Callable[[], None] | None = None,
     rule: ClusterRule = "paper",
-    **judge_kwargs: Any,
+    stats: CallStats | None = None,
 ) -> tuple[list[list[int]], int]:
     """Greedy clustering by bidirectional entailment (semantic entropy), conditioned on the question.
 
@@ -99,7 +99,7 @@ def cluster_answers(
         if a.strip() == b.strip():
             return True
         if (a, b) not in verdicts:
-            forward, backward = entailment.judge_many([(a, b), (b, a)], question, **judge_kwargs)
+            forward, backward = entailment.judge_many([(a, b), (b, a)], question, stats)
             verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
             if on_pair is not None:
                 on_pair()
