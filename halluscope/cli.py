@@ -15,6 +15,7 @@ import yaml
 from tqdm import tqdm
 
 from halluscope.backends.cache import CallCache, default_cache_dir, move_aside
+from halluscope.backends.entailment import entailment_judge, zero_shot_judge
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, CallStats, Gateway
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
 from halluscope.backends.retry import env_number
@@ -310,18 +311,6 @@ def _read_samples(path: str, flag: str = "--samples-file") -> list[str]:
     return _read_texts(path, flag, "samples")
 
 
-def _judge(spec: str | None, gateway: Gateway) -> Any:
-    """--judge: a model spec for the LLM judge, or nli:PATH for an NLI checkpoint (default: local model)."""
-    from halluscope.backends.entailment import LLMEntailment, NLIEntailment
-    from halluscope.graphs.semantic_entropy import default_judge
-
-    if not spec:
-        return default_judge(gateway)
-    if spec.startswith("nli:"):
-        return NLIEntailment(spec[4:])
-    return LLMEntailment(spec, gateway=gateway)
-
-
 def cmd_semantic_entropy(args: argparse.Namespace) -> int:
     from halluscope.graphs import semantic_entropy
 
@@ -336,7 +325,7 @@ def cmd_semantic_entropy(args: argparse.Namespace) -> int:
             args.question,
             model=args.model,
             answers=answers,
-            judge=_judge(args.judge, gateway),
+            judge=entailment_judge(args.judge, gateway),
             m=args.samples or 10,
             mode=_mode(args, "strict"),
             cluster_rule=args.cluster_rule,
@@ -391,7 +380,7 @@ def cmd_semantic_entropy_paragraph(args: argparse.Namespace) -> int:
             text,
             question=args.question,
             model=args.model,
-            judge=_judge(args.judge, gateway),
+            judge=entailment_judge(args.judge, gateway),
             mode=_mode(args, "lax"),
             cluster_rule=args.cluster_rule,
             gateway=gateway,
@@ -415,18 +404,6 @@ def cmd_semantic_entropy_paragraph(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scorer(spec: str | None, gateway: Gateway) -> Any:
-    """CLUE's --judge: a model spec for the LLM zero-shot scorer (p(Yes)), or nli:PATH for an NLI checkpoint."""
-    from halluscope.backends.entailment import LLMZeroShot, NLIEntailment, NLIZeroShot
-    from halluscope.graphs.clue import default_scorer
-
-    if not spec:
-        return default_scorer(gateway)
-    if spec.startswith("nli:"):
-        return NLIZeroShot(NLIEntailment(spec[4:]))
-    return LLMZeroShot(spec, gateway=gateway)
-
-
 def cmd_clue(args: argparse.Namespace) -> int:
     from halluscope.graphs import clue
 
@@ -441,7 +418,7 @@ def cmd_clue(args: argparse.Namespace) -> int:
             args.question,
             model=args.model,
             outputs=outputs,
-            scorer=_scorer(args.judge, gateway),
+            judge=args.judge,
             n=args.samples or 5,
             prefilter=args.prefilter,
             baseline=True,
@@ -473,7 +450,7 @@ def cmd_diversity(args: argparse.Namespace) -> int:
     subconcepts = [c.strip() for c in args.subconcepts.split(",") if c.strip()]
     gateway = _gateway(args)
     stats = CallStats()
-    out = clue.diversity(outputs, subconcepts, _scorer(args.judge, gateway), stats)
+    out = clue.diversity(outputs, subconcepts, zero_shot_judge(args.judge, gateway), stats)
     summary = {"concept": args.concept, **{k: v for k, v in out.items() if k != "matrix"}, "calls": stats.calls}
     if args.json:
         _print_json({**summary, "matrix": out["matrix"]})
@@ -631,7 +608,7 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
         progress=not args.json,
         model=args.model,
         gateway=gateway,
-        judge=_judge(args.judge, gateway) if args.judge else None,
+        judge=entailment_judge(args.judge, gateway) if args.judge else None,
     )
     status = _report_failures([f for r in runs for f in r["failed"]], "passage")
     if args.json:
@@ -660,7 +637,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         args.dataset,
         args.out,
         model=args.model,
-        judge=_judge(args.judge, gateway),
+        judge=entailment_judge(args.judge, gateway),
         gateway=gateway,
         data=args.data,
         limit=args.limit,
@@ -789,7 +766,7 @@ def cmd_bench_clue(args: argparse.Namespace) -> int:
     run = run_clue_bench(
         args.out,
         model=args.model,
-        scorer=_scorer(args.judge, gateway),
+        scorer=zero_shot_judge(args.judge, gateway),
         gateway=gateway,
         data=args.data,
         limit=args.limit,

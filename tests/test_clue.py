@@ -220,7 +220,7 @@ def test_detect_sorts_concepts_by_uncertainty_and_records_bad_answers(gateway: G
         return _responder(prompt, params)
 
     result = clue.detect(
-        QUESTION, model=scripted(respond), outputs=[*OUTPUTS, "unreadable"], scorer=TableScorer(), gateway=gateway
+        QUESTION, model=scripted(respond), outputs=[*OUTPUTS, "unreadable"], judge=TableScorer(), gateway=gateway
     )
     texts = [u.text for u in result.units]
     assert texts[0] == "Garage origin" and texts[-1] == "Founders of Apple"
@@ -260,11 +260,11 @@ def test_the_prefilter_asks_only_plausible_pairs() -> None:
 
 def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
     with pytest.raises(ConfigError, match="question"):
-        clue.detect(" ", model=scripted(_responder), outputs=OUTPUTS, scorer=TableScorer(), gateway=gateway)
+        clue.detect(" ", model=scripted(_responder), outputs=OUTPUTS, judge=TableScorer(), gateway=gateway)
     with pytest.raises(ConfigError, match="all empty"):
-        clue.detect(QUESTION, model=scripted(_responder), outputs=[" "], scorer=TableScorer(), gateway=gateway)
+        clue.detect(QUESTION, model=scripted(_responder), outputs=[" "], judge=TableScorer(), gateway=gateway)
     with pytest.raises(ConfigError, match="needs a model"):
-        clue.detect(QUESTION, outputs=OUTPUTS, scorer=TableScorer(), gateway=gateway)
+        clue.detect(QUESTION, outputs=OUTPUTS, judge=TableScorer(), gateway=gateway)
     with pytest.raises(ConfigError, match="threshold"):
         clue.build(None, TableScorer(), gateway, threshold=1.5)
     graph = clue.build(scripted(_responder), TableScorer(), gateway, n=3)
@@ -355,7 +355,7 @@ def test_clue_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:
     model = "local:smollm2-135m"
     outputs = OUTPUTS[:2]
     result = clue.detect(
-        QUESTION, model=model, outputs=outputs, scorer=LLMZeroShot(model, gateway=gateway), gateway=gateway
+        QUESTION, model=model, outputs=outputs, judge=LLMZeroShot(model, gateway=gateway), gateway=gateway
     )
     kept = result.meta.params["concepts_kept"]
     assert kept == len(result.units) >= 1
@@ -366,6 +366,6 @@ def test_clue_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:
     merge_calls = result.meta.params["merge_pairs"]  # at least one score per pair asked
     assert result.meta.calls >= 2 + merge_calls + 2 * kept
     again = clue.detect(
-        QUESTION, model=model, outputs=outputs, scorer=LLMZeroShot(model, gateway=gateway), gateway=gateway
+        QUESTION, model=model, outputs=outputs, judge=LLMZeroShot(model, gateway=gateway), gateway=gateway
     )
     assert again.meta.calls == 0 and [u.score for u in again.units] == [u.score for u in result.units]

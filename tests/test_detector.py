@@ -202,3 +202,18 @@ def test_a_bug_raises_instead_of_being_recorded_as_a_failed_item(gateway: Gatewa
         det.detect_many([{"text": PASSAGES[0], "samples": ["A sample."]}], progress=False)
     failed = det.detect_many([{"text": " ", "samples": ["A sample."]}], progress=False)
     assert failed[0].error is not None and "the text is empty" in failed[0].error
+
+
+def test_a_judge_is_a_spec_string_or_an_object_everywhere(gateway: Gateway) -> None:
+    """judge='provider:model' reaches the graphs as a judge (it reached them as a bare string)."""
+    from tests.stub_servers import StubAPI
+
+    with StubAPI(answer="entailment") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#judge"
+        det = halluscope.detector("semantic-entropy", judge=spec, gateway=gateway)
+        result = det.detect(question="Capital of France?", answers=["Paris", "It is Paris"])
+        assert result.units[0].evidence["clusters"] == [[0, 1]] and result.meta.params["judge"] == spec
+        assert len(stub.requests) == 2  # one pair, judged both ways
+        clue = halluscope.detector("clue", judge="nli:/no/such/checkpoint", gateway=gateway)
+        with pytest.raises(ConfigError, match="/no/such/checkpoint"):
+            clue.detect(question="Who founded Apple?", outputs=["Jobs founded Apple."])

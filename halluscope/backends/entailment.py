@@ -283,3 +283,40 @@ class LLMZeroShot(ZeroShot):
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
             return list(pool.map(one, pairs))
+
+
+NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint directory
+
+
+def _default_judge_spec() -> str:
+    from halluscope.backends.local import default_local_model
+
+    return f"local:{default_local_model()}"
+
+
+def entailment_judge(judge: Entailment | str | None, gateway: Gateway | None = None) -> Entailment:
+    """The entailment judge of semantic entropy from what a user passes: an Entailment, ``nli:PATH``
+    (an NLI checkpoint), a model spec (an LLM judge), or None (the strongest installed local model)."""
+    if isinstance(judge, Entailment):
+        return judge
+    if judge is None:
+        return LLMEntailment(_default_judge_spec(), gateway=gateway)
+    if isinstance(judge, str):
+        if judge.startswith(NLI_PREFIX):
+            return NLIEntailment(judge[len(NLI_PREFIX) :])
+        return LLMEntailment(judge, gateway=gateway)
+    raise ConfigError(f"a judge is a model spec, nli:PATH or an Entailment, got {type(judge).__name__}")
+
+
+def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None) -> ZeroShot:
+    """CLUE's zero-shot judge from what a user passes: a ZeroShot, ``nli:PATH`` (an NLI checkpoint), a
+    model spec (an LLM asked Yes/No), or None (the strongest installed local model)."""
+    if isinstance(judge, ZeroShot):
+        return judge
+    if judge is None:
+        return LLMZeroShot(_default_judge_spec(), gateway=gateway)
+    if isinstance(judge, str):
+        if judge.startswith(NLI_PREFIX):
+            return NLIZeroShot(NLIEntailment(judge[len(NLI_PREFIX) :]))
+        return LLMZeroShot(judge, gateway=gateway)
+    raise ConfigError(f"a judge is a model spec, nli:PATH or a ZeroShot scorer, got {type(judge).__name__}")

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from halluscope.backends.entailment import entailment_judge
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_file
 from halluscope.evaluators.failures import Failures
 from halluscope.evaluators.metrics import auc_pr, auc_roc
 from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
-from halluscope.graphs.semantic_entropy import default_judge
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
@@ -275,7 +275,7 @@ def run_bench(
     if needs_model:
         gateway = gateway or default_gateway()
     if "semantic-entropy-paragraph" in methods and judge is None:
-        judge = default_judge(gateway)
+        judge = entailment_judge(None, gateway)
     out_dir = Path(out)
     runs, curves, failed_lines = [], [], []
     for method in methods:

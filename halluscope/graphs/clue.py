@@ -26,9 +26,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.entailment import LLMZeroShot, ZeroShot
+from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
-from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
 from halluscope.graphs.stages import run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
@@ -93,11 +92,6 @@ class ClueState(ClueInput, ClueOutput, total=False):
 
 def _output(i: int) -> str:
     return f"output:{i}"
-
-
-def default_scorer(gateway: Gateway | None = None) -> LLMZeroShot:
-    """The strongest installed local model as the zero-shot scorer (Yes/No log-probs)."""
-    return LLMZeroShot(f"local:{default_local_model()}", gateway=gateway)
 
 
 def pooled_concepts(extracted: Sequence[Extracted]) -> list[str]:
@@ -292,7 +286,7 @@ def detect(
     *,
     model: ModelLike | None = None,
     outputs: Sequence[str] | None = None,
-    scorer: ZeroShot | None = None,
+    judge: ZeroShot | str | None = None,
     n: int = 5,
     threshold: float = MERGE_THRESHOLD,
     prefilter: float | None = None,
@@ -307,7 +301,7 @@ def detect(
     relevance f(question, "This question is relevant to c")."""
     stats = stats or CallStats()
     gw = gateway or default_gateway()
-    scorer = scorer or default_scorer(gw)
+    scorer = zero_shot_judge(judge, gw)
     given = [o for o in outputs or [] if o.strip()]
     if outputs is not None and not given:
         raise ConfigError("the outputs given are all empty")

@@ -20,9 +20,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.entailment import Entailment, LLMEntailment, Mode
+from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
-from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
 from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
@@ -70,11 +69,6 @@ class SEOutput(TypedDict, total=False):
 
 class SEState(SEInput, SEOutput, total=False):
     sampled: Annotated[list[Sampled], operator.add]
-
-
-def default_judge(gateway: Gateway | None = None) -> LLMEntailment:
-    """The default local model as the judge of entailment (the strongest installed)."""
-    return LLMEntailment(f"local:{default_local_model()}", gateway=gateway)
 
 
 def entropies(
@@ -193,7 +187,7 @@ def detect(
     *,
     model: ModelLike | None = None,
     answers: Sequence[str] | None = None,
-    judge: Entailment | None = None,
+    judge: Entailment | str | None = None,
     m: int = 10,
     mode: Mode = "strict",
     cluster_rule: ClusterRule = "paper",
@@ -207,7 +201,7 @@ def detect(
     more likely confabulated); the evidence holds the answers, clusters and the other estimates."""
     stats = stats or CallStats()
     gw = gateway or default_gateway()
-    judge = judge or default_judge(gw)
+    judge = entailment_judge(judge, gw)
     question = checked_text(question, "question")
     if isinstance(answers, str | bytes):
         raise ConfigError("answers must be a list of texts, got one string")

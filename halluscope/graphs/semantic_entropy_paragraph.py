@@ -34,10 +34,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.entailment import Entailment, Mode
+from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs.semantic_entropy import default_judge
 from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, question_entropy, unanswered
@@ -325,7 +324,7 @@ def detect(
     question: str,
     model: ModelLike,
     sentences: list[str] | None = None,
-    judge: Entailment | None = None,
+    judge: Entailment | str | None = None,
     mode: Mode = "lax",
     cluster_rule: ClusterRule = "paper",
     base: float = math.e,
@@ -341,7 +340,7 @@ def detect(
         raise ConfigError("paragraph semantic entropy needs the text or its sentences")
     stats = stats or CallStats()
     gw = gateway or default_gateway()
-    judge = judge or default_judge(gw)
+    judge = entailment_judge(judge, gw)
     paragraph = text if text is not None else " ".join(sentences or [])
     graph = build(model, judge, gw, mode=mode, cluster_rule=cluster_rule, base=base)
     state: ParagraphState = {"question": question, "text": paragraph, "sentences": list(sentences or [])}
