@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -56,6 +57,12 @@ METHODS: dict[str, MethodSpec] = {
     "clue": MethodSpec(clue.detect, ("question",), "question", None),
     "fewl": MethodSpec(fewl.detect, ("question", "answers"), "question", "answers", model_field="references"),
     "phr": MethodSpec(phr.detect, ("context", "query"), None, None),
+}
+# every FIBE variant is a method of its own, as on the command line ('fibe+sbc+dq')
+METHODS |= {
+    variant: MethodSpec(partial(fibe.detect, variant=variant), ("text", "prompt"), "prompt", "text")
+    for variant in fibe.VARIANTS
+    if variant != "fibe"
 }
 
 # Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.

@@ -403,3 +403,16 @@ def test_bench_runs_fibe_variants_and_shares_their_calls_through_the_cache(
     summary = json.loads((tmp_path / "results.json").read_text())
     assert [x["method"] for x in summary["runs"]] == ["fibe", "fibe+sbc+dq", "fibe+selfcheck+sbc"]
     assert "| fibe+sbc+dq |" in (tmp_path / "report.md").read_text()
+
+
+def test_every_fibe_variant_is_a_detector_method(scripted: Any, gateway: Gateway) -> None:
+    """detector('fibe+sbc+dq') runs the variant, as `detect fibe+sbc+dq` does (it was refused)."""
+    import halluscope
+
+    seen: list[str] = []
+    model = scripted(generic_model(seen), "scripted:fibe")
+    text = "Albert Einstein was a physicist. He was born in Ulm."
+    for variant in fibe.VARIANTS:
+        det = halluscope.detector(variant, model=model, n=2, gateway=gateway)
+        result = det.detect(text=text, prompt="This is a Wikipedia passage about Albert Einstein:", samples=["x."])
+        assert det.method == variant == result.method == result.meta.method and len(result.units) == 2
