@@ -1042,8 +1042,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--samples",
         type=int,
-        default=20,
-        help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) (default 20)",
+        help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) "
+        "(default 20, or 10 when a FIBE variant runs)",
     )
     p.set_defaults(func=cmd_bench_wikibio)
 

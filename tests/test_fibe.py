@@ -416,3 +416,15 @@ def test_every_fibe_variant_is_a_detector_method(scripted: Any, gateway: Gateway
         det = halluscope.detector(variant, model=model, n=2, gateway=gateway)
         result = det.detect(text=text, prompt="This is a Wikipedia passage about Albert Einstein:", samples=["x."])
         assert det.method == variant == result.method == result.meta.method and len(result.units) == 2
+
+
+def test_bench_wikibio_runs_fibe_on_its_own_default_samples(
+    scripted: Any, gateway: Gateway, tmp_path: Path, data_dir: Path
+) -> None:
+    """`bench wikibio --method fibe` without --samples answers the exam once per student (it failed on
+    its own default of 20); without an exam method the default stays the dataset's 20."""
+    model = scripted(generic_model([]), "scripted:fibe")
+    (run,) = run_bench(["fibe"], tmp_path, data_dir, limit=1, progress=False, model=model, gateway=gateway)
+    assert run["samples"] == len(fibe.STUDENTS) == 10
+    (unigram,) = run_bench(["selfcheck-unigram"], tmp_path / "u", data_dir, limit=1, progress=False)
+    assert unigram["samples"] == 20

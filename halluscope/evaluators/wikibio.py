@@ -246,7 +246,7 @@ def run_bench(
     out: str | Path,
     data: str | Path | None = None,
     limit: int | None = None,
-    samples: int = 20,
+    samples: int | None = None,
     progress: bool = True,
     model: Any = None,
     gateway: Any = None,
@@ -260,12 +260,14 @@ def run_bench(
     unknown = [m for m in methods if m not in BENCH_METHODS]
     if unknown:
         raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(BENCH_METHODS)}")
+    exams = [m for m in methods if m in fibe.VARIANTS]
+    if samples is None:  # the dataset's 20, or as many exam answers as FIBE has students
+        samples = len(fibe.STUDENTS) if exams else 20
     if not 1 <= samples <= 20:
         raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {samples}")
     needs_model = [m for m in methods if BENCH_METHODS[m].uses_model]
     if needs_model and model is None:
         raise ConfigError(f"{', '.join(needs_model)} needs --model (e.g. local:qwen2.5-coder-1.5b)")
-    exams = [m for m in methods if m in fibe.VARIANTS]
     if exams and samples > len(fibe.STUDENTS):
         most = len(fibe.STUDENTS)
         raise ConfigError(f"{', '.join(exams)} answers the exam --samples times: at most {most}, got {samples}")
