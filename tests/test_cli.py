@@ -209,7 +209,7 @@ def test_bench_wikibio_writes_results_report_and_curves(
         (["--method", "fibe-9"], "unknown bench method(s) fibe-9; available: selfcheck-unigram"),
         (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
         (
-            ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m"],
+            ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m", "--samples", "20"],
             "fibe, fibe+dq answers the exam --samples times",
         ),
     ],
