@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -18,7 +17,6 @@ from halluscope.backends.cache import CallCache, default_cache_dir, move_aside
 from halluscope.backends.entailment import entailment_judge, zero_shot_judge
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, CallStats, Gateway
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
-from halluscope.backends.retry import env_number
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import CacheError, ConfigError, HalluscopeError, redact_credentials
 from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
@@ -107,10 +105,7 @@ def _gateway(args: argparse.Namespace) -> Gateway:
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.concurrency is not None and args.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
-    concurrency = args.concurrency or env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1)
-    timeout = args.timeout or env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001)
-    delimit = args.delimit or os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0")
-    return Gateway(cache=cache, registry=_registry(args), concurrency=concurrency, timeout=timeout, delimit=delimit)
+    return Gateway.from_env(cache, _registry(args), args.concurrency, args.timeout, args.delimit)
 
 
 def _print_json(obj: Any) -> None:

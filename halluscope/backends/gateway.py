@@ -95,6 +95,25 @@ class Gateway:
         self._limiters: dict[str, ModelLimiter] = {}
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_env(
+        cls,
+        cache: CallCache | None,
+        registry: PromptRegistry | None = None,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        delimit: bool = False,
+    ) -> Gateway:
+        """A gateway whose settings not given come from the environment: HALLUSCOPE_CONCURRENCY (4),
+        HALLUSCOPE_TIMEOUT (seconds, 120), HALLUSCOPE_DELIMIT=1; a malformed value is a ConfigError."""
+        return cls(
+            cache=cache,
+            registry=registry,
+            concurrency=concurrency or env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1),
+            timeout=timeout or env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
+            delimit=delimit or os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0"),
+        )
+
     # -- models
 
     def model(self, model: ModelLike) -> _Model:
@@ -486,10 +505,5 @@ def default_gateway() -> Gateway:
     global _default
     with _default_lock:
         if _default is None:
-            _default = Gateway(
-                cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else CallCache(),
-                concurrency=env_number("HALLUSCOPE_CONCURRENCY", 4, whole=True, minimum=1),
-                timeout=env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
-                delimit=os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0"),
-            )
+            _default = Gateway.from_env(cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else CallCache())
         return _default
