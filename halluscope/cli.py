@@ -262,6 +262,7 @@ DETECT_METHODS = (
     "fibe+sbc+dq",
     "fibe+selfcheck+sbc",
     "fibe+selfcheck+sbc+dq",
+    "phr",
 )
 
 
@@ -521,9 +522,54 @@ def cmd_fewl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_pairs(path: str, flag: str) -> list[tuple[str, str]]:
+    """In-context examples: a JSON list of [input, label] pairs, or one 'input<TAB>label' per line."""
+    text = _read_file(path, flag)
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+    else:
+        rows = [line.split("\t") for line in text.splitlines() if line.strip()]
+    pairs = []
+    for i, row in enumerate(rows if isinstance(rows, list) else [rows]):
+        if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) and x.strip() for x in row)):
+            raise ConfigError(f"{flag} {path}: example {i + 1} is not an (input, label) pair of texts: {row!r}")
+        pairs.append((row[0].strip(), row[1].strip()))
+    if not pairs:
+        raise ConfigError(f"{flag} {path} holds no example")
+    return pairs
+
+
+def cmd_phr(args: argparse.Namespace) -> int:
+    """The Posterior Hallucination Rate of one query, through the one detector API."""
+    import halluscope
+
+    if not args.context_file:
+        raise ConfigError("phr needs --context-file: the in-context examples, as (input, label) pairs")
+    if not args.query or not args.query.strip():
+        raise ConfigError("phr needs --query: the input whose label the model is asked for")
+    options: dict[str, Any] = {"m": args.samples} if args.samples else {}
+    if args.model:
+        options["model"] = args.model
+    det = halluscope.detector("phr", gateway=_gateway(args), **options)
+    result = det.detect(context=_read_pairs(args.context_file, "--context-file"), query=args.query, truth=args.truth)
+    if not args.json:
+        ev = result.units[0].evidence
+        extra = f"; error rate {ev['error_rate']:.3f}" if ev.get("error_rate") is not None else ""
+        print(
+            f"PHR {ev['phr']:.3f} (higher = more likely hallucinated); total entropy {ev['total_entropy']:.3f}, "
+            f"aleatoric {ev['aleatoric_entropy']:.3f}, epistemic (MI) {ev['mutual_information']:.3f} nats{extra}"
+        )
+    return _print_detection(result, args.json)
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram
 
+    if args.method == "phr":
+        return cmd_phr(args)
     if args.method == "semantic-entropy":
         return cmd_semantic_entropy(args)
     if args.method == "semantic-entropy-paragraph":
@@ -1015,6 +1061,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="clue: ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
     )
     _judge_options(p, "semantic entropy (entailment) and clue (zero-shot scorer)", strictness=True)
+    p.add_argument("--context-file", help="phr: the in-context examples, a JSON list of [input, label] or TSV lines")
+    p.add_argument("--query", help="phr: the input whose label the model is asked for")
+    p.add_argument("--truth", help="phr: the query's true label (adds the error rate)")
     p.add_argument("--answer", action="append", help="fewl: an answer to score (repeatable)")
     p.add_argument("--pool", metavar="FILE", help="fewl: questions to find neighbours in (JSON list or one per line)")
     _fewl_arguments(p)
@@ -1029,7 +1078,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--method",
         required=True,
         help="one or several methods, comma-separated: "
-        + ", ".join(m for m in DETECT_METHODS if m != "semantic-entropy"),
+        + ", ".join(m for m in DETECT_METHODS if m not in ("semantic-entropy", "phr")),
     )
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     _judge_options(p, "semantic-entropy-paragraph", strictness=False)

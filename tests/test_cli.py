@@ -475,3 +475,22 @@ def test_bench_compare_prompt_versions_side_by_side(
     argv = ["bench", "wikibio", "--method", "selfcheck-prompt", "--compare-prompt", "selfcheck.prompt"]
     code, _, err = run(capsys, *argv)
     assert code == 2 and "--compare-prompt needs ID@VERSION" in err
+
+
+@pytest.mark.slow
+def test_detect_phr_goes_through_the_detector(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`detect phr` (it had none): in-context pairs from a TSV file, the PHR and entropies printed."""
+    context = tmp_path / "context.tsv"
+    context.write_text("a gorgeous , witty movie .\tpositive\none long string of cliches .\tnegative\n")
+    argv = ["detect", "phr", "--model", "local:smollm2-135m", "--context-file", str(context)]
+    argv += ["--query", "an utterly charming film .", "--truth", "positive", "--samples", "2"]
+    code, out, _ = run(capsys, *argv, "--json")
+    result = DetectionResult.from_json(out)
+    assert code == 0 and result.method == "phr" and result.meta.params["M"] == 2
+    assert 0.0 <= (result.units[0].score or 0.0) <= 1.0 and "error_rate" in result.units[0].evidence
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and out.startswith("PHR ") and "epistemic (MI)" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text('[["only an input"]]')
+    code, _, err = run(capsys, "detect", "phr", "--context-file", str(bad), "--query", "x")
+    assert code == 2 and "example 1 is not an (input, label) pair" in err
