@@ -326,3 +326,26 @@ def test_delimit_fences_user_text_and_a_forged_fence_cannot_close_it(cache: Any,
     assert v1.prompt_ref.endswith(v1.prompt_ref.split("#")[1]) and fenced.prompt_ref == v1.prompt_ref + "+delimit"
     assert stats.prompts == {v1.prompt_ref + "+delimit"}
     assert fence(3) == 3 and fence('a """ b') == '"""a " " " b"""'
+
+
+def test_forward_passes_go_through_the_limit_and_are_counted(gateway: Gateway) -> None:
+    """A LogProbModel's forward passes (PHR, MC1) take the model's concurrency slot and count as calls."""
+
+    class Model:
+        name = "logprob:fake"
+
+        def count_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    model: Any = Model()
+    limiter = gateway.limiter(model.name)
+    seen: list[int] = []
+
+    def compute() -> float:
+        seen.append(limiter.in_use)
+        return -1.5
+
+    stats = CallStats()
+    assert gateway.forward(model, "three word prompt", compute, stats) == -1.5
+    assert seen == [1] and limiter.in_use == 0  # held during the pass, given back after
+    assert stats.calls == stats.forward_passes == 1 and stats.prompt_tokens > 0 and stats.models == {"logprob:fake"}

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -47,6 +47,7 @@ from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTe
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 ModelLike = str | BaseChatModel
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- the gateway
@@ -385,6 +386,23 @@ class Gateway:
         if stats is not None:
             stats.record(reply, time.perf_counter() - started)
         return reply
+
+    # -- forward passes of a LogProbModel
+
+    def forward(self, model: LogProbModel, prompt: str, compute: Callable[[], T], stats: CallStats | None = None) -> T:
+        """``compute()``, a forward pass of ``model`` over ``prompt`` (teacher forcing, a next-token
+        distribution), under the model's concurrency limit and counted on ``stats``; deterministic, so
+        recomputed rather than cached."""
+        limiter = self.limiter(model.name)
+        limiter.acquire()
+        started = time.perf_counter()
+        try:
+            out = compute()
+        finally:
+            limiter.release()
+        if stats is not None:
+            stats.record_forward(model.name, token_count(model, prompt), time.perf_counter() - started)
+        return out
 
     # -- N samples
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +24,6 @@ import numpy as np
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
-from halluscope.backends.logprobs import token_count
 from halluscope.errors import ConfigError, DataError
 from halluscope.evaluators.datasets import dataset_file
 from halluscope.evaluators.report import markdown_table, write_json
@@ -260,10 +259,7 @@ def mc1_accuracy(
         if chosen_mode == "logprobs":
             lm = gateway.logprob_model(str(model))
             prompt = lm.chat_prompt(answering.render(question=q))
-            started = time.perf_counter()
-            scores = lm.score_many(prompt, texts)
-            if stats is not None:
-                stats.record_forward(lm.name, token_count(lm, prompt), time.perf_counter() - started)
+            scores = gateway.forward(lm, prompt, partial(lm.score_many, prompt, texts), stats)
             pick: int | None = int(np.argmax(scores))
         else:
             order = np.random.default_rng([seed, k]).permutation(len(texts))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import operator
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypedDict, TypeVar
@@ -34,7 +33,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
-from halluscope.backends.logprobs import LogProbModel, token_count
+from halluscope.backends.logprobs import LogProbModel
 from halluscope.errors import ConfigError
 from halluscope.graphs.stages import run_streamed
 from halluscope.results import DetectionResult, Unit
@@ -150,12 +149,8 @@ class TextICL:
         return np.asarray(self._forward(prompt, lambda: self.model.score_many(prompt, list(responses))), np.float64)
 
     def _forward(self, prompt: str, compute: Callable[[], T]) -> T:
-        """A forward pass over the prompt, counted in the run's stats (recomputed, never cached)."""
-        started = time.perf_counter()
-        out = compute()
-        if self.stats is not None:
-            self.stats.record_forward(self.model.name, token_count(self.model, prompt), time.perf_counter() - started)
-        return out
+        """A forward pass over the prompt, through the gateway: limited and counted (never cached)."""
+        return self.gateway.forward(self.model, prompt, compute, self.stats)
 
     def forget(self) -> None:
         """Drop the distributions kept for one query (each is a vocabulary-sized vector)."""
