@@ -283,14 +283,21 @@ def _read_file(path: str, flag: str) -> str:
         ) from exc
 
 
+def _read_json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
+    """A user's file as (its JSON, its text) when it opens with '[', else (None, its text)."""
+    text = _read_file(path, flag)
+    if not text.lstrip().startswith("["):
+        return None, text
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+
+
 def _read_texts(path: str, flag: str, what: str, one_per_line: bool = False) -> list[str]:
     """A JSON list of strings, or plain text: one per line, or separated by lines of '---'."""
-    text = _read_file(path, flag)
-    if text.lstrip().startswith("["):
-        try:
-            texts = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+    texts, text = _read_json_list_or_text(path, flag)
+    if texts is not None:
         if not isinstance(texts, list) or not all(isinstance(x, str) for x in texts):
             raise ConfigError(f"{flag} {path} must hold a JSON list of strings")
     elif one_per_line:
@@ -524,13 +531,8 @@ def cmd_fewl(args: argparse.Namespace) -> int:
 
 def _read_pairs(path: str, flag: str) -> list[tuple[str, str]]:
     """In-context examples: a JSON list of [input, label] pairs, or one 'input<TAB>label' per line."""
-    text = _read_file(path, flag)
-    if text.lstrip().startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
-    else:
+    rows, text = _read_json_list_or_text(path, flag)
+    if rows is None:
         rows = [line.split("\t") for line in text.splitlines() if line.strip()]
     pairs = []
     for i, row in enumerate(rows if isinstance(rows, list) else [rows]):
