@@ -159,11 +159,7 @@ class Gateway:
     def _prepare(
         self, model: ModelLike, prompt: str | PromptTemplate, variables: Mapping[str, Any], params: Mapping[str, Any]
     ) -> tuple[_Model, PromptTemplate, list[dict[str, str]], dict[str, Any]]:
-        unknown = set(params) - set(CALL_PARAMS)
-        if unknown:
-            raise ConfigError(
-                f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}"
-            )
+        _check_params(params)
         m = self.model(model)
         tpl = self.prompt(prompt)
         messages = tpl.render(**({k: fence(v) for k, v in variables.items()} if self.delimit else variables))
@@ -227,12 +223,8 @@ class Gateway:
         """Render and key the call; answer it from the cache when possible."""
         m, tpl, messages, merged = self._prepare(model, prompt, variables or {}, params)
         key = call_key(m.key, {**merged, "n": 1}, messages, sample_index)
-        hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None and _real_answer(hit, bool(merged.get("logprobs"))):
-            reply = self._reply(m.key, tpl, sample_index, True, hit)
-            if stats is not None:
-                stats.record(reply)
-            return reply
+        if (cached := self._cached(key, m.key, tpl, sample_index, bool(merged.get("logprobs")), stats)) is not None:
+            return cached
         return _Request(
             m, tpl, key, sample_index, self._provider_kwargs(m, merged, sample_index), to_langchain(messages)
         )
@@ -250,16 +242,11 @@ class Gateway:
         req = self._begin(model, prompt, variables, params, sample_index, stats)
         if isinstance(req, ChatReply):
             return req
-        limiter = self.limiter(req.model.key)
         started = time.perf_counter()
 
         def attempt() -> dict[str, Any]:
-            limiter.acquire()
-            try:
-                with _no_choices_is_a_bad_reply():
-                    message = req.model.chat.invoke(req.messages, **req.kwargs)
-            finally:
-                limiter.release()
+            with _no_choices_is_a_bad_reply():
+                message = self._limited(req.model.key, lambda: req.model.chat.invoke(req.messages, **req.kwargs))
             return self._read(req, message)
 
         data = call_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
@@ -315,12 +302,48 @@ class Gateway:
         return data
 
     def _finish(self, req: _Request, data: dict[str, Any], seconds: float, stats: CallStats | None) -> ChatReply:
-        if self.cache is not None and _real_answer(data, bool(req.kwargs.get("logprobs"))):
-            self.cache.set(req.key, data)
-        reply = self._reply(req.model.key, req.prompt, req.sample_index, False, data)
+        asked = bool(req.kwargs.get("logprobs"))
+        return self._answered(req.key, req.model.key, req.prompt, req.sample_index, data, asked, seconds, stats)
+
+    def _cached(
+        self, key: str, model_key: str, tpl: PromptTemplate, sample_index: int, logprobs: bool, stats: CallStats | None
+    ) -> ChatReply | None:
+        """A call's cached answer, counted; None on a miss or on an entry that is no real answer."""
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is None or not _real_answer(hit, logprobs):
+            return None
+        reply = self._reply(model_key, tpl, sample_index, True, hit)
+        if stats is not None:
+            stats.record(reply)
+        return reply
+
+    def _answered(
+        self,
+        key: str,
+        model_key: str,
+        tpl: PromptTemplate,
+        sample_index: int,
+        data: dict[str, Any],
+        logprobs: bool,
+        seconds: float,
+        stats: CallStats | None,
+    ) -> ChatReply:
+        """A fresh answer: cached when it is a real one, then parsed and counted."""
+        if self.cache is not None and _real_answer(data, logprobs):
+            self.cache.set(key, data)
+        reply = self._reply(model_key, tpl, sample_index, False, data)
         if stats is not None:
             stats.record(reply, seconds)
         return reply
+
+    def _limited(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()`` holding one of the model's concurrency slots."""
+        limiter = self.limiter(key)
+        limiter.acquire()
+        try:
+            return compute()
+        finally:
+            limiter.release()
 
     # -- completions of raw texts by a LogProbModel
 
@@ -341,25 +364,16 @@ class Gateway:
         tpl = self.registry.get(prompt) if isinstance(prompt, str) else prompt
         if tpl.kind != "completion":
             raise PromptError(f"{tpl.id} is a chat prompt; a LogProbModel continues completion texts")
-        unknown = set(params) - set(CALL_PARAMS)
-        if unknown:
-            raise ConfigError(
-                f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}"
-            )
+        _check_params(params)
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
         key = call_key(lm.name, merged, [{"role": "text", "content": text}], sample_index)
-        hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None and _real_answer(hit, logprobs=True):  # a continuation is read for its log-probs
-            reply = self._reply(lm.name, tpl, sample_index, True, hit)
-            if stats is not None:
-                stats.record(reply)
-            return reply
+        if (cached := self._cached(key, lm.name, tpl, sample_index, True, stats)) is not None:
+            return cached  # a continuation is read for its log-probs: one without them is no answer
         seed = merged.get("seed")
-        limiter = self.limiter(lm.name)
         started = time.perf_counter()
-        limiter.acquire()
-        try:
-            sample = lm.sample(
+        sample = self._limited(
+            lm.name,
+            lambda: lm.sample(
                 text,
                 n=1,
                 max_tokens=int(merged.get("max_tokens", 64)),
@@ -367,9 +381,8 @@ class Gateway:
                 top_p=float(merged.get("top_p", 1.0)),
                 stop=tuple(merged.get("stop") or ()),
                 seed=None if seed is None else int(seed) + sample_index,
-            )[0]
-        finally:
-            limiter.release()
+            )[0],
+        )
         data = {
             "text": sample.text,
             "prompt_tokens": token_count(lm, text),
@@ -380,12 +393,7 @@ class Gateway:
             ],
             "prompt_ref": tpl.ref,
         }
-        if self.cache is not None and _real_answer(data, logprobs=True):
-            self.cache.set(key, data)
-        reply = self._reply(lm.name, tpl, sample_index, False, data)
-        if stats is not None:
-            stats.record(reply, time.perf_counter() - started)
-        return reply
+        return self._answered(key, lm.name, tpl, sample_index, data, True, time.perf_counter() - started, stats)
 
     # -- forward passes of a LogProbModel
 
@@ -393,13 +401,8 @@ class Gateway:
         """``compute()``, a forward pass of ``model`` over ``prompt`` (teacher forcing, a next-token
         distribution), under the model's concurrency limit and counted on ``stats``; deterministic, so
         recomputed rather than cached."""
-        limiter = self.limiter(model.name)
-        limiter.acquire()
         started = time.perf_counter()
-        try:
-            out = compute()
-        finally:
-            limiter.release()
+        out = self._limited(model.name, compute)
         if stats is not None:
             stats.record_forward(model.name, token_count(model, prompt), time.perf_counter() - started)
         return out
@@ -449,6 +452,12 @@ class Gateway:
                 *(self.acall(model, prompt, variables, sample_index=i, stats=stats, **params) for i in range(n))
             )
         )
+
+
+def _check_params(params: Mapping[str, Any]) -> None:
+    unknown = set(params) - set(CALL_PARAMS)
+    if unknown:
+        raise ConfigError(f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}")
 
 
 def _real_answer(data: Mapping[str, Any], logprobs: bool) -> bool:
