@@ -221,7 +221,7 @@ def run_clue_bench(
     }
     out_dir = Path(out)
     write_json(out_dir / "results.json", {**summary, "questions": records})
-    _write_report(out_dir, summary, records, failures.report_line(len(records), "questions"))
+    _write_report(out_dir, summary, records, failures.report_paragraph(len(records), "questions"))
     return {**summary, "questions": records}
 
 
@@ -233,7 +233,7 @@ def _summed(events: list[dict[str, int]]) -> dict[str, int]:
     return total
 
 
-def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed_line: str) -> None:
+def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed: str) -> None:
     corr_rows = [
         {
             "subset": f"{key} ({name})",
@@ -301,7 +301,7 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
         + "\n\n![ROC](roc.png) ![PR](pr.png)\n\n"
         f"{summary['calls']} model calls ({summary['merge_pairs']} concept pairs asked in merging), "
         f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes; bad answers handled: {events}.\n"
-        + (f"\n{failed_line}\n" if failed_line else ""),
+        + failed,
         encoding="utf-8",
     )
 

@@ -30,14 +30,14 @@ class Failures:
     def __len__(self) -> int:
         return len(self.items)
 
-    def report_line(self, scored: int, what: str) -> str:
-        """The report's sentence on failures ('' when none)."""
+    def report_paragraph(self, scored: int, what: str) -> str:
+        """The report's paragraph on failures, blank lines around it ('' when none)."""
         if not self.items:
             return ""
         first = self.items[0]
         return (
-            f"**{len(self.items)} {what} failed** and are left out (the metrics rest on the {scored} scored; "
-            f"results.json lists each with its reason). First: {first['item']}: {first['error']}"
+            f"\n**{len(self.items)} {what} failed** and are left out (the metrics rest on the {scored} scored; "
+            f"results.json lists each with its reason). First: {first['item']}: {first['error']}\n"
         )
 
     def check_some_scored(self, scored: int, what: str) -> None:

@@ -326,9 +326,8 @@ def run_phr_bench(
     out_dir = Path(out)
     write_json(out_dir / "results.json", result)
     _plot(out_dir / "phr_icl.png", result)
-    failed_line = failures.report_line(len(records), "queries")
     (out_dir / "report.md").write_text(
-        _report(result) + (f"\n{failed_line}\n" if failed_line else ""), encoding="utf-8"
+        _report(result) + failures.report_paragraph(len(records), "queries"), encoding="utf-8"
     )
     return result
 

@@ -204,7 +204,7 @@ def run_qa_bench(
     }
     out_dir = Path(out)
     write_json(out_dir / "results.json", {**summary, "questions": records})
-    _write_report(out_dir, summary, records, failures.report_line(len(records), "questions"))
+    _write_report(out_dir, summary, records, failures.report_paragraph(len(records), "questions"))
     return {**summary, "questions": records}
 
 
@@ -212,7 +212,7 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed_line: str) -> None:
+def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed: str) -> None:
     metrics = summary["metrics"]
     rows = []
     curves = []
@@ -238,8 +238,8 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
         "the rejection-accuracy curve (20 quantiles from 0.1 to 1). Intervals: percentile bootstrap, "
         "1000 resamples, seed 0.\n\n"
         f"{summary['calls']} model calls ({summary['pairs_judged']} answer pairs judged), "
-        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes.\n\n"
-        + (f"{failed_line}\n\n" if failed_line else "")
-        + "![ROC](roc.png)\n",
+        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes.\n"
+        + failed
+        + "\n![ROC](roc.png)\n",
         encoding="utf-8",
     )

@@ -279,7 +279,7 @@ def run_bench(
     if "semantic-entropy-paragraph" in methods and judge is None:
         judge = entailment_judge(None, gateway)
     out_dir = Path(out)
-    runs, curves, failed_lines = [], [], []
+    runs, curves, failed = [], [], []
     for method in methods:
         spec = BENCH_METHODS[method]
         # the bar counts model calls (the judge's and retries included) where a method makes them,
@@ -333,7 +333,7 @@ def run_bench(
         pooled = _finite(np.array([x for s in scores for x in s], dtype=np.float64))
         y = np.array([lab != "accurate" for p in scored for lab in p.labels])
         curves.append((method, y, pooled))
-        failed_lines.append(failures.report_line(len(scored), f"{method}: passages"))
+        failed.append(failures.report_paragraph(len(scored), f"{method}: passages"))
     summary = [{k: v for k, v in r.items() if k not in ("scores", "passages")} for r in runs]
     write_json(out_dir / "results.json", summary[0] if len(summary) == 1 else {"runs": summary})
     size = f"{summary[0]['n_passages']} passages, {summary[0]['n_sentences']} sentences"
@@ -347,9 +347,9 @@ def run_bench(
     (out_dir / "report.md").write_text(
         f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {samples} samples per passage.\n"
         f"Protocol: SelfCheckGPT/FIBE (sentence-level AUC-PR and AUC-ROC x100 pooled over passages; "
-        f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n\n"
-        + "".join(f"{line}\n\n" for line in failed_lines if line)
-        + "![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
+        f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n"
+        + "".join(failed)
+        + "\n![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
         encoding="utf-8",
     )
     return runs
