@@ -288,10 +288,18 @@ class LLMZeroShot(ZeroShot):
 NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint directory
 
 
-def _default_judge_spec() -> str:
-    from halluscope.backends.local import default_local_model
+def _judge_target(judge: str | None, kind: str) -> tuple[bool, str]:
+    """(is it an NLI checkpoint, its path or model spec) for a judge named by a string; None names the
+    strongest installed local model."""
+    if judge is None:
+        from halluscope.backends.local import default_local_model
 
-    return f"local:{default_local_model()}"
+        return False, f"local:{default_local_model()}"
+    if not isinstance(judge, str):
+        raise ConfigError(f"a judge is a model spec, nli:PATH or {kind}, got {type(judge).__name__}")
+    if judge.startswith(NLI_PREFIX):
+        return True, judge[len(NLI_PREFIX) :]
+    return False, judge
 
 
 def entailment_judge(judge: Entailment | str | None, gateway: Gateway | None = None) -> Entailment:
@@ -299,13 +307,8 @@ def entailment_judge(judge: Entailment | str | None, gateway: Gateway | None = N
     (an NLI checkpoint), a model spec (an LLM judge), or None (the strongest installed local model)."""
     if isinstance(judge, Entailment):
         return judge
-    if judge is None:
-        return LLMEntailment(_default_judge_spec(), gateway=gateway)
-    if isinstance(judge, str):
-        if judge.startswith(NLI_PREFIX):
-            return NLIEntailment(judge[len(NLI_PREFIX) :])
-        return LLMEntailment(judge, gateway=gateway)
-    raise ConfigError(f"a judge is a model spec, nli:PATH or an Entailment, got {type(judge).__name__}")
+    nli, target = _judge_target(judge, "an Entailment")
+    return NLIEntailment(target) if nli else LLMEntailment(target, gateway=gateway)
 
 
 def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None) -> ZeroShot:
@@ -313,10 +316,5 @@ def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None
     model spec (an LLM asked Yes/No), or None (the strongest installed local model)."""
     if isinstance(judge, ZeroShot):
         return judge
-    if judge is None:
-        return LLMZeroShot(_default_judge_spec(), gateway=gateway)
-    if isinstance(judge, str):
-        if judge.startswith(NLI_PREFIX):
-            return NLIZeroShot(NLIEntailment(judge[len(NLI_PREFIX) :]))
-        return LLMZeroShot(judge, gateway=gateway)
-    raise ConfigError(f"a judge is a model spec, nli:PATH or a ZeroShot scorer, got {type(judge).__name__}")
+    nli, target = _judge_target(judge, "a ZeroShot scorer")
+    return NLIZeroShot(NLIEntailment(target)) if nli else LLMZeroShot(target, gateway=gateway)
