@@ -199,15 +199,15 @@ def detect(
 ) -> DetectionResult:
     """Semantic entropy of the answers to one question: the unit's score is the discrete SE (higher =
     more likely confabulated); the evidence holds the answers, clusters and the other estimates."""
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
-    judge = entailment_judge(judge, gw)
-    question = checked_text(question, "question")
+    question = checked_text(question, "question")  # bad input fails before any model is loaded
     if isinstance(answers, str | bytes):
         raise ConfigError("answers must be a list of texts, got one string")
     given = [a for a in answers or [] if checked_text(a, "an answer").strip()]
     if answers is not None and not given:
         raise ConfigError("the answers given are all empty")
+    stats = stats or CallStats()
+    gw = gateway or default_gateway()
+    judge = entailment_judge(judge, gw)
     graph = build(model, judge, gw, m=m, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
     out = run(graph, question, stats, given, on_step)
     scores = out["scores"]
