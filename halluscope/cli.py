@@ -22,6 +22,7 @@ from halluscope.errors import CacheError, ConfigError, HalluscopeError, redact_c
 from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
 from halluscope.prompts.registry import PromptRegistry, parse_ref, prompt_diff
 from halluscope.results import DetectionResult, Unit
+from halluscope.scoring import CLUSTER_RULES
 
 
 def _data_option(p: argparse.ArgumentParser) -> None:
@@ -971,7 +972,7 @@ def _judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> No
         )
         p.add_argument(
             "--cluster-rule",
-            choices=("paper", "official"),
+            choices=CLUSTER_RULES,
             default="paper",
             help="greedy clustering: an answer joins the first equivalent cluster (paper, default) or the "
             "last (the official code's get_semantic_ids); they differ only when the judge is not transitive",
