@@ -16,16 +16,14 @@ from tqdm import tqdm
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
-from halluscope.graphs.stages import cluster_answers
+from halluscope.detector import detector
 from halluscope.results import DetectionResult, RunMeta, Unit
-from halluscope.scoring import discrete_semantic_entropy, scgp_score, supported_value
 
 QUESTIONS = (
     "What is the capital of France?",  # a question the model knows
     "What did the author of this demo eat for breakfast on 3 March 2019?",  # one no model can know
 )
 ANSWERS_PER_QUESTION = 10  # M = 10 at temperature 1, as in the semantic-entropy paper
-ANSWER_MAX_TOKENS = 64
 
 CONCEPT = "Albert Einstein"
 BIOGRAPHY = (
@@ -91,57 +89,26 @@ class DemoReport:
 def run_demo(
     gateway: Gateway, model: ModelLike | None = None, judge: ModelLike | None = None, progress: bool = True
 ) -> DemoReport:
+    """The two checks through the public detectors, counted in one CallStats."""
     chosen: ModelLike = model if model is not None else f"local:{default_local_model()}"
     model_key = gateway.model(chosen).key  # a missing model or key fails here, before any progress
-    judge_model = judge if judge is not None else chosen
-    entail = LLMEntailment(judge_model, gateway=gateway, with_probs=False)
-    stats = CallStats()
-
-    questions = []
-    for question in QUESTIONS:
-        with tqdm(total=ANSWERS_PER_QUESTION, desc="sampling answers", disable=not progress, leave=False) as bar:
-            replies = gateway.sample(
-                chosen,
-                "semantic_entropy.answer",
-                {"question": question},
-                ANSWERS_PER_QUESTION,
-                stats=stats,
-                max_tokens=ANSWER_MAX_TOKENS,
-                on_reply=lambda _r: bar.update(),
-            )
-        answers = [r.text.strip() for r in replies]
-        with tqdm(desc="clustering (judged pairs)", disable=not progress, leave=False) as bar:
-            clusters, _ = cluster_answers(answers, entail, question, "strict", on_pair=bar.update, stats=stats)
-        entropy = discrete_semantic_entropy([len(c) for c in clusters])
-        questions.append(QuestionReport(question, answers, clusters, entropy))
-
-    with tqdm(total=PASSAGES, desc="regenerating passages", disable=not progress, leave=False) as bar:
-        passages = [
-            r.text
-            for r in gateway.sample(
-                chosen,
-                "selfcheck.regenerate",
-                {"n_sentences": len(BIOGRAPHY), "concept": CONCEPT},
-                PASSAGES,
-                stats=stats,
-                max_tokens=256,
-                on_reply=lambda _r: bar.update(),
-            )
-        ]
-    sentences = []
-    with tqdm(total=len(BIOGRAPHY) * PASSAGES, desc="checking sentences", disable=not progress, leave=False) as bar:
-        for i, sentence in enumerate(BIOGRAPHY):
-            verdicts: list[str | None] = []
-            for passage in passages:
-                reply = gateway.call(
-                    chosen, "selfcheck.prompt", {"context": passage, "sentence": sentence}, stats=stats, max_tokens=8
-                )
-                verdicts.append(reply.parsed if reply.ok else None)
-                bar.update()
-            score = scgp_score([supported_value(v) for v in verdicts])
-            sentences.append(SentenceReport(sentence, score, verdicts, i == PLANTED))
+    entail = LLMEntailment(judge if judge is not None else chosen, gateway=gateway, with_probs=False)
+    with tqdm(desc="model calls", unit=" call", disable=not progress, leave=False) as bar:
+        stats = CallStats(on_reply=bar.update)
+        entropy = detector("semantic-entropy", chosen, judge=entail, n=ANSWERS_PER_QUESTION, gateway=gateway)
+        questions = []
+        for question in QUESTIONS:
+            unit = entropy.detect(question=question, stats=stats).units[0]
+            answers, clusters = unit.evidence["answers"], unit.evidence["clusters"]
+            questions.append(QuestionReport(question, answers, clusters, unit.evidence["semantic_entropy"]))
+        check = detector("selfcheck-prompt", chosen, n=PASSAGES, gateway=gateway)
+        checked = check.detect(text=" ".join(BIOGRAPHY), sentences=list(BIOGRAPHY), concept=CONCEPT, stats=stats)
+    sentences = [
+        SentenceReport(u.text, float(u.score or 0.0), u.evidence["supported"], i == PLANTED)
+        for i, u in enumerate(checked.units)
+    ]
     meta = stats.meta("demo", answers_per_question=ANSWERS_PER_QUESTION, passages=PASSAGES)
-    return DemoReport(model_key, entail.name, questions, sentences, passages, meta)
+    return DemoReport(model_key, entail.name, questions, sentences, checked.evidence["samples"], meta)
 
 
 def print_report(report: DemoReport, out: TextIO) -> None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -30,39 +29,22 @@ from halluscope.graphs import (
     semantic_entropy,
     semantic_entropy_paragraph,
 )
+from halluscope.graphs.method import Method
 from halluscope.results import DetectionResult, RunMeta
 from halluscope.text import checked_text, checked_texts
 
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """How a method's ``detect`` is called: where the model goes, what it scores, and which keyword
-    carries the user's question (the prompt an answer answered) when a tool or a guard has one."""
-
-    detect: Callable[..., DetectionResult]
-    inputs: tuple[str, ...]  # the fields that an item, a tool call or an evaluator fills
-    question_field: str | None  # 'question', 'prompt' or 'concept': the user's question goes there
-    answer_field: str | None  # where the answer to check goes: 'text', or 'answers' (a list) for FEWL
-    model_field: str = "model"
-
-
-METHODS: dict[str, MethodSpec] = {
-    "fibe": MethodSpec(fibe.detect, ("text", "prompt"), "prompt", "text"),
-    "selfcheck-prompt": MethodSpec(selfcheck_prompt.detect, ("text", "concept"), "concept", "text"),
-    "selfcheck-unigram": MethodSpec(selfcheck_unigram.detect, ("text", "concept"), "concept", "text"),
-    "semantic-entropy": MethodSpec(semantic_entropy.detect, ("question",), "question", None),
-    "semantic-entropy-paragraph": MethodSpec(
-        semantic_entropy_paragraph.detect, ("question", "text"), "question", "text"
-    ),
-    "clue": MethodSpec(clue.detect, ("question",), "question", None),
-    "fewl": MethodSpec(fewl.detect, ("question", "answers"), "question", "answers", model_field="references"),
-    "phr": MethodSpec(phr.detect, ("context", "query"), None, None),
-}
-# every FIBE variant is a method of its own, as on the command line ('fibe+sbc+dq')
-METHODS |= {
-    variant: MethodSpec(partial(fibe.detect, variant=variant), ("text", "prompt"), "prompt", "text")
-    for variant in fibe.VARIANTS
-    if variant != "fibe"
+# FIBE's variants are methods of their own ('fibe+sbc+dq'), as on the command line
+METHODS: dict[str, Method] = fibe.METHODS | {
+    module.METHOD.name: module.METHOD
+    for module in (
+        selfcheck_prompt,
+        selfcheck_unigram,
+        semantic_entropy,
+        semantic_entropy_paragraph,
+        clue,
+        fewl,
+        phr,
+    )
 }
 
 # Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.
@@ -79,8 +61,8 @@ def method_name(method: str) -> str:
     return name
 
 
-def _parameters(spec: MethodSpec) -> dict[str, inspect.Parameter]:
-    return dict(inspect.signature(spec.detect).parameters)
+def _parameters(method: Method) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(method.detect).parameters)
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,7 +78,8 @@ class Detector:
         self._check_names(self.options, "option")
 
     @property
-    def spec(self) -> MethodSpec:
+    def spec(self) -> Method:
+        """The method's contract (its inputs, options, needs and how a result reads)."""
         return METHODS[self.method]
 
     def _check_names(self, names: Iterable[str], what: str) -> None:
@@ -121,6 +104,9 @@ class Detector:
         for name in _TEXT_LISTS:
             if kwargs.get(name) is not None:
                 checked_texts(kwargs[name], f"{self.method}: {name}")
+        problem = self.spec.problem(kwargs)
+        if problem:
+            raise ConfigError(problem)
         return kwargs
 
     def answer_item(self, answer: str | None, question: str | None) -> dict[str, Any]:

@@ -36,6 +36,15 @@ class RunMeta(BaseModel):
     prompts: list[str] = Field(default_factory=list, description="id@version#hash of each prompt used")
     params: dict[str, Any] = Field(default_factory=dict)
 
+    def cost(self, detail: str = "") -> str:
+        """What the run cost, in one line (and the bad answers it handled, on a second)."""
+        line = (
+            f"{self.calls} model calls{f' ({detail})' if detail else ''}, {self.cache_hits} cache hits, "
+            f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s"
+        )
+        handled = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items()))
+        return line + (f"\nhandled: {handled}" if handled else "")
+
 
 class Unit(BaseModel):
     """One scored unit (sentence, claim, concept, answer, query)."""
@@ -75,6 +84,15 @@ class DetectionResult(BaseModel):
         lines += [f"- {u.score:.3f}  {u.text[:160]}" for u in scored[:top]]
         return "\n".join(lines)
 
+    def report(self) -> str:
+        """Every unit in order with its score, and the run's cost: what `halluscope detect` prints."""
+        if self.error:
+            return self.summary()
+        lines = [f"{self.method}: higher = more likely hallucinated"]
+        lines += [f"  {_shown(u)}  {u.text}" for u in self.units]
+        lines.append(self.meta.cost())
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
@@ -84,3 +102,10 @@ class DetectionResult(BaseModel):
     @classmethod
     def from_json(cls, text: str) -> DetectionResult:
         return cls.model_validate_json(text)
+
+
+def _shown(unit: Unit) -> str:
+    """A unit's score in five characters: 'inf' for an unseen token (SelfCheck-Unigram), 'n/a' unscored."""
+    if unit.score is not None:
+        return f"{unit.score:5.2f}"
+    return "  inf" if unit.evidence.get("unseen_token") else "  n/a"

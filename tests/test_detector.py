@@ -61,7 +61,7 @@ def test_detector_binds_options_and_checks_names(gateway: Gateway, scripted: Any
 
 
 def test_fewl_model_is_its_reference() -> None:
-    det = halluscope.detector("fewl", model="local:qwen2.5-coder-0.5b", diversify=3)
+    det = halluscope.detector("fewl", model="local:qwen2.5-coder-0.5b", n=3)
     assert det.options["references"] == ["local:qwen2.5-coder-0.5b"]
 
 
@@ -214,6 +214,7 @@ def test_a_judge_is_a_spec_string_or_an_object_everywhere(gateway: Gateway) -> N
         result = det.detect(question="Capital of France?", answers=["Paris", "It is Paris"])
         assert result.units[0].evidence["clusters"] == [[0, 1]] and result.meta.params["judge"] == spec
         assert len(stub.requests) == 2  # one pair, judged both ways
-        clue = halluscope.detector("clue", judge="nli:/no/such/checkpoint", gateway=gateway)
+        # the model is named (CLUE needs one) but never loaded: the judge is resolved first
+        clue = halluscope.detector("clue", model=spec, judge="nli:/no/such/checkpoint", gateway=gateway)
         with pytest.raises(ConfigError, match="/no/such/checkpoint"):
             clue.detect(question="Who founded Apple?", outputs=["Jobs founded Apple."])

@@ -230,7 +230,7 @@ def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
     with pytest.raises(ConfigError, match="reference model"):
         fewl.build([], gateway=gateway)
     with pytest.raises(ConfigError, match="diversify"):
-        fewl.build([model, model], diversify=3, gateway=gateway)
+        fewl.build([model, model], n=3, gateway=gateway)
     with pytest.raises(ConfigError, match="K >= 1"):
         fewl.build([model], neighbours=0, gateway=gateway)
     with pytest.raises(ConfigError, match="empty question"):
@@ -378,7 +378,7 @@ def test_fewl_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:
     every answer gets a finite FEWL, the weights are a distribution, and a rerun replays the cache."""
     model = "local:smollm2-135m"
     pool = ["What is the capital of Italy?", "What is the capital of Spain?", "How tall is Mount Everest?"]
-    kwargs: dict[str, Any] = {"references": [model], "diversify": 2, "pool": pool, "neighbours": 2, "gateway": gateway}
+    kwargs: dict[str, Any] = {"references": [model], "n": 2, "pool": pool, "neighbours": 2, "gateway": gateway}
     result = fewl.detect("What is the capital of France?", ["Paris is the capital of France.", "Lyon."], **kwargs)
     assert len(result.units) == 2 and all(u.score is not None and math.isfinite(u.score) for u in result.units)
     assert sum(result.evidence["weights"]) == pytest.approx(1.0)

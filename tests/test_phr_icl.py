@@ -105,7 +105,7 @@ def test_phr_mhr_error_and_entropies_match_the_hand_worked_predictives(gw: Gatew
         model=model,
         truth="positive",
         evaluation=[("e1", "negative"), ("e2", "negative"), ("e3", "negative")],
-        m=3,
+        n=3,
         n_imagined=2,
         epsilon=0.5,
         gateway=gw,
@@ -126,8 +126,8 @@ def test_phr_mhr_error_and_entropies_match_the_hand_worked_predictives(gw: Gatew
 
 def test_queries_sharing_a_context_replay_its_completions_from_the_cache(gw: Gateway) -> None:
     model = DirichletICL(positive_pairs)
-    first = phr.detect(CONTEXT, "query one", model=model, m=2, n_imagined=3, gateway=gw)
-    second = phr.detect(CONTEXT, "query two", model=model, m=2, n_imagined=3, gateway=gw)
+    first = phr.detect(CONTEXT, "query one", model=model, n=2, n_imagined=3, gateway=gw)
+    second = phr.detect(CONTEXT, "query two", model=model, n=2, n_imagined=3, gateway=gw)
     assert first.meta.calls == 6 + 3 and first.meta.cache_hits == 0
     assert second.meta.cache_hits == 6 and second.meta.calls == second.meta.params["forward_passes"] == 3
     assert second.units[0].evidence["imagined"] == first.units[0].evidence["imagined"]
@@ -138,12 +138,12 @@ def test_malformed_continuations_are_drawn_again_then_dropped_and_counted(gw: Ga
     flaky = DirichletICL(
         lambda prompt, seed: "no pair here" if seed == 0 else positive_pairs(prompt, seed), name="fake:flaky"
     )
-    result = phr.detect(CONTEXT, "q", model=flaky, m=2, n_imagined=1, gateway=gw)
+    result = phr.detect(CONTEXT, "q", model=flaky, n=2, n_imagined=1, gateway=gw)
     assert result.meta.events == {"imagined_unparsed": 1}
     assert [len(p) for p in result.units[0].evidence["imagined"]] == [1, 1]
 
     broken = DirichletICL(lambda prompt, seed: "never a pair", name="fake:broken")
-    result = phr.detect(CONTEXT, "q", model=broken, m=2, n_imagined=2, gateway=gw)
+    result = phr.detect(CONTEXT, "q", model=broken, n=2, n_imagined=2, gateway=gw)
     assert result.meta.events == {"imagined_unparsed": 12, "imagined_dropped": 4}
     # with nothing imagined D = D_n: the quantile of p_n's own log-probs leaves its lowest 5% below
     assert result.units[0].evidence["imagined"] == [[], []] and result.units[0].score == pytest.approx(0.0)
@@ -151,7 +151,7 @@ def test_malformed_continuations_are_drawn_again_then_dropped_and_counted(gw: Ga
 
 def test_sampled_responses_estimate_what_the_distribution_gives_exactly(gw: Gateway) -> None:
     model = DirichletICL(positive_pairs)
-    kwargs = {"model": model, "m": 2, "n_imagined": 2, "epsilon": 0.5, "gateway": gw, "truth": "negative"}
+    kwargs = {"model": model, "n": 2, "n_imagined": 2, "epsilon": 0.5, "gateway": gw, "truth": "negative"}
     exact = phr.detect(CONTEXT, "q", **kwargs).units[0].evidence  # type: ignore[arg-type]
     stats = CallStats()
     sampled = phr.detect(CONTEXT, "q", responses="sampled", exact=False, k=400, stats=stats, **kwargs)  # type: ignore[arg-type]

@@ -97,7 +97,7 @@ def test_run_on_scripted_models_scores_every_question(
         scripted(lambda p, _: "Entailment" if p.count("onion") + p.count("antelope") >= 2 else "Neutral", "scripted:j"),
         gateway=gateway,
     )
-    run = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, m=5)
+    run = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
     assert [q["correct"] for q in run["questions"]] == [True, True, False, False]
     # per question one answer at temperature 0.1 and M = 5 at temperature 1
     assert sorted(p["temperature"] for p in seen) == [0.1] * 4 + [1.0] * 20
@@ -114,5 +114,5 @@ def test_run_on_scripted_models_scores_every_question(
     report = (tmp_path / "report.md").read_text()
     assert "| semantic entropy (discrete) | 1.000" in report and "n/a (no log-probs)" in report
     assert (tmp_path / "roc.png").read_bytes()[:4] == b"\x89PNG"
-    again = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, m=5)
+    again = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
     assert again["calls"] == 0 and again["metrics"] == metrics

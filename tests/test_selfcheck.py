@@ -15,7 +15,7 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
 from halluscope.evaluators.wikibio import run_bench
 from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
-from halluscope.graphs.selfcheck_prompt import concept_from_prompt
+from halluscope.graphs.stages import concept_from_prompt
 
 TEXT = "Einstein was a physicist. He was born in Paris. He developed relativity. He liked sailing."
 SAMPLES = [

@@ -49,7 +49,7 @@ def test_samples_m_answers_clusters_them_and_replays_from_the_cache(gateway: Gat
     judged: list[str] = []
     model = scripted(answerer(asked), "scripted:answers")
     judge = LLMEntailment(scripted(judge_model(judged), "scripted:judge"), gateway=gateway)
-    result = semantic_entropy.detect("What is the capital of France?", model=model, judge=judge, m=5, gateway=gateway)
+    result = semantic_entropy.detect("What is the capital of France?", model=model, judge=judge, n=5, gateway=gateway)
     (unit,) = result.units
     assert unit.evidence["clusters"] == [[0, 1, 3], [2], [4]]
     # distinct texts compared: Lyon vs Paris, Nice vs Paris, Nice vs Lyon; identical Paris answers are free
@@ -58,7 +58,7 @@ def test_samples_m_answers_clusters_them_and_replays_from_the_cache(gateway: Gat
     assert all("What is the capital of France?" in p for p in judged)  # conditioned on the question
     assert unit.score == pytest.approx(-(0.6 * math.log(0.6) + 2 * 0.2 * math.log(0.2)))
     assert unit.evidence["n_clusters"] == 3 and unit.evidence["likelihood_semantic_entropy"] is None
-    again = semantic_entropy.detect("What is the capital of France?", model=model, judge=judge, m=5, gateway=gateway)
+    again = semantic_entropy.detect("What is the capital of France?", model=model, judge=judge, n=5, gateway=gateway)
     assert again.meta.calls == 0 and len(asked) == 5 and again.units[0].score == unit.score
 
 
@@ -91,7 +91,7 @@ def test_local_model_answers_carry_log_likelihoods(gateway: Gateway, scripted: A
     """The log-prob path end to end on the tiny local model (judged by a scripted judge)."""
     judge = LLMEntailment(scripted(lambda p, q: "Entailment", "scripted:yes-judge"), gateway=gateway)
     result = semantic_entropy.detect(
-        "What is the capital of France?", model="local:smollm2-135m", judge=judge, m=3, gateway=gateway
+        "What is the capital of France?", model="local:smollm2-135m", judge=judge, n=3, gateway=gateway
     )
     lls = result.units[0].evidence["log_likelihoods"]
     assert len(lls) == 3 and all(ll is not None and ll < 0 for ll in lls)

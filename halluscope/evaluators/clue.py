@@ -186,7 +186,7 @@ def run_clue_bench(
             }
             records.append(record)
     failures.check_some_scored(len(records), "question")
-    meta = stats.meta(clue.METHOD)
+    meta = stats.meta(clue.NAME)
     correlation = {}
     for key, _ in SUBSETS:
         values = [r["correlation"][key] for r in records if r["correlation"].get(key) is not None]
@@ -197,7 +197,7 @@ def run_clue_bench(
         }
     summary = {
         "dataset": "qnli",
-        "method": clue.METHOD,
+        "method": clue.NAME,
         "model": str(model),
         "scorer": scorer.name,
         "n": n,

@@ -303,7 +303,7 @@ def run_phr_bench(
     bar.close()
     failures.check_some_scored(len(records), "query")
     rows = [summarise(records, n, low, high) for n in ns]
-    meta = stats.meta(phr.METHOD, M=m, K=k, imagined=n_imagined, eval_size=eval_size, exact=exact, responses=responses)
+    meta = stats.meta(phr.NAME, M=m, K=k, imagined=n_imagined, eval_size=eval_size, exact=exact, responses=responses)
     result = {
         "task": task_name,
         "model": lm.name,

@@ -135,7 +135,7 @@ def run_qa_bench(
     gateway: Gateway,
     data: str | Path | None = None,
     limit: int | None = None,
-    m: int = 10,
+    n: int = 10,
     mode: Mode = "strict",
     cluster_rule: ClusterRule = "paper",
     progress: bool = True,
@@ -143,11 +143,11 @@ def run_qa_bench(
     """Answer, sample and score each question; write results.json, report.md and roc.png."""
     from tqdm import tqdm
 
-    if m < 2:
-        raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {m}")
+    if n < 2:
+        raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {n}")
     items = load_qa(dataset, data, limit)
     stats = CallStats()
-    graph = semantic_entropy.build(model, judge, gateway, m=m, mode=mode, cluster_rule=cluster_rule)
+    graph = semantic_entropy.build(model, judge, gateway, n=n, mode=mode, cluster_rule=cluster_rule)
     records: list[dict[str, Any]] = []
     failures = Failures()
 
@@ -189,7 +189,7 @@ def run_qa_bench(
         "judge": judge.name,
         "mode": mode,
         "cluster_rule": cluster_rule,
-        "m": m,
+        "n": n,
         "greedy_temperature": GREEDY_TEMPERATURE,
         "correctness": CORRECTNESS_RULE,
         "n_questions": len(records),
@@ -230,7 +230,7 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
     write_curves(out_dir / "roc.png", curves, "roc", f"{summary['dataset']}: predicting wrong answers, {n} questions")
     (out_dir / "report.md").write_text(
         f"# Semantic entropy on {summary['dataset']}\n\n"
-        f"{n} questions; answers by {summary['model']} (M = {summary['m']} at temperature 1, plus one at "
+        f"{n} questions; answers by {summary['model']} (M = {summary['n']} at temperature 1, plus one at "
         f"{summary['greedy_temperature']} that is graded); entailment judge {summary['judge']} ({summary['mode']}).\n"
         f"Accuracy of the graded answers: {metrics['accuracy']:.3f} {_interval(metrics['accuracy_ci95'])}.\n"
         f"Grading: {CORRECTNESS_RULE}.\n\n{table}\n\n"

@@ -145,7 +145,7 @@ def run_truthfulqa_bench(
     *,
     references: Sequence[ModelLike] | None,
     gateway: Gateway,
-    diversify: int | None = None,
+    n: int | None = None,
     neighbours: int = fewl.NEIGHBOURS,
     wrong_model: ModelLike | None = None,
     data: str | Path | None = None,
@@ -158,10 +158,8 @@ def run_truthfulqa_bench(
 
     everything = load_truthfulqa(data)
     questions = _limited(everything, limit)
-    refs, diversify = fewl.reference_setup(references, diversify)
-    graph = fewl.build(
-        refs, diversify=diversify, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway
-    )
+    refs, n = fewl.reference_setup(references, n)
+    graph = fewl.build(refs, n=n, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway)
     items = [fewl.Item(question=q.question, answers=q.labelled) for q in questions]
     with tqdm(desc="fewl truthfulqa", unit=" call", disable=not progress) as bar:
         stats = CallStats(on_reply=bar.update)
@@ -169,11 +167,11 @@ def run_truthfulqa_bench(
     records = []
     for q, scored in zip(questions, run["scored"], strict=True):
         records.append({"index": q.index, "best": q.best, "first_incorrect": q.incorrect[0], **scored})
-    meta = stats.meta(fewl.METHOD)
+    meta = stats.meta(fewl.NAME)
     summary = {
         "dataset": "truthfulqa v1",
-        "method": fewl.METHOD,
-        **fewl.reference_params(refs, diversify, wrong_model),
+        "method": fewl.NAME,
+        **fewl.reference_params(refs, n, wrong_model),
         "neighbours": neighbours,
         "pool": len(everything),
         "n_questions": len(records),
@@ -300,7 +298,7 @@ def run_rank_bench(
     models: Sequence[str],
     references: Sequence[ModelLike] | None,
     gateway: Gateway,
-    diversify: int | None = None,
+    n: int | None = None,
     neighbours: int = fewl.NEIGHBOURS,
     wrong_model: ModelLike | None = None,
     mc: Literal["auto", "logprobs", "ask"] = "auto",
@@ -324,7 +322,7 @@ def run_rank_bench(
             questions,
             list(models),
             references=references,
-            diversify=diversify,
+            n=n,
             pool=[q.question for q in everything],
             neighbours=neighbours,
             wrong_model=wrong_model,
@@ -348,7 +346,7 @@ def run_rank_bench(
             }
         )
     by_accuracy = sorted(models, key=lambda m: -accuracy[m]["accuracy"])
-    meta = stats.meta(fewl.METHOD)
+    meta = stats.meta(fewl.NAME)
     summary = {
         "dataset": "truthfulqa v1",
         "n_questions": len(questions),

@@ -29,6 +29,8 @@ from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, Option, start
 from halluscope.graphs.stages import run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
@@ -40,7 +42,7 @@ from halluscope.scoring import (
 )
 from halluscope.scoring.clue import FLOOR
 
-METHOD = "clue"
+NAME = "clue"
 SAMPLE = "clue.sample"
 CONCEPTS = "clue.concepts"
 SAMPLE_MAX_TOKENS = 128  # "one single sentence with details"
@@ -290,7 +292,7 @@ def detect(
     n: int = 5,
     threshold: float = MERGE_THRESHOLD,
     prefilter: float | None = None,
-    baseline: bool = False,
+    baseline: bool = True,
     gateway: Gateway | None = None,
     stats: CallStats | None = None,
     on_step: Callable[[str], None] | None = None,
@@ -298,15 +300,14 @@ def detect(
     """Concept-level uncertainty of a model's outputs for one prompt. Units are the pooled concepts,
     most uncertain first; a unit's score is U(c) in nats (higher = more likely hallucinated), its
     evidence the per-output scores, the concepts merged into it and, with ``baseline``, the question
-    relevance f(question, "This question is relevant to c")."""
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
-    scorer = zero_shot_judge(judge, gw)
+    relevance f(question, "This question is relevant to c"), one more scorer call per concept."""
+    ctx = start(gateway, stats, on_step=on_step)
+    scorer = zero_shot_judge(judge, ctx.gateway)
     given = [o for o in outputs or [] if o.strip()]
     if outputs is not None and not given:
         raise ConfigError("the outputs given are all empty")
-    graph = build(model, scorer, gw, n=n, threshold=threshold, prefilter=prefilter)
-    out = run(graph, question, stats, given, baseline=baseline, on_step=on_step)
+    graph = build(model, scorer, ctx.gateway, n=n, threshold=threshold, prefilter=prefilter)
+    out = run(graph, question, ctx.stats, given, baseline=baseline, on_step=ctx.on_step)
     units = []
     for j, concept in enumerate(out["pool"]):
         evidence: dict[str, Any] = {
@@ -317,8 +318,8 @@ def detect(
             evidence["question_relevance"] = out["baseline"][j]
         units.append(Unit(text=concept, score=out["uncertainty"][j], evidence=evidence))
     units.sort(key=lambda u: -(u.score or 0.0))
-    meta = stats.meta(
-        METHOD,
+    meta = ctx.meta(
+        NAME,
         events=out["events"],
         n=len(out["outputs"]),
         outputs_given=bool(given),
@@ -331,11 +332,49 @@ def detect(
         score_floor=FLOOR,
     )
     return DetectionResult(
-        method=METHOD,
+        method=NAME,
         units=units,
         meta=meta,
         evidence={"question": question, "outputs": out["outputs"], "extracted": out["extracted"]},
     )
+
+
+def describe(result: DetectionResult) -> str:
+    """The concepts, most uncertain first, with what was merged into each."""
+    p = result.meta.params
+    lines = [f"clue: concept uncertainty U(c) in nats over {p['n']} outputs, higher = more uncertain"]
+    for unit in result.units:
+        merged = unit.evidence["merged"]
+        lines.append(f"  {unit.score:6.3f}  {unit.text}" + (f"  (merged: {'; '.join(merged)})" if merged else ""))
+    lines.append(f"{p['concepts_extracted']} concepts extracted, {p['concepts_kept']} kept")
+    lines.append(result.meta.cost(f"{p['merge_pairs']} pairs asked in merging"))
+    return "\n".join(lines)
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="CLUE: uncertainty of each concept in a model's outputs for one prompt (Wang et al.)",
+    inputs=("question",),
+    question_field="question",
+    answer_field=None,
+    options=(
+        Option("question", ("--question",), "the prompt that the outputs answer", metavar="PROMPT"),
+        options.texts_file("outputs", "--outputs-file", "outputs you already have"),
+        options.model("extracts the concepts (and samples the outputs unless given)"),
+        options.samples(5, "outputs sampled when none are given"),
+        options.SCORER,
+        Option(
+            "prefilter",
+            ("--prefilter",),
+            "ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
+            type=float,
+            metavar="COS",
+        ),
+    ),
+    needs=((("question", "{}"),), (("model", "{}"),)),
+    describe=describe,
+)
 
 
 def diversity(

@@ -21,7 +21,7 @@ Calls per batch: |needed| x (N reference models, or 1 diversified call) + |batch
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypedDict
 
 import numpy as np
@@ -34,17 +34,19 @@ from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, Option, start
 from halluscope.graphs.stages import run_streamed, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fewl import VARIANTS, expertise_score, expertise_weights, fewl_terms, variant_scores
 
-METHOD = "fewl"
+NAME = "fewl"
 ANSWER = "fewl.answer"
 DIVERSE = "fewl.diverse_answers"
 IW_CO = "fewl.iw_co"
 IW_CO_MAX_TOKENS = 1024  # 25 pairs of one-sentence answers take about 1,000 tokens; a cut pair is dropped
 DIVERSE_TOKENS_PER_ANSWER = 48
-DIVERSIFY = 5  # "multi": five answers (Section 4.2)
+DIVERSIFY = 5  # "multi": one reference model gives five answers (Section 4.2)
 NEIGHBOURS = 5  # K of the laziness penalty; Section 4 does not state it, Section 5.1 uses 5 neighbours
 
 
@@ -102,22 +104,22 @@ def model_name(model: ModelLike) -> str:
 def build(
     references: Sequence[ModelLike],
     *,
-    diversify: int | None = None,
+    n: int | None = None,
     neighbours: int = NEIGHBOURS,
     wrong_model: ModelLike | None = None,
     candidates: Sequence[ModelLike] = (),
     embedder: Embedder | None = None,
     gateway: Gateway | None = None,
 ) -> CompiledStateGraph:
-    """The graph for N reference models (``diversify=None``) or one reference model asked for
-    ``diversify`` answers. ``wrong_model`` writes the IW/CO answers (default: the first reference);
+    """The graph for N reference models (``n=None``) or one reference model asked for ``n``
+    diversified answers. ``wrong_model`` writes the IW/CO answers (default: the first reference);
     ``candidates`` answer every batch question and are scored beside the given answers."""
     references = list(references)
     if not references:
         raise ConfigError("FEWL needs at least one reference model")
-    if diversify is not None and (diversify < 1 or len(references) != 1):
+    if n is not None and (n < 1 or len(references) != 1):
         raise ConfigError(
-            f"diversify asks one reference model for N >= 1 answers; got N={diversify} with {len(references)} models"
+            f"n asks one reference model to diversify into N >= 1 answers; got n={n} with {len(references)} models"
         )
     if neighbours < 1:
         raise ConfigError(f"the laziness penalty needs K >= 1 neighbour questions, got {neighbours}")
@@ -145,7 +147,7 @@ def build(
     def fan_out(state: FewlState) -> list[Send]:
         batch = list(dict.fromkeys(it["question"] for it in state["items"]))
         needed = list(dict.fromkeys(batch + [q for q in batch for q, _ in state["neighbours"].get(q, [])]))
-        if diversify is None:
+        if n is None:
             sends = [Send("answer", {"question": q, "i": i}) for q in needed for i in range(len(references))]
         else:
             sends = [Send("diversified", {"question": q}) for q in needed]
@@ -159,17 +161,17 @@ def build(
         return {"references": [ReferenceAnswer(question=state["question"], i=state["i"], text=text, raw=reply.text)]}
 
     def diversified(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        assert diversify is not None
+        assert n is not None
         reply = gw.call(
             references[0],
             DIVERSE,
-            {"question": state["question"], "n": diversify},
+            {"question": state["question"], "n": n},
             stats=stats_of(config),
-            max_tokens=DIVERSE_TOKENS_PER_ANSWER * diversify,
+            max_tokens=DIVERSE_TOKENS_PER_ANSWER * n,
         )
         # an answer that is not a list is still one answer (the rest are recorded as missing)
-        listed = list(reply.parsed)[:diversify] if reply.ok else [reply.text.strip()] if reply.text.strip() else []
-        texts: list[str | None] = [*listed, *[None] * (diversify - len(listed))]
+        listed = list(reply.parsed)[:n] if reply.ok else [reply.text.strip()] if reply.text.strip() else []
+        texts: list[str | None] = [*listed, *[None] * (n - len(listed))]
         return {
             "references": [
                 ReferenceAnswer(question=state["question"], i=i, text=t, raw=reply.text) for i, t in enumerate(texts)
@@ -197,7 +199,7 @@ def build(
         }
 
     def score(state: FewlState) -> dict[str, Any]:
-        n_refs = diversify or len(references)
+        n_refs = n or len(references)
         return score_batch(
             state["items"],
             state.get("references", []),
@@ -342,23 +344,21 @@ def run(
     }
 
 
-def reference_setup(
-    references: Sequence[ModelLike] | None, diversify: int | None
-) -> tuple[list[ModelLike], int | None]:
+def reference_setup(references: Sequence[ModelLike] | None, n: int | None) -> tuple[list[ModelLike], int | None]:
     """The reference models (default: the default local model) and N: one reference model is asked
-    for ``DIVERSIFY`` answers unless ``diversify`` says otherwise; several are asked once each."""
+    for ``DIVERSIFY`` answers unless ``n`` says otherwise; several are asked once each."""
     refs: list[ModelLike] = list(references) if references else [f"local:{default_local_model()}"]
-    if diversify is None and len(refs) == 1:
-        diversify = DIVERSIFY
-    return refs, diversify
+    if n is None and len(refs) == 1:
+        n = DIVERSIFY
+    return refs, n
 
 
-def reference_params(refs: Sequence[ModelLike], diversify: int | None, wrong_model: ModelLike | None) -> dict[str, Any]:
+def reference_params(refs: Sequence[ModelLike], n: int | None, wrong_model: ModelLike | None) -> dict[str, Any]:
     """How the references were asked, as results record it."""
     return {
         "references": [model_name(m) for m in refs],
-        "mode": "diversified" if diversify else "models",
-        "n": diversify or len(refs),
+        "mode": "diversified" if n else "models",
+        "n": n or len(refs),
         "wrong_model": model_name(wrong_model or refs[0]),
     }
 
@@ -368,7 +368,7 @@ def detect(
     answers: Sequence[str],
     *,
     references: Sequence[ModelLike] | None = None,
-    diversify: int | None = None,
+    n: int | None = None,
     pool: Sequence[str] = (),
     neighbours: int = NEIGHBOURS,
     wrong_model: ModelLike | None = None,
@@ -379,33 +379,31 @@ def detect(
 ) -> DetectionResult:
     """FEWL of each answer to one question. A unit's score is the risk -FEWL (higher = more likely
     hallucinated); its evidence holds FEWL, the truthfulness and penalty terms per reference and the
-    ablations. One reference model is asked for ``diversify`` answers (default 5, the paper's
+    ablations. One reference model is asked for ``n`` diversified answers (default 5, the paper's
     setting); several are asked once each. Without a ``pool`` there is no laziness penalty."""
     answers = [a.strip() for a in answers]
     if not answers or not all(answers):
         raise ConfigError("FEWL needs at least one non-empty answer to score")
-    refs, diversify = reference_setup(references, diversify)
-    stats = stats or CallStats()
-    graph = build(
-        refs, diversify=diversify, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway
-    )
-    out = run(graph, [Item(question=question, answers=answers)], stats, pool, on_step)
+    refs, n = reference_setup(references, n)
+    ctx = start(gateway, stats, on_step=on_step)
+    graph = build(refs, n=n, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=ctx.gateway)
+    out = run(graph, [Item(question=question, answers=answers)], ctx.stats, pool, ctx.on_step)
     scored = out["scored"][0]
     units = []
     for row in scored["answers"]:
         risk = None if row["fewl"] is None else -row["fewl"]
         evidence = {k: v for k, v in row.items() if k not in ("text", "source")}
         units.append(Unit(text=row["text"], score=risk, parsed=row["fewl"] is not None, evidence=evidence))
-    meta = stats.meta(
-        METHOD,
+    meta = ctx.meta(
+        NAME,
         events=out["events"],
         neighbours=neighbours if out["penalty"] else 0,
         penalty=out["penalty"],
-        **reference_params(refs, diversify, wrong_model),
+        **reference_params(refs, n, wrong_model),
     )
     evidence = {k: v for k, v in scored.items() if k != "answers"}
     evidence["wrong_answers"] = out["wrongs"][0]["pairs"] if out["wrongs"] else []
-    return DetectionResult(method=METHOD, units=units, meta=meta, evidence=evidence)
+    return DetectionResult(method=NAME, units=units, meta=meta, evidence=evidence)
 
 
 def rank_models(
@@ -413,7 +411,7 @@ def rank_models(
     models: Sequence[ModelLike],
     *,
     references: Sequence[ModelLike] | None = None,
-    diversify: int | None = None,
+    n: int | None = None,
     pool: Sequence[str] = (),
     neighbours: int = NEIGHBOURS,
     wrong_model: ModelLike | None = None,
@@ -429,11 +427,11 @@ def rank_models(
     per-question ``scores``, and the batch's ``scored`` records."""
     if len(models) < 2:
         raise ConfigError(f"ranking needs at least two models, got {len(models)}")
-    refs, diversify = reference_setup(references, diversify)
+    refs, n = reference_setup(references, n)
     stats = stats or CallStats()
     graph = build(
         refs,
-        diversify=diversify,
+        n=n,
         neighbours=neighbours,
         wrong_model=wrong_model,
         candidates=models,
@@ -470,3 +468,71 @@ def rank_models(
         "headline": headline,
         "references": [model_name(m) for m in refs],
     }
+
+
+def describe(result: DetectionResult) -> str:
+    """FEWL per answer with its mean similarity and penalty, and the expertise weights."""
+    p = result.meta.params
+    refs = f"{', '.join(p['references'])} ({p['mode']}, N = {p['n']})"
+    lines = [f"fewl: FEWL per answer (higher = less hallucinated); references {refs}"]
+    for unit in result.units:
+        ev = unit.evidence
+        if ev.get("fewl") is None:
+            lines.append(f"   n/a    {unit.text}  (no reference answer)")
+            continue
+        similarity = sum(ev["similarity"]) / len(ev["similarity"])
+        lazy = sum(ev["penalty"]) / len(ev["penalty"])
+        lines.append(f"  {ev['fewl']:7.4f}  {unit.text}  (mean similarity {similarity:.3f}, penalty {lazy:.3f})")
+    weights = ", ".join(f"{w:.3f}" for w in result.evidence["weights"])
+    lines.append(f"expertise weights lambda: {weights}; {len(result.evidence['wrong_answers'])} IW/CO pairs")
+    if not p["penalty"]:
+        lines.append("no laziness penalty: give a pool of questions to find neighbours in")
+    lines.append(result.meta.cost())
+    return "\n".join(lines)
+
+
+def _check(kwargs: Mapping[str, Any], label: Callable[[str], str]) -> str | None:
+    references = kwargs.get("references") or []
+    if kwargs.get("n") is not None and len(references) > 1:
+        return f"{label('n')} asks one {label('references')} model for N answers; {len(references)} references given"
+    return None
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="FEWL: each answer against reference models weighted by their expertise (Wei et al.)",
+    inputs=("question", "answers"),
+    question_field="question",
+    answer_field="answers",
+    model_field="references",
+    options=(
+        Option("question", ("--question",), "the question the answers answer"),
+        Option("answers", ("--answer",), "an answer to score (repeatable)", append=True),
+        Option(
+            "references",
+            ("--reference",),
+            "a reference model (repeat for N models; default: the default local model asked for 5 answers)",
+            append=True,
+            metavar="SPEC",
+        ),
+        options.samples(DIVERSIFY, "diversified answers of the one reference model", ("--diversify", "--samples")),
+        options.lines_file("pool", "--pool", "questions to find neighbours in (the laziness penalty)"),
+        Option(
+            "neighbours",
+            ("--neighbours",),
+            f"K: nearest questions of the penalty (default {NEIGHBOURS})",
+            type=int,
+            metavar="K",
+        ),
+        Option(
+            "wrong_model",
+            ("--wrong-model",),
+            "the model that writes IW/CO answers (default: the first reference)",
+            metavar="SPEC",
+        ),
+    ),
+    needs=((("question", "{}"),), (("answers", "at least one {}"),)),
+    check=_check,
+    describe=describe,
+)

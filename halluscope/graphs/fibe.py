@@ -21,6 +21,7 @@ import operator
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -30,8 +31,9 @@ from langgraph.types import Send
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs import selfcheck_prompt
-from halluscope.graphs.stages import run_streamed, stats_of
+from halluscope.graphs import options, selfcheck_prompt
+from halluscope.graphs.method import Method, RunContext, start
+from halluscope.graphs.stages import stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import (
     THETA,
@@ -334,7 +336,7 @@ def build(
         assert scgp is not None
         scgp_state: dict[str, Any] = {
             "sentences": state["sentences"],
-            "concept": selfcheck_prompt.concept_from_prompt(state.get("prompt", "")),
+            "concept": state.get("prompt", ""),
         }
         if state.get("samples"):
             scgp_state["samples"] = state["samples"]
@@ -418,19 +420,18 @@ def detect(
     text, sentences, samples = checked_passage(text, sentences, samples)
     if VARIANTS[variant].selfcheck and not samples and not (prompt and prompt.strip()):
         raise ConfigError(f"{variant} runs SelfCheck-Prompt: pass samples, or the prompt to regenerate them from")
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
+    ctx = start(gateway, stats, max_concurrency, on_step)
     state: FIBEState = {"text": text or "", "prompt": prompt or ""}
     if sentences:
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    graph = build(model, gw, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs)
-    out = run_streamed(graph, state, stats, max_concurrency, on_step)
-    return _result(variant, out, stats, n=n, theta=theta, samples_given=bool(samples))
+    graph = build(model, ctx.gateway, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs)
+    out = ctx.stream(graph, state)
+    return _result(variant, out, ctx, n=n, theta=theta, samples_given=bool(samples))
 
 
-def _result(variant: str, out: dict[str, Any], stats: CallStats, **params: Any) -> DetectionResult:
+def _result(variant: str, out: dict[str, Any], ctx: RunContext, **params: Any) -> DetectionResult:
     v = VARIANTS[variant]
     events: list[dict[str, Any]] = out.get("events", [])
     answers = sorted(out["answers"], key=lambda a: a["j"])
@@ -454,7 +455,7 @@ def _result(variant: str, out: dict[str, Any], stats: CallStats, **params: Any) 
             evidence["events"] = [{k: e[k] for k in e if k != "sentence"} for e in mine]
         parsed = not any(e["event"] in ("ungraded", "not_in_exam") for e in mine)
         units.append(Unit(text=sentence, score=out["scores"][i], parsed=parsed, evidence=evidence))
-    meta = stats.meta(
+    meta = ctx.meta(
         variant,
         events=Counter(e["event"] for e in events),
         weights=ensemble_weights(True, v.direct_question, v.selfcheck),
@@ -473,3 +474,35 @@ def _result(variant: str, out: dict[str, Any], stats: CallStats, **params: Any) 
             **({"samples": out["samples"]} if v.selfcheck else {}),
         },
     )
+
+
+def _method(variant: str) -> Method:
+    """One FIBE variant as a method of its own ('fibe+sbc+dq'), as the paper's tables name them."""
+    v = VARIANTS[variant]
+    parts = ["the exam"] + ["Snowballing Correction"] * v.sbc + ["Direct Question"] * v.direct_question
+    parts += ["SelfCheck-Prompt"] * v.selfcheck
+    return Method(
+        name=variant,
+        detect=partial(detect, variant=variant),
+        summary=f"FIBE: {', '.join(parts)} (Hirano et al.)",
+        inputs=("text", "prompt"),
+        question_field="prompt",
+        answer_field="text",
+        options=(
+            *options.TEXT,
+            options.prompt_option(
+                "prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'"
+            ),
+            *(
+                (options.texts_file("samples", "--samples-file", "passages for SelfCheck-Prompt"),)
+                if v.selfcheck
+                else ()
+            ),
+            options.model("writes, takes and grades the exam"),
+            options.samples(5, "students who take the exam" + (" and SelfCheck-Prompt samples" if v.selfcheck else "")),
+        ),
+        needs=((("text", "{}"),), (("model", "{}"),)),
+    )
+
+
+METHODS = {variant: _method(variant) for variant in VARIANTS}

@@ -32,9 +32,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.gateway import CallStats, Gateway, default_gateway
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.errors import ConfigError
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, Option, start
 from halluscope.graphs.stages import run_streamed
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.phr import (
@@ -46,7 +48,7 @@ from halluscope.scoring.phr import (
     total_entropy,
 )
 
-METHOD = "phr"
+NAME = "phr"
 EXAMPLE = "phr.example"
 QUERY = "phr.query"
 IMAGINE_ATTEMPTS = 3
@@ -304,7 +306,7 @@ def detect(
     model: str | LogProbModel = "local:qwen2.5-coder-0.5b",
     truth: str | None = None,
     evaluation: Sequence[Pair] = (),
-    m: int = 10,
+    n: int = 10,
     k: int = 50,
     n_imagined: int = 5,
     epsilon: float | Sequence[float] = 0.05,
@@ -313,18 +315,49 @@ def detect(
     seed: int = 0,
     gateway: Gateway | None = None,
     stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> DetectionResult:
-    """The PHR of one query given its in-context examples (higher = more likely hallucinated); the
-    evidence holds each completion's THR, the entropies, the imagined datasets, the most likely
-    responses, and MHR / error rate when D_eval / the true label are given."""
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
-    cgm = TextICL(gw.logprob_model(model), gw, responses, seed, stats)
-    graph = build(cgm, m, k, n_imagined, epsilon, exact)
-    out = run(graph, context, query, stats, truth, evaluation, seed)
+    """The PHR of one query given its in-context examples (higher = more likely hallucinated); ``n``
+    is the paper's M, the completions of the context imagined. The evidence holds each completion's
+    THR, the entropies, the imagined datasets, the most likely responses, and MHR / error rate when
+    D_eval / the true label are given."""
+    ctx = start(gateway, stats, on_step=on_step)
+    cgm = TextICL(ctx.gateway.logprob_model(model), ctx.gateway, responses, seed, ctx.stats)
+    graph = build(cgm, n, k, n_imagined, epsilon, exact)
+    out = run(graph, context, query, ctx.stats, truth, evaluation, seed, ctx.on_step)
     events = out.pop("events")
     unit = Unit(text=query, score=out["phr"], evidence=out)
-    meta = stats.meta(
-        METHOD, events=events, M=m, K=k, imagined=n_imagined, epsilon=epsilon, exact=exact, responses=responses
+    meta = ctx.meta(
+        NAME, events=events, M=n, K=k, imagined=n_imagined, epsilon=epsilon, exact=exact, responses=responses
     )
-    return DetectionResult(method=METHOD, units=[unit], meta=meta)
+    return DetectionResult(method=NAME, units=[unit], meta=meta)
+
+
+def describe(result: DetectionResult) -> str:
+    """The PHR with the entropies it rests on, then the generic report."""
+    ev = result.units[0].evidence
+    extra = f"; error rate {ev['error_rate']:.3f}" if ev.get("error_rate") is not None else ""
+    head = (
+        f"PHR {ev['phr']:.3f} (higher = more likely hallucinated); total entropy {ev['total_entropy']:.3f}, "
+        f"aleatoric {ev['aleatoric_entropy']:.3f}, epistemic (MI) {ev['mutual_information']:.3f} nats{extra}"
+    )
+    return f"{head}\n{result.report()}"
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="posterior hallucination rate of an in-context learning query (Jesson et al., NeurIPS 2024)",
+    inputs=("context", "query"),
+    question_field=None,
+    answer_field=None,
+    options=(
+        options.pairs_file("context", "--context-file", "the in-context examples"),
+        Option("query", ("--query",), "the input whose label the model is asked for"),
+        Option("truth", ("--truth",), "the query's true label (adds the error rate)"),
+        options.model("a local or transformers model with log-probs (default local:qwen2.5-coder-0.5b)"),
+        options.samples(10, "M, the completions of the context imagined"),
+    ),
+    needs=((("context", "{}"),), (("query", "{}"),)),
+    describe=describe,
+)

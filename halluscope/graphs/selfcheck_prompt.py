@@ -16,7 +16,6 @@ Per-run accounting: pass ``{"configurable": {"stats": CallStats()}}``.
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
@@ -27,13 +26,15 @@ from langgraph.types import Send
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs.stages import regenerate_passages, run_streamed, stats_of
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, start
+from halluscope.graphs.stages import regenerate_passages, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_value
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
-METHOD = "selfcheck-prompt"
+NAME = "selfcheck-prompt"
 CHECK = "selfcheck.prompt"
 
 
@@ -74,12 +75,6 @@ class SCGPOutput(TypedDict, total=False):
 
 class SCGPState(SCGPInput, SCGPOutput, total=False):
     checks: Annotated[list[Verdict], operator.add]  # the fan-out's results, private to one run
-
-
-def concept_from_prompt(prompt: str) -> str:
-    """'This is a Wikipedia passage about X:' -> 'X'; any other prompt is taken as the concept."""
-    m = re.search(r"passage about (.+?):?\s*$", prompt.strip())
-    return m.group(1) if m else prompt.strip()
 
 
 def build(
@@ -174,15 +169,14 @@ def detect(
     (``stats`` accumulates across calls when a benchmark passes one; ``on_step`` hears each node run
     from the graph's stream, e.g. to drive a progress bar)."""
     text, sentences, samples = checked_passage(text, sentences, samples)
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
+    ctx = start(gateway, stats, max_concurrency, on_step)
     state: SCGPState = {"text": text or "", "concept": concept or ""}
     if sentences:
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    graph = build(model, gw, n=len(samples) if samples else n)
-    out = run_streamed(graph, state, stats, max_concurrency, on_step)
+    graph = build(model, ctx.gateway, n=len(samples) if samples else n)
+    out = ctx.stream(graph, state)
     verdicts = out["verdicts"]
     units = [
         Unit(
@@ -195,5 +189,23 @@ def detect(
         )
         for i, sentence in enumerate(out["sentences"])
     ]
-    meta = stats.meta(METHOD, n=len(out["samples"]), samples_given=bool(samples))
-    return DetectionResult(method=METHOD, units=units, meta=meta, evidence={"samples": out["samples"]})
+    meta = ctx.meta(NAME, n=len(out["samples"]), samples_given=bool(samples))
+    return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": out["samples"]})
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)",
+    inputs=("text", "concept"),
+    question_field="concept",
+    answer_field="text",
+    options=(
+        *options.TEXT,
+        options.prompt_option("concept", "the passage's concept or prompt, to regenerate the samples from"),
+        options.texts_file("samples", "--samples-file", "passages you already have"),
+        options.model("checks each sentence against each sample (and writes the samples)"),
+        options.samples(5, "samples regenerated when none are given"),
+    ),
+    needs=((("text", "{}"),), (("model", "{}"),), (("samples", "{}"), ("concept", "{} to regenerate samples"))),
+)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, start
 from halluscope.graphs.stages import regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import unigram_scores
 from halluscope.text import checked_passage, passage_tokens, tokens
 from halluscope.text import sentences as split_sentences
 
-METHOD = "selfcheck-unigram"
+NAME = "selfcheck-unigram"
 
 
 def detect(
@@ -30,7 +32,7 @@ def detect(
     its samples; an unseen token scores as infinitely surprising (reported as score None)."""
     checked, sentences, samples = checked_passage(text, sentences, samples)
     text = checked or ""
-    stats = stats or CallStats()
+    ctx = start(gateway, stats)
     given = bool(samples)
     found = sentences or split_sentences(text)
     if not found:
@@ -38,7 +40,7 @@ def detect(
     if not samples:
         if model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
-        samples = regenerate_passages(gateway or default_gateway(), model, concept or "", len(found), n, stats)
+        samples = regenerate_passages(ctx.gateway, model, concept or "", len(found), n, ctx.stats)
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [
         Unit(
@@ -51,5 +53,23 @@ def detect(
         )
         for s, u in zip(found, scored, strict=True)
     ]
-    meta = stats.meta(METHOD, n=len(samples), samples_given=given)
-    return DetectionResult(method=METHOD, units=units, meta=meta, evidence={"samples": samples})
+    meta = ctx.meta(NAME, n=len(samples), samples_given=given)
+    return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": samples})
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="SelfCheck-Unigram (max): how surprising each sentence's rarest token is under the samples",
+    inputs=("text", "concept"),
+    question_field="concept",
+    answer_field="text",
+    options=(
+        *options.TEXT,
+        options.texts_file("samples", "--samples-file", "passages you already have"),
+        options.prompt_option("concept", "the passage's concept or prompt, to regenerate the samples from"),
+        options.model("writes the samples when none are given"),
+        options.samples(5, "samples regenerated when none are given"),
+    ),
+    needs=((("text", "{}"),),),
+)

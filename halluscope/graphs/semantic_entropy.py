@@ -1,11 +1,11 @@
 """Semantic entropy for a short answer (Farquhar et al., Nature 2024) as a LangGraph graph:
 
-    [sample M answers at temperature 1 with the paper's QA prompt, fanned out, unless given]
+    [sample N answers (the paper's M) at temperature 1 with the paper's QA prompt, fanned out, unless given]
       -> cluster them by bidirectional entailment (greedy, conditioned on the question)
       -> discrete semantic entropy of the cluster sizes; where the answers carry token log-probs,
          likelihood semantic entropy (``predictive_entropy_rao``) and the naive predictive entropy.
 
-Calls: M answers (none when given) + two judge calls per pair of distinct answers compared.
+Calls: N answers (none when given) + two judge calls per pair of distinct answers compared.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from langgraph.types import Send
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, start
 from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
@@ -34,7 +36,7 @@ from halluscope.scoring import (
 )
 from halluscope.text import checked_text
 
-METHOD = "semantic-entropy"
+NAME = "semantic-entropy"
 ANSWER = "semantic_entropy.answer"
 ANSWER_MAX_TOKENS = 64  # one brief sentence
 
@@ -98,7 +100,7 @@ def build(
     model: ModelLike | None,
     judge: Entailment,
     gateway: Gateway | None = None,
-    m: int = 10,
+    n: int = 10,
     mode: Mode = "strict",
     cluster_rule: ClusterRule = "paper",
     base: float = math.e,
@@ -108,8 +110,8 @@ def build(
 
     ``logprobs``: ask for token log-probs with each sampled answer (likelihood SE); None asks where
     ``Gateway.gives_logprobs`` says the model has them."""
-    if m < 1:
-        raise ConfigError(f"semantic entropy needs at least one answer, got m={m}")
+    if n < 1:
+        raise ConfigError(f"semantic entropy needs at least one answer, got n={n}")
     gw = gateway or default_gateway()
     if logprobs is None:
         logprobs = model is not None and gw.gives_logprobs(model)
@@ -124,7 +126,7 @@ def build(
     def route(state: SEState) -> list[Send] | list[str]:
         if state.get("given"):
             return ["cluster"]
-        return [Send("sample", SampleInput(j=j, question=state["question"])) for j in range(m)]
+        return [Send("sample", SampleInput(j=j, question=state["question"])) for j in range(n)]
 
     def sample(state: SampleInput, config: RunnableConfig) -> dict[str, Any]:
         assert model is not None
@@ -178,8 +180,7 @@ def run(
 ) -> dict[str, Any]:
     """One question through a built graph (reused across a benchmark's questions): the final state
     with answers, clusters, log_likelihoods, scores and pairs_judged."""
-    state: SEState = {"question": question, "given": list(answers or [])}
-    return run_streamed(graph, state, stats, on_step=on_step)
+    return run_streamed(graph, SEInput(question=question, given=list(answers or [])), stats, on_step=on_step)
 
 
 def detect(
@@ -188,7 +189,7 @@ def detect(
     model: ModelLike | None = None,
     answers: Sequence[str] | None = None,
     judge: Entailment | str | None = None,
-    m: int = 10,
+    n: int = 10,
     mode: Mode = "strict",
     cluster_rule: ClusterRule = "paper",
     base: float = math.e,
@@ -205,11 +206,10 @@ def detect(
     given = [a for a in answers or [] if checked_text(a, "an answer").strip()]
     if answers is not None and not given:
         raise ConfigError("the answers given are all empty")
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
-    judge = entailment_judge(judge, gw)
-    graph = build(model, judge, gw, m=m, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
-    out = run(graph, question, stats, given, on_step)
+    ctx = start(gateway, stats, on_step=on_step)
+    judge = entailment_judge(judge, ctx.gateway)
+    graph = build(model, judge, ctx.gateway, n=n, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
+    out = ctx.stream(graph, SEInput(question=question, given=given))
     scores = out["scores"]
     unit = Unit(
         text=question,
@@ -221,9 +221,9 @@ def detect(
             **scores,
         },
     )
-    meta = stats.meta(
-        METHOD,
-        m=len(out["answers"]),
+    meta = ctx.meta(
+        NAME,
+        n=len(out["answers"]),
         answers_given=bool(given),
         judge=judge.name,
         mode=mode,
@@ -231,4 +231,41 @@ def detect(
         base=base,
         pairs_judged=out["pairs_judged"],
     )
-    return DetectionResult(method=METHOD, units=[unit], meta=meta)
+    return DetectionResult(method=NAME, units=[unit], meta=meta)
+
+
+def describe(result: DetectionResult) -> str:
+    """The answers by cluster and the entropies."""
+    unit = result.units[0]
+    ev = unit.evidence
+    lines = [f"semantic entropy of {len(ev['answers'])} answers to: {unit.text}"]
+    for k, cluster in enumerate(ev["clusters"], start=1):
+        lines.append(f"  cluster {k} ({len(cluster)}): " + " | ".join(ev["answers"][i] for i in cluster))
+    likelihood = ev["likelihood_semantic_entropy"]
+    lines.append(
+        f"  discrete SE {unit.score:.3f} nats over {len(ev['clusters'])} cluster(s)"
+        + ("" if likelihood is None else f"; likelihood SE {likelihood:.3f}; naive entropy {ev['naive_entropy']:.3f}")
+    )
+    lines.append(result.meta.cost(f"{result.meta.params['pairs_judged']} pairs judged"))
+    return "\n".join(lines)
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="semantic entropy of sampled answers to a short question (Farquhar et al., Nature 2024)",
+    inputs=("question",),
+    question_field="question",
+    answer_field=None,
+    options=(
+        options.QUESTION,
+        options.texts_file("answers", "--answers-file", "the answers to cluster instead of sampling them"),
+        options.model("samples the answers"),
+        options.samples(10, "answers sampled at temperature 1"),
+        options.JUDGE,
+        *options.mode("strict"),
+        options.CLUSTER_RULE,
+    ),
+    needs=((("question", "{}"),), (("model", "{} to sample answers"), ("answers", "{}"))),
+    describe=describe,
+)

@@ -37,13 +37,15 @@ from langgraph.types import Send
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, Option, start
+from halluscope.graphs.stages import cluster_answers, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
 from halluscope.text import sentences as split_sentences
 
-METHOD = "semantic-entropy-paragraph"
+NAME = "semantic-entropy-paragraph"
 DECOMPOSE = "semantic_entropy.decompose"
 QUESTIONS, QUESTIONS_FIRST = "semantic_entropy.questions", "semantic_entropy.questions_first"
 NEW_ANSWER, NEW_ANSWER_FIRST = "semantic_entropy.new_answer", "semantic_entropy.new_answer_first"
@@ -338,13 +340,11 @@ def detect(
     clusters. Give ``sentences`` to score a benchmark's own sentence split."""
     if text is None and not sentences:
         raise ConfigError("paragraph semantic entropy needs the text or its sentences")
-    stats = stats or CallStats()
-    gw = gateway or default_gateway()
-    judge = entailment_judge(judge, gw)
+    ctx = start(gateway, stats, max_concurrency, on_step)
+    judge = entailment_judge(judge, ctx.gateway)
     paragraph = text if text is not None else " ".join(sentences or [])
-    graph = build(model, judge, gw, mode=mode, cluster_rule=cluster_rule, base=base)
-    state: ParagraphState = {"question": question, "text": paragraph, "sentences": list(sentences or [])}
-    out = run_streamed(graph, state, stats, max_concurrency, on_step)
+    graph = build(model, judge, ctx.gateway, mode=mode, cluster_rule=cluster_rule, base=base)
+    out = ctx.stream(graph, ParagraphInput(question=question, text=paragraph, sentences=list(sentences or [])))
     claims: list[ScoredClaim] = out["scored_claims"]
     events = out.get("events", [])
     units = []
@@ -360,8 +360,8 @@ def detect(
                 },
             )
         )
-    meta = stats.meta(
-        METHOD,
+    meta = ctx.meta(
+        NAME,
         events=Counter(e["kind"] for e in events),
         question=question,
         judge=judge.name,
@@ -373,4 +373,38 @@ def detect(
         pairs_judged=sum(q["pairs_judged"] for c in claims for q in c["questions"]),
         paragraph_events=[e["kind"] for e in events if e["k"] == -1],
     )
-    return DetectionResult(method=METHOD, units=units, meta=meta)
+    return DetectionResult(method=NAME, units=units, meta=meta)
+
+
+def describe(result: DetectionResult) -> str:
+    """Each sentence with the claims it holds."""
+    lines = [
+        f"{result.method}: higher = more likely confabulated (nats; a sentence scores as its most uncertain claim)"
+    ]
+    for unit in result.units:
+        lines.append(f"  {'  n/a' if unit.score is None else f'{unit.score:5.2f}'}  {unit.text}")
+        lines += [f"         {c['score']:5.2f}  claim: {c['text']}" for c in unit.evidence["claims"]]
+    p = result.meta.params
+    lines.append(f"{p['claims']} claims, {p['questions']} questions")
+    lines.append(result.meta.cost(f"{p['pairs_judged']} pairs judged"))
+    return "\n".join(lines)
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="semantic entropy of a paragraph: decompose, question, resample, cluster (Farquhar et al.)",
+    inputs=("question", "text"),
+    question_field="question",
+    answer_field="text",
+    options=(
+        *options.TEXT,
+        Option("question", ("--question",), "the question or prompt the text answers", metavar="PROMPT"),
+        options.model("decomposes the text, asks the questions and answers them again"),
+        options.JUDGE,
+        *options.mode("lax"),
+        options.CLUSTER_RULE,
+    ),
+    needs=((("text", "{}"),), (("question", "{}"),), (("model", "{}"),)),
+    describe=describe,
+)

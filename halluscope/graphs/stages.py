@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -16,10 +17,18 @@ from halluscope.scoring import ClusterRule, greedy_cluster, length_normalised
 REGENERATE = "selfcheck.regenerate"
 
 
+def concept_from_prompt(prompt: str) -> str:
+    """'This is a Wikipedia passage about X:' -> 'X'; any other prompt is taken as the concept."""
+    m = re.search(r"passage about (.+?):?\s*$", prompt.strip())
+    return m.group(1) if m else prompt.strip()
+
+
 def regenerate_passages(
     gateway: Gateway, model: ModelLike, concept: str, n_sentences: int, n: int, stats: CallStats | None = None
 ) -> list[str]:
-    """N comparison passages about the concept with the FIBE paper's E.1 prompt (sample indexes 0..N-1)."""
+    """N comparison passages about the concept (or the prompt that produced the text: 'This is a
+    Wikipedia passage about X:' asks about X) with the FIBE paper's E.1 prompt (sample indexes 0..N-1)."""
+    concept = concept_from_prompt(concept)
     if not concept:
         raise ConfigError("regenerating samples needs the concept (or the original prompt); or pass samples")
     replies = gateway.sample(model, REGENERATE, {"n_sentences": n_sentences, "concept": concept}, n, stats=stats)

@@ -1,0 +1,238 @@
+"""The housekeeping commands: demo, prompts, cache, models and data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from halluscope.backends.cache import CallCache, default_cache_dir, move_aside
+from halluscope.backends.gateway import CallStats
+from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
+from halluscope.cli.common import data_option, gateway_of, key_values, print_json, registry
+from halluscope.demo import print_report, run_demo
+from halluscope.errors import CacheError
+from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
+from halluscope.prompts.registry import prompt_diff
+from halluscope.results import DetectionResult, Unit
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    report = run_demo(gateway_of(args), args.model, args.judge, progress=not args.json)
+    if args.json:
+        print(report.to_result().to_json())
+    else:
+        print_report(report, sys.stdout)
+    return 0
+
+
+def cmd_prompts_list(args: argparse.Namespace) -> int:
+    reg = registry(args)
+    rows = [
+        {
+            "ref": p.ref,
+            "id": p.id,
+            "version": p.version,
+            "default": reg.default_version(p.id) == p.version,
+            "override": reg.is_override(p),
+            "kind": p.kind,
+            "source": p.source,
+        }
+        for p in reg.all()
+    ]
+    if args.json:
+        print_json(rows)
+        return 0
+    width = max(len(f"{r['id']}@{r['version']}") for r in rows)
+    for r in rows:
+        mark = ("*" if r["default"] else " ") + ("o" if r["override"] else " ")
+        ref = f"{r['id']}@{r['version']}"
+        print(f"{mark} {ref:<{width}}  {r['source']}")
+    print("\n* default version   o overridden by a file of yours")
+    return 0
+
+
+def cmd_prompts_show(args: argparse.Namespace) -> int:
+    p = registry(args).get(args.ref)
+    print(f"# {p.ref}  ({p.path})")
+    print(p.to_yaml(), end="")
+    return 0
+
+
+def cmd_prompts_diff(args: argparse.Namespace) -> int:
+    reg = registry(args)
+    a, b = reg.get(args.a), reg.get(args.b)
+    text = prompt_diff(a, b)
+    print(text if text else f"{a.ref} and {b.ref} are identical", end="" if text else "\n")
+    return 0
+
+
+def cmd_prompts_run(args: argparse.Namespace) -> int:
+    gateway = gateway_of(args)
+    prompt = gateway.registry.get(args.ref)
+    stats = CallStats()
+    gateway.model(args.model)  # a missing key or bad spec fails before any progress is drawn
+    with tqdm(total=args.samples, desc=prompt.id, disable=args.json or args.samples <= 3, leave=False) as bar:
+        replies = gateway.sample(
+            args.model,
+            prompt,
+            key_values(args.var, "--var"),
+            args.samples,
+            stats=stats,
+            on_reply=lambda _reply: bar.update(),
+            **key_values(args.param, "--param", typed=True),
+        )
+    result = DetectionResult(
+        method=f"prompt:{prompt.id}",
+        units=[
+            Unit(
+                text=r.text,
+                score=None,
+                parsed=r.ok,
+                evidence={
+                    "sample_index": r.sample_index,
+                    "parsed": r.parsed,
+                    "parse_error": r.parse_error,
+                    "cached": r.cached,
+                },
+            )
+            for r in replies
+        ],
+        meta=stats.meta(f"prompt:{prompt.id}"),
+    )
+    if args.json:
+        print(result.to_json())
+        return 0
+    for r in replies:
+        print(f"--- sample {r.sample_index}{' (cached)' if r.cached else ''}")
+        print(r.text)
+        print(f"parsed: {json.dumps(r.parsed, ensure_ascii=False)}" if r.ok else f"PARSE FAILURE: {r.parse_error}")
+    m = result.meta
+    tokens = f"{m.tokens.prompt}+{m.tokens.completion} tokens"
+    print(f"\n{prompt.ref}: {m.calls} calls, {m.cache_hits} cache hits, {tokens}, {m.seconds:.2f} s")
+    return 0
+
+
+def cmd_cache_stats(args: argparse.Namespace) -> int:
+    stats = CallCache(args.cache_dir).stats()
+    if args.json:
+        print_json(stats)
+    else:
+        print(f"{stats['directory']}: {stats['entries']} cached calls, {stats['bytes'] / 1e6:.2f} MB")
+    return 0
+
+
+def cmd_cache_clear(args: argparse.Namespace) -> int:
+    """Empty the cache; a database that cannot be opened or cleared is moved aside and a new one made."""
+    directory = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    try:
+        removed = CallCache(directory).clear()
+    except CacheError:
+        moved = move_aside(directory)
+        if moved is None:
+            raise
+        CallCache(directory).close()
+        print(f"moved the damaged cache database aside to {moved}; {directory} now holds an empty cache")
+        return 0
+    print(f"removed {removed} cached calls from {directory}")
+    return 0
+
+
+def cmd_models_list(args: argparse.Namespace) -> int:
+    rows = registry_rows()
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else f"not installed: {r['install']}"
+        print(f"{'*' if r['installed'] else ' '} local:{r['name']:<20} {state}")
+        print(f"    {r['about']}")
+    try:
+        print(f"\ndefault model: local:{default_local_model()}")
+    except ModelNotInstalledError as exc:
+        print(f"\n{exc}")
+    return 0
+
+
+def cmd_data_list(args: argparse.Namespace) -> int:
+    root = data_root(args.data)
+    rows = [{"name": name, "source": source_summary(name, args.data)} for name in list_datasets(args.data)]
+    if args.json:
+        print_json({"root": str(root), "datasets": rows})
+    else:
+        print(f"{root}")
+        for r in rows:
+            print(f"  {r['name']:<28} {r['source']}")
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """demo, prompts, cache, models and data."""
+    p = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="the main job, offline: semantic entropy and SelfCheck-Prompt on the local model",
+        description="Semantic entropy for a question the model knows and one it cannot know, and "
+        "SelfCheck-Prompt scores for a biography with a planted false sentence, on the embedded local "
+        "model; a second run replays from the cache.",
+    )
+    p.add_argument("--model", help="model spec (default: the strongest installed local model)")
+    p.add_argument("--judge", help="entailment judge spec (default: the model itself)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_demo)
+
+    prompts = sub.add_parser("prompts", help="list, show, diff and try versioned prompts").add_subparsers(
+        dest="prompts_command", required=True, metavar="ACTION"
+    )
+    p = prompts.add_parser("list", parents=[common], help="every prompt: id, version, source")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_prompts_list)
+    p = prompts.add_parser("show", parents=[common], help="one prompt in full")
+    p.add_argument("ref", metavar="ID[@VERSION]")
+    p.set_defaults(func=cmd_prompts_show)
+    p = prompts.add_parser("diff", parents=[common], help="unified diff of two prompt versions")
+    p.add_argument("a", metavar="ID@A")
+    p.add_argument("b", metavar="ID@B")
+    p.set_defaults(func=cmd_prompts_diff)
+    p = prompts.add_parser("run", parents=[common], help="render a prompt, call a model through the gateway, parse")
+    p.add_argument("ref", metavar="ID[@VERSION]")
+    p.add_argument("--model", required=True, help="model spec, e.g. anthropic:claude-sonnet-4-5")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="a prompt variable (repeatable)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs",
+    )
+    p.add_argument("--samples", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_prompts_run)
+
+    cache = sub.add_parser("cache", help="the model-call cache").add_subparsers(
+        dest="cache_command", required=True, metavar="ACTION"
+    )
+    p = cache.add_parser("stats", parents=[common], help="entries and size")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cache_stats)
+    p = cache.add_parser("clear", parents=[common], help="remove every cached call")
+    p.set_defaults(func=cmd_cache_clear)
+
+    models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
+        dest="models_command", required=True, metavar="ACTION"
+    )
+    p = models.add_parser("list", help="each registry model: installed or not, size, path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models_list)
+
+    data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
+        dest="data_command", required=True, metavar="ACTION"
+    )
+    p = data.add_parser("list", help="datasets found and their sources")
+    data_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_list)

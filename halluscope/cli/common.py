@@ -1,0 +1,119 @@
+"""What every command shares: the prompts, cache and call flags, the gateway they build, count checks,
+JSON output and per-item failure lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from halluscope.backends.cache import CallCache
+from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
+from halluscope.errors import ConfigError, redact_credentials
+from halluscope.prompts.registry import PromptRegistry
+
+
+def data_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+
+
+def common_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("prompts, cache and calls")
+    g.add_argument(
+        "--prompts",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of your own prompt YAML files (adds versions or overrides; also HALLUSCOPE_PROMPTS)",
+    )
+    g.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        metavar="ID@VERSION",
+        help="use this version of a prompt, e.g. fibe.create@2 (repeatable)",
+    )
+    g.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="model-call cache directory (default: HALLUSCOPE_CACHE_DIR or the user cache dir)",
+    )
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
+    g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
+    g.add_argument("--yes", action="store_true", help=f"run even with more than {SAMPLES_WITHOUT_YES} samples per item")
+    g.add_argument(
+        "--delimit",
+        action="store_true",
+        help="fence the user text in every prompt in triple quotes (a text cannot pose as the prompt); "
+        "off by default: version 1 prompts are the papers' own (HALLUSCOPE_DELIMIT=1 turns it on)",
+    )
+    g.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds one model request may take before it is retried "
+        f"(default: HALLUSCOPE_TIMEOUT or {DEFAULT_TIMEOUT:g})",
+    )
+    return common
+
+
+SOME_FAILED = 1  # exit code of a benchmark that finished with some items failed (listed in its results)
+SAMPLES_WITHOUT_YES = 100  # more samples per item than this is likely a typo: it needs --yes
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """--samples and --limit must be >= 1 (0 once meant 'the default' and --limit -1 'all but the last');
+    a sample count that would run for days needs --yes."""
+    for flag in ("samples", "limit"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag} must be at least 1, got {value}")
+    samples = getattr(args, "samples", None)
+    if samples is not None and samples > SAMPLES_WITHOUT_YES and not getattr(args, "yes", False):
+        raise ConfigError(
+            f"--samples {samples} asks for {samples:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
+            "pass --yes to run it anyway"
+        )
+
+
+def report_failures(failed: list[dict[str, Any]], what: str) -> int:
+    """Each item a benchmark could not score, one line on stderr; the exit code says whether any failed."""
+    for f in failed:
+        print(f"halluscope: {what} {f['item']} failed: {redact_credentials(f['error'])}", file=sys.stderr)
+    return SOME_FAILED if failed else 0
+
+
+def registry(args: argparse.Namespace) -> PromptRegistry:
+    return PromptRegistry.from_env(args.prompts, args.prompt)
+
+
+def gateway_of(args: argparse.Namespace) -> Gateway:
+    cache = None if args.no_cache else CallCache(args.cache_dir)
+    if args.timeout is not None and not args.timeout > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, got {args.concurrency}")
+    return Gateway.from_env(cache, registry(args), args.concurrency, args.timeout, args.delimit)
+
+
+def print_json(obj: Any) -> None:
+    print(redact_credentials(json.dumps(obj, indent=2, ensure_ascii=False)))
+
+
+def key_values(pairs: Sequence[str], what: str, typed: bool = False) -> dict[str, Any]:
+    """KEY=VALUE pairs of a repeated flag; ``typed`` reads each value as YAML (3 -> 3, true -> True)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {pair!r} must be KEY=VALUE")
+        try:
+            out[key] = yaml.safe_load(value) if typed else value
+        except yaml.YAMLError:
+            out[key] = value
+    return out

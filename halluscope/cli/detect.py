@@ -1,0 +1,137 @@
+"""`halluscope detect METHOD`: one subcommand per method contract, its flags read from the contract,
+run through ``halluscope.detector`` and printed as the method describes its result. Also CLUE's
+`diversity`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tqdm import tqdm
+
+from halluscope.backends.entailment import zero_shot_judge
+from halluscope.backends.gateway import CallStats
+from halluscope.cli.common import SAMPLES_WITHOUT_YES, gateway_of, key_values, print_json
+from halluscope.detector import METHODS, detector
+from halluscope.errors import ConfigError
+from halluscope.graphs import clue
+from halluscope.graphs.method import Method, Option
+from halluscope.readers import read_texts
+
+
+def _dest(index: int) -> str:
+    return f"option_{index}"
+
+
+def _add_option(p: argparse.ArgumentParser, index: int, option: Option) -> None:
+    kwargs: dict[str, Any] = {"dest": _dest(index), "help": option.help}
+    if option.const is not None:
+        kwargs |= {"action": "store_const", "const": option.const}
+    else:
+        kwargs |= {"type": option.type, "metavar": option.metavar, "choices": option.choices}
+        if option.append:
+            kwargs["action"] = "append"
+    p.add_argument(*option.flags, **kwargs)
+
+
+def label_of(method: Method) -> Any:
+    """A keyword named as the command line spells it: 'text' -> '--text or --file'."""
+
+    def label(param: str) -> str:
+        flags = [o.flags[0] for o in method.options if o.param == param]
+        return " or ".join(dict.fromkeys(flags)) or param
+
+    return label
+
+
+def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
+    """The method's keywords from its flags (files read, values checked) and --opt KEY=VALUE."""
+    label = label_of(method)
+    kwargs: dict[str, Any] = {}
+    for index, option in enumerate(method.options):
+        value = getattr(args, _dest(index))
+        if value is None:
+            continue
+        if option.param in kwargs:
+            raise ConfigError(f"give {label(option.param)}, not both")
+        kwargs[option.param] = option.read(value, option.flags[0]) if option.read is not None else value
+    extra = key_values(args.opt, "--opt", typed=True)
+    taken = sorted(extra.keys() & kwargs.keys())
+    if taken:
+        raise ConfigError(f"--opt {', '.join(taken)} repeats a flag of {method.name}; give it once")
+    kwargs |= extra
+    n = kwargs.get("n")
+    if isinstance(n, int) and n < 1:
+        raise ConfigError(f"{label('n')} must be at least 1, got {n}")
+    if isinstance(n, int) and n > SAMPLES_WITHOUT_YES and not args.yes:
+        raise ConfigError(
+            f"{label('n')} {n} asks for {n:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
+            "pass --yes to run it anyway"
+        )
+    problem = method.problem(kwargs, label)
+    if problem:
+        raise ConfigError(problem)
+    return kwargs
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    method = METHODS[args.method]
+    kwargs = arguments(method, args)
+    found = detector(method.name, gateway=gateway_of(args), **kwargs)
+    with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
+        result = found.detect(stats=CallStats(on_reply=bar.update))
+    print(result.to_json() if args.json else method.describe(result))
+    return 0
+
+
+def cmd_diversity(args: argparse.Namespace) -> int:
+    outputs = read_texts(args.outputs_file, "--outputs-file", "outputs")
+    subconcepts = [c.strip() for c in args.subconcepts.split(",") if c.strip()]
+    gateway = gateway_of(args)
+    stats = CallStats()
+    out = clue.diversity(outputs, subconcepts, zero_shot_judge(args.judge, gateway), stats)
+    summary = {"concept": args.concept, **{k: v for k, v in out.items() if k != "matrix"}, "calls": stats.calls}
+    if args.json:
+        print_json({**summary, "matrix": out["matrix"]})
+        return 0
+    print(f"diversity of {args.concept!r} over {len(outputs)} outputs (CLUE Section 5.3)")
+    for name, u, count in zip(out["subconcepts"], out["uncertainty"], out["counts"], strict=True):
+        print(f"  {name:30s} U {u:7.3f}   outputs assigned {count}")
+    print(f"harmonic mean {out['harmonic_mean']:.3f}   entropy {out['entropy']:.3f} nats")
+    print(
+        f"{stats.calls} model calls, {stats.cache_hits} cache hits"
+        + (f"; {out['unscored']} unscored" if out["unscored"] else "")
+    )
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """`detect METHOD` for every method contract, and `diversity`."""
+    detect = sub.add_parser("detect", help="score one item with one method").add_subparsers(
+        dest="method", required=True, metavar="METHOD"
+    )
+    for name, method in METHODS.items():
+        p = detect.add_parser(name, parents=[common], help=method.summary, description=method.summary)
+        for index, option in enumerate(method.options):
+            _add_option(p, index, option)
+        p.add_argument(
+            "--opt",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="any other keyword of the method's detect, the value read as YAML (e.g. theta=0.3)",
+        )
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        p.set_defaults(func=cmd_detect)
+
+    p = sub.add_parser(
+        "diversity",
+        parents=[common],
+        help="CLUE's conceptual diversity of outputs (harmonic mean and entropy over lower-level concepts)",
+    )
+    p.add_argument("--outputs-file", required=True, help="the outputs: a JSON list, or texts separated by '---' lines")
+    p.add_argument("--concept", required=True, help="the upper-level concept, e.g. tone")
+    p.add_argument("--subconcepts", required=True, help='lower-level concepts, comma-separated: "happy tone,sad tone"')
+    p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diversity)

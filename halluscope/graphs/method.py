@@ -1,0 +1,120 @@
+"""The method contract: what every graph module exports (``METHOD``), and the run setup every
+``detect()`` shares.
+
+``halluscope.detector`` reads the contracts (name, inputs, where the question, answer and model go,
+what an item must give); the command line builds each ``detect`` subcommand's flags from the
+contract's options. One contract per method means a method added here reaches the Python API, the
+CLI, the tool, the guard and the evaluators at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+
+from halluscope.backends.gateway import CallStats, Gateway, default_gateway
+from halluscope.graphs.stages import run_streamed
+from halluscope.results import DetectionResult, RunMeta
+
+Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword of a method's ``detect`` as the command line offers it: ``flags`` name it there
+    (``--samples-file`` reads a file into ``samples``), ``read`` turns the flag's text into the
+    value, ``append`` collects a repeated flag into a list; a flag with a ``const`` takes no value
+    and sets the keyword to it (``--strict`` sets ``mode='strict'``)."""
+
+    param: str
+    flags: tuple[str, ...]
+    help: str
+    read: Reader | None = None
+    type: type = str
+    choices: tuple[str, ...] | None = None
+    append: bool = False
+    const: Any = None
+    metavar: str | None = None
+
+
+# What an item must give: one or more (keyword, phrase) alternatives; the phrase names the keyword
+# through '{}' ('{} to sample answers'), so one need reads right in Python and on the command line.
+Need = tuple[tuple[str, str], ...]
+
+
+def python_label(param: str) -> str:
+    return param
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method as the rest of halluscope sees it.
+
+    ``inputs``: the fields an item, a tool call or an evaluator fills; ``question_field``: where the
+    user's question (the prompt an answer answered) goes; ``answer_field``: where the answer to check
+    goes ('answers', a list, for FEWL); ``model_field``: where ``detector(model=...)`` goes;
+    ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked
+    before any model is loaded; ``describe``:
+    the lines a person reads for one result (default: every unit and the run's cost)."""
+
+    name: str
+    detect: Callable[..., DetectionResult]
+    summary: str
+    inputs: tuple[str, ...]
+    question_field: str | None
+    answer_field: str | None
+    options: tuple[Option, ...] = ()
+    needs: tuple[Need, ...] = ()
+    model_field: str = "model"
+    check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None
+    describe: Callable[[DetectionResult], str] = field(default=lambda result: result.report())
+
+    def problem(self, kwargs: Mapping[str, Any], label: Callable[[str], str] = python_label) -> str | None:
+        """What keeps ``kwargs`` from running, as a sentence naming the keywords through ``label``
+        (the Python name, or the command-line flag): the first unmet need, then the method's own
+        ``check``; None when it can run."""
+        for need in self.needs:
+            if not any(_given(kwargs.get(param)) for param, _ in need):
+                alternatives = ", or ".join(phrase.format(label(param)) for param, phrase in need)
+                return f"{self.name} needs {alternatives}"
+        return self.check(kwargs, label) if self.check is not None else None
+
+
+def _given(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, Sequence):
+        return len(value) > 0
+    return True
+
+
+@dataclass
+class RunContext:
+    """The setup every ``detect`` repeated: the gateway (the process's by default), the run's call
+    counters, its concurrency and the progress hook; ``stream`` runs a built graph with them."""
+
+    gateway: Gateway
+    stats: CallStats
+    max_concurrency: int | None = None
+    on_step: Callable[[str], None] | None = None
+
+    def stream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
+        return run_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
+
+    def meta(self, method: str, events: Mapping[str, int] | None = None, **params: Any) -> RunMeta:
+        return self.stats.meta(method, dict(events or {}), **params)
+
+
+def start(
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    max_concurrency: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> RunContext:
+    """A run on ``gateway`` (default: the process's) counting into ``stats`` (default: its own)."""
+    return RunContext(gateway or default_gateway(), stats or CallStats(), max_concurrency, on_step)

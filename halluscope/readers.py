@@ -1,0 +1,76 @@
+"""Inputs from a user's files (the command line's --file, --samples-file, --pool, --context-file):
+UTF-8 text, lists of texts, and (input, label) pairs, each refused with one clear error naming the
+flag and the file when it cannot be read as that."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from halluscope.errors import ConfigError
+
+
+def read_file(path: str, flag: str) -> str:
+    """A user's text file as UTF-8 text; an unreadable, binary or non-UTF-8 file is one clear error."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {flag} {path}: {exc}") from exc
+    if b"\x00" in raw:
+        raise ConfigError(f"{flag} {path} is a binary file, not text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{flag} {path} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
+            "convert it, e.g. iconv -f latin1 -t utf-8"
+        ) from exc
+
+
+def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
+    """A user's file as (its JSON, its text) when it opens with '[', else (None, its text)."""
+    text = read_file(path, flag)
+    if not text.lstrip().startswith("["):
+        return None, text
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+
+
+def read_texts(path: str, flag: str, what: str = "texts", one_per_line: bool = False) -> list[str]:
+    """A JSON list of strings, or plain text: one per line, or separated by lines of '---'."""
+    texts, text = _json_list_or_text(path, flag)
+    if texts is not None:
+        if not isinstance(texts, list) or not all(isinstance(x, str) for x in texts):
+            raise ConfigError(f"{flag} {path} must hold a JSON list of strings")
+    elif one_per_line:
+        texts = text.splitlines()
+    else:
+        texts = re.split(r"^---\s*$", text, flags=re.MULTILINE)
+    texts = [x.strip() for x in texts if x.strip()]
+    if not texts:
+        raise ConfigError(f"{flag} {path} holds no {what}")
+    return texts
+
+
+def read_lines(path: str, flag: str) -> list[str]:
+    """A JSON list of strings, or one per line (a question pool)."""
+    return read_texts(path, flag, "question", one_per_line=True)
+
+
+def read_pairs(path: str, flag: str) -> list[tuple[str, str]]:
+    """In-context examples: a JSON list of [input, label] pairs, or one 'input<TAB>label' per line."""
+    rows, text = _json_list_or_text(path, flag)
+    if rows is None:
+        rows = [line.split("\t") for line in text.splitlines() if line.strip()]
+    pairs = []
+    for i, row in enumerate(rows if isinstance(rows, list) else [rows]):
+        if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) and x.strip() for x in row)):
+            raise ConfigError(f"{flag} {path}: example {i + 1} is not an (input, label) pair of texts: {row!r}")
+        pairs.append((row[0].strip(), row[1].strip()))
+    if not pairs:
+        raise ConfigError(f"{flag} {path} holds no example")
+    return pairs

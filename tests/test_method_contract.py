@@ -1,0 +1,70 @@
+"""The method contract: every method reaches the detector and the command line through one
+``METHOD``, with one name per concept, and the needs read right in Python and on the command line."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+import halluscope
+from halluscope.cli import build_parser, main
+from halluscope.cli.detect import label_of
+from halluscope.detector import METHODS
+from halluscope.errors import ConfigError
+from halluscope.graphs import fibe
+
+
+def test_every_method_and_fibe_variant_has_a_contract_and_a_detect_subcommand() -> None:
+    assert set(fibe.VARIANTS) <= METHODS.keys() and {"phr", "fewl", "clue"} <= METHODS.keys()
+    parser = build_parser()
+    for name, method in METHODS.items():
+        assert parser.parse_args(["detect", name, "--json"]).method == name
+        accepted = inspect.signature(method.detect).parameters
+        for option in method.options:  # a flag that names no keyword of detect would be refused at run time
+            assert option.param in accepted, (name, option.param)
+        for need in method.needs:
+            assert all(param in accepted for param, _ in need), (name, need)
+        for field in (method.question_field, method.answer_field, method.model_field, *method.inputs):
+            assert field is None or field in accepted, (name, field)
+
+
+def test_one_name_for_the_sample_count_and_for_the_judge() -> None:
+    for name in ("semantic-entropy", "clue", "fewl", "phr", "fibe", "selfcheck-prompt", "selfcheck-unigram"):
+        assert "n" in inspect.signature(METHODS[name].detect).parameters, name
+    for name in ("semantic-entropy", "semantic-entropy-paragraph", "clue"):
+        assert "judge" in inspect.signature(METHODS[name].detect).parameters, name
+    for name, method in METHODS.items():
+        params = inspect.signature(method.detect).parameters
+        assert not {"m", "diversify", "scorer"} & params.keys(), name
+
+
+def test_a_need_names_python_keywords_in_python_and_flags_on_the_command_line() -> None:
+    method = METHODS["semantic-entropy"]
+    assert method.problem({"question": "Q?"}) == "semantic-entropy needs model to sample answers, or answers"
+    cli = method.problem({"question": "Q?"}, label_of(method))
+    assert cli == "semantic-entropy needs --model to sample answers, or --answers-file"
+    assert label_of(METHODS["fibe"])("text") == "--text or --file"
+    with pytest.raises(ConfigError, match="semantic-entropy needs model to sample answers"):
+        halluscope.detector("semantic-entropy").detect(question="Q?")
+    assert METHODS["fewl"].problem({"question": "Q?", "answers": ["A."], "references": ["a:b", "c:d"], "n": 3})
+
+
+def test_detect_takes_any_keyword_through_opt_and_refuses_two_sources(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    samples = tmp_path / "samples.txt"
+    samples.write_text("Einstein was born in Ulm.\n---\nHe developed relativity in Bern.\n")
+    text = tmp_path / "text.txt"
+    text.write_text("Einstein was born in Paris.")
+    argv = ["detect", "selfcheck-unigram", "--file", str(text), "--samples-file", str(samples), "--json"]
+    assert main([*argv, "--opt", "sentences=[Einstein was born in Paris.]"]) == 0
+    result = halluscope.DetectionResult.from_json(capsys.readouterr().out)
+    assert [u.text for u in result.units] == ["Einstein was born in Paris."] and result.meta.params["n"] == 2
+    assert main([*argv, "--text", "Other."]) == 2
+    assert "give --text or --file, not both" in capsys.readouterr().err
+    assert main([*argv, "--opt", "no_such_option=1"]) == 2
+    assert "selfcheck-unigram has no option 'no_such_option'" in capsys.readouterr().err
+    assert main([*argv, "--opt", "samples=[a]"]) == 2
+    assert "--opt samples repeats a flag" in capsys.readouterr().err
