@@ -25,7 +25,7 @@ from typing import Any
 import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.scripted import ScriptedChatModel
-from halluscope.evaluators.wikibio import load_wikibio
+from halluscope.bench.wikibio import load_wikibio
 
 STAGES = 2  # regenerate, check
 SAMPLES = 3

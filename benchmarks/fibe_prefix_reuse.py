@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.evaluators.wikibio import load_wikibio
+from halluscope.bench.wikibio import load_wikibio
 from halluscope.graphs import fibe
 from halluscope.scoring.fibe import build_exam
 

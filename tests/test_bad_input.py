@@ -10,9 +10,9 @@ import pytest
 
 import halluscope
 from halluscope.backends.local import model_file
+from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.wikibio import load_wikibio
 from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy
 from halluscope.text import sentences
 

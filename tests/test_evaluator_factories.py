@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from halluscope import evaluators as factories
 from halluscope.backends.gateway import Gateway
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.evaluators import factories
-from halluscope.evaluators.factories import example_arguments
+from halluscope.evaluators import example_arguments
 
 EXAMPLES = [
     ({"question": "Who was Einstein?"}, {"answer": "Einstein was a physicist. He was born in Paris."}),

@@ -15,8 +15,8 @@ from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
 from halluscope.backends.retry import RetryPolicy, retry_after
+from halluscope.bench.report import write_json
 from halluscope.errors import ConfigError, ModelUnavailableError
-from halluscope.evaluators.report import write_json
 from halluscope.prompts.registry import PromptRegistry
 from tests.conftest import FAST_RETRY
 from tests.stub_servers import Fault, StubAPI

@@ -17,8 +17,7 @@ import pytest
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.errors import ConfigError
-from halluscope.evaluators.truthfulqa import (
+from halluscope.bench.truthfulqa import (
     kendall_tau,
     load_mc1,
     load_truthfulqa,
@@ -27,6 +26,7 @@ from halluscope.evaluators.truthfulqa import (
     run_truthfulqa_bench,
     table_measures,
 )
+from halluscope.errors import ConfigError
 from halluscope.graphs import fewl
 from halluscope.scoring.fewl import (
     expertise_score,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.wikibio import run_bench
 from halluscope.errors import ConfigError
-from halluscope.evaluators.wikibio import run_bench
 from halluscope.graphs import fibe
 from halluscope.prompts import parsers
 from halluscope.scoring.fibe import (

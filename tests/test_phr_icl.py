@@ -19,8 +19,8 @@ import pytest
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample, load_logprob_model
+from halluscope.bench.icl import balanced_context, load_icl_task, run_phr_bench
 from halluscope.errors import ConfigError, PromptError
-from halluscope.evaluators.icl import balanced_context, load_icl_task, run_phr_bench
 from halluscope.graphs import phr
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.phr import categorical_entropy

@@ -14,9 +14,9 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci
+from halluscope.bench.qa import is_correct, load_qa, normalise, run_qa_bench
 from halluscope.errors import ConfigError
-from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci
-from halluscope.evaluators.qa import is_correct, load_qa, normalise, run_qa_bench
 
 
 def test_datasets_load_with_their_accepted_answers(data_dir: Path) -> None:

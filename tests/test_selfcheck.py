@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.bench.wikibio import run_bench
 from halluscope.errors import ConfigError
-from halluscope.evaluators.wikibio import run_bench
 from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
 from halluscope.graphs.stages import concept_from_prompt
 

@@ -14,8 +14,8 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.wikibio import Passage, concept_of, load_wikibio, protocol_metrics, run_bench
 from halluscope.errors import DataError, ModelUnavailableError
-from halluscope.evaluators.wikibio import Passage, concept_of, load_wikibio, protocol_metrics, run_bench
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, sentences, tokens
 

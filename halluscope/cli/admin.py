@@ -13,10 +13,10 @@ from tqdm import tqdm
 from halluscope.backends.cache import CallCache, default_cache_dir, move_aside
 from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
+from halluscope.bench.datasets import data_root, list_datasets, source_summary
 from halluscope.cli.common import data_option, gateway_of, key_values, print_json, registry
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import CacheError
-from halluscope.evaluators.datasets import data_root, list_datasets, source_summary
 from halluscope.prompts.registry import prompt_diff
 from halluscope.results import DetectionResult, Unit
 

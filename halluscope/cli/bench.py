@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.entailment import entailment_judge, zero_shot_judge
+from halluscope.bench.wikibio import BENCH_METHODS
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
-from halluscope.evaluators.wikibio import BENCH_METHODS
 from halluscope.prompts.registry import parse_ref
 from halluscope.scoring import CLUSTER_RULES
 
@@ -39,7 +39,7 @@ def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_bench_wikibio(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.wikibio import METRIC_COLUMNS, run_bench
+    from halluscope.bench.wikibio import METRIC_COLUMNS, run_bench
 
     gateway = gateway_of(args)
     runs = run_bench(
@@ -71,7 +71,7 @@ def cmd_bench_wikibio(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_qa(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.qa import SCORES, run_qa_bench
+    from halluscope.bench.qa import SCORES, run_qa_bench
 
     if not args.model:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
@@ -113,7 +113,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_truthfulqa(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.truthfulqa import run_truthfulqa_bench
+    from halluscope.bench.truthfulqa import run_truthfulqa_bench
 
     shown = _variant_list(args.method)
     gateway = gateway_of(args)
@@ -149,7 +149,7 @@ def _variant_list(methods: str) -> list[str]:
 
 
 def cmd_bench_truthfulqa_rank(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.truthfulqa import run_rank_bench
+    from halluscope.bench.truthfulqa import run_rank_bench
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     gateway = gateway_of(args)
@@ -203,7 +203,7 @@ def _fewl_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench_clue(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.clue import SUBSETS, run_clue_bench
+    from halluscope.bench.clue import SUBSETS, run_clue_bench
 
     gateway = gateway_of(args)
     run = run_clue_bench(
@@ -263,8 +263,8 @@ def _number_list(text: str, flag: str, kind: type[int] | type[float]) -> list[in
 
 
 def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.phr_synthetic import COLUMNS, run_phr_synthetic
-    from halluscope.evaluators.report import markdown_table
+    from halluscope.bench.phr_synthetic import COLUMNS, run_phr_synthetic
+    from halluscope.bench.report import markdown_table
 
     result = run_phr_synthetic(
         args.out,
@@ -286,8 +286,8 @@ def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_phr(args: argparse.Namespace) -> int:
-    from halluscope.evaluators.icl import COLUMNS, run_phr_bench
-    from halluscope.evaluators.report import markdown_table
+    from halluscope.bench.icl import COLUMNS, run_phr_bench
+    from halluscope.bench.report import markdown_table
 
     result = run_phr_bench(
         args.task,
@@ -349,7 +349,7 @@ def _judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> No
 
 def cmd_bench_compare(args: argparse.Namespace) -> int:
     """The benchmark with prompt version A, then B, on the same items and the same cache; then the report."""
-    from halluscope.evaluators.compare import compare_runs, prompt_pair
+    from halluscope.bench.compare import compare_runs, prompt_pair
 
     prompt_id = parse_ref(args.compare_prompt)[0]
     chosen = [r for r in args.prompt if parse_ref(r)[0] == prompt_id]

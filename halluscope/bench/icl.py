@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
+from halluscope.bench.datasets import dataset_dir
+from halluscope.bench.failures import Failures
+from halluscope.bench.report import markdown_table, write_json
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_dir
-from halluscope.evaluators.failures import Failures
-from halluscope.evaluators.report import markdown_table, write_json
 from halluscope.scoring.phr import Pair
 
 MAX_QUERY_TOKENS = 116

@@ -28,11 +28,11 @@ import numpy as np
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import ZeroShot
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.bench.datasets import dataset_file
+from halluscope.bench.failures import Failures
+from halluscope.bench.metrics import auc_pr, auc_roc, fraction
+from halluscope.bench.report import markdown_table, write_curves, write_json
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_file
-from halluscope.evaluators.failures import Failures
-from halluscope.evaluators.metrics import auc_pr, auc_roc, fraction
-from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import clue
 from halluscope.scoring import concept_labels
 

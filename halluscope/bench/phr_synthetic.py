@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from halluscope.bench.report import markdown_table, write_json
 from halluscope.errors import ConfigError
-from halluscope.evaluators.report import markdown_table, write_json
 from halluscope.scoring.phr import BayesianLinearRegression, phr_estimate
 
 COLUMNS = (

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.entailment import entailment_judge
+from halluscope.bench.datasets import dataset_file
+from halluscope.bench.failures import Failures
+from halluscope.bench.metrics import auc_pr, auc_roc
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_file
-from halluscope.evaluators.failures import Failures
-from halluscope.evaluators.metrics import auc_pr, auc_roc
 from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
 
 DATASET = "wikibio_gpt3_hallucination"
@@ -255,7 +255,7 @@ def run_bench(
     """Score the passages with each method, then write results.json, report.md and PR/ROC PNGs."""
     from tqdm import tqdm
 
-    from halluscope.evaluators.report import markdown_table, write_curves, write_json
+    from halluscope.bench.report import markdown_table, write_curves, write_json
 
     unknown = [m for m in methods if m not in BENCH_METHODS]
     if unknown:

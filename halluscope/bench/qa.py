@@ -21,11 +21,11 @@ import numpy as np
 
 from halluscope.backends.entailment import Entailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.bench.datasets import dataset_file
+from halluscope.bench.failures import Failures
+from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, fraction
+from halluscope.bench.report import markdown_table, write_curves, write_json
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_file
-from halluscope.evaluators.failures import Failures
-from halluscope.evaluators.metrics import auc_roc, aurac, bootstrap_ci, fraction
-from halluscope.evaluators.report import markdown_table, write_curves, write_json
 from halluscope.graphs import semantic_entropy
 from halluscope.scoring import ClusterRule
 

@@ -24,9 +24,9 @@ import numpy as np
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.bench.datasets import dataset_file
+from halluscope.bench.report import markdown_table, write_json
 from halluscope.errors import ConfigError, DataError
-from halluscope.evaluators.datasets import dataset_file
-from halluscope.evaluators.report import markdown_table, write_json
 from halluscope.graphs import fewl
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
 

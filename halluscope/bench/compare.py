@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from halluscope.bench.report import write_json
 from halluscope.errors import ConfigError
-from halluscope.evaluators.report import write_json
 from halluscope.prompts.registry import PromptRegistry, PromptTemplate, parse_ref, prompt_diff
 
 Scores = dict[str, float]
