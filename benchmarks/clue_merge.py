@@ -21,6 +21,7 @@ from typing import Any
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import LLMZeroShot
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.bench.runner import BenchResult
 from halluscope.graphs.clue import merge_concepts, pooled_concepts
 
 
@@ -33,7 +34,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results", help="where clue_merge.json goes")
     args = ap.parse_args()
 
-    every = json.loads(Path(args.results).read_text(encoding="utf-8"))["questions"]
+    every = BenchResult.read(Path(args.results).parent).records
     questions = [every[int(i)] for i in args.questions.split(",")]
     scorer = LLMZeroShot(args.judge, gateway=Gateway(cache=None))
     embedder = Embedder()

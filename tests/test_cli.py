@@ -185,7 +185,8 @@ def test_bench_wikibio_writes_results_report_and_curves(
     )
     assert code == 0 and "WikiBio: 12 passages" in stdout
     results = json.loads((out / "results.json").read_text())
-    assert results["method"] == "selfcheck-unigram" and results["n_passages"] == 12
+    assert set(results) == {"bench", "params", "meta", "metrics", "items", "failures"} and results["bench"] == "wikibio"
+    assert results["params"]["method"] == "selfcheck-unigram" and results["metrics"]["n_passages"] == 12
     assert {
         "auc_pr_nonfact",
         "auc_pr_nonfact_star",
@@ -196,7 +197,7 @@ def test_bench_wikibio_writes_results_report_and_curves(
         "spearman",
     } <= results["metrics"].keys()
     per_method = json.loads((out / "selfcheck-unigram" / "results.json").read_text())
-    assert len(per_method["scores"]) == 12 and per_method["metrics"] == results["metrics"]
+    assert len(per_method["items"]) == 12 and per_method["metrics"] == results["metrics"]
     report = (out / "report.md").read_text()
     assert "| selfcheck-unigram |" in report and "12 passages" in report
     for png in ("pr_nonfact.png", "roc_nonfact.png"):

@@ -3,6 +3,7 @@ model with a table-driven zero-shot scorer (call counts, cache replay, bad answe
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -325,8 +326,8 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
     assert all(i.irrelevant not in (i.relevant, i.less_relevant) for i in items)
     model = scripted(_qnli_responder)
     run = run_clue_bench(tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
-    assert run["n_questions"] == 2 and run["calls"] == 2 * (3 + 3)  # N samples + N extractions per question
-    first = run["questions"][0]
+    assert run.metrics["questions"] == 2 and run.meta.calls == 2 * (3 + 3)  # N samples + N extractions per question
+    first = run.records[0]
     assert set(first["answer_scores"]) == {"D_R", "D_L", "D_I"}
     assert len(first["uncertainty"]) == len(first["concepts"]) == len(first["answer_scores"]["D_R"])
     assert first["labels"] == concept_labels(first["answer_scores"]["D_R"], 0.6, 0.2)
@@ -334,13 +335,21 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
     for key in ("D_R", "D_L", "D_I"):
         expected = pearson(first["uncertainty"], first["answer_scores"][key])
         assert first["correlation"][key] == (pytest.approx(expected) if expected is not None else None)
-    assert set(run["detection"]) == {"CLUE", "baseline"}
+    assert set(run.metrics["detection"]) == {"CLUE", "baseline"}
     for name in ("results.json", "report.md", "correlation.png", "roc.png", "pr.png"):
         assert (tmp_path / name).is_file()
+    assert set(json.loads((tmp_path / "results.json").read_text())) == {
+        "bench",
+        "params",
+        "meta",
+        "metrics",
+        "items",
+        "failures",
+    }
     report = (tmp_path / "report.md").read_text()
     assert "theta_h = 0.6, theta_l = 0.2" in report and "-0.488" in report
     again = run_clue_bench(tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
-    assert again["calls"] == 0 and again["cache_hits"] == 12
+    assert again.meta.calls == 0 and again.meta.cache_hits == 12
     with pytest.raises(ValueError, match="theta"):
         run_clue_bench(
             tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, theta_h=0.1, theta_l=0.5

@@ -4,6 +4,7 @@ protocols on the real data, and one end-to-end run on the tiny local model with 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -279,21 +280,27 @@ def test_truthfulqa_bench_on_real_questions(gateway: Gateway, scripted: Any, dat
     summary = run_truthfulqa_bench(
         tmp_path, references=[model], gateway=gateway, data=data_dir, limit=2, embedder=WordEmbedder(), progress=False
     )
-    assert summary["n_questions"] == 2 and summary["pool"] == 817 and summary["n"] == 5
-    first = summary["questions"][0]
+    assert summary.metrics["questions"] == 2 and summary.params["pool"] == 817 and summary.params["n"] == 5
+    first = summary.records[0]
     assert len(first["answers"]) == len(load_truthfulqa(data_dir)[0].labelled)
     assert len(first["neighbours"]) == fewl.NEIGHBOURS
-    rows = {r["variant"]: r for r in summary["variants"]}
+    rows = {r["variant"]: r for r in summary.metrics["variants"]}
     assert list(rows) == ["single", "single+penalty", "multi", "fewl", "fewl-uniform"]
     assert rows["fewl"]["questions"] == 2 and rows["fewl"]["paper_gpt4_share"] == pytest.approx(202 / 817)
     # every reference answer is the watermelon best answer: it wins question 1 under every variant
     assert table_measures({**first, "best": first["best"]}, "single") == (True, True)
     needed = 2 + len(
-        {n["question"] for q in summary["questions"] for n in q["neighbours"]}
-        - {q["question"] for q in summary["questions"]}
+        {n["question"] for q in summary.records for n in q["neighbours"]} - {q["question"] for q in summary.records}
     )
-    assert summary["calls"] == needed + 2  # one diversified call per needed question, one IW/CO per question
-    assert (tmp_path / "results.json").is_file()
+    assert summary.meta.calls == needed + 2  # one diversified call per needed question, one IW/CO per question
+    assert set(json.loads((tmp_path / "results.json").read_text())) == {
+        "bench",
+        "params",
+        "meta",
+        "metrics",
+        "items",
+        "failures",
+    }
     report = (tmp_path / "report.md").read_text()
     assert "(b) best highest of all labelled" in report and "24.7%" in report  # the paper's GPT-4 FEWL share
 
@@ -365,9 +372,11 @@ def test_rank_bench_writes_both_rankings(
         embedder=WordEmbedder(),
         progress=False,
     )
-    assert summary["ranking_fewl"] == summary["ranking_mc1"] == ["scripted:informed", "scripted:vague"]
-    assert summary["kendall_tau"] == pytest.approx(1.0)
+    ranked = summary.metrics
+    assert ranked["ranking_fewl"] == ranked["ranking_mc1"] == ["scripted:informed", "scripted:vague"]
+    assert ranked["kendall_tau"] == pytest.approx(1.0)
     assert "Kendall's tau: 1.000" in (tmp_path / "report.md").read_text()
+    assert json.loads((tmp_path / "results.json").read_text())["bench"] == "truthfulqa-rank"
 
 
 # ---------------------------------------------------------------- the real path

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.wikibio import run_bench
+from halluscope.bench.wikibio import run_bench, sentence_scores
 from halluscope.errors import ConfigError
 from halluscope.graphs import fibe
 from halluscope.prompts import parsers
@@ -392,16 +392,19 @@ def test_bench_runs_fibe_variants_and_shares_their_calls_through_the_cache(
         gateway=gateway,
     )
     plain, dq, ensemble_run = runs
-    r = plain["n_sentences"]
-    assert plain["calls"] == 3 * (1 + 2) + r  # per passage 1 + N + |R|
-    assert dq["calls"] == r and dq["cache_hits"] == plain["calls"]  # only DQ is new
-    assert ensemble_run["calls"] == 2 * r  # only SCGP on the dataset's 2 samples is new
-    assert len(seen) == plain["calls"] + dq["calls"] + ensemble_run["calls"]
+    r = plain.metrics["n_sentences"]
+    assert plain.meta.calls == 3 * (1 + 2) + r  # per passage 1 + N + |R|
+    assert dq.meta.calls == r and dq.meta.cache_hits == plain.meta.calls  # only DQ is new
+    assert ensemble_run.meta.calls == 2 * r  # only SCGP on the dataset's 2 samples is new
+    assert len(seen) == plain.meta.calls + dq.meta.calls + ensemble_run.meta.calls
     # Tom 50, Amy 100: H_F = 1 - 150 / 200 for every sentence
-    assert all(x == pytest.approx(0.25) for s in plain["scores"] for x in s)
-    assert plain["events"] == {} and plain["metrics"]["auc_pr_nonfact"] > 0
-    summary = json.loads((tmp_path / "results.json").read_text())
-    assert [x["method"] for x in summary["runs"]] == ["fibe", "fibe+sbc+dq", "fibe+selfcheck+sbc"]
+    assert all(x == pytest.approx(0.25) for s in sentence_scores(plain) for x in s)
+    assert plain.meta.events == {} and plain.metrics["auc_pr_nonfact"] > 0
+    summary = [
+        json.loads((tmp_path / m / "results.json").read_text()) for m in ("fibe", "fibe+sbc+dq", "fibe+selfcheck+sbc")
+    ]
+    assert not (tmp_path / "results.json").exists()  # several methods: one results.json each
+    assert [x["params"]["method"] for x in summary] == ["fibe", "fibe+sbc+dq", "fibe+selfcheck+sbc"]
     assert "| fibe+sbc+dq |" in (tmp_path / "report.md").read_text()
 
 
@@ -425,6 +428,6 @@ def test_bench_wikibio_runs_fibe_on_its_own_default_samples(
     its own default of 20); without an exam method the default stays the dataset's 20."""
     model = scripted(generic_model([]), "scripted:fibe")
     (run,) = run_bench(["fibe"], tmp_path, data_dir, limit=1, progress=False, model=model, gateway=gateway)
-    assert run["samples"] == len(fibe.STUDENTS) == 10
+    assert run.params["samples"] == len(fibe.STUDENTS) == 10
     (unigram,) = run_bench(["selfcheck-unigram"], tmp_path / "u", data_dir, limit=1, progress=False)
-    assert unigram["samples"] == 20
+    assert unigram.params["samples"] == 20

@@ -120,11 +120,15 @@ def test_bench_phr_synthetic_writes_rows_report_and_plot(tmp_path: Path, capsys:
     out = capsys.readouterr().out
     assert code == 0 and "| 16 |" in out
     result = json.loads((tmp_path / "results.json").read_text())
-    assert [r["n"] for r in result["rows"]] == [1, 16]
-    for row in result["rows"]:
+    assert (
+        set(result) == {"bench", "params", "meta", "metrics", "items", "failures"}
+        and result["bench"] == "phr-synthetic"
+    )
+    assert [r["n"] for r in result["metrics"]["rows"]] == [1, 16]
+    for row in result["metrics"]["rows"]:
         assert {"n", "reference_phr", "phr", "abs_error", "thr"} <= row.keys()
         assert 0 <= row["abs_error"] <= 1 and 0.05 < row["reference_phr"] < 1
-    assert result["rows"][0]["reference_phr"] > result["rows"][1]["reference_phr"]
+    assert result["metrics"]["rows"][0]["reference_phr"] > result["metrics"]["rows"][1]["reference_phr"]
     assert (tmp_path / "phr_vs_n.png").read_bytes()[:4] == b"\x89PNG" and "Definition 4" in (
         tmp_path / "report.md"
     ).read_text()

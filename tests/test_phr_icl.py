@@ -286,14 +286,15 @@ def test_bench_phr_writes_the_table_records_and_plot(data_dir: Path, gw: Gateway
     result = run_phr_bench(
         "sst2", tmp_path, model=model, ns=(2, 4), contexts=2, queries=3, m=2, data=data_dir, gateway=gw, progress=False
     )
-    assert [r["n"] for r in result["rows"]] == [2, 4] and len(result["records"]) == 12
-    assert sum(r["calls"] for r in result["records"]) == result["meta"]["calls"]
-    row = result["rows"][0]
+    assert [r["n"] for r in result.metrics["rows"]] == [2, 4] and len(result.records) == 12
+    assert sum(r["calls"] for r in result.records) == result.meta.calls
+    row = result.metrics["rows"][0]
     # the fake ignores x: n = 2 balanced gives p_n = (2/5, 2/5, 1/5) for every query
     assert row["error_rate"] == pytest.approx(0.6) and row["queries"] == 6
     assert set(row) >= {"phr_low", "mhr_low", "mae_mhr", "r2_mhr", "phr_high", "mae_error", "accuracy"}
     # 2 contexts x M = 2 completions x 5 imagined pairs per n, shared by each context's 3 queries
-    assert result["meta"]["calls"] - result["meta"]["params"]["forward_passes"] == 2 * 2 * 2 * 5
+    assert result.meta.calls - result.meta.params["forward_passes"] == 2 * 2 * 2 * 5
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["rows"] == result["rows"] and (tmp_path / "phr_icl.png").stat().st_size > 0
+    assert set(saved) == {"bench", "params", "meta", "metrics", "items", "failures"} and saved["bench"] == "phr"
+    assert saved["metrics"]["rows"] == result.metrics["rows"] and (tmp_path / "phr_icl.png").stat().st_size > 0
     assert "| n | queries |" in (tmp_path / "report.md").read_text()

@@ -98,21 +98,22 @@ def test_run_on_scripted_models_scores_every_question(
         gateway=gateway,
     )
     run = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
-    assert [q["correct"] for q in run["questions"]] == [True, True, False, False]
+    assert [q["correct"] for q in run.records] == [True, True, False, False]
     # per question one answer at temperature 0.1 and M = 5 at temperature 1
     assert sorted(p["temperature"] for p in seen) == [0.1] * 4 + [1.0] * 20
-    assert [len(q["clusters"]) for q in run["questions"]] == [1, 1, 5, 5]
-    metrics = run["metrics"]
+    assert [len(q["clusters"]) for q in run.records] == [1, 1, 5, 5]
+    metrics = run.metrics
     assert metrics["accuracy"] == 0.5
     assert metrics["semantic_entropy"]["auroc"] == 1.0 and metrics["n_clusters"]["auroc"] == 1.0
     assert metrics["likelihood_semantic_entropy"] is None and metrics["naive_entropy"] is None  # no log-probs
-    assert run["questions"][2]["scores"]["semantic_entropy"] == pytest.approx(math.log(5))
+    assert run.items[2].scores["semantic_entropy"] == pytest.approx(math.log(5))
     # distinct answers of a wrong question: 10 pairs, each judged both ways (Neutral: not equivalent)
-    assert run["pairs_judged"] == 2 * 10 and run["calls"] == 24 + 2 * 2 * 10
+    assert metrics["pairs_judged"] == 2 * 10 and run.meta.calls == 24 + 2 * 2 * 10
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["n_questions"] == 4 and saved["questions"][0]["answer"].startswith("They are onions")
+    assert set(saved) == {"bench", "params", "meta", "metrics", "items", "failures"} and saved["bench"] == "qa"
+    assert saved["metrics"]["questions"] == 4 and saved["items"][0]["record"]["answer"].startswith("They are onions")
     report = (tmp_path / "report.md").read_text()
     assert "| semantic entropy (discrete) | 1.000" in report and "n/a (no log-probs)" in report
     assert (tmp_path / "roc.png").read_bytes()[:4] == b"\x89PNG"
     again = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
-    assert again["calls"] == 0 and again["metrics"] == metrics
+    assert again.meta.calls == 0 and again.metrics == metrics

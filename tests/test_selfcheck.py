@@ -120,12 +120,15 @@ def test_bench_runs_scgp_on_the_datasets_samples(
         gateway=gateway,
     )
     scgp, unigram = runs
-    sentences = scgp["n_sentences"]
-    assert scgp["calls"] == 2 * sentences == len(seen) and scgp["model"] == "scripted:judge"
-    assert scgp["prompts"] == [gateway.registry.get("selfcheck.prompt").ref]
-    assert unigram["calls"] == 0 and unigram["model"] is None
-    summary = json.loads((tmp_path / "results.json").read_text())
-    assert [r["method"] for r in summary["runs"]] == ["selfcheck-prompt", "selfcheck-unigram"]
+    sentences = scgp.metrics["n_sentences"]
+    assert scgp.meta.calls == 2 * sentences == len(seen) and scgp.meta.models == ["scripted:judge"]
+    assert scgp.meta.prompts == [gateway.registry.get("selfcheck.prompt").ref]
+    assert unigram.meta.calls == 0 and unigram.meta.models == [] and unigram.params["model"] is None
+    summary = [
+        json.loads((tmp_path / m / "results.json").read_text()) for m in ("selfcheck-prompt", "selfcheck-unigram")
+    ]
+    assert not (tmp_path / "results.json").exists()  # several methods: one results.json each
+    assert [r["params"]["method"] for r in summary] == ["selfcheck-prompt", "selfcheck-unigram"]
     assert "| selfcheck-prompt |" in (tmp_path / "report.md").read_text()
     with pytest.raises(ConfigError, match="needs --model"):
         run_bench(["selfcheck-prompt"], tmp_path, data_dir, limit=1, progress=False)

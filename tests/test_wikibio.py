@@ -14,7 +14,14 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.wikibio import Passage, concept_of, load_wikibio, protocol_metrics, run_bench
+from halluscope.bench.wikibio import (
+    Passage,
+    concept_of,
+    load_wikibio,
+    protocol_metrics,
+    run_bench,
+    sentence_scores,
+)
 from halluscope.errors import DataError, ModelUnavailableError
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, sentences, tokens
@@ -179,14 +186,14 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
     )
     (run,) = runs
     passages = load_wikibio(data_dir)[:3]
-    assert [len(s) for s in run["scores"]] == [len(p.sentences) for p in passages]
-    assert run["events"] == {"decompose_unparsed": 3}
-    assert run["metrics"]["auc_pr_nonfact"] is not None
+    assert [len(s) for s in sentence_scores(run)] == [len(p.sentences) for p in passages]
+    assert run.meta.events == {"decompose_unparsed": 3}
+    assert run.metrics["auc_pr_nonfact"] is not None
     claims = sum(len(p.sentences) for p in passages)
     assert len(written) == 3 + claims * 20  # decompose, then 2 question lists and 6 x 3 answers per claim
-    assert judged and run["calls"] == len(written) + len(judged)
-    assert [bar.n for bar in BARS] == [run["calls"] + run["cache_hits"]]  # a repeated pair is a cache hit
-    first = run["scores"][0]  # 'same' three times against one expected answer: entropy of sizes 1, 3
+    assert judged and run.meta.calls == len(written) + len(judged)
+    assert [bar.n for bar in BARS] == [run.meta.calls + run.meta.cache_hits]  # a repeated pair is a cache hit
+    first = sentence_scores(run)[0]  # 'same' three times against one expected answer: entropy of sizes 1, 3
     assert first == pytest.approx([-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))] * 9)
 
 
@@ -209,13 +216,13 @@ def test_a_passage_whose_calls_fail_for_good_is_recorded_and_the_bench_goes_on(
         model=scripted(respond), gateway=gateway, progress=False,
     )  # fmt: skip
     scgp, unigram = runs
-    assert [f["item"] for f in scgp["failed"]] == [passages[1].index] and unigram["failed"] == []
-    assert "refused the call (400)" in scgp["failed"][0]["error"]
+    assert [f["item"] for f in scgp.failures] == [f"passage {passages[1].index}"] and unigram.failures == []
+    assert "refused the call (400)" in scgp.failures[0]["error"]
     kept = [p for i, p in enumerate(passages) if i != 1]
-    assert scgp["n_passages"] == 3 and scgp["n_sentences"] == sum(len(p.sentences) for p in kept)
-    assert unigram["n_passages"] == 4
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert results["runs"][0]["failed"][0]["item"] == passages[1].index
+    assert scgp.metrics["n_passages"] == 3 and scgp.metrics["n_sentences"] == sum(len(p.sentences) for p in kept)
+    assert unigram.metrics["n_passages"] == 4
+    results = json.loads((tmp_path / "selfcheck-prompt" / "results.json").read_text())
+    assert results["failures"][0]["item"] == f"passage {passages[1].index}"
     assert "**1 selfcheck-prompt: passages failed**" in (tmp_path / "report.md").read_text()
 
     # every passage failing is one clear error, not metrics of nothing

@@ -19,7 +19,6 @@ import csv
 import math
 import random
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,9 @@ from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import ZeroShot
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.failures import Failures
 from halluscope.bench.metrics import auc_pr, auc_roc, fraction
-from halluscope.bench.report import markdown_table, write_curves, write_json
+from halluscope.bench.report import markdown_table, write_curves
+from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import clue
 from halluscope.scoring import concept_labels
@@ -126,8 +125,7 @@ def _detection(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_clue_bench(
-    out: str | Path,
+def clue_plan(
     *,
     model: ModelLike,
     scorer: ZeroShot,
@@ -139,54 +137,74 @@ def run_clue_bench(
     theta_l: float = THETA_L,
     prefilter: float | None = None,
     embedder: Embedder | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Run CLUE on each QNLI question with its three answers; write results.json, report.md, plots."""
-    from tqdm import tqdm
-
+) -> Plan:
+    """CLUE on each QNLI question, its three answers scored against the concepts."""
     concept_labels([], theta_h, theta_l)  # bad thresholds fail before any model call
     items = load_qnli(data, limit)
     if not items:
         raise ConfigError("no QNLI question to run (--limit must be at least 1)")
     graph = clue.build(model, scorer, gateway, n=n, prefilter=prefilter, embedder=embedder)
-    records: list[dict[str, Any]] = []
-    with tqdm(desc="clue qnli", unit=" call", disable=not progress) as bar:
-        stats = CallStats(on_reply=bar.update)
-        failures = Failures()
-        for item in items:
-            bar.set_postfix(question=f"{item.index + 1}/{len(items)}", failed=len(failures))
-            before_calls, before_hits = stats.calls, stats.cache_hits
-            run = failures.attempt(
-                item.index, partial(clue.run, graph, item.question, stats, references=item.answers(), baseline=True)
-            )
-            if run is None:
-                continue
-            answer_scores = run["references"]
-            record: dict[str, Any] = {
-                "index": item.index,
-                "question": item.question,
-                "answers": item.answers(),
-                "outputs": run["outputs"],
-                "extracted": run["extracted"],
-                "concepts": run["pool"],
-                "merged": run["merged"],
-                "merge_pairs": run["merge_pairs"],
-                "matrix": run["matrix"],
-                "uncertainty": run["uncertainty"],
-                "answer_scores": answer_scores,
-                "question_relevance": run["baseline"],
-                "baseline_risk": [1.0 - s for s in run["baseline"] or []],
-                "labels": concept_labels(answer_scores.get("D_R", []), theta_h, theta_l),
-                "correlation": {
-                    k: pearson(run["uncertainty"], answer_scores[k]) for k, _ in SUBSETS if k in answer_scores
-                },
-                "events": run["events"],
-                "calls": stats.calls - before_calls,
-                "cache_hits": stats.cache_hits - before_hits,
-            }
-            records.append(record)
-    failures.check_some_scored(len(records), "question")
-    meta = stats.meta(clue.NAME)
+    stats = CallStats()
+
+    def score(item: QnliItem) -> dict[str, Any]:
+        before_calls, before_hits = stats.calls, stats.cache_hits
+        run = clue.run(graph, item.question, stats, references=item.answers(), baseline=True)
+        answer_scores = run["references"]
+        return {
+            "index": item.index,
+            "question": item.question,
+            "answers": item.answers(),
+            "outputs": run["outputs"],
+            "extracted": run["extracted"],
+            "concepts": run["pool"],
+            "merged": run["merged"],
+            "merge_pairs": run["merge_pairs"],
+            "matrix": run["matrix"],
+            "uncertainty": run["uncertainty"],
+            "answer_scores": answer_scores,
+            "question_relevance": run["baseline"],
+            "baseline_risk": [1.0 - s for s in run["baseline"] or []],
+            "labels": concept_labels(answer_scores.get("D_R", []), theta_h, theta_l),
+            "correlation": {k: pearson(run["uncertainty"], answer_scores[k]) for k, _ in SUBSETS if k in answer_scores},
+            "events": run["events"],
+            "calls": stats.calls - before_calls,
+            "cache_hits": stats.cache_hits - before_hits,
+            "scores": {f"U({c})": u for c, u in zip(run["pool"], run["uncertainty"], strict=True)},
+        }
+
+    params = {
+        "dataset": "qnli",
+        "method": clue.NAME,
+        "model": str(model),
+        "scorer": scorer.name,
+        "n": n,
+        "limit": limit,
+        "theta_h": theta_h,
+        "theta_l": theta_l,
+        "merge_threshold": clue.MERGE_THRESHOLD,
+        "merge_prefilter": prefilter,
+    }
+    return Plan(
+        bench="clue",
+        method=clue.NAME,
+        what="question",
+        items=items,
+        item_id=lambda item: f"question {item.index}",
+        score=score,
+        summarise=_summarise,
+        params=params,
+        report=_write_report,
+        stats=stats,
+        counts_calls=True,
+    )
+
+
+def run_clue_bench(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """CLUE's QA protocol (``clue_plan``'s options); write results.json, report.md and the plots."""
+    return run(clue_plan(**options), out, progress)
+
+
+def _summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     correlation = {}
     for key, _ in SUBSETS:
         values = [r["correlation"][key] for r in records if r["correlation"].get(key) is not None]
@@ -195,45 +213,40 @@ def run_clue_bench(
             "questions": len(values),
             "paper": PAPER_CORRELATION[key],
         }
-    summary = {
-        "dataset": "qnli",
-        "method": clue.NAME,
-        "model": str(model),
-        "scorer": scorer.name,
-        "n": n,
-        "theta_h": theta_h,
-        "theta_l": theta_l,
-        "merge_threshold": clue.MERGE_THRESHOLD,
-        "merge_prefilter": prefilter,
-        "n_questions": len(records),
+    return {
+        "questions": len(records),
         "concepts_per_question": float(np.mean([len(r["concepts"]) for r in records])),
         "merged_per_question": float(np.mean([sum(map(len, r["merged"].values())) for r in records])),
         "merge_pairs": sum(r["merge_pairs"] for r in records),
-        "calls": meta.calls,
-        "cache_hits": meta.cache_hits,
-        "tokens": meta.tokens.model_dump(),
-        "seconds": meta.seconds,
-        "prompts": meta.prompts,
-        "events": _summed([r["events"] for r in records]),
         "correlation": correlation,
         "detection": _detection(records),
-        "failed": failures.items,  # questions whose model calls failed for good, with the reason
     }
-    out_dir = Path(out)
-    write_json(out_dir / "results.json", {**summary, "questions": records})
-    _write_report(out_dir, summary, records, failures.report_paragraph(len(records), "questions"))
-    return {**summary, "questions": records}
 
 
-def _summed(events: list[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for e in events:
-        for k, v in e.items():
-            total[k] = total.get(k, 0) + v
-    return total
+def describe(result: BenchResult) -> str:
+    """The lines `halluscope bench clue` prints."""
+
+    def num(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    m = result.metrics
+    lines = [f"CLUE on QNLI: {m['questions']} questions, {m['concepts_per_question']:.1f} concepts each"]
+    for key, name in SUBSETS:
+        c = m["correlation"][key]
+        lines.append(f"  Pearson(U, S^a) {key} ({name}): {num(c['mean'])}  (paper {c['paper']:.3f})")
+    for method in ("CLUE", "baseline"):
+        d = m["detection"][method]
+        lines.append(
+            f"  {method}: macro AUROC {num(d['macro_auroc'])} AUPRC {num(d['macro_auprc'])}, "
+            f"micro AUROC {num(d['micro_auroc'])} AUPRC {num(d['micro_auprc'])}"
+        )
+    lines.append(result.meta.cost(f"{m['merge_pairs']} pairs asked in merging"))
+    return "\n".join(lines)
 
 
-def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed: str) -> None:
+def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    summary = {**result.params, **result.metrics}
+    records = result.records
     corr_rows = [
         {
             "subset": f"{key} ({name})",
@@ -264,11 +277,11 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
     title = f"QNLI D_R: hallucinated concepts, {d['concepts_labelled']} labelled"
     write_curves(out_dir / "roc.png", curves, "roc", title)
     write_curves(out_dir / "pr.png", curves, "pr", title)
-    events = ", ".join(f"{k} {v}" for k, v in sorted(summary["events"].items())) or "none"
+    events = ", ".join(f"{k} {v}" for k, v in sorted(result.meta.events.items())) or "none"
     prefilter = summary["merge_prefilter"]
     (out_dir / "report.md").write_text(
         f"# CLUE on QNLI\n\n"
-        f"{summary['n_questions']} questions (the first QNLI dev questions with both an entailment and a "
+        f"{summary['questions']} questions (the first QNLI dev questions with both an entailment and a "
         f"not_entailment sentence); N = {summary['n']} outputs by {summary['model']} at temperature 1, concepts "
         f"extracted by the same model (Table 7 prompt, temperature 0); zero-shot scorer {summary['scorer']}; "
         f"concepts merged when both mutual scores exceed {summary['merge_threshold']}"
@@ -299,8 +312,8 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
             3,
         )
         + "\n\n![ROC](roc.png) ![PR](pr.png)\n\n"
-        f"{summary['calls']} model calls ({summary['merge_pairs']} concept pairs asked in merging), "
-        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes; bad answers handled: {events}.\n"
+        f"{result.meta.calls} model calls ({summary['merge_pairs']} concept pairs asked in merging), "
+        f"{result.meta.cache_hits} cache hits, {result.meta.seconds / 60:.1f} minutes; bad answers handled: {events}.\n"
         + failed,
         encoding="utf-8",
     )
@@ -321,7 +334,7 @@ def _correlation_plot(path: Path, summary: dict[str, Any]) -> None:
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_xticks(x, [f"{k}\n{name}" for k, name in SUBSETS])
     ax.set_ylabel("mean Pearson(U(c), S^a)")
-    ax.set_title(f"QNLI, {summary['n_questions']} questions")
+    ax.set_title(f"QNLI, {summary['questions']} questions")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)

@@ -7,19 +7,17 @@ items' scores moved most, and the diff of the two prompts.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from halluscope.bench.report import write_json
+from halluscope.bench.runner import RESULTS, BenchResult
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import PromptRegistry, PromptTemplate, parse_ref, prompt_diff
 
 Scores = dict[str, float]
-# Where each benchmark keeps its summary metrics in results.json.
-METRIC_KEYS = ("metrics", "variants", "correlation", "detection", "rows", "models", "ranking", "kendall_tau")
 
 
 def _numbers(obj: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
@@ -39,34 +37,30 @@ def _numbers(obj: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
             yield from _numbers(value, f"{prefix}[{name or i}]")
 
 
-def summary_metrics(results: dict[str, Any]) -> Scores:
-    if "runs" in results:  # a wikibio run of several methods
-        return dict(_numbers({r["method"]: r["metrics"] for r in results["runs"]}))
-    return dict(_numbers({k: results[k] for k in METRIC_KEYS if k in results}))
+def load_results(out: Path) -> list[BenchResult]:
+    """The run's BenchResults: OUT/results.json, or one per method (OUT/METHOD/results.json)."""
+    if (out / RESULTS).is_file():
+        return [BenchResult.read(out)]
+    found = [BenchResult.read(d) for d in sorted(out.iterdir()) if (d / RESULTS).is_file()]
+    if not found:
+        raise ConfigError(f"{out} holds no {RESULTS}")
+    return found
 
 
-def item_scores(bench: str, out: Path, results: dict[str, Any]) -> Scores:
-    """Each item's score(s) by a stable item name: passages' sentences, questions' answers, queries."""
-    if bench == "wikibio":
-        scores: Scores = {}
-        for run in results.get("runs", [results]):
-            per_method = json.loads((out / run["method"] / "results.json").read_text(encoding="utf-8"))
-            for p, passage in enumerate(per_method["scores"]):
-                for s, value in enumerate(passage):
-                    if value is not None:
-                        scores[f"{run['method']} passage {p} sentence {s}"] = value
-        return scores
-    pick: dict[str, Callable[[dict[str, Any]], Any]] = {
-        "qa": lambda q: q["scores"],
-        "truthfulqa": lambda q: {f"answer {k}": a.get("fewl") for k, a in enumerate(q["answers"])},
-        "clue": lambda q: q["answer_scores"],
-        "phr": lambda q: {"phr": q["phr"]},
-    }
-    if bench not in pick:
-        return {}
-    records = results.get("questions") or results.get("records") or []
+def summary_metrics(results: list[BenchResult]) -> Scores:
+    if len(results) == 1:
+        return dict(_numbers(results[0].metrics, "metrics"))
+    return dict(_numbers({r.params["method"]: r.metrics for r in results}))
+
+
+def item_scores(results: list[BenchResult]) -> Scores:
+    """Each item's score(s) by a stable name: method, item id and score name."""
     return {
-        f"item {i} {name}": value for i, record in enumerate(records) for name, value in _numbers(pick[bench](record))
+        f"{r.params['method']} {item.id} {name}": value
+        for r in results
+        for item in r.items
+        for name, value in item.scores.items()
+        if value is not None and math.isfinite(value)
     }
 
 
@@ -80,11 +74,8 @@ def prompt_pair(registry: PromptRegistry, a: str | None, b: str) -> tuple[Prompt
     return registry.get(a or b_id), registry.get(b)
 
 
-def _calls(results: dict[str, Any]) -> tuple[int, int]:
-    runs = results.get("runs", [results])
-    if "meta" in results:  # the PHR bench keeps its RunMeta whole
-        return results["meta"]["calls"], results["meta"]["cache_hits"]
-    return sum(r.get("calls", 0) for r in runs), sum(r.get("cache_hits", 0) for r in runs)
+def _calls(results: list[BenchResult]) -> tuple[int, int]:
+    return sum(r.meta.calls for r in results), sum(r.meta.cache_hits for r in results)
 
 
 def compare_runs(
@@ -95,9 +86,9 @@ def compare_runs(
     top: int = 20,
 ) -> dict[str, Any]:
     """Read the two runs' results.json and write compare.json and compare.md into ``out``."""
-    loaded = [json.loads((o / "results.json").read_text(encoding="utf-8")) for o in outs]
+    loaded = [load_results(o) for o in outs]
     metrics = [summary_metrics(r) for r in loaded]
-    items = [item_scores(bench, o, r) for o, r in zip(outs, loaded, strict=True)]
+    items = [item_scores(r) for r in loaded]
     calls = [_calls(r) for r in loaded]
     metric_rows = [
         {"metric": k, "a": metrics[0].get(k), "b": metrics[1].get(k)}

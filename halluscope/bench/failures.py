@@ -4,7 +4,7 @@ goes on, as ``detect_many`` does; the metrics rest on the items scored, and say 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from halluscope.errors import ModelUnavailableError
@@ -31,16 +31,20 @@ class Failures:
         return len(self.items)
 
     def report_paragraph(self, scored: int, what: str) -> str:
-        """The report's paragraph on failures, blank lines around it ('' when none)."""
-        if not self.items:
-            return ""
-        first = self.items[0]
-        return (
-            f"\n**{len(self.items)} {what} failed** and are left out (the metrics rest on the {scored} scored; "
-            f"results.json lists each with its reason). First: {first['item']}: {first['error']}\n"
-        )
+        return failure_paragraph(self.items, scored, what)
 
     def check_some_scored(self, scored: int, what: str) -> None:
         """No metric exists when every item failed: one error with the first reason."""
         if scored == 0 and self.items:
             raise ModelUnavailableError(f"no {what} could be scored; the first failed with: {self.items[0]['error']}")
+
+
+def failure_paragraph(failed: Sequence[dict[str, Any]], scored: int, what: str) -> str:
+    """A report's paragraph on the failed items, blank lines around it ('' when none)."""
+    if not failed:
+        return ""
+    first = failed[0]
+    return (
+        f"\n**{len(failed)} {what} failed** and are left out (the metrics rest on the {scored} scored; "
+        f"results.json lists each with its reason). First: {first['item']}: {first['error']}\n"
+    )

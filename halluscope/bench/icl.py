@@ -19,7 +19,6 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,8 @@ import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.bench.datasets import dataset_dir
-from halluscope.bench.failures import Failures
-from halluscope.bench.report import markdown_table, write_json
+from halluscope.bench.report import markdown_table
+from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.scoring.phr import Pair
 
@@ -223,9 +222,42 @@ def summarise(records: list[dict[str, Any]], n: int, low: str, high: str) -> dic
     }
 
 
-def run_phr_bench(
+@dataclass(frozen=True)
+class ICLQuery:
+    """One query of the protocol, with the context D_n and the D_eval drawn for its (n, context)."""
+
+    n: int
+    context_index: int
+    query_index: int
+    x: str
+    truth: str
+    context: list[Pair]
+    evaluation: list[Pair]
+
+    @property
+    def id(self) -> str:
+        return f"n={self.n} context={self.context_index} query={self.query_index}"
+
+
+def _queries(
+    task: ICLTask, ns: Sequence[int], contexts: int, queries: int, eval_size: int, seed: int
+) -> list[ICLQuery]:
+    """Per n and context: a response-balanced D_n, a disjoint D_eval, and ``queries`` held-out queries."""
+    out = []
+    for n in ns:
+        for c in range(contexts):
+            rng = np.random.default_rng([seed, n, c])
+            context = balanced_context(task.pool, task.labels, n, rng)
+            rest = [p for p in task.pool if p not in context]
+            evaluation = [rest[i] for i in rng.choice(len(rest), size=eval_size, replace=False)]
+            for q in rng.choice(len(task.queries), size=queries, replace=False):
+                x, truth = task.queries[int(q)]
+                out.append(ICLQuery(n, c, int(q), x, truth, context, evaluation))
+    return out
+
+
+def phr_plan(
     task_name: str,
-    out: str | Path,
     model: str | LogProbModel = "local:qwen2.5-coder-0.5b",
     ns: Sequence[int] = (2, 4, 8, 16),
     contexts: int = 50,
@@ -241,13 +273,9 @@ def run_phr_bench(
     seed: int = 0,
     data: str | Path | None = None,
     gateway: Any = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """The Section 3.2 protocol (defaults the paper's: 50 contexts x 10 queries, M = 10, K = 50,
-    N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75); writes results.json (summary rows and
-    every query's record), report.md and phr_icl.png."""
-    from tqdm import tqdm
-
+) -> Plan:
+    """The Section 3.2 protocol (defaults the paper's: 50 contexts x 10 queries, M = ``m`` = 10,
+    K = 50, N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75; here n is the context size)."""
     from halluscope.backends.gateway import CallStats, default_gateway
     from halluscope.backends.logprobs import LlamaCppLogProbModel
     from halluscope.graphs import phr
@@ -266,70 +294,65 @@ def run_phr_bench(
     cgm = phr.TextICL(lm, gw, responses, seed, stats)  # type: ignore[arg-type]
     graph = phr.build(cgm, m, k, n_imagined, epsilons, exact)
     low, high = (str(e) for e in epsilons)
-    records: list[dict[str, Any]] = []
-    failures = Failures()
-    started = time.perf_counter()
-    bar = tqdm(total=len(ns) * contexts * queries, desc=f"phr {task_name}", disable=not progress)
-    for n in ns:
-        for c in range(contexts):
-            rng = np.random.default_rng([seed, n, c])
-            context = balanced_context(task.pool, task.labels, n, rng)
-            rest = [p for p in task.pool if p not in context]
-            evaluation = [rest[i] for i in rng.choice(len(rest), size=eval_size, replace=False)]
-            for q in rng.choice(len(task.queries), size=queries, replace=False):
-                x, truth = task.queries[int(q)]
-                began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
-                est = failures.attempt(
-                    f"n={n} context={c} query={int(q)}",
-                    partial(phr.run, graph, context, x, stats, truth, evaluation, seed=seed),
-                )
-                bar.update()
-                if est is None:
-                    continue
-                est.pop("imagined")
-                records.append(
-                    {
-                        "n": n,
-                        "context": c,
-                        "x": x,
-                        "truth": truth,
-                        **est,
-                        "calls": stats.calls - calls_before,
-                        "prompt_tokens": stats.prompt_tokens - tokens_before,
-                        "seconds": time.perf_counter() - began,
-                    }
-                )
-                bar.set_postfix(n=n, phr=f"{est['phr']:.2f}", failed=len(failures))
-    bar.close()
-    failures.check_some_scored(len(records), "query")
-    rows = [summarise(records, n, low, high) for n in ns]
-    meta = stats.meta(phr.NAME, M=m, K=k, imagined=n_imagined, eval_size=eval_size, exact=exact, responses=responses)
-    result = {
+
+    def score(item: ICLQuery) -> dict[str, Any]:
+        began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
+        est = phr.run(graph, item.context, item.x, stats, item.truth, item.evaluation, seed=seed)
+        est.pop("imagined")
+        return {
+            "n": item.n,
+            "context": item.context_index,
+            "x": item.x,
+            "truth": item.truth,
+            **est,
+            "calls": stats.calls - calls_before,
+            "prompt_tokens": stats.prompt_tokens - tokens_before,
+            "seconds": time.perf_counter() - began,
+            "scores": {"phr": est["phr"]},
+        }
+
+    params = {
         "task": task_name,
+        "method": phr.NAME,
         "model": lm.name,
         "protocol": "Jesson et al. 2024, Section 3.2 (response-balanced D_n, disjoint D_eval, queries <= 116 tokens)",
         "labels": list(task.labels),
-        "random_error": 1 - 1 / len(task.labels),
         "pool": len(task.pool),
         "query_pool": len(task.queries),
+        "ns": list(ns),
         "contexts": contexts,
         "queries": queries,
+        "M": m,
+        "K": k,
+        "imagined": n_imagined,
+        "eval_size": eval_size,
         "epsilons": list(epsilons),
+        "exact": exact,
+        "responses": responses,
         "reuse_prefix": reuse_prefix,
         "seed": seed,
-        "seconds": round(time.perf_counter() - started, 1),
-        "meta": meta.model_dump(),
-        "rows": rows,
-        "records": records,
-        "failed": failures.items,  # queries whose model calls failed for good, with the reason
     }
-    out_dir = Path(out)
-    write_json(out_dir / "results.json", result)
-    _plot(out_dir / "phr_icl.png", result)
-    (out_dir / "report.md").write_text(
-        _report(result) + failures.report_paragraph(len(records), "queries"), encoding="utf-8"
+    return Plan(
+        bench="phr",
+        method=phr.NAME,
+        what="query",
+        items=_queries(task, ns, contexts, queries, eval_size, seed),
+        item_id=lambda item: item.id,
+        score=score,
+        summarise=lambda records: {
+            "random_error": 1 - 1 / len(task.labels),
+            "rows": [summarise(records, n, low, high) for n in ns],
+        },
+        params=params,
+        report=_write_report,
+        stats=stats,
     )
-    return result
+
+
+def run_phr_bench(task_name: str, out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """The Section 3.2 protocol (``phr_plan``'s options); writes results.json (the table rows and every
+    query's record), report.md and phr_icl.png."""
+    return run(phr_plan(task_name, **options), out, progress)
 
 
 def _counter(model: Any) -> Callable[[str], int]:
@@ -341,40 +364,45 @@ def _counter(model: Any) -> Callable[[str], int]:
         return lambda text: len(text.split())
 
 
-def _report(result: dict[str, Any]) -> str:
-    low, high = result["epsilons"]
-    meta = result["meta"]
+def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    _plot(out_dir / "phr_icl.png", result)
+    (out_dir / "report.md").write_text(_report(result) + failed, encoding="utf-8")
+
+
+def _report(result: BenchResult) -> str:
+    p, meta = result.params, result.meta
+    low, high = p["epsilons"]
     return (
-        f"# PHR on {result['task']} ({result['model']})\n\n{result['protocol']}. Per n: {result['contexts']} "
-        f"contexts x {result['queries']} queries; M = {meta['params']['M']}, K = {meta['params']['K']}, "
-        f"N - n = {meta['params']['imagined']}, |D_eval| = {meta['params']['eval_size']}; eps low = {low}, "
-        f"eps high = {high}; exact = {meta['params']['exact']}, responses = {meta['params']['responses']}. "
-        f"Random-guess error rate {result['random_error']:.2f}. {meta['calls']} model calls "
-        f"({meta['params'].get('forward_passes', 0)} forward passes), {meta['cache_hits']} from the cache, "
-        f"{result['seconds']:.0f} s.\n\n"
-        + markdown_table(result["rows"], COLUMNS, digits=3)
+        f"# PHR on {p['task']} ({p['model']})\n\n{p['protocol']}. Per n: {p['contexts']} "
+        f"contexts x {p['queries']} queries; M = {p['M']}, K = {p['K']}, "
+        f"N - n = {p['imagined']}, |D_eval| = {p['eval_size']}; eps low = {low}, "
+        f"eps high = {high}; exact = {p['exact']}, responses = {p['responses']}. "
+        f"Random-guess error rate {result.metrics['random_error']:.2f}. {meta.calls} model calls "
+        f"({meta.params.get('forward_passes', 0)} forward passes), {meta.cache_hits} from the cache, "
+        f"{meta.seconds:.0f} s.\n\n"
+        + markdown_table(result.metrics["rows"], COLUMNS, digits=3)
         + "\n\nMAE and R^2: the PHR as a linear predictor of the MHR (eps low) and of the error rate (eps high) "
         "over the queries of each n.\n\n![PHR vs MHR and error rate](phr_icl.png)\n"
     )
 
 
-def _plot(path: Path, result: dict[str, Any]) -> None:
+def _plot(path: Path, result: BenchResult) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows, (low, high) = result["rows"], result["epsilons"]
+    rows, (low, high) = result.metrics["rows"], result.params["epsilons"]
     ns = [r["n"] for r in rows]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(5.0, 6.0), dpi=120, sharex=True)
     top.plot(ns, [r["mhr_low"] for r in rows], "o-", color="tab:orange", label="MHR")
     top.plot(ns, [r["phr_low"] for r in rows], "s--", color="tab:blue", label="PHR")
     top.set_ylabel(f"rate (epsilon = {low})")
-    top.set_title(f"{result['task']}: {result['model']}")
+    top.set_title(f"{result.params['task']}: {result.params['model']}")
     top.legend(fontsize=8)
     bottom.plot(ns, [r["error_rate"] for r in rows], "o-", color="tab:green", label="error rate")
     bottom.plot(ns, [r["phr_high"] for r in rows], "s--", color="tab:blue", label="PHR")
-    bottom.axhline(result["random_error"], color="grey", linestyle="--", label="random guess")
+    bottom.axhline(result.metrics["random_error"], color="grey", linestyle="--", label="random guess")
     bottom.set_ylabel(f"rate (epsilon = {high})")
     bottom.set_xscale("log", base=2)
     bottom.set_xlabel("in-context examples n")

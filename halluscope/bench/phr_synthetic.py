@@ -4,14 +4,14 @@ hallucination rate (Definition 3), for several context sizes n."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from halluscope.bench.report import markdown_table, write_json
+from halluscope.bench.report import markdown_table
+from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError
 from halluscope.scoring.phr import BayesianLinearRegression, phr_estimate
 
@@ -26,8 +26,7 @@ COLUMNS = (
 )
 
 
-def run_phr_synthetic(
-    out: str | Path,
+def phr_synthetic_plan(
     ns: Sequence[int] = (2, 8, 32),
     problems: int = 100,
     m: int = 40,
@@ -35,13 +34,10 @@ def run_phr_synthetic(
     n_imagined: int = 100,
     epsilon: float = 0.05,
     seed: int = 0,
-    progress: bool = True,
-) -> dict[str, Any]:
+) -> Plan:
     """Per n: ``problems`` random (f*, D_n, x), each scored exactly and by Algorithms 1 and 3 on the same
     imagined completions (defaults as the paper's synthetic runs: M = 40, K = 2000, N - n = 100,
-    epsilon = 0.05); writes results.json, report.md and phr_vs_n.png."""
-    from tqdm import tqdm
-
+    epsilon = 0.05). One random stream, drawn in item order, as the documented numbers were."""
     if not ns or any(n < 0 for n in ns):
         raise ConfigError(f"context sizes must be non-negative, got {list(ns)}")
     if problems < 1 or m < 1 or k < 2 or n_imagined < 0:
@@ -50,52 +46,76 @@ def run_phr_synthetic(
         raise ConfigError(f"--epsilon must lie in (0, 1), got {epsilon}")
     blr = BayesianLinearRegression()
     rng = np.random.default_rng(seed)
-    rows = []
-    started = time.perf_counter()
-    for n in ns:
-        reference, estimate, thr, aleatoric = [], [], [], []
-        for _ in tqdm(range(problems), desc=f"n={n}", disable=not progress, leave=False):
-            f, context, x = blr.sample_problem(n, rng)
-            reference.append(blr.posterior_hallucination_rate(x, context, epsilon))
-            run = phr_estimate(blr, x, context, m, n_imagined, k, epsilon, rng)
-            estimate.append(run.phr)
-            aleatoric.append(run.aleatoric)
-            thr.append(blr.true_hallucination_rate(f, x, context, epsilon))
-        errors = np.abs(np.array(estimate) - np.array(reference))
-        rows.append(
-            {
-                "n": n,
-                "reference_phr": float(np.mean(reference)),
-                "phr": float(np.mean(estimate)),
-                "abs_error": float(errors.mean()),
-                "max_abs_error": float(errors.max()),
-                "thr": float(np.mean(thr)),
-                "aleatoric": float(np.mean(aleatoric)),
-                "aleatoric_reference": blr.aleatoric_entropy(),
-            }
-        )
-    result = {
+
+    def score(item: tuple[int, int]) -> dict[str, Any]:
+        n = item[0]
+        f, context, x = blr.sample_problem(n, rng)
+        reference = blr.posterior_hallucination_rate(x, context, epsilon)
+        run = phr_estimate(blr, x, context, m, n_imagined, k, epsilon, rng)
+        thr = blr.true_hallucination_rate(f, x, context, epsilon)
+        return {"n": n, "reference_phr": reference, "aleatoric": run.aleatoric, "thr": thr, "scores": {"phr": run.phr}}
+
+    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+        rows = []
+        for n in ns:
+            mine = [r for r in records if r["n"] == n]
+            reference = np.array([r["reference_phr"] for r in mine])
+            estimate = np.array([r["scores"]["phr"] for r in mine])
+            errors = np.abs(estimate - reference)
+            rows.append(
+                {
+                    "n": n,
+                    "reference_phr": float(reference.mean()),
+                    "phr": float(estimate.mean()),
+                    "abs_error": float(errors.mean()),
+                    "max_abs_error": float(errors.max()),
+                    "thr": float(np.mean([r["thr"] for r in mine])),
+                    "aleatoric": float(np.mean([r["aleatoric"] for r in mine])),
+                    "aleatoric_reference": blr.aleatoric_entropy(),
+                }
+            )
+        return {"rows": rows}
+
+    params = {
+        "method": "phr",
         "setting": "f ~ N(0, I_2), x ~ N(0, 1), y ~ N(f_1 + f_2 x, 0.1^2) (Appendix G.1.2)",
+        "ns": list(ns),
         "problems": problems,
         "M": m,
         "K": k,
         "imagined": n_imagined,
         "epsilon": epsilon,
         "seed": seed,
-        "seconds": round(time.perf_counter() - started, 2),
-        "rows": rows,
     }
-    out_dir = Path(out)
-    write_json(out_dir / "results.json", result)
-    _plot(out_dir / "phr_vs_n.png", rows, epsilon)
+    return Plan(
+        bench="phr-synthetic",
+        method="phr",
+        what="problem",
+        items=[(n, i) for n in ns for i in range(problems)],
+        item_id=lambda item: f"n={item[0]} problem={item[1]}",
+        score=score,
+        summarise=summarise,
+        params=params,
+        report=_write_report,
+    )
+
+
+def run_phr_synthetic(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """The exactness check (``phr_synthetic_plan``'s options); writes results.json, report.md, phr_vs_n.png."""
+    return run(phr_synthetic_plan(**options), out, progress)
+
+
+def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    p, rows = result.params, result.metrics["rows"]
+    _plot(out_dir / "phr_vs_n.png", rows, p["epsilon"])
     (out_dir / "report.md").write_text(
-        f"# PHR exactness check\n\n{result['setting']}; {problems} problems per n; M = {m}, K = {k}, "
-        f"N - n = {n_imagined}, epsilon = {epsilon}, seed {seed}.\n\n{markdown_table(rows, COLUMNS, digits=4)}\n\n"
+        f"# PHR exactness check\n\n{p['setting']}; {p['problems']} problems per n; M = {p['M']}, K = {p['K']}, "
+        f"N - n = {p['imagined']}, epsilon = {p['epsilon']}, seed {p['seed']}.\n\n"
+        f"{markdown_table(rows, COLUMNS, digits=4)}\n\n"
         "Definition 4 and the THR of the true mechanism are computed by quadrature; Algorithm 1 sees only "
-        "the CGM's samples and log-probabilities.\n\n![PHR vs n](phr_vs_n.png)\n",
+        "the CGM's samples and log-probabilities.\n\n![PHR vs n](phr_vs_n.png)\n" + failed,
         encoding="utf-8",
     )
-    return result
 
 
 def _plot(path: Path, rows: list[dict[str, Any]], epsilon: float) -> None:

@@ -13,7 +13,6 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,9 @@ import numpy as np
 from halluscope.backends.entailment import Entailment, Mode
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.failures import Failures
 from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, fraction
-from halluscope.bench.report import markdown_table, write_curves, write_json
+from halluscope.bench.report import markdown_table, write_curves
+from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import semantic_entropy
 from halluscope.scoring import ClusterRule
@@ -108,6 +107,8 @@ def is_correct(answer: str, accepted: list[str]) -> bool:
 def _metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
     correct = np.array([r["correct"] for r in records], dtype=bool)
     out: dict[str, Any] = {
+        "questions": len(records),
+        "pairs_judged": sum(r["pairs_judged"] for r in records),
         "accuracy": float(correct.mean()),
         "accuracy_ci95": bootstrap_ci(lambda y, _s: float(y.mean()), correct, correct.astype(float)),
     }
@@ -126,9 +127,8 @@ def _metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_qa_bench(
+def qa_plan(
     dataset: str,
-    out: str | Path,
     *,
     model: ModelLike,
     judge: Entailment,
@@ -138,18 +138,13 @@ def run_qa_bench(
     n: int = 10,
     mode: Mode = "strict",
     cluster_rule: ClusterRule = "paper",
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Answer, sample and score each question; write results.json, report.md and roc.png."""
-    from tqdm import tqdm
-
+) -> Plan:
+    """Per question: one graded answer at temperature 0.1 and semantic entropy of N more."""
     if n < 2:
         raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {n}")
     items = load_qa(dataset, data, limit)
     stats = CallStats()
     graph = semantic_entropy.build(model, judge, gateway, n=n, mode=mode, cluster_rule=cluster_rule)
-    records: list[dict[str, Any]] = []
-    failures = Failures()
 
     def score(item: QAItem) -> dict[str, Any]:
         greedy = gateway.call(
@@ -174,49 +169,46 @@ def run_qa_bench(
             "pairs_judged": se["pairs_judged"],
         }
 
-    with tqdm(items, desc=f"{dataset} semantic entropy", unit=" question", disable=not progress) as bar:
-        for item in bar:
-            if (record := failures.attempt(item.index, partial(score, item))) is not None:
-                records.append(record)
-            bar.set_postfix(calls=stats.calls, cached=stats.cache_hits, failed=len(failures))
-    failures.check_some_scored(len(records), "question")
-    pairs = sum(r.pop("pairs_judged") for r in records)
-    meta = stats.meta("semantic-entropy")
-    summary = {
+    params = {
         "dataset": dataset,
-        "method": "semantic-entropy",
+        "method": semantic_entropy.NAME,
         "model": str(model),
         "judge": judge.name,
         "mode": mode,
         "cluster_rule": cluster_rule,
         "n": n,
+        "limit": limit,
         "greedy_temperature": GREEDY_TEMPERATURE,
         "correctness": CORRECTNESS_RULE,
-        "n_questions": len(records),
-        "calls": meta.calls,
-        "cache_hits": meta.cache_hits,
-        "pairs_judged": pairs,
-        "tokens": meta.tokens.model_dump(),
-        "seconds": meta.seconds,
-        "prompts": meta.prompts,
-        "metrics": _metrics(records),
-        "failed": failures.items,  # questions whose model calls failed for good, with the reason
     }
-    out_dir = Path(out)
-    write_json(out_dir / "results.json", {**summary, "questions": records})
-    _write_report(out_dir, summary, records, failures.report_paragraph(len(records), "questions"))
-    return {**summary, "questions": records}
+    return Plan(
+        bench="qa",
+        method=semantic_entropy.NAME,
+        what="question",
+        items=items,
+        item_id=lambda item: f"question {item.index}",
+        score=score,
+        summarise=_metrics,
+        params=params,
+        report=_write_report,
+        stats=stats,
+    )
+
+
+def run_qa_bench(dataset: str, out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """Answer, sample and score each question (``qa_plan``'s options); write results.json, report.md, roc.png."""
+    return run(qa_plan(dataset, **options), out, progress)
 
 
 def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str, Any]], failed: str) -> None:
-    metrics = summary["metrics"]
+def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    metrics, params = result.metrics, result.params
     rows = []
     curves = []
-    incorrect = np.array([not r["correct"] for r in records], dtype=bool)
+    incorrect = np.array([not r["correct"] for r in result.records], dtype=bool)
     for key, name in SCORES:
         score = metrics[key]
         if score is None:
@@ -224,22 +216,41 @@ def _write_report(out_dir: Path, summary: dict[str, Any], records: list[dict[str
             continue
         auroc = "n/a" if score["auroc"] is None else f"{score['auroc']:.3f} {_interval(score['auroc_ci95'])}"
         rows.append({"score": name, "auroc": auroc, "aurac": f"{score['aurac']:.3f} {_interval(score['aurac_ci95'])}"})
-        curves.append((name, incorrect, np.array([r["scores"][key] for r in records], dtype=np.float64)))
+        curves.append((name, incorrect, np.array([i.scores[key] for i in result.items], dtype=np.float64)))
     table = markdown_table(rows, (("score", "score"), ("auroc", "AUROC [95% CI]"), ("aurac", "AURAC [95% CI]")))
-    n = summary["n_questions"]
-    write_curves(out_dir / "roc.png", curves, "roc", f"{summary['dataset']}: predicting wrong answers, {n} questions")
+    n = len(result.items)
+    write_curves(out_dir / "roc.png", curves, "roc", f"{params['dataset']}: predicting wrong answers, {n} questions")
     (out_dir / "report.md").write_text(
-        f"# Semantic entropy on {summary['dataset']}\n\n"
-        f"{n} questions; answers by {summary['model']} (M = {summary['n']} at temperature 1, plus one at "
-        f"{summary['greedy_temperature']} that is graded); entailment judge {summary['judge']} ({summary['mode']}).\n"
+        f"# Semantic entropy on {params['dataset']}\n\n"
+        f"{n} questions; answers by {params['model']} (M = {params['n']} at temperature 1, plus one at "
+        f"{params['greedy_temperature']} that is graded); entailment judge {params['judge']} ({params['mode']}).\n"
         f"Accuracy of the graded answers: {metrics['accuracy']:.3f} {_interval(metrics['accuracy_ci95'])}.\n"
         f"Grading: {CORRECTNESS_RULE}.\n\n{table}\n\n"
         "AUROC: each score predicting that the graded answer is wrong. AURAC: the official code's area under "
         "the rejection-accuracy curve (20 quantiles from 0.1 to 1). Intervals: percentile bootstrap, "
         "1000 resamples, seed 0.\n\n"
-        f"{summary['calls']} model calls ({summary['pairs_judged']} answer pairs judged), "
-        f"{summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} minutes.\n"
+        f"{result.meta.calls} model calls ({metrics['pairs_judged']} answer pairs judged), "
+        f"{result.meta.cache_hits} cache hits, {result.meta.seconds / 60:.1f} minutes.\n"
         + failed
         + "\n![ROC](roc.png)\n",
         encoding="utf-8",
     )
+
+
+def describe(result: BenchResult) -> str:
+    """The lines `halluscope bench qa` prints."""
+    metrics = result.metrics
+    low, high = metrics["accuracy_ci95"] or (float("nan"), float("nan"))
+    lines = [
+        f"{result.params['dataset']}: {len(result.items)} questions, "
+        f"accuracy {metrics['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
+    ]
+    for key, name in SCORES:
+        score = metrics[key]
+        if score is None:
+            lines.append(f"  {name}: n/a (no log-probs)")
+            continue
+        auroc = "n/a" if score["auroc"] is None else f"{score['auroc']:.3f}"
+        lines.append(f"  {name}: AUROC {auroc}  AURAC {score['aurac']:.3f}")
+    lines.append(result.meta.cost(f"{metrics['pairs_judged']} pairs judged"))
+    return "\n".join(lines)

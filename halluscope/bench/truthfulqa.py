@@ -25,7 +25,8 @@ import numpy as np
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.report import markdown_table, write_json
+from halluscope.bench.report import markdown_table
+from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
@@ -140,8 +141,7 @@ def summarise_variants(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]
     return rows
 
 
-def run_truthfulqa_bench(
-    out: str | Path,
+def truthfulqa_plan(
     *,
     references: Sequence[ModelLike] | None,
     gateway: Gateway,
@@ -151,46 +151,82 @@ def run_truthfulqa_bench(
     data: str | Path | None = None,
     limit: int | None = None,
     embedder: Embedder | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Score every labelled answer of the first ``limit`` questions; write results.json and report.md."""
-    from tqdm import tqdm
-
+) -> Plan:
+    """Every labelled answer of each of the first ``limit`` questions scored by FEWL, one question at a
+    time (a neighbour's reference answers asked for one question are replayed from the cache for the next)."""
     everything = load_truthfulqa(data)
     questions = _limited(everything, limit)
     refs, n = fewl.reference_setup(references, n)
     graph = fewl.build(refs, n=n, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway)
-    items = [fewl.Item(question=q.question, answers=q.labelled) for q in questions]
-    with tqdm(desc="fewl truthfulqa", unit=" call", disable=not progress) as bar:
-        stats = CallStats(on_reply=bar.update)
-        run = fewl.run(graph, items, stats, pool=[q.question for q in everything], max_concurrency=gateway.concurrency)
-    records = []
-    for q, scored in zip(questions, run["scored"], strict=True):
-        records.append({"index": q.index, "best": q.best, "first_incorrect": q.incorrect[0], **scored})
-    meta = stats.meta(fewl.NAME)
-    summary = {
+    pool = [q.question for q in everything]
+    stats = CallStats()
+
+    def score(q: TruthfulQuestion) -> dict[str, Any]:
+        out = fewl.run(graph, [fewl.Item(question=q.question, answers=q.labelled)], stats, pool=pool)
+        scored = out["scored"][0]
+        return {
+            "index": q.index,
+            "best": q.best,
+            "first_incorrect": q.incorrect[0],
+            **scored,
+            "wrong_answers": out["wrongs"][0]["pairs"] if out["wrongs"] else [],
+            "events": out["events"],
+            "scores": {f"answer {k}": a.get("fewl") for k, a in enumerate(scored["answers"])},
+        }
+
+    params = {
         "dataset": "truthfulqa v1",
         "method": fewl.NAME,
         **fewl.reference_params(refs, n, wrong_model),
         "neighbours": neighbours,
         "pool": len(everything),
-        "n_questions": len(records),
-        "labelled_answers": sum(len(r["answers"]) for r in records),
-        "calls": meta.calls,
-        "cache_hits": meta.cache_hits,
-        "tokens": meta.tokens.model_dump(),
-        "seconds": meta.seconds,
-        "prompts": meta.prompts,
-        "events": run["events"],
-        "variants": summarise_variants(records),
+        "limit": limit,
     }
-    out_dir = Path(out)
-    write_json(out_dir / "results.json", {**summary, "questions": records, "wrong_answers": run["wrongs"]})
-    (out_dir / "report.md").write_text(_truthfulqa_report(summary), encoding="utf-8")
-    return {**summary, "questions": records}
+    return Plan(
+        bench="truthfulqa",
+        method=fewl.NAME,
+        what="question",
+        items=questions,
+        item_id=lambda q: f"question {q.index}",
+        score=score,
+        summarise=lambda records: {
+            "questions": len(records),
+            "labelled_answers": sum(len(r["answers"]) for r in records),
+            "variants": summarise_variants(records),
+        },
+        params=params,
+        report=_write_truthfulqa_report,
+        stats=stats,
+        counts_calls=True,
+    )
 
 
-def _truthfulqa_report(s: dict[str, Any]) -> str:
+def run_truthfulqa_bench(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """Score every labelled answer (``truthfulqa_plan``'s options); write results.json and report.md."""
+    return run(truthfulqa_plan(**options), out, progress)
+
+
+def _write_truthfulqa_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    (out_dir / "report.md").write_text(_truthfulqa_report(result) + failed, encoding="utf-8")
+
+
+def describe_truthfulqa(result: BenchResult, shown: Sequence[str] = VARIANTS) -> str:
+    """The lines `halluscope bench truthfulqa` prints, for the ``shown`` variants."""
+    m = result.metrics
+    lines = [f"FEWL on TruthfulQA v1: {m['questions']} questions, {m['labelled_answers']} labelled answers"]
+    for r in m["variants"]:
+        if r["variant"] not in shown:
+            continue
+        a = "n/a" if r["best_above_first_incorrect"] is None else f"{r['best_above_first_incorrect']:.3f}"
+        b = "n/a" if r["best_highest_share"] is None else f"{r['best_highest_count']} ({r['best_highest_share']:.1%})"
+        paper = f"{r['paper_gpt35_share']:.1%} / {r['paper_gpt4_share']:.1%}"
+        lines.append(f"  {r['title']:24s} (a) {a}   (b) {b}   paper (b) {paper}")
+    lines.append(result.meta.cost())
+    return "\n".join(lines)
+
+
+def _truthfulqa_report(result: BenchResult) -> str:
+    s = {**result.params, **result.metrics}
     table = markdown_table(
         [
             {
@@ -212,18 +248,78 @@ def _truthfulqa_report(s: dict[str, Any]) -> str:
         digits=3,
     )
     return (
-        f"# FEWL on TruthfulQA\n\n{s['n_questions']} questions of the 817-question v1 set, "
+        f"# FEWL on TruthfulQA\n\n{s['questions']} questions of the 817-question v1 set, "
         f"{s['labelled_answers']} labelled answers scored; references {', '.join(s['references'])} "
         f"({s['mode']}, N = {s['n']}); IW/CO answers by {s['wrong_model']}; laziness neighbours: K = "
         f"{s['neighbours']} nearest of the {s['pool']} questions (MiniLM cosine).\n\n{table}\n\n"
         "(a): share of questions whose best answer scores above the first incorrect answer. (b): questions "
         "whose best answer scores strictly above every other labelled answer (the paper's Table 3 measure; "
-        f"its counts are of 817 questions, shown as shares).\n\n{s['calls']} model calls, {s['cache_hits']} "
-        f"cache hits, {s['seconds'] / 60:.1f} minutes; events: {s['events'] or 'none'}.\n"
+        f"its counts are of 817 questions, shown as shares).\n\n{result.meta.calls} model calls, "
+        f"{result.meta.cache_hits} cache hits, {result.meta.seconds / 60:.1f} minutes; "
+        f"events: {result.meta.events or 'none'}.\n"
     )
 
 
 # ---------------------------------------------------------------- model ranking
+
+
+def mc1_mode(model: ModelLike, mode: Literal["auto", "logprobs", "ask"]) -> str:
+    """How a model's MC1 choice is read: 'auto' reads log-probs of local models and asks the others."""
+    if mode not in MC_MODES:
+        raise ConfigError(f"--mc must be one of {', '.join(MC_MODES)}, got {mode!r}")
+    if mode == "auto":
+        return "logprobs" if isinstance(model, str) and model.startswith("local:") else "ask"
+    return mode
+
+
+def mc1_pick(
+    model: ModelLike,
+    k: int,
+    question: str,
+    options: dict[str, list[tuple[str, bool]]],
+    gateway: Gateway,
+    mode: str,
+    stats: CallStats | None = None,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """The model's MC1 choice on question ``k`` (None when mc_task.json has no options for it): by
+    log-probs, the option with the highest summed log-prob after the answering prompt (in the
+    model's chat template); by asking, the options shuffled (seeded per question), lettered, and the
+    letter it names (an unreadable or out-of-range letter counts as wrong, ``unreadable``)."""
+    opts = options.get(question.strip())
+    if not opts:
+        return None
+    texts = [t for t, _ in opts]
+    truth = next(i for i, (_, ok) in enumerate(opts) if ok)
+    unreadable = False
+    if mode == "logprobs":
+        lm = gateway.logprob_model(str(model))
+        prompt = lm.chat_prompt(gateway.registry.get(fewl.ANSWER).render(question=question))
+        scores = gateway.forward(lm, prompt, partial(lm.score_many, prompt, texts), stats)
+        pick: int | None = int(np.argmax(scores))
+    else:
+        order = np.random.default_rng([seed, k]).permutation(len(texts))
+        listed = "\n".join(f"{LETTERS[j]}. {texts[i]}" for j, i in enumerate(order))
+        reply = gateway.call(model, "fewl.multiple_choice", {"question": question, "options": listed}, stats=stats)
+        letter = reply.parsed if reply.ok else None
+        unreadable = letter is None or LETTERS.index(letter) >= len(texts)
+        pick = None if unreadable else int(order[LETTERS.index(letter)])
+    return {"question": question, "pick": pick, "truth": truth, "correct": pick == truth, "unreadable": unreadable}
+
+
+def mc1_summary(mode: str, picks: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+    """MC1 accuracy over the questions that have options."""
+    found = [p for p in picks if p is not None]
+    if not found:
+        raise DataError("none of the questions has MC1 options in mc_task.json")
+    return {
+        "mode": mode,
+        "accuracy": float(np.mean([p["correct"] for p in found])),
+        "questions": len(found),
+        "missing_options": len(picks) - len(found),
+        "unreadable": sum(p["unreadable"] for p in found),
+        "picks": found,
+    }
 
 
 def mc1_accuracy(
@@ -235,51 +331,11 @@ def mc1_accuracy(
     stats: CallStats | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """MC1 accuracy: by log-probs, the option with the highest summed log-prob after the answering
-    prompt (in the model's chat template) is the model's choice; by asking, the options are shuffled
-    (seeded per question), lettered, and the letter it names is its choice (an unreadable or
-    out-of-range letter counts as wrong and is an event)."""
-    if mode not in MC_MODES:
-        raise ConfigError(f"--mc must be one of {', '.join(MC_MODES)}, got {mode!r}")
-    chosen_mode = mode
-    if mode == "auto":
-        chosen_mode = "logprobs" if isinstance(model, str) and model.startswith("local:") else "ask"
-    answering = gateway.registry.get(fewl.ANSWER)
-    picks: list[dict[str, Any]] = []
-    missing = unreadable = 0
-    for k, q in enumerate(questions):
-        opts = options.get(q.strip())
-        if not opts:
-            missing += 1
-            continue
-        texts = [t for t, _ in opts]
-        truth = next(i for i, (_, ok) in enumerate(opts) if ok)
-        if chosen_mode == "logprobs":
-            lm = gateway.logprob_model(str(model))
-            prompt = lm.chat_prompt(answering.render(question=q))
-            scores = gateway.forward(lm, prompt, partial(lm.score_many, prompt, texts), stats)
-            pick: int | None = int(np.argmax(scores))
-        else:
-            order = np.random.default_rng([seed, k]).permutation(len(texts))
-            listed = "\n".join(f"{LETTERS[j]}. {texts[i]}" for j, i in enumerate(order))
-            reply = gateway.call(model, "fewl.multiple_choice", {"question": q, "options": listed}, stats=stats)
-            letter = reply.parsed if reply.ok else None
-            if letter is None or LETTERS.index(letter) >= len(texts):
-                unreadable += 1
-                pick = None
-            else:
-                pick = int(order[LETTERS.index(letter)])
-        picks.append({"question": q, "pick": pick, "truth": truth, "correct": pick == truth})
-    if not picks:
-        raise DataError("none of the questions has MC1 options in mc_task.json")
-    return {
-        "mode": chosen_mode,
-        "accuracy": float(np.mean([p["correct"] for p in picks])),
-        "questions": len(picks),
-        "missing_options": missing,
-        "unreadable": unreadable,
-        "picks": picks,
-    }
+    """MC1 accuracy of one model over ``questions`` (``mc1_pick`` for each)."""
+    chosen = mc1_mode(model, mode)
+    return mc1_summary(
+        chosen, [mc1_pick(model, k, q, options, gateway, chosen, stats, seed) for k, q in enumerate(questions)]
+    )
 
 
 def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
@@ -292,8 +348,7 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if tau is None or np.isnan(tau) else float(tau)
 
 
-def run_rank_bench(
-    out: str | Path,
+def rank_plan(
     *,
     models: Sequence[str],
     references: Sequence[ModelLike] | None,
@@ -305,74 +360,118 @@ def run_rank_bench(
     data: str | Path | None = None,
     limit: int | None = None,
     embedder: Embedder | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Rank ``models`` by mean FEWL of their answers and by MC1 accuracy on the same questions;
-    Kendall's tau between the two; write results.json and report.md."""
-    from tqdm import tqdm
-
+) -> Plan:
+    """Per question: every model answers, FEWL scores the answers, and every model's MC1 choice is read;
+    the models are then ranked by mean FEWL and by MC1 accuracy (Kendall's tau between the two)."""
     if len(set(models)) < 2:
         raise ConfigError(f"--models needs at least two different models, got {list(models)}")
+    modes = {m: mc1_mode(m, mc) for m in models}
     everything = load_truthfulqa(data)
-    questions = [q.question for q in _limited(everything, limit)]
+    questions = _limited(everything, limit)
     options = load_mc1(data)
-    with tqdm(desc="fewl truthfulqa-rank", unit=" call", disable=not progress) as bar:
-        stats = CallStats(on_reply=bar.update)
-        ranked = fewl.rank_models(
-            questions,
-            list(models),
-            references=references,
-            n=n,
-            pool=[q.question for q in everything],
-            neighbours=neighbours,
-            wrong_model=wrong_model,
-            embedder=embedder,
-            gateway=gateway,
-            stats=stats,
-            max_concurrency=gateway.concurrency,
-        )
-        accuracy = {m: mc1_accuracy(m, questions, options, gateway, mc, stats) for m in models}
-    headline = ranked["headline"]
-    rows = []
-    for m in models:
-        rows.append(
+    refs, n = fewl.reference_setup(references, n)
+    graph = fewl.build(
+        refs,
+        n=n,
+        neighbours=neighbours,
+        wrong_model=wrong_model,
+        candidates=list(models),
+        embedder=embedder,
+        gateway=gateway,
+    )
+    pool = [q.question for q in everything]
+    stats = CallStats()
+
+    def score(q: TruthfulQuestion) -> dict[str, Any]:
+        out = fewl.run(graph, [fewl.Item(question=q.question, answers=[])], stats, pool=pool)
+        scored = out["scored"][0]
+        mc1 = {m: mc1_pick(m, q.index, q.question, options, gateway, modes[m], stats) for m in models}
+        by_model = {a["source"]: a.get("fewl") for a in scored["answers"]}
+        return {
+            "index": q.index,
+            "scored": scored,
+            "mc1": mc1,
+            "events": out["events"],
+            "scores": {fewl.model_name(m): by_model.get(fewl.model_name(m)) for m in models},
+        }
+
+    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+        ranked = fewl.ranking([r["scored"] for r in records], list(models), penalty=True)
+        accuracy = {m: mc1_summary(modes[m], [r["mc1"][m] for r in records]) for m in models}
+        rows = [
             {
                 "model": m,
-                "fewl": ranked["models"][m]["mean"][headline],
+                "fewl": ranked["models"][m]["mean"][ranked["headline"]],
                 "answered": ranked["models"][m]["answered"],
                 "mc1_accuracy": accuracy[m]["accuracy"],
                 "mc_mode": accuracy[m]["mode"],
                 "variants": ranked["models"][m]["mean"],
             }
-        )
-    by_accuracy = sorted(models, key=lambda m: -accuracy[m]["accuracy"])
-    meta = stats.meta(fewl.NAME)
-    summary = {
+            for m in models
+        ]
+        tau = None
+        if all(r["fewl"] is not None for r in rows):
+            tau = kendall_tau([r["fewl"] for r in rows], [r["mc1_accuracy"] for r in rows])
+        return {
+            "questions": len(records),
+            "headline": ranked["headline"],
+            "models": rows,
+            "ranking_fewl": ranked["ranking"],
+            "ranking_mc1": sorted(models, key=lambda m: -accuracy[m]["accuracy"]),
+            "kendall_tau": tau,
+            "mc1": {m: {k: v for k, v in a.items() if k != "picks"} for m, a in accuracy.items()},
+        }
+
+    params = {
         "dataset": "truthfulqa v1",
-        "n_questions": len(questions),
-        "references": ranked["references"],
-        "headline": headline,
-        "models": rows,
-        "ranking_fewl": ranked["ranking"],
-        "ranking_mc1": by_accuracy,
-        "kendall_tau": None
-        if any(r["fewl"] is None for r in rows)
-        else kendall_tau([r["fewl"] for r in rows], [r["mc1_accuracy"] for r in rows]),
-        "calls": meta.calls,
-        "cache_hits": meta.cache_hits,
-        "seconds": meta.seconds,
-        "events": ranked["events"],
+        "method": fewl.NAME,
+        "models": list(models),
+        **fewl.reference_params(refs, n, wrong_model),
+        "neighbours": neighbours,
+        "mc": mc,
+        "limit": limit,
     }
-    out_dir = Path(out)
-    write_json(
-        out_dir / "results.json",
-        {**summary, "scored": ranked["scored"], "mc1": {m: accuracy[m] for m in models}},
+    return Plan(
+        bench="truthfulqa-rank",
+        method=fewl.NAME,
+        what="question",
+        items=questions,
+        item_id=lambda q: f"question {q.index}",
+        score=score,
+        summarise=summarise,
+        params=params,
+        report=_write_rank_report,
+        stats=stats,
+        counts_calls=True,
     )
-    (out_dir / "report.md").write_text(_rank_report(summary), encoding="utf-8")
-    return summary
 
 
-def _rank_report(s: dict[str, Any]) -> str:
+def run_rank_bench(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """Rank models by mean FEWL and by MC1 accuracy (``rank_plan``'s options); write results.json and report.md."""
+    return run(rank_plan(**options), out, progress)
+
+
+def _write_rank_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    (out_dir / "report.md").write_text(_rank_report(result) + failed, encoding="utf-8")
+
+
+def describe_rank(result: BenchResult) -> str:
+    """The lines `halluscope bench truthfulqa-rank` prints."""
+    m = result.metrics
+    lines = [f"ranking {len(m['models'])} models on {m['questions']} TruthfulQA questions"]
+    for r in m["models"]:
+        fewl_mean = "n/a" if r["fewl"] is None else f"{r['fewl']:.4f}"
+        lines.append(
+            f"  {r['model']:32s} mean FEWL {fewl_mean}   MC1 accuracy {r['mc1_accuracy']:.3f} ({r['mc_mode']})"
+        )
+    tau = "n/a" if m["kendall_tau"] is None else f"{m['kendall_tau']:.3f}"
+    lines += [f"FEWL: {' > '.join(m['ranking_fewl'])}", f"MC1:  {' > '.join(m['ranking_mc1'])}", f"Kendall's tau {tau}"]
+    lines.append(result.meta.cost())
+    return "\n".join(lines)
+
+
+def _rank_report(result: BenchResult) -> str:
+    s = {**result.params, **result.metrics}
     table = markdown_table(
         s["models"],
         [("model", "model"), ("fewl", "mean FEWL"), ("mc1_accuracy", "MC1 accuracy"), ("mc_mode", "MC1 read by")],
@@ -380,9 +479,9 @@ def _rank_report(s: dict[str, Any]) -> str:
     )
     tau = "n/a" if s["kendall_tau"] is None else f"{s['kendall_tau']:.3f}"
     return (
-        f"# Ranking models by FEWL on TruthfulQA\n\n{s['n_questions']} questions of v1; references "
+        f"# Ranking models by FEWL on TruthfulQA\n\n{s['questions']} questions of v1; references "
         f"{', '.join(s['references'])}; headline score: {s['headline']}.\n\n{table}\n\n"
         f"FEWL ranking: {' > '.join(s['ranking_fewl'])}\n\nMC1 ranking: {' > '.join(s['ranking_mc1'])}\n\n"
-        f"Kendall's tau: {tau}\n\n{s['calls']} model calls, {s['cache_hits']} cache hits, "
-        f"{s['seconds'] / 60:.1f} minutes.\n"
+        f"Kendall's tau: {tau}\n\n{result.meta.calls} model calls, {result.meta.cache_hits} cache hits, "
+        f"{result.meta.seconds / 60:.1f} minutes.\n"
     )

@@ -14,9 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,14 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.entailment import entailment_judge
+from halluscope.backends.gateway import CallStats
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.failures import Failures
+from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.metrics import auc_pr, auc_roc
+from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
+from halluscope.results import DetectionResult
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
@@ -148,26 +150,32 @@ METRIC_COLUMNS = (
 
 @dataclass
 class BenchRun:
-    """What every method of one bench run shares: samples used, model, judge, gateway, and the call
-    accounting (whose on_reply drives the progress bar)."""
+    """What one method's bench run shares across its passages: the samples used, the model, the
+    judge, the gateway and the call accounting."""
 
     samples: int
     model: Any
     gateway: Any
-    stats: Any
+    stats: CallStats
     judge: Any = None  # entailment judge of semantic entropy
-    events: Counter[str] = field(default_factory=Counter)  # bad model answers handled, by kind
 
 
-def _unigram(passage: Passage, run: BenchRun) -> list[float]:
+Scored = tuple[list[float], dict[str, int]]  # a passage's sentence scores and the bad answers handled
+
+
+def _unigram(passage: Passage, run: BenchRun) -> Scored:
     from halluscope.scoring import unigram_scores
     from halluscope.text import passage_tokens, tokens
 
     scored = unigram_scores(passage.sentences, passage.text, passage.samples[: run.samples], tokens, passage_tokens)
-    return [u.max_neg_logprob for u in scored]
+    return [u.max_neg_logprob for u in scored], {}
 
 
-def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
+def _sentence_scores(result: DetectionResult) -> Scored:
+    return [float(u.score) for u in result.units if u.score is not None], dict(result.meta.events)
+
+
+def _selfcheck_prompt(passage: Passage, run: BenchRun) -> Scored:
     result = selfcheck_prompt.detect(
         sentences=passage.sentences,
         samples=passage.samples[: run.samples],
@@ -175,13 +183,13 @@ def _selfcheck_prompt(passage: Passage, run: BenchRun) -> list[float]:
         gateway=run.gateway,
         stats=run.stats,
     )
-    return [float(u.score) for u in result.units if u.score is not None]  # SCGP scores every sentence
+    return _sentence_scores(result)  # SCGP scores every sentence
 
 
-def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
+def _fibe(variant: str) -> Callable[[Passage, BenchRun], Scored]:
     """A FIBE variant with N = --samples exam answers; its SCGP part judges the dataset's samples."""
 
-    def score(passage: Passage, run: BenchRun) -> list[float]:
+    def score(passage: Passage, run: BenchRun) -> Scored:
         result = fibe.detect(
             sentences=passage.sentences,
             prompt=passage.prompt,
@@ -192,13 +200,12 @@ def _fibe(variant: str) -> Callable[[Passage, BenchRun], list[float]]:
             gateway=run.gateway,
             stats=run.stats,
         )
-        run.events.update(result.meta.events)
-        return [float(u.score) for u in result.units if u.score is not None]  # FIBE scores every sentence
+        return _sentence_scores(result)  # FIBE scores every sentence
 
     return score
 
 
-def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> list[float]:
+def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> Scored:
     """Claims of the GPT-3 passage scored by the model, mapped back to the annotated sentences."""
     result = semantic_entropy_paragraph.detect(
         passage.text,
@@ -209,8 +216,7 @@ def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> list[float]:
         gateway=run.gateway,
         stats=run.stats,
     )
-    run.events.update(result.meta.events)
-    return [float(u.score) for u in result.units if u.score is not None]  # every sentence holds a claim
+    return _sentence_scores(result)  # every sentence holds a claim
 
 
 def _planned_fibe_calls(variant: str, passage: Passage, n: int) -> int:
@@ -219,7 +225,7 @@ def _planned_fibe_calls(variant: str, passage: Passage, n: int) -> int:
 
 @dataclass(frozen=True)
 class BenchMethod:
-    score: Callable[[Passage, BenchRun], list[float]]
+    score: Callable[[Passage, BenchRun], Scored]
     calls: Callable[[Passage, int], int] | None = None  # model calls a passage takes, where known up front
     uses_model: bool = True
 
@@ -239,23 +245,20 @@ def _bench_methods() -> dict[str, BenchMethod]:
 # The model-based methods score the dataset's own GPT-3 samples (SCGP), N fresh exam answers (FIBE) or
 # the passage's claims with fresh questions and answers (paragraph semantic entropy).
 BENCH_METHODS = _bench_methods()
+PROTOCOL = "SelfCheckGPT/FIBE WikiBio: sentence AUC-PR/ROC x100, passage Pearson/Spearman x100"
 
 
-def run_bench(
+def wikibio_plans(
     methods: Sequence[str],
-    out: str | Path,
     data: str | Path | None = None,
     limit: int | None = None,
     samples: int | None = None,
-    progress: bool = True,
     model: Any = None,
     gateway: Any = None,
     judge: Any = None,
-) -> list[dict[str, Any]]:
-    """Score the passages with each method, then write results.json, report.md and PR/ROC PNGs."""
-    from tqdm import tqdm
-
-    from halluscope.bench.report import markdown_table, write_curves, write_json
+) -> list[Plan]:
+    """One plan per method over the same passages (FIBE variants share their calls through the cache)."""
+    from halluscope.backends.gateway import default_gateway
 
     unknown = [m for m in methods if m not in BENCH_METHODS]
     if unknown:
@@ -271,85 +274,129 @@ def run_bench(
     if exams and samples > len(fibe.STUDENTS):
         most = len(fibe.STUDENTS)
         raise ConfigError(f"{', '.join(exams)} answers the exam --samples times: at most {most}, got {samples}")
-    from halluscope.backends.gateway import CallStats, default_gateway
-
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
     if needs_model:
         gateway = gateway or default_gateway()
     if "semantic-entropy-paragraph" in methods and judge is None:
         judge = entailment_judge(None, gateway)
-    out_dir = Path(out)
-    runs, curves, failed = [], [], []
-    for method in methods:
-        spec = BENCH_METHODS[method]
-        # the bar counts model calls (the judge's and retries included) where a method makes them,
-        # else passages
-        total = sum(spec.calls(p, samples) for p in passages) if spec.calls else None
-        with tqdm(total=total if spec.uses_model else len(passages), desc=method, disable=not progress) as bar:
-            bench = BenchRun(
-                samples,
-                model if spec.uses_model else None,
-                gateway if spec.uses_model else None,
-                CallStats(on_reply=bar.update if spec.uses_model else None),
-                judge=judge,
-            )
-            scores, scored, failures = [], [], Failures()
-            for i, p in enumerate(passages):
-                bar.set_postfix(passage=f"{i + 1}/{len(passages)}", failed=len(failures))
-                before = bar.n
-                got = failures.attempt(p.index, partial(spec.score, p, bench))
-                if got is not None:
-                    scores.append(got)
-                    scored.append(p)
-                # a passage with unreadable answers makes fewer calls than planned: keep the bar honest
-                if spec.calls:
-                    bar.update(max(0, spec.calls(p, samples) - (bar.n - before)))
-                elif not spec.uses_model:
-                    bar.update(1)
-        failures.check_some_scored(len(scored), "passage")
-        metrics = protocol_metrics(scored, scores)
-        meta = bench.stats.meta(method)
-        run = {
-            "method": method,
-            "model": meta.models[0] if meta.models else None,
-            "prompts": meta.prompts,
-            "samples": samples,
-            "calls": meta.calls,
-            "cache_hits": meta.cache_hits,
-            "tokens": meta.tokens.model_dump(),
-            "parse_failures": meta.parse_failures,
-            "events": dict(bench.events),
-            "seconds": meta.seconds,
-            "n_passages": metrics.pop("n_passages"),
-            "n_sentences": metrics.pop("n_sentences"),
-            "protocol": "SelfCheckGPT/FIBE WikiBio: sentence AUC-PR/ROC x100, passage Pearson/Spearman x100",
-            "metrics": metrics,
-            "failed": failures.items,  # passages whose model calls failed for good, with the reason
-            "scores": [[None if not np.isfinite(x) else float(x) for x in s] for s in scores],
-            "passages": [p.index for p in scored],
+    return [_plan(method, passages, samples, model, gateway, judge, limit) for method in methods]
+
+
+def _plan(method: str, passages: list[Passage], samples: int, model: Any, gateway: Any, judge: Any, limit: Any) -> Plan:
+    spec = BENCH_METHODS[method]
+    bench = BenchRun(
+        samples, model if spec.uses_model else None, gateway if spec.uses_model else None, CallStats(), judge
+    )
+
+    def score(passage: Passage) -> dict[str, Any]:
+        sentence_scores, events = spec.score(passage, bench)
+        finite = [None if not np.isfinite(x) else float(x) for x in sentence_scores]  # inf: an unseen unigram
+        return {
+            "index": passage.index,
+            "labels": passage.labels,
+            "events": events,
+            "scores": {f"sentence {s}": x for s, x in enumerate(finite)},
         }
-        write_json(out_dir / method / "results.json", run)
-        runs.append(run)
-        pooled = _finite(np.array([x for s in scores for x in s], dtype=np.float64))
-        y = np.array([lab != "accurate" for p in scored for lab in p.labels])
-        curves.append((method, y, pooled))
-        failed.append(failures.report_paragraph(len(scored), f"{method}: passages"))
-    summary = [{k: v for k, v in r.items() if k not in ("scores", "passages")} for r in runs]
-    write_json(out_dir / "results.json", summary[0] if len(summary) == 1 else {"runs": summary})
-    size = f"{summary[0]['n_passages']} passages, {summary[0]['n_sentences']} sentences"
+
+    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+        scored = [passages_by_index[r["index"]] for r in records]
+        return protocol_metrics(scored, [_sentence_list(r["scores"]) for r in records])
+
+    passages_by_index = {p.index: p for p in passages}
+    params = {
+        "dataset": DATASET,
+        "method": method,
+        "model": str(model) if spec.uses_model and model is not None else None,
+        "judge": getattr(judge, "name", None) if method == "semantic-entropy-paragraph" else None,
+        "samples": samples,
+        "limit": limit,
+        "protocol": PROTOCOL,
+    }
+    return Plan(
+        bench="wikibio",
+        method=method,
+        what="passage",
+        items=passages,
+        item_id=lambda p: f"passage {p.index}",
+        score=score,
+        summarise=summarise,
+        params=params,
+        report=lambda result, out, failed: None,  # one report for all methods: write_report
+        stats=bench.stats,
+        counts_calls=spec.uses_model,
+        planned_calls=(lambda p: spec.calls(p, samples)) if spec.calls else None,  # type: ignore[misc]
+    )
+
+
+def _sentence_list(scores: dict[str, float | None]) -> list[float]:
+    """A passage's sentence scores in order, an unseen unigram (None) back to +inf."""
+    return [float("inf") if x is None else x for x in scores.values()]
+
+
+def sentence_scores(result: BenchResult) -> list[list[float]]:
+    """Every scored passage's sentence scores, in order (+inf for an unseen unigram)."""
+    return [_sentence_list(item.scores) for item in result.items]
+
+
+def run_bench(
+    methods: Sequence[str],
+    out: str | Path,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    samples: int | None = None,
+    progress: bool = True,
+    model: Any = None,
+    gateway: Any = None,
+    judge: Any = None,
+) -> list[BenchResult]:
+    """Score the passages with each method (OUT/METHOD/results.json each, and OUT/results.json too
+    when one method ran), then write the shared report.md and PR/ROC PNGs."""
+    out_dir = Path(out)
+    plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge)
+    results = [run(plan, out_dir / plan.method, progress) for plan in plans]
+    if len(results) == 1:
+        results[0].write(out_dir)
+    write_report(results, out_dir)
+    return results
+
+
+def write_report(results: Sequence[BenchResult], out_dir: Path) -> None:
+    """report.md with a row per method, and the pooled PR and ROC curves of every method."""
+    from halluscope.bench.report import markdown_table, write_curves
+
+    curves, failed = [], []
+    for result in results:
+        labels = [lab for r in result.records for lab in r["labels"]]
+        pooled = _finite(np.array([x for s in sentence_scores(result) for x in s], dtype=np.float64))
+        curves.append((result.params["method"], np.array([lab != "accurate" for lab in labels]), pooled))
+        failed.append(failure_paragraph(result.failures, len(result.items), f"{result.params['method']}: passages"))
+    m = results[0].metrics
+    size = f"{m['n_passages']} passages, {m['n_sentences']} sentences"
     write_curves(out_dir / "pr_nonfact.png", curves, "pr", f"WikiBio NonFact, {size}")
     write_curves(out_dir / "roc_nonfact.png", curves, "roc", f"WikiBio NonFact, {size}")
-    table = markdown_table([{"method": r["method"], **r["metrics"]} for r in runs], METRIC_COLUMNS)
+    table = markdown_table([{"method": r.params["method"], **r.metrics} for r in results], METRIC_COLUMNS)
     random_line = (
-        f"Random AUC-PR on this data: NonFact {runs[0]['metrics']['random_auc_pr_nonfact']:.2f}, "
-        f"Factual {runs[0]['metrics']['random_auc_pr_factual']:.2f}."
+        f"Random AUC-PR on this data: NonFact {m['random_auc_pr_nonfact']:.2f}, "
+        f"Factual {m['random_auc_pr_factual']:.2f}."
     )
     (out_dir / "report.md").write_text(
-        f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {samples} samples per passage.\n"
+        f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {results[0].params['samples']} samples per passage.\n"
         f"Protocol: SelfCheckGPT/FIBE (sentence-level AUC-PR and AUC-ROC x100 pooled over passages; "
         f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n"
         + "".join(failed)
         + "\n![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
         encoding="utf-8",
     )
-    return runs
+
+
+def describe(results: Sequence[BenchResult]) -> str:
+    """The lines `halluscope bench wikibio` prints."""
+    m = results[0].metrics
+    lines = [f"WikiBio: {m['n_passages']} passages, {m['n_sentences']} sentences"]
+    for r in results:
+        lines.append(f"{r.params['method']}: {r.meta.cost()}")
+        if r.failures:
+            lines.append(f"  {len(r.failures)} passages failed (left out of the metrics; results.json has the reasons)")
+        values = [(h, r.metrics.get(k)) for k, h in METRIC_COLUMNS[1:]]
+        lines.append("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
+    return "\n".join(lines)

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from halluscope.backends.entailment import entailment_judge, zero_shot_judge
+from halluscope.bench import clue, icl, phr_synthetic, qa, truthfulqa, wikibio
+from halluscope.bench.report import markdown_table
+from halluscope.bench.runner import BenchResult
 from halluscope.bench.wikibio import BENCH_METHODS
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import parse_ref
 from halluscope.scoring import CLUSTER_RULES
-
-
-def _handled(events: dict[str, int]) -> str:
-    """Bad model answers a method handled, by kind."""
-    return "handled: " + ", ".join(f"{k} {v}" for k, v in sorted(events.items()))
+from halluscope.scoring.fewl import VARIANTS
 
 
 def _mode(args: argparse.Namespace, default: str) -> Any:
@@ -26,59 +26,44 @@ def _mode(args: argparse.Namespace, default: str) -> Any:
 
 
 def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The reference side of FEWL, shared by detect and both benchmarks."""
+    """The reference side of FEWL, shared by both TruthfulQA benchmarks."""
     refs = args.reference or []
-    if args.diversify is not None and len(refs) > 1:
+    if args.n is not None and len(refs) > 1:
         raise ConfigError(f"--diversify asks one --reference model for N answers; {len(refs)} references given")
-    return {
-        "references": refs,
-        "diversify": args.diversify,
-        "neighbours": args.neighbours,
-        "wrong_model": args.wrong_model,
-    }
+    return {"references": refs, "n": args.n, "neighbours": args.neighbours, "wrong_model": args.wrong_model}
 
 
-def cmd_bench_wikibio(args: argparse.Namespace) -> int:
-    from halluscope.bench.wikibio import METRIC_COLUMNS, run_bench
-
-    gateway = gateway_of(args)
-    runs = run_bench(
-        args.method.split(","),
-        args.out,
-        args.data,
-        args.limit,
-        args.samples,
-        progress=not args.json,
-        model=args.model,
-        gateway=gateway,
-        judge=entailment_judge(args.judge, gateway) if args.judge else None,
-    )
-    status = report_failures([f for r in runs for f in r["failed"]], "passage")
+def _finish(args: argparse.Namespace, results: Sequence[BenchResult], lines: str) -> int:
+    """Print the results (a person's lines, or the BenchResults without their items as JSON) and
+    each failed item on stderr; the exit code says whether any failed."""
+    what = results[0].bench
+    status = report_failures([f for r in results for f in r.failures], what)
     if args.json:
-        print_json([{k: v for k, v in r.items() if k not in ("scores", "passages")} for r in runs])
+        shown = [r.model_dump(mode="json", exclude={"items"}) for r in results]
+        print_json(shown[0] if len(shown) == 1 else shown)
         return status
-    print(f"WikiBio: {runs[0]['n_passages']} passages, {runs[0]['n_sentences']} sentences")
-    for r in runs:
-        print(f"{r['method']}: {r['calls']} model calls, {r['cache_hits']} cache hits, {r['seconds']:.0f} s")
-        if r.get("events"):
-            print("  " + _handled(r["events"]))
-        if r["failed"]:
-            print(f"  {len(r['failed'])} passages failed (left out of the metrics; results.json has the reasons)")
-        values = [(h, r["metrics"].get(k)) for k, h in METRIC_COLUMNS[1:]]
-        print("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
-    print(f"wrote {args.out}/results.json, report.md, pr_nonfact.png, roc_nonfact.png")
+    print(lines)
+    print(f"wrote {args.out}: results.json, report.md and plots")
     return status
 
 
-def cmd_bench_qa(args: argparse.Namespace) -> int:
-    from halluscope.bench.qa import SCORES, run_qa_bench
+def cmd_bench_wikibio(args: argparse.Namespace) -> int:
+    gateway = gateway_of(args)
+    judge = entailment_judge(args.judge, gateway) if args.judge else None
+    results = wikibio.run_bench(
+        args.method.split(","), args.out, args.data, args.limit, args.samples, not args.json, args.model, gateway, judge
+    )
+    return _finish(args, results, wikibio.describe(results))
 
+
+def cmd_bench_qa(args: argparse.Namespace) -> int:
     if not args.model:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
     gateway = gateway_of(args)
-    run = run_qa_bench(
+    result = qa.run_qa_bench(
         args.dataset,
         args.out,
+        not args.json,
         model=args.model,
         judge=entailment_judge(args.judge, gateway),
         gateway=gateway,
@@ -87,60 +72,20 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         n=args.samples,
         mode=_mode(args, "strict"),
         cluster_rule=args.cluster_rule,
-        progress=not args.json,
     )
-    summary = {k: v for k, v in run.items() if k != "questions"}
-    status = report_failures(summary["failed"], "question")
-    if args.json:
-        print_json(summary)
-        return status
-    metrics = summary["metrics"]
-    low, high = metrics["accuracy_ci95"] or (float("nan"), float("nan"))
-    accuracy = f"accuracy {metrics['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
-    print(f"{args.dataset}: {summary['n_questions']} questions, {accuracy}")
-    for key, name in SCORES:
-        score = metrics[key]
-        if score is None:
-            print(f"  {name}: n/a (no log-probs)")
-            continue
-        auroc = "n/a" if score["auroc"] is None else f"{score['auroc']:.3f}"
-        print(f"  {name}: AUROC {auroc}  AURAC {score['aurac']:.3f}")
-    print(
-        f"{summary['calls']} model calls ({summary['pairs_judged']} pairs judged), {summary['cache_hits']} cache hits, "
-        f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md, roc.png"
-    )
-    return status
+    return _finish(args, [result], qa.describe(result))
 
 
 def cmd_bench_truthfulqa(args: argparse.Namespace) -> int:
-    from halluscope.bench.truthfulqa import run_truthfulqa_bench
-
     shown = _variant_list(args.method)
     gateway = gateway_of(args)
-    run = run_truthfulqa_bench(
-        args.out, gateway=gateway, data=args.data, limit=args.limit, progress=not args.json, **_fewl_options(args)
+    result = truthfulqa.run_truthfulqa_bench(
+        args.out, not args.json, gateway=gateway, data=args.data, limit=args.limit, **_fewl_options(args)
     )
-    summary = {k: v for k, v in run.items() if k != "questions"}
-    summary["variants"] = [r for r in summary["variants"] if r["variant"] in shown]
-    if args.json:
-        print_json(summary)
-        return 0
-    print(f"FEWL on TruthfulQA v1: {summary['n_questions']} questions, {summary['labelled_answers']} labelled answers")
-    for r in summary["variants"]:
-        a = "n/a" if r["best_above_first_incorrect"] is None else f"{r['best_above_first_incorrect']:.3f}"
-        b = "n/a" if r["best_highest_share"] is None else f"{r['best_highest_count']} ({r['best_highest_share']:.1%})"
-        paper = f"{r['paper_gpt35_share']:.1%} / {r['paper_gpt4_share']:.1%}"
-        print(f"  {r['title']:24s} (a) {a}   (b) {b}   paper (b) {paper}")
-    print(
-        f"{summary['calls']} model calls, {summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} min; "
-        f"wrote {args.out}/results.json, report.md"
-    )
-    return 0
+    return _finish(args, [result], truthfulqa.describe_truthfulqa(result, shown))
 
 
 def _variant_list(methods: str) -> list[str]:
-    from halluscope.scoring.fewl import VARIANTS
-
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in VARIANTS]
     if unknown or not chosen:
@@ -149,35 +94,19 @@ def _variant_list(methods: str) -> list[str]:
 
 
 def cmd_bench_truthfulqa_rank(args: argparse.Namespace) -> int:
-    from halluscope.bench.truthfulqa import run_rank_bench
-
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     gateway = gateway_of(args)
-    summary = run_rank_bench(
+    result = truthfulqa.run_rank_bench(
         args.out,
+        not args.json,
         models=models,
         gateway=gateway,
         mc=args.mc,
         data=args.data,
         limit=args.limit,
-        progress=not args.json,
         **_fewl_options(args),
     )
-    if args.json:
-        print_json(summary)
-        return 0
-    print(f"ranking {len(models)} models on {summary['n_questions']} TruthfulQA questions")
-    for r in summary["models"]:
-        fewl_mean = "n/a" if r["fewl"] is None else f"{r['fewl']:.4f}"
-        print(f"  {r['model']:32s} mean FEWL {fewl_mean}   MC1 accuracy {r['mc1_accuracy']:.3f} ({r['mc_mode']})")
-    tau = "n/a" if summary["kendall_tau"] is None else f"{summary['kendall_tau']:.3f}"
-    print(f"FEWL: {' > '.join(summary['ranking_fewl'])}")
-    print(f"MC1:  {' > '.join(summary['ranking_mc1'])}")
-    print(
-        f"Kendall's tau {tau}; {summary['calls']} model calls, {summary['cache_hits']} cache hits, "
-        f"{summary['seconds'] / 60:.1f} min; wrote {args.out}/results.json, report.md"
-    )
-    return 0
+    return _finish(args, [result], truthfulqa.describe_rank(result))
 
 
 def _fewl_arguments(p: argparse.ArgumentParser) -> None:
@@ -185,29 +114,22 @@ def _fewl_arguments(p: argparse.ArgumentParser) -> None:
         "--reference",
         action="append",
         metavar="SPEC",
-        help="fewl: a reference model (repeat for N models; default: the default local model asked for 5 answers)",
+        help="a reference model (repeat for N models; default: the default local model asked for 5 answers)",
+    )
+    p.add_argument("--diversify", dest="n", type=int, metavar="N", help="ask the one reference model for N answers")
+    p.add_argument(
+        "--neighbours", type=int, default=5, metavar="K", help="nearest questions of the penalty (default 5)"
     )
     p.add_argument(
-        "--diversify", type=int, metavar="N", help="fewl: ask the one reference model for N diversified answers"
-    )
-    p.add_argument(
-        "--neighbours",
-        type=int,
-        default=5,
-        metavar="K",
-        help="fewl: nearest questions of the laziness penalty (default 5)",
-    )
-    p.add_argument(
-        "--wrong-model", metavar="SPEC", help="fewl: the model that writes IW/CO answers (default: first reference)"
+        "--wrong-model", metavar="SPEC", help="the model that writes IW/CO answers (default: first reference)"
     )
 
 
 def cmd_bench_clue(args: argparse.Namespace) -> int:
-    from halluscope.bench.clue import SUBSETS, run_clue_bench
-
     gateway = gateway_of(args)
-    run = run_clue_bench(
+    result = clue.run_clue_bench(
         args.out,
+        not args.json,
         model=args.model,
         scorer=zero_shot_judge(args.judge, gateway),
         gateway=gateway,
@@ -217,43 +139,11 @@ def cmd_bench_clue(args: argparse.Namespace) -> int:
         theta_h=args.theta_h,
         theta_l=args.theta_l,
         prefilter=args.prefilter,
-        progress=not args.json,
     )
-    summary = {k: v for k, v in run.items() if k != "questions"}
-    status = report_failures(summary["failed"], "question")
-    if args.json:
-        print_json(summary)
-        return status
-
-    def num(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
-
-    print(f"CLUE on QNLI: {summary['n_questions']} questions, {summary['concepts_per_question']:.1f} concepts each")
-    for key, name in SUBSETS:
-        c = summary["correlation"][key]
-        print(f"  Pearson(U, S^a) {key} ({name}): {num(c['mean'])}  (paper {c['paper']:.3f})")
-    for method in ("CLUE", "baseline"):
-        d = summary["detection"][method]
-        print(
-            f"  {method}: macro AUROC {num(d['macro_auroc'])} AUPRC {num(d['macro_auprc'])}, "
-            f"micro AUROC {num(d['micro_auroc'])} AUPRC {num(d['micro_auprc'])}"
-        )
-    print(
-        f"{summary['calls']} model calls, {summary['cache_hits']} cache hits, {summary['seconds'] / 60:.1f} min; "
-        f"wrote {args.out}/results.json, report.md, correlation.png, roc.png, pr.png"
-    )
-    return status
+    return _finish(args, [result], clue.describe(result))
 
 
-def _int_list(text: str, flag: str) -> list[int]:
-    return [int(x) for x in _number_list(text, flag, int)]
-
-
-def _float_list(text: str, flag: str) -> list[float]:
-    return [float(x) for x in _number_list(text, flag, float)]
-
-
-def _number_list(text: str, flag: str, kind: type[int] | type[float]) -> list[int | float]:
+def _numbers(text: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
     """A comma-separated --flag value as numbers of one kind; a bad one names the flag."""
     try:
         return [kind(part) for part in text.split(",") if part.strip()]
@@ -263,62 +153,44 @@ def _number_list(text: str, flag: str, kind: type[int] | type[float]) -> list[in
 
 
 def cmd_bench_phr_synthetic(args: argparse.Namespace) -> int:
-    from halluscope.bench.phr_synthetic import COLUMNS, run_phr_synthetic
-    from halluscope.bench.report import markdown_table
-
-    result = run_phr_synthetic(
+    result = phr_synthetic.run_phr_synthetic(
         args.out,
-        ns=_int_list(args.n, "--n"),
+        not args.json,
+        ns=_numbers(args.n, "--n", int),
         problems=args.problems,
         m=args.M,
         k=args.K,
         n_imagined=args.imagined,
         epsilon=args.epsilon,
         seed=args.seed,
-        progress=not args.json,
     )
-    if args.json:
-        print_json(result)
-        return 0
-    print(markdown_table(result["rows"], COLUMNS, digits=4))
-    print(f"{result['seconds']:.1f} s; wrote {args.out}/results.json, report.md, phr_vs_n.png")
-    return 0
+    return _finish(args, [result], markdown_table(result.metrics["rows"], phr_synthetic.COLUMNS, digits=4))
 
 
 def cmd_bench_phr(args: argparse.Namespace) -> int:
-    from halluscope.bench.icl import COLUMNS, run_phr_bench
-    from halluscope.bench.report import markdown_table
-
-    result = run_phr_bench(
+    result = icl.run_phr_bench(
         args.task,
         args.out,
+        not args.json,
         model=args.model,
-        ns=_int_list(args.n, "--n"),
+        ns=_numbers(args.n, "--n", int),
         contexts=args.contexts,
         queries=args.queries,
         m=args.M,
         k=args.K,
         n_imagined=args.imagined,
-        epsilons=_float_list(args.epsilon, "--epsilon"),
+        epsilons=_numbers(args.epsilon, "--epsilon", float),
         eval_size=args.eval_size,
         exact=not args.draws and not args.sampled,
         responses="sampled" if args.sampled else "distribution",
         reuse_prefix=not args.no_prefix_reuse,
         seed=args.seed,
         data=args.data,
-        progress=not args.json,
     )
-    status = report_failures(result["failed"], "query")
-    if args.json:
-        print_json({k: v for k, v in result.items() if k != "records"})
-        return status
-    print(markdown_table(result["rows"], COLUMNS, digits=3))
-    print(
-        f"random-guess error {result['random_error']:.2f}; {result['meta']['calls']} model calls, "
-        f"{result['meta']['cache_hits']} cached; {result['seconds']:.0f} s; wrote {args.out}/results.json, "
-        "report.md, phr_icl.png"
+    table = markdown_table(result.metrics["rows"], icl.COLUMNS, digits=3)
+    return _finish(
+        args, [result], f"{table}\nrandom-guess error {result.metrics['random_error']:.2f}; {result.meta.cost()}"
     )
-    return status
 
 
 def _judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> None:

@@ -439,10 +439,22 @@ def rank_models(
         gateway=gateway,
     )
     out = run(graph, [Item(question=q, answers=[]) for q in questions], stats, pool, on_step, max_concurrency)
+    return {
+        **ranking(out["scored"], models, out["penalty"]),
+        "scored": out["scored"],
+        "events": out["events"],
+        "references": [model_name(m) for m in refs],
+    }
+
+
+def ranking(scored: Sequence[dict[str, Any]], models: Sequence[ModelLike], penalty: bool) -> dict[str, Any]:
+    """The models ranked by the mean FEWL of their answers over the ``scored`` questions (higher =
+    less hallucinated): ``ranking`` (best first), per model its ``scores``, ``answered`` and ``mean``
+    {variant: mean}, the ``headline`` variant and whether the ``penalty`` was on."""
     names = [model_name(m) for m in models]
     per_model: dict[str, dict[str, Any]] = {}
     for name in names:
-        rows = [next((a for a in s["answers"] if a["source"] == name), None) for s in out["scored"]]
+        rows = [next((a for a in s["answers"] if a["source"] == name), None) for s in scored]
         scores = [None if a is None else a["fewl"] for a in rows]
         variants = {
             v: [a["variants"].get(v) for a in rows if a is not None and a["fewl"] is not None] for v in VARIANTS
@@ -452,21 +464,17 @@ def rank_models(
             "answered": sum(s is not None for s in scores),
             "mean": {v: (float(np.mean(xs)) if xs and None not in xs else None) for v, xs in variants.items()},
         }
-    headline = "fewl" if out["penalty"] else "multi"  # without a pool there is no penalty: uniform weights
+    headline = "fewl" if penalty else "multi"  # without a pool there is no penalty: uniform weights
 
     def mean_of(name: str) -> float:
         value = per_model[name]["mean"][headline]
         return -np.inf if value is None else value
 
-    ranking = sorted(names, key=mean_of, reverse=True)
     return {
-        "ranking": ranking,
+        "ranking": sorted(names, key=mean_of, reverse=True),
         "models": per_model,
-        "scored": out["scored"],
-        "events": out["events"],
-        "penalty": out["penalty"],
+        "penalty": penalty,
         "headline": headline,
-        "references": [model_name(m) for m in refs],
     }
 
 

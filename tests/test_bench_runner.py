@@ -1,0 +1,80 @@
+"""The one benchmark runner: per-item failures, progress, results.json with the same keys for every
+benchmark, the report beside it, and resume through the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.errors import ModelUnavailableError
+
+KEYS = {"bench", "params", "meta", "metrics", "items", "failures"}
+
+
+class Refused(Exception):
+    status_code = 400  # a provider's final refusal: not retried
+
+
+def _plan(gateway: Gateway, model: Any, items: list[str]) -> Plan:
+    stats = CallStats()
+
+    def score(question: str) -> dict[str, Any]:
+        reply = gateway.call(model, "semantic_entropy.answer", {"question": question}, stats=stats)
+        return {"answer": reply.text, "events": {"short": 1}, "scores": {"length": float(len(reply.text))}}
+
+    def report(result: BenchResult, out: Path, failed: str) -> None:
+        (out / "report.md").write_text(f"{len(result.items)} scored\n{failed}", encoding="utf-8")
+
+    return Plan(
+        bench="toy",
+        method="toy",
+        what="question",
+        items=items,
+        item_id=lambda q: f"question {items.index(q)}",
+        score=score,
+        summarise=lambda records: {"mean_length": sum(len(r["answer"]) for r in records) / len(records)},
+        params={"items": len(items)},
+        report=report,
+        stats=stats,
+        counts_calls=True,
+        planned_calls=lambda _q: 1,
+    )
+
+
+def test_a_failed_item_is_recorded_the_rest_are_scored_and_a_rerun_replays(
+    gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        if "broken" in prompt:
+            raise Refused("the provider refused this question")
+        return "Paris" if "France" in prompt else "Rome"
+
+    model = scripted(respond, "scripted:toy")
+    items = ["Capital of France?", "broken question", "Capital of Italy?"]
+    result = run(_plan(gateway, model, items), tmp_path, progress=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert set(saved) == KEYS == set(BenchResult.model_fields)
+    assert [i.id for i in result.items] == ["question 0", "question 2"] and result.items[0].scores == {"length": 5.0}
+    assert result.items[0].record == {"answer": "Paris", "events": {"short": 1}}
+    assert [f["item"] for f in result.failures] == ["question 1"] and "refused" in result.failures[0]["error"]
+    assert result.metrics == {"mean_length": 4.5} and result.meta.events == {"short": 2}
+    assert result.meta.calls == 2 and result.meta.method == "toy"
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("2 scored") and "**1 questions failed**" in report
+    assert BenchResult.read(tmp_path) == result
+    again = run(_plan(gateway, model, items), tmp_path, progress=False)
+    assert again.meta.calls == 0 and again.meta.cache_hits == 2 and again.metrics == result.metrics
+
+
+def test_every_item_failing_is_one_error(gateway: Gateway, scripted: Any, tmp_path: Path) -> None:
+    def refuse(_prompt: str, _params: dict[str, Any]) -> str:
+        raise Refused("down")
+
+    with pytest.raises(ModelUnavailableError, match="no question could be scored"):
+        run(_plan(gateway, scripted(refuse, "scripted:down"), ["Q?"]), tmp_path, progress=False)
+    assert not (tmp_path / "results.json").exists()
