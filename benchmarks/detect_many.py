@@ -18,14 +18,17 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.backends.scripted import ScriptedChatModel
 from halluscope.bench.wikibio import load_wikibio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
+from tests.scripted import ScriptedChatModel  # noqa: E402
 
 STAGES = 2  # regenerate, check
 SAMPLES = 3

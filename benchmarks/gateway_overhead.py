@@ -12,13 +12,16 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import Gateway
-from halluscope.backends.scripted import ScriptedChatModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
+from tests.scripted import ScriptedChatModel  # noqa: E402
 
 PROMPT = "semantic_entropy.answer"
 

@@ -11,8 +11,8 @@ import pytest
 
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import Gateway, RetryPolicy
-from halluscope.backends.scripted import ScriptedChatModel
 from halluscope.prompts.registry import PromptRegistry
+from tests.scripted import ScriptedChatModel
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, cap=0.05)

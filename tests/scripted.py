@@ -1,4 +1,4 @@
-"""A chat model that answers by prompt content: for tests, and for the demo until local models land.
+"""A chat model that answers by prompt content, for tests and the speed benchmarks (it is not shipped).
 
 It answers from a function of the prompt text (never of call order, which fan-out makes racy),
 reports word counts as token usage, and can raise injected errors to exercise the gateway.
