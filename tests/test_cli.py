@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
 from halluscope.results import DetectionResult
 from tests.stub_servers import StubAPI
@@ -185,7 +186,7 @@ def test_bench_wikibio_writes_results_report_and_curves(
     )
     assert code == 0 and "WikiBio: 12 passages" in stdout
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"bench", "params", "meta", "metrics", "items", "failures"} and results["bench"] == "wikibio"
+    assert set(results) == set(BenchResult.model_fields) and results["bench"] == "wikibio"
     assert results["params"]["method"] == "selfcheck-unigram" and results["metrics"]["n_passages"] == 12
     assert {
         "auc_pr_nonfact",

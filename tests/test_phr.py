@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
 from halluscope.scoring.phr import (
     BayesianLinearRegression,
@@ -120,10 +121,7 @@ def test_bench_phr_synthetic_writes_rows_report_and_plot(tmp_path: Path, capsys:
     out = capsys.readouterr().out
     assert code == 0 and "| 16 |" in out
     result = json.loads((tmp_path / "results.json").read_text())
-    assert (
-        set(result) == {"bench", "params", "meta", "metrics", "items", "failures"}
-        and result["bench"] == "phr-synthetic"
-    )
+    assert set(result) == set(BenchResult.model_fields) and result["bench"] == "phr-synthetic"
     assert [r["n"] for r in result["metrics"]["rows"]] == [1, 16]
     for row in result["metrics"]["rows"]:
         assert {"n", "reference_phr", "phr", "abs_error", "thr"} <= row.keys()

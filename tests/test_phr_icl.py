@@ -20,6 +20,7 @@ from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample, load_logprob_model
 from halluscope.bench.icl import balanced_context, load_icl_task, run_phr_bench
+from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError, PromptError
 from halluscope.graphs import phr
 from halluscope.prompts.registry import PromptRegistry
@@ -295,6 +296,6 @@ def test_bench_phr_writes_the_table_records_and_plot(data_dir: Path, gw: Gateway
     # 2 contexts x M = 2 completions x 5 imagined pairs per n, shared by each context's 3 queries
     assert result.meta.calls - result.meta.params["forward_passes"] == 2 * 2 * 2 * 5
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert set(saved) == {"bench", "params", "meta", "metrics", "items", "failures"} and saved["bench"] == "phr"
+    assert set(saved) == set(BenchResult.model_fields) and saved["bench"] == "phr"
     assert saved["metrics"]["rows"] == result.metrics["rows"] and (tmp_path / "phr_icl.png").stat().st_size > 0
     assert "| n | queries |" in (tmp_path / "report.md").read_text()

@@ -16,6 +16,7 @@ from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci
 from halluscope.bench.qa import is_correct, load_qa, normalise, run_qa_bench
+from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
 
 
@@ -110,7 +111,7 @@ def test_run_on_scripted_models_scores_every_question(
     # distinct answers of a wrong question: 10 pairs, each judged both ways (Neutral: not equivalent)
     assert metrics["pairs_judged"] == 2 * 10 and run.meta.calls == 24 + 2 * 2 * 10
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert set(saved) == {"bench", "params", "meta", "metrics", "items", "failures"} and saved["bench"] == "qa"
+    assert set(saved) == set(BenchResult.model_fields) and saved["bench"] == "qa"
     assert saved["metrics"]["questions"] == 4 and saved["items"][0]["record"]["answer"].startswith("They are onions")
     report = (tmp_path / "report.md").read_text()
     assert "| semantic entropy (discrete) | 1.000" in report and "n/a (no log-probs)" in report

@@ -47,6 +47,13 @@ from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTe
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 ModelLike = str | BaseChatModel
+
+
+def model_name(model: ModelLike) -> str:
+    """How results name a model: its spec, or a chat model object's id or class (never its repr)."""
+    return model if isinstance(model, str) else (getattr(model, "model_id", None) or type(model).__name__)
+
+
 T = TypeVar("T")
 
 

@@ -15,9 +15,11 @@ scores S^a = f(a, "This example is about c") are the ground truth.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.embeddings import Embedder
-from halluscope.backends.entailment import ZeroShot
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.entailment import ZeroShot, zero_shot_judge
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.metrics import auc_pr, auc_roc, fraction
 from halluscope.bench.report import markdown_table, write_curves
@@ -175,7 +178,7 @@ def clue_plan(
     params = {
         "dataset": "qnli",
         "method": clue.NAME,
-        "model": str(model),
+        "model": model_name(model),
         "scorer": scorer.name,
         "n": n,
         "limit": limit,
@@ -339,3 +342,35 @@ def _correlation_plot(path: Path, summary: dict[str, Any]) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default="qnli", choices=("qnli",))
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
+    p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
+    p.add_argument("--samples", type=int, default=5, help="N outputs per question (default 5)")
+    p.add_argument("--theta-h", type=float, default=THETA_H, help=f"S^a above it: entailed concept ({THETA_H})")
+    p.add_argument("--theta-l", type=float, default=THETA_L, help=f"S^a below it: hallucinated concept ({THETA_L})")
+    p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
+
+
+def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+    gw = gateway()
+    plan = clue_plan(
+        model=args.model, scorer=zero_shot_judge(args.judge, gw), gateway=gw, data=args.data, limit=args.limit,
+        n=args.samples, theta_h=args.theta_h, theta_l=args.theta_l, prefilter=args.prefilter,
+    )  # fmt: skip
+    return [run(plan, args.out, not args.json)]
+
+
+BENCHMARK = Benchmark(
+    name="clue",
+    help="CLUE's QA protocol on QNLI: U(c) vs answer concept scores, concept-level hallucination detection",
+    description="Wang et al., Sections 5.1-5.2: per question, D_R / D_L / D_I answers; mean Pearson of U(c) "
+    "with each answer's concept scores, and detection of hallucinated concepts on D_R against the "
+    "question-relevance baseline (macro and micro AUROC/AUPRC).",
+    arguments=_arguments,
+    run=_from_args,
+    describe=lambda results, _args: describe(results[0]),
+)

@@ -14,6 +14,7 @@ and the PHR as a linear predictor of MHR and of the error rate over the queries 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import time
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
+from halluscope.bench.arguments import Benchmark, numbers
 from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.report import markdown_table
 from halluscope.bench.runner import BenchResult, Plan, run
@@ -410,3 +412,49 @@ def _plot(path: Path, result: BenchResult) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, choices=tuple(LOADERS))
+    p.add_argument("--n", default="2,4,8,16", help="context sizes, comma-separated (default 2,4,8,16)")
+    p.add_argument("--contexts", type=int, default=50, help="contexts D_n per n (default 50)")
+    p.add_argument("--queries", type=int, default=10, help="queries per context (default 10)")
+    p.add_argument("--M", type=int, default=10, help="imagined completions per context (default 10)")
+    p.add_argument("--K", type=int, default=50, help="responses per draw where drawn (default 50)")
+    p.add_argument("--imagined", type=int, default=5, help="N - n, imagined pairs per completion (default 5)")
+    p.add_argument("--eval-size", type=int, help="|D_eval| for the MHR (default: N - n)")
+    p.add_argument("--epsilon", default="0.05,0.75", help="low (vs MHR) and high (vs error) epsilon")
+    p.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="a log-prob model spec (local:, transformers:)")
+    p.add_argument("--draws", action="store_true", help="K draws from the next-token distribution, not exact")
+    p.add_argument("--sampled", action="store_true", help="K sampled responses scored by teacher forcing")
+    p.add_argument("--no-prefix-reuse", action="store_true", help="evaluate every prompt from its first token")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _from_args(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[BenchResult]:
+    plan = phr_plan(
+        args.task, model=args.model, ns=numbers(args.n, "--n", int), contexts=args.contexts, queries=args.queries,
+        m=args.M, k=args.K, n_imagined=args.imagined, epsilons=numbers(args.epsilon, "--epsilon", float),
+        eval_size=args.eval_size, exact=not args.draws and not args.sampled,
+        responses="sampled" if args.sampled else "distribution", reuse_prefix=not args.no_prefix_reuse,
+        seed=args.seed, data=args.data, gateway=gateway(),
+    )  # fmt: skip
+    return [run(plan, args.out, not args.json)]
+
+
+def _describe(results: Sequence[BenchResult], _args: argparse.Namespace) -> str:
+    table = markdown_table(results[0].metrics["rows"], COLUMNS, digits=3)
+    return f"{table}\nrandom-guess error {results[0].metrics['random_error']:.2f}; {results[0].meta.cost()}"
+
+
+BENCHMARK = Benchmark(
+    name="phr",
+    help="PHR on an in-context learning task vs the model hallucination rate and the error rate",
+    description="Jesson et al., Section 3.2: per context size n, response-balanced contexts, a disjoint "
+    "D_eval and held-out queries (<= 116 tokens); the PHR against the MHR at the low epsilon and "
+    "against the empirical error rate at the high one. Defaults are the paper's budget; on a CPU try "
+    "--contexts 8 --queries 5 --M 5.",
+    arguments=_arguments,
+    run=_from_args,
+    describe=_describe,
+)

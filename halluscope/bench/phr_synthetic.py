@@ -4,12 +4,14 @@ hallucination rate (Definition 3), for several context sizes n."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from halluscope.bench.arguments import Benchmark, numbers
 from halluscope.bench.report import markdown_table
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError
@@ -138,3 +140,33 @@ def _plot(path: Path, rows: list[dict[str, Any]], epsilon: float) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", default="2,8,32", help="context sizes, comma-separated (default 2,8,32)")
+    p.add_argument("--problems", type=int, default=100, help="problems per n (default 100)")
+    p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
+    p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
+    p.add_argument("--imagined", type=int, default=100, help="N - n, imagined pairs per completion (default 100)")
+    p.add_argument("--epsilon", type=float, default=0.05, help="the likely set's epsilon (default 0.05)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _from_args(args: argparse.Namespace, _gateway: Any) -> list[BenchResult]:
+    plan = phr_synthetic_plan(
+        numbers(args.n, "--n", int), args.problems, args.M, args.K, args.imagined, args.epsilon, args.seed
+    )
+    return [run(plan, args.out, not args.json)]
+
+
+BENCHMARK = Benchmark(
+    name="phr-synthetic",
+    help="PHR exactness check: Algorithm 1 vs Definition 4 on exact Bayesian linear regression",
+    description="Random problems per context size n; the PHR of Definition 4 and the THR of the true "
+    "mechanism computed exactly, against Algorithm 1 (and Algorithm 3's aleatoric entropy) run on "
+    "the model's samples and log-probabilities only.",
+    arguments=_arguments,
+    run=_from_args,
+    describe=lambda results, _args: markdown_table(results[0].metrics["rows"], COLUMNS, digits=4),
+    calls_models=False,
+)

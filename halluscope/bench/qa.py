@@ -8,6 +8,7 @@ Each score predicts that the low-temperature answer is wrong: AUROC (y = incorre
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import string
@@ -18,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.backends.entailment import Entailment, Mode
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.entailment import Entailment, Mode, entailment_judge
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.bench.arguments import Benchmark, judge_options, mode_of
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.bench.report import markdown_table, write_curves
@@ -172,7 +174,7 @@ def qa_plan(
     params = {
         "dataset": dataset,
         "method": semantic_entropy.NAME,
-        "model": str(model),
+        "model": model_name(model),
         "judge": judge.name,
         "mode": mode,
         "cluster_rule": cluster_rule,
@@ -254,3 +256,35 @@ def describe(result: BenchResult) -> str:
         lines.append(f"  {name}: AUROC {auroc}  AURAC {score['aurac']:.3f}")
     lines.append(result.meta.cost(f"{metrics['pairs_judged']} pairs judged"))
     return "\n".join(lines)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, choices=tuple(DATASETS))
+    p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
+    p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
+    judge_options(p, "semantic entropy", strictness=True)
+    p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
+    p.add_argument("--limit", type=int, help="only the first K questions")
+
+
+def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+    if not args.model:
+        raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
+    gw = gateway()
+    options = {"judge": entailment_judge(args.judge, gw), "mode": mode_of(args, "strict")}
+    plan = qa_plan(
+        args.dataset, model=args.model, gateway=gw, data=args.data, limit=args.limit, n=args.samples,
+        cluster_rule=args.cluster_rule, **options,
+    )  # fmt: skip
+    return [run(plan, args.out, not args.json)]
+
+
+BENCHMARK = Benchmark(
+    name="qa",
+    help="closed-book QA (TriviaQA, SQuAD): semantic entropy's AUROC / AURAC protocol",
+    description="Answer each question once at temperature 0.1 (graded against the dataset's answers) and "
+    "M times at temperature 1 (scored by semantic entropy); report how well each score predicts wrong answers.",
+    arguments=_arguments,
+    run=_from_args,
+    describe=lambda results, _args: describe(results[0]),
+)

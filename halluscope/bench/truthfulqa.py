@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any, Literal
 import numpy as np
 
 from halluscope.backends.embeddings import Embedder
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.bench.arguments import Benchmark, fewl_arguments, fewl_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import markdown_table
 from halluscope.bench.runner import BenchResult, Plan, run
@@ -392,7 +394,7 @@ def rank_plan(
             "scored": scored,
             "mc1": mc1,
             "events": out["events"],
-            "scores": {fewl.model_name(m): by_model.get(fewl.model_name(m)) for m in models},
+            "scores": {model_name(m): by_model.get(model_name(m)) for m in models},
         }
 
     def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -485,3 +487,58 @@ def _rank_report(result: BenchResult) -> str:
         f"Kendall's tau: {tau}\n\n{result.meta.calls} model calls, {result.meta.cache_hits} cache hits, "
         f"{result.meta.seconds / 60:.1f} minutes.\n"
     )
+
+
+def _variant_list(methods: str) -> list[str]:
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in VARIANTS]
+    if unknown or not chosen:
+        raise ConfigError(f"unknown --method {', '.join(unknown) or '(none)'}; known: {', '.join(VARIANTS)}")
+    return chosen
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", default=",".join(VARIANTS), help="variants to report")
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    fewl_arguments(p)
+
+
+def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+    _variant_list(args.method)  # an unknown variant fails before any call
+    plan = truthfulqa_plan(gateway=gateway(), data=args.data, limit=args.limit, **fewl_options(args))
+    return [run(plan, args.out, not args.json)]
+
+
+def _rank_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", required=True, help="models to rank, comma-separated specs")
+    p.add_argument("--mc", default="auto", choices=MC_MODES, help="how MC1 is read (default auto)")
+    p.add_argument("--limit", type=int, help="only the first K questions")
+    fewl_arguments(p)
+
+
+def _rank_from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    plan = rank_plan(
+        models=models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **fewl_options(args)
+    )
+    return [run(plan, args.out, not args.json)]
+
+
+BENCHMARK = Benchmark(
+    name="truthfulqa",
+    help="FEWL on TruthfulQA v1: does the best answer score above the incorrect ones (Table 3, ablations)",
+    description="Wei et al., Section 4.2: every labelled answer scored by FEWL; (a) best above the first "
+    "incorrect answer, (b) best highest among all labelled answers; every ablation from one run.",
+    arguments=_arguments,
+    run=_from_args,
+    describe=lambda results, args: describe_truthfulqa(results[0], _variant_list(args.method)),
+)
+RANK_BENCHMARK = Benchmark(
+    name="truthfulqa-rank",
+    help="rank models by mean FEWL and by TruthfulQA MC1 accuracy; Kendall's tau",
+    description="Wei et al., Section 4.3: each model answers the questions, FEWL ranks the models; the "
+    "ground truth is each model's MC1 accuracy (log-probs for local models, else asked).",
+    arguments=_rank_arguments,
+    run=_rank_from_args,
+    describe=lambda results, _args: describe_rank(results[0]),
+)

@@ -11,6 +11,7 @@ Passage level: Pearson and Spearman between the mean sentence score and the mean
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
@@ -23,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.entailment import entailment_judge
-from halluscope.backends.gateway import CallStats
+from halluscope.backends.gateway import CallStats, model_name
+from halluscope.bench.arguments import Benchmark, judge_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.metrics import auc_pr, auc_roc
@@ -282,7 +284,9 @@ def wikibio_plans(
     return [_plan(method, passages, samples, model, gateway, judge, limit) for method in methods]
 
 
-def _plan(method: str, passages: list[Passage], samples: int, model: Any, gateway: Any, judge: Any, limit: Any) -> Plan:
+def _plan(
+    method: str, passages: list[Passage], samples: int, model: Any, gateway: Any, judge: Any, limit: int | None
+) -> Plan:
     spec = BENCH_METHODS[method]
     bench = BenchRun(
         samples, model if spec.uses_model else None, gateway if spec.uses_model else None, CallStats(), judge
@@ -306,7 +310,7 @@ def _plan(method: str, passages: list[Passage], samples: int, model: Any, gatewa
     params = {
         "dataset": DATASET,
         "method": method,
-        "model": str(model) if spec.uses_model and model is not None else None,
+        "model": model_name(model) if spec.uses_model and model is not None else None,
         "judge": getattr(judge, "name", None) if method == "semantic-entropy-paragraph" else None,
         "samples": samples,
         "limit": limit,
@@ -400,3 +404,33 @@ def describe(results: Sequence[BenchResult]) -> str:
         values = [(h, r.metrics.get(k)) for k, h in METRIC_COLUMNS[1:]]
         lines.append("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     return "\n".join(lines)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", required=True, help="methods, comma-separated: " + ", ".join(BENCH_METHODS))
+    p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
+    judge_options(p, "semantic-entropy-paragraph", strictness=False)
+    p.add_argument("--limit", type=int, help="only the first K passages")
+    p.add_argument(
+        "--samples",
+        type=int,
+        help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) "
+        "(default 20, or 10 when a FIBE variant runs)",
+    )
+
+
+def _from_args(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[BenchResult]:
+    gw = gateway()
+    judge = entailment_judge(args.judge, gw) if args.judge else None
+    methods = args.method.split(",")
+    return run_bench(methods, args.out, args.data, args.limit, args.samples, not args.json, args.model, gw, judge)
+
+
+BENCHMARK = Benchmark(
+    name="wikibio",
+    help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)",
+    description="Sentence scores of the 238 GPT-3 passages against their human labels, per method.",
+    arguments=_arguments,
+    run=_from_args,
+    describe=lambda results, _args: describe(results),
+)

@@ -31,7 +31,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway, model_name
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
@@ -95,10 +95,6 @@ class FewlState(FewlInput, FewlOutput, total=False):
     references: Annotated[list[ReferenceAnswer], operator.add]
     wrongs: Annotated[list[WrongAnswers], operator.add]
     responses: Annotated[list[Response], operator.add]
-
-
-def model_name(model: ModelLike) -> str:
-    return model if isinstance(model, str) else (getattr(model, "model_id", None) or type(model).__name__)
 
 
 def build(

@@ -57,8 +57,8 @@ class Method:
     user's question (the prompt an answer answered) goes; ``answer_field``: where the answer to check
     goes ('answers', a list, for FEWL); ``model_field``: where ``detector(model=...)`` goes;
     ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked
-    before any model is loaded; ``describe``:
-    the lines a person reads for one result (default: every unit and the run's cost)."""
+    before any model is loaded; ``describe``: the lines a person reads for one result (default:
+    every unit and the run's cost)."""
 
     name: str
     detect: Callable[..., DetectionResult]

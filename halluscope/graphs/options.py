@@ -23,10 +23,6 @@ def _text_file(path: str, flag: str) -> str:
     return _nonblank(read_file(path, flag))
 
 
-def _texts(path: str, flag: str) -> list[str]:
-    return read_texts(path, flag)
-
-
 TEXT = (
     Option("text", ("--text",), "the text to check", read=_text),
     Option("text", ("--file",), "a file holding the text to check", read=_text_file, metavar="FILE"),
@@ -68,7 +64,7 @@ def samples(default: int, what: str, flags: tuple[str, ...] = ("--samples",)) ->
 
 def texts_file(param: str, flag: str, help: str) -> Option:
     return Option(
-        param, (flag,), f"{help}: a JSON list, or texts separated by '---' lines", read=_texts, metavar="FILE"
+        param, (flag,), f"{help}: a JSON list, or texts separated by '---' lines", read=read_texts, metavar="FILE"
     )
 
 

@@ -1,0 +1,68 @@
+"""How a benchmark meets the command line: the ``Benchmark`` protocol (its flags, a run from the
+parsed flags, the lines a person reads) and the flags several protocols share."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from halluscope.backends.gateway import Gateway
+from halluscope.bench.runner import BenchResult
+from halluscope.errors import ConfigError
+from halluscope.scoring import CLUSTER_RULES
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One `halluscope bench NAME`: ``arguments`` adds its flags, ``run`` runs it from the parsed flags
+    (``gateway()`` builds the gateway from the shared call flags), ``describe`` prints its results.
+    ``calls_models``: it takes the cache, prompt and call flags (the exactness check calls none)."""
+
+    name: str
+    help: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Callable[[], Gateway]], list[BenchResult]]
+    describe: Callable[[Sequence[BenchResult], argparse.Namespace], str]
+    calls_models: bool = True
+
+
+def judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> None:
+    """--judge, and optionally --strict / --lax and --cluster-rule, for entailment clustering."""
+    p.add_argument("--judge", metavar="SPEC", help=f"{who}: entailment judge, a model spec or nli:PATH")
+    if strictness:
+        group = p.add_mutually_exclusive_group()
+        group.add_argument("--strict", action="store_true", help="equivalence = entailment both ways (the default)")
+        group.add_argument("--lax", action="store_true", help="equivalence = no contradiction, not both neutral")
+        p.add_argument("--cluster-rule", choices=CLUSTER_RULES, default="paper", help="first (paper) or last match")
+
+
+def mode_of(args: argparse.Namespace, default: str) -> Any:
+    """--strict / --lax, else the method's own default."""
+    return "strict" if args.strict else "lax" if args.lax else default
+
+
+def fewl_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reference", action="append", metavar="SPEC", help="a reference model (repeat for several)")
+    p.add_argument("--diversify", dest="n", type=int, metavar="N", help="ask the one reference model for N answers")
+    p.add_argument("--neighbours", type=int, default=5, metavar="K", help="nearest questions of the penalty (5)")
+    p.add_argument("--wrong-model", metavar="SPEC", help="the model that writes IW/CO answers (default: 1st reference)")
+
+
+def fewl_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The reference side of FEWL, shared by both TruthfulQA benchmarks."""
+    refs = args.reference or []
+    if args.n is not None and len(refs) > 1:
+        raise ConfigError(f"--diversify asks one --reference model for N answers; {len(refs)} references given")
+    return {"references": refs, "n": args.n, "neighbours": args.neighbours, "wrong_model": args.wrong_model}
+
+
+def numbers(text: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
+    """A comma-separated --flag value as numbers of one kind; a bad one names the flag."""
+    try:
+        return [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        what = "integers" if kind is int else "numbers"
+        raise ConfigError(f"{flag} must be comma-separated {what}, got {text!r}") from exc
