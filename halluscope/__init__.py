@@ -23,6 +23,7 @@ from halluscope.errors import (
 )
 from halluscope.graphs import (
     clue,
+    direct_question,
     fewl,
     fibe,
     phr,
@@ -68,6 +69,7 @@ __all__ = [
     "clue",
     "default_local_model",
     "detector",
+    "direct_question",
     "fewl",
     "fibe",
     "phr",

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import (
     clue,
+    direct_question,
     fewl,
     fibe,
     phr,
@@ -37,6 +38,7 @@ from halluscope.text import checked_text, checked_texts
 METHODS: dict[str, Method] = fibe.METHODS | {
     module.METHOD.name: module.METHOD
     for module in (
+        direct_question,
         selfcheck_prompt,
         selfcheck_unigram,
         semantic_entropy,

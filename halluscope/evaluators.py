@@ -121,6 +121,15 @@ def create_async_fibe_evaluator(**options: Any) -> AsyncEvaluator:
     return create_async_evaluator("fibe", **options)
 
 
+def create_direct_question_evaluator(**options: Any) -> Evaluator:
+    """Direct Question on the answer's sentences, the question as the original prompt P."""
+    return create_evaluator("direct-question", **options)
+
+
+def create_async_direct_question_evaluator(**options: Any) -> AsyncEvaluator:
+    return create_async_evaluator("direct-question", **options)
+
+
 def create_selfcheck_prompt_evaluator(**options: Any) -> Evaluator:
     """SelfCheck-Prompt on the answer's sentences, samples regenerated about the question."""
     return create_evaluator("selfcheck-prompt", **options)

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from halluscope.backends.entailment import yes_probability
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.wikibio import run_bench
 from halluscope.errors import ConfigError
 from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
 from halluscope.graphs.stages import concept_from_prompt
+from halluscope.scoring import scgp_score, supported_probability
 
 TEXT = "Einstein was a physicist. He was born in Paris. He developed relativity. He liked sailing."
 SAMPLES = [
@@ -138,3 +140,58 @@ def test_detect_reports_each_node_run_for_progress(gateway: Gateway, scripted: A
     steps: list[str] = []
     selfcheck_prompt.detect(TEXT, model=scripted(checker([])), samples=SAMPLES, gateway=gateway, on_step=steps.append)
     assert steps.count("check") == 12 and steps[0] == "split" and steps[-1] == "score"
+
+
+# ---------------------------------------------------------------- scoring="prob" (our option)
+
+
+def test_supported_probability_reads_p_yes_and_falls_back_to_the_papers_value() -> None:
+    # top log-probs Yes -0.2, No -1.8: p(Yes) / (p(Yes) + p(No)) = 1 / (1 + e^-1.6) = 0.8320
+    p_yes = yes_probability(
+        [
+            {
+                "token": "Yes",
+                "logprob": -0.2,
+                "top_logprobs": [{"token": "Yes", "logprob": -0.2}, {"token": "No", "logprob": -1.8}],
+            }
+        ]
+    )
+    assert p_yes == pytest.approx(0.8320, abs=1e-4)
+    assert supported_probability(p_yes, "yes") == (p_yes, False)
+    assert scgp_score([supported_probability(p_yes, "yes")[0], 0.5]) == pytest.approx((0.1680 + 0.5) / 2, abs=1e-4)
+    assert supported_probability(None, "no") == (0.0, True) and supported_probability(None, None) == (0.5, True)
+
+
+def test_prob_scoring_makes_the_same_calls_with_log_probs_and_scores_continuously(gateway: Gateway) -> None:
+    """A server that answers No with log-prob -0.05 (no alternatives): p(Yes) = 1 - e^-0.05, so every
+    sentence scores e^-0.05 = 0.951 instead of the paper's 1.0; the same 2 x 2 calls, asked with log-probs
+    (cached apart from the discrete run's)."""
+    from tests.stub_servers import StubAPI
+
+    text = "Einstein was born in Paris. He developed relativity."
+    samples = ["Einstein was born in Ulm.", "He worked in Bern."]
+    with StubAPI(answer="No") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#m"
+        prob = selfcheck_prompt.detect(text, model=spec, samples=samples, scoring="prob", gateway=gateway)
+        assert prob.meta.calls == 4 == len(stub.requests) and prob.meta.params["scoring"] == "prob"
+        assert all(r["body"]["logprobs"] and r["body"]["top_logprobs"] == 10 for r in stub.requests)
+        discrete = selfcheck_prompt.detect(text, model=spec, samples=samples, gateway=gateway)
+        assert discrete.meta.calls == 4 and not any(r["body"].get("logprobs") for r in stub.requests[4:])
+        again = selfcheck_prompt.detect(text, model=spec, samples=samples, scoring="prob", gateway=gateway)
+        assert again.meta.calls == 0 and len(stub.requests) == 8
+    assert [u.score for u in prob.units] == pytest.approx([math.exp(-0.05)] * 2)
+    assert prob.units[0].evidence["p_yes"] == pytest.approx([1 - math.exp(-0.05)] * 2)
+    assert [u.score for u in discrete.units] == [1.0, 1.0] and "p_yes" not in discrete.units[0].evidence
+    assert prob.meta.events == {}
+
+
+def test_prob_scoring_without_log_probs_falls_back_with_an_event(gateway: Gateway, scripted: Any) -> None:
+    seen: list[str] = []
+    model = scripted(checker(seen), "scripted:judge")  # a chat model object: no log-probs to ask for
+    text = "Einstein was born in Paris. He developed relativity."
+    result = selfcheck_prompt.detect(text, model=model, samples=["a.", "b."], scoring="prob", gateway=gateway)
+    discrete = selfcheck_prompt.detect(text, model=model, samples=["a.", "b."], gateway=gateway)
+    assert [u.score for u in result.units] == [u.score for u in discrete.units]
+    assert result.meta.events == {"no_probability": 4} and discrete.meta.calls == 0  # the same requests
+    with pytest.raises(ConfigError, match="unknown SelfCheck-Prompt scoring 'soft'"):
+        selfcheck_prompt.build(model, gateway, scoring="soft")  # type: ignore[arg-type]

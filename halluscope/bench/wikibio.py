@@ -31,7 +31,7 @@ from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.metrics import auc_pr, auc_roc
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import fibe, selfcheck_prompt, semantic_entropy_paragraph
+from halluscope.graphs import direct_question, fibe, selfcheck_prompt, semantic_entropy_paragraph
 from halluscope.results import DetectionResult
 
 DATASET = "wikibio_gpt3_hallucination"
@@ -177,15 +177,24 @@ def _sentence_scores(result: DetectionResult) -> Scored:
     return [float(u.score) for u in result.units if u.score is not None], dict(result.meta.events)
 
 
-def _selfcheck_prompt(passage: Passage, run: BenchRun) -> Scored:
+def _selfcheck_prompt(passage: Passage, run: BenchRun, scoring: selfcheck_prompt.Scoring = "discrete") -> Scored:
     result = selfcheck_prompt.detect(
         sentences=passage.sentences,
         samples=passage.samples[: run.samples],
         model=run.model,
+        scoring=scoring,
         gateway=run.gateway,
         stats=run.stats,
     )
     return _sentence_scores(result)  # SCGP scores every sentence
+
+
+def _direct_question(passage: Passage, run: BenchRun) -> Scored:
+    """E.4 of every sentence, the passage's prompt as context (FIBE's +dq variants ask the same)."""
+    result = direct_question.detect(
+        sentences=passage.sentences, prompt=passage.prompt, model=run.model, gateway=run.gateway, stats=run.stats
+    )
+    return _sentence_scores(result)
 
 
 def _fibe(variant: str) -> Callable[[Passage, BenchRun], Scored]:
@@ -236,6 +245,11 @@ def _bench_methods() -> dict[str, BenchMethod]:
     methods = {
         "selfcheck-unigram": BenchMethod(_unigram, uses_model=False),
         "selfcheck-prompt": BenchMethod(_selfcheck_prompt, lambda p, n: n * len(p.sentences)),
+        # our option: continuous scores from the checks' log-probs (the same calls, cached apart)
+        "selfcheck-prompt:prob": BenchMethod(
+            partial(_selfcheck_prompt, scoring="prob"), lambda p, n: n * len(p.sentences)
+        ),
+        "direct-question": BenchMethod(_direct_question, lambda p, n: len(p.sentences)),
         # claims are known only after decomposition: the bar counts calls without a total
         "semantic-entropy-paragraph": BenchMethod(_semantic_entropy_paragraph),
     }

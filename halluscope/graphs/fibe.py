@@ -175,6 +175,29 @@ def _context_line(prompt: str) -> str:
     return f"{quoted(prompt)}\n" if prompt.strip() else ""
 
 
+def ask_direct_question(
+    gateway: Gateway, model: ModelLike, question: KnownInput, logprobs: bool, stats: CallStats | None
+) -> Known:
+    """E.4 for one claim: the answer, p_1 of its first token (with ``logprobs``), and known()."""
+    reply = gateway.call(
+        model,
+        DIRECT_QUESTION,
+        {"context": quoted(question["prompt"]), "claim": question["claim"]},
+        stats=stats,
+        max_tokens=DIRECT_QUESTION_MAX_TOKENS,
+        **({"logprobs": True} if logprobs else {}),
+    )
+    said = reply.parsed if reply.ok else None
+    p_first = first_token_probability(reply.logprobs) if logprobs else None
+    return {
+        "i": question["i"],
+        "answer": said,
+        "p_first": p_first,
+        "known": known_value(said, p_first),
+        "raw": reply.text,
+    }
+
+
 def create_variables(prompt: str, sentences: list[str]) -> dict[str, Any]:
     """E.3.1's {context}, {sentences} ('[sK] ...' lines) and {sids}."""
     return {
@@ -312,25 +335,7 @@ def build(
         ]
 
     def direct_question(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
-        params: dict[str, Any] = {"logprobs": True} if dq_logprobs else {}
-        reply = gw.call(
-            model,
-            DIRECT_QUESTION,
-            {"context": quoted(state["prompt"]), "claim": state["claim"]},
-            stats=stats_of(config),
-            max_tokens=DIRECT_QUESTION_MAX_TOKENS,
-            **params,
-        )
-        said = reply.parsed if reply.ok else None
-        p_first = first_token_probability(reply.logprobs) if dq_logprobs else None
-        known: Known = {
-            "i": state["i"],
-            "answer": said,
-            "p_first": p_first,
-            "known": known_value(said, p_first),
-            "raw": reply.text,
-        }
-        return {"known": [known]}
+        return {"known": [ask_direct_question(gw, model, state, dq_logprobs, stats_of(config))]}
 
     def selfcheck(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
         assert scgp is not None

@@ -2,7 +2,12 @@
 
     split -> [regenerate N passages with E.1, unless samples are given] -> check every
     (sentence r_i, sample S^j) with E.2, fanned out -> score: H_P(i) = mean_j (1 - supported),
-    supported = 1 for Yes, 0 for No, 0.5 otherwise.
+    supported = 1 for Yes, 0 for No, 0.5 otherwise (``scoring="discrete"``, the paper's).
+
+``scoring="prob"`` (our option, not the paper's) asks each check for its log-probs and reads
+supported = p(Yes) / (p(Yes) + p(No)) of the first answer token, so a sentence's score is continuous;
+a check without them falls back to the discrete value and counts a ``no_probability`` event. The
+same calls as the paper's scoring, but cached apart from them (the request differs).
 
 Calls: N|R| for the checks, plus N when the samples are regenerated. Scoring samples the caller
 already has (e.g. the WikiBio dataset's GPT-3 samples) costs nothing to regenerate.
@@ -17,31 +22,36 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
+from halluscope.backends.entailment import yes_probability
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, start
+from halluscope.graphs.method import Method, Option, start
 from halluscope.graphs.stages import regenerate_passages, stats_of
 from halluscope.results import DetectionResult, Unit
-from halluscope.scoring import scgp_score, supported_value
+from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "selfcheck-prompt"
 CHECK = "selfcheck.prompt"
+TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
+Scoring = Literal["discrete", "prob"]
+SCORINGS: tuple[Scoring, ...] = ("discrete", "prob")
 
 
 class Verdict(TypedDict):
     i: int  # sentence
     j: int  # sample
     answer: str | None  # 'yes', 'no', or None when the answer was neither
+    p_yes: float | None  # p(Yes) / (p(Yes) + p(No)) with scoring="prob"; None without log-probs
     raw: str
 
 
@@ -78,12 +88,22 @@ class SCGPState(SCGPInput, SCGPOutput, total=False):
 
 
 def build(
-    model: ModelLike, gateway: Gateway | None = None, n: int = 5, check_max_tokens: int | None = 8
+    model: ModelLike,
+    gateway: Gateway | None = None,
+    n: int = 5,
+    check_max_tokens: int | None = 8,
+    scoring: Scoring = "discrete",
 ) -> CompiledStateGraph:
     """The SCGP graph for one model (compiled without a checkpointer, so a host can mount it)."""
     gw = gateway or default_gateway()
     if n < 1:
         raise ConfigError(f"SelfCheck-Prompt needs at least one sample, got n={n}")
+    if scoring not in SCORINGS:
+        raise ConfigError(f"unknown SelfCheck-Prompt scoring {scoring!r}; available: {', '.join(SCORINGS)}")
+    # log-probs are asked only of a model that gives them (asked of one that does not, the gateway
+    # would retry an answer it cannot have); without them every check falls back to the discrete value
+    asks = scoring == "prob" and gw.gives_logprobs(model)
+    probability: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asks else {}
 
     def split(state: SCGPState) -> dict[str, Any]:
         found = state.get("sentences") or split_sentences(state.get("text", ""))
@@ -115,21 +135,25 @@ def build(
             {"context": state["context"], "sentence": state["sentence"]},
             stats=stats_of(config),
             max_tokens=check_max_tokens,
+            **probability,
         )
         verdict: Verdict = {
             "i": state["i"],
             "j": state["j"],
             "answer": reply.parsed if reply.ok else None,
+            "p_yes": yes_probability(reply.logprobs) if probability else None,
             "raw": reply.text,
         }
         return {"checks": [verdict]}
 
+    def supported(verdict: Verdict) -> float:
+        if scoring == "prob":
+            return supported_probability(verdict["p_yes"], verdict["answer"])[0]
+        return supported_value(verdict["answer"])
+
     def score(state: SCGPState) -> dict[str, Any]:
         verdicts = sorted(state["checks"], key=lambda v: (v["i"], v["j"]))
-        scores = [
-            scgp_score([supported_value(v["answer"]) for v in verdicts if v["i"] == i])
-            for i in range(len(state["sentences"]))
-        ]
+        scores = [scgp_score([supported(v) for v in verdicts if v["i"] == i]) for i in range(len(state["sentences"]))]
         return {
             "scores": scores,
             "scored_sentences": state["sentences"],
@@ -160,6 +184,7 @@ def detect(
     samples: list[str] | None = None,
     concept: str | None = None,
     n: int = 5,
+    scoring: Scoring = "discrete",
     gateway: Gateway | None = None,
     max_concurrency: int | None = None,
     stats: CallStats | None = None,
@@ -175,7 +200,7 @@ def detect(
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    graph = build(model, ctx.gateway, n=len(samples) if samples else n)
+    graph = build(model, ctx.gateway, n=len(samples) if samples else n, scoring=scoring)
     out = ctx.stream(graph, state)
     verdicts = out["verdicts"]
     units = [
@@ -184,12 +209,15 @@ def detect(
             score=out["scores"][i],
             evidence={
                 "supported": [v["answer"] for v in verdicts if v["i"] == i],
+                **({"p_yes": [v["p_yes"] for v in verdicts if v["i"] == i]} if scoring == "prob" else {}),
                 "raw": [v["raw"] for v in verdicts if v["i"] == i],
             },
         )
         for i, sentence in enumerate(out["sentences"])
     ]
-    meta = ctx.meta(NAME, n=len(out["samples"]), samples_given=bool(samples))
+    fallbacks = sum(v["p_yes"] is None for v in verdicts) if scoring == "prob" else 0
+    events = {"no_probability": fallbacks} if fallbacks else {}
+    meta = ctx.meta(NAME, events, n=len(out["samples"]), samples_given=bool(samples), scoring=scoring)
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": out["samples"]})
 
 
@@ -206,6 +234,13 @@ METHOD = Method(
         options.texts_file("samples", "--samples-file", "passages you already have"),
         options.model("checks each sentence against each sample (and writes the samples)"),
         options.samples(5, "samples regenerated when none are given"),
+        Option(
+            "scoring",
+            ("--scoring",),
+            "discrete: the paper's Yes 1 / No 0 / else 0.5 (default); prob: p(Yes) / (p(Yes) + p(No)) from "
+            "the answer's log-probs (the same calls)",
+            choices=SCORINGS,
+        ),
     ),
     needs=((("text", "{}"),), (("model", "{}"),), (("samples", "{}"), ("concept", "{} to regenerate samples"))),
 )

@@ -16,7 +16,13 @@ from halluscope.scoring.fewl import (
     laziness_penalty,
     variant_scores,
 )
-from halluscope.scoring.selfcheck import UnigramScore, scgp_score, supported_value, unigram_scores
+from halluscope.scoring.selfcheck import (
+    UnigramScore,
+    scgp_score,
+    supported_probability,
+    supported_value,
+    unigram_scores,
+)
 from halluscope.scoring.semantic_entropy import (
     CLUSTER_RULES,
     ClusterRule,
@@ -53,6 +59,7 @@ __all__ = [
     "predictive_entropy_rao",
     "question_entropy",
     "scgp_score",
+    "supported_probability",
     "supported_value",
     "unanswered",
     "unigram_scores",

@@ -1,7 +1,8 @@
 """SelfCheckGPT baselines as the FIBE paper uses them.
 
 SelfCheck-Prompt (SCGP, FIBE Appendix E.2 and Section 2): supported(r_i, S^j) is 1.0 for Yes, 0.0
-for No, 0.5 otherwise; H_P(i) = mean_j (1 - supported).
+for No, 0.5 otherwise; H_P(i) = mean_j (1 - supported). Our option ``scoring="prob"`` reads supported
+as p(Yes) / (p(Yes) + p(No)) of the answer's first token instead, where the model gives log-probs.
 
 SelfCheck-Unigram (Manakul et al. 2023): a unigram model counted over the passage and all its
 samples, no smoothing (k = 0); a sentence's score is the max (or mean) over its tokens of -log p.
@@ -21,6 +22,14 @@ OTHERWISE = 0.5
 def supported_value(answer: str | None) -> float:
     """The paper's reading of one Yes/No answer (``None``: an answer that was neither)."""
     return SUPPORTED_VALUE.get(answer or "", OTHERWISE)
+
+
+def supported_probability(p_yes: float | None, answer: str | None) -> tuple[float, bool]:
+    """supported from the answer's p(Yes) / (p(Yes) + p(No)), and False; without it (no log-probs,
+    neither Yes nor No among the top tokens) the paper's discrete value, and True (a fallback)."""
+    if p_yes is None:
+        return supported_value(answer), True
+    return p_yes, False
 
 
 def scgp_score(supported: Sequence[float]) -> float:

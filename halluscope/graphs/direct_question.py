@@ -1,0 +1,138 @@
+"""Direct Question (DQ) as a method of its own: the FIBE paper's Appendix E.4 check without the exam.
+
+    split -> ask E.4 of every sentence r_i, fanned out ("Is the above claim true? Answer only Yes or
+    No", the original prompt P as context) -> score: H_D(i) = 1 - known(r_i, P), known = p_1 of the
+    first answer token for Yes (1 - p_1 for No) where the model gives log-probs, else 1 / 0, and 0 for
+    an answer that is neither.
+
+Calls: |R|, one per sentence. FIBE's ``+dq`` variants ask the same question (the same cache entries).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Send
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError
+from halluscope.graphs import options
+from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question
+from halluscope.graphs.method import Method, start
+from halluscope.graphs.stages import stats_of
+from halluscope.results import DetectionResult, Unit
+from halluscope.text import checked_passage
+from halluscope.text import sentences as split_sentences
+
+NAME = "direct-question"
+
+
+class DQInput(TypedDict, total=False):
+    """What a host passes in: the text (or its sentences) and the prompt that produced it."""
+
+    text: str
+    sentences: list[str]
+    prompt: str
+
+
+class DQOutput(TypedDict, total=False):
+    scored_sentences: list[str]
+    known: list[Known]  # one per sentence, in order
+    scores: list[float]
+
+
+class DQState(DQInput, DQOutput, total=False):
+    asked: Annotated[list[Known], operator.add]  # the fan-out's results, private to one run
+
+
+def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | None = None) -> CompiledStateGraph:
+    """The DQ graph for one model; ``logprobs`` (default: where the model gives them) reads known()
+    from the first answer token's probability, as the paper does when it has log-probs."""
+    gw = gateway or default_gateway()
+    asks = gw.gives_logprobs(model) if logprobs is None else logprobs
+
+    def split(state: DQState) -> dict[str, Any]:
+        found = state.get("sentences") or split_sentences(state.get("text", ""))
+        if not found:
+            raise ConfigError("Direct Question needs a non-empty text (no sentence found)")
+        return {"sentences": found}
+
+    def fan_out(state: DQState) -> list[Send]:
+        prompt = state.get("prompt", "")
+        return [Send("ask", KnownInput(i=i, prompt=prompt, claim=s)) for i, s in enumerate(state["sentences"])]
+
+    def ask(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
+        return {"asked": [ask_direct_question(gw, model, state, asks, stats_of(config))]}
+
+    def score(state: DQState) -> dict[str, Any]:
+        known = sorted(state["asked"], key=lambda k: k["i"])
+        return {"scored_sentences": state["sentences"], "known": known, "scores": [1.0 - k["known"] for k in known]}
+
+    graph = StateGraph(DQState, input_schema=DQInput, output_schema=DQOutput)
+    graph.add_node("split", split)
+    graph.add_node("ask", ask, input_schema=KnownInput)
+    graph.add_node("score", score)
+    graph.add_edge(START, "split")
+    graph.add_conditional_edges("split", fan_out, ["ask"])
+    graph.add_edge("ask", "score")
+    graph.add_edge("score", END)
+    return graph.compile()
+
+
+def detect(
+    text: str | None = None,
+    *,
+    model: ModelLike,
+    prompt: str | None = None,
+    sentences: list[str] | None = None,
+    logprobs: bool | None = None,
+    gateway: Gateway | None = None,
+    max_concurrency: int | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """H_D of each sentence (higher = more likely hallucinated): the model's own answer to whether the
+    sentence is true, with its probability where the model gives log-probs."""
+    text, sentences, _ = checked_passage(text, sentences, None)
+    ctx = start(gateway, stats, max_concurrency, on_step)
+    state: DQInput = {"text": text or "", "prompt": prompt or ""}
+    if sentences:
+        state["sentences"] = sentences
+    graph = build(model, ctx.gateway, logprobs)
+    out = ctx.stream(graph, state)
+    units = [
+        Unit(
+            text=sentence,
+            score=out["scores"][i],
+            parsed=out["known"][i]["answer"] is not None,
+            evidence={k: out["known"][i][k] for k in ("answer", "p_first", "known", "raw")},
+        )
+        for i, sentence in enumerate(out["scored_sentences"])
+    ]
+    unread = sum(u.parsed is False for u in units)
+    with_probability = sum(u.evidence["p_first"] is not None for u in units)
+    meta = ctx.meta(NAME, {"unanswered": unread} if unread else {}, with_probability=with_probability)
+    return DetectionResult(method=NAME, units=units, meta=meta)
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="Direct Question: does the model itself hold each sentence true (FIBE paper, Appendix E.4)",
+    inputs=("text", "prompt"),
+    question_field="prompt",
+    answer_field="text",
+    options=(
+        *options.TEXT,
+        options.prompt_option(
+            "prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'"
+        ),
+        options.model("is asked whether each sentence is true"),
+    ),
+    needs=((("text", "{}"),), (("model", "{}"),)),
+)
