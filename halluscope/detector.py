@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from halluscope.backends.gateway import ModelLike, model_name
+from halluscope.calibration import Calibration
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import (
     clue,
@@ -73,11 +77,15 @@ class Detector:
 
     method: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    calibration: Calibration | None = None  # gives every unit a probability beside its score
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", method_name(self.method))
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         self._check_names(self.options, "option")
+        if self.calibration is not None:
+            model = self.options.get(self.spec.model_field)
+            self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
 
     @property
     def spec(self) -> Method:
@@ -129,7 +137,17 @@ class Detector:
 
     def detect(self, **item: Any) -> DetectionResult:
         """Run the method on one item (the same keyword arguments as the method's own ``detect``)."""
-        return self.spec.detect(**self.arguments(item))
+        return self._calibrated(self.spec.detect(**self.arguments(item)))
+
+    def _calibrated(self, result: DetectionResult) -> DetectionResult:
+        """Each unit's probability from the calibration (a score of an unseen unigram is +inf)."""
+        if self.calibration is None:
+            return result
+        self.calibration.check_prompts(result.meta.prompts)
+        for unit in result.units:
+            score = math.inf if unit.score is None and unit.evidence.get("unseen_token") else unit.score
+            unit.probability = self.calibration.probability({self.method: score})
+        return result
 
     async def adetect(self, **item: Any) -> DetectionResult:
         """``detect`` off the event loop: the graphs run synchronously, so a thread keeps the loop free."""
@@ -150,7 +168,7 @@ class Detector:
         def one(index: int) -> None:
             started = time.monotonic()
             try:
-                results[index] = self.spec.detect(**self.arguments(batch[index]))
+                results[index] = self._calibrated(self.spec.detect(**self.arguments(batch[index])))
             except HalluscopeError as exc:  # a bad input or a provider that gave up: data, recorded on that item
                 meta = RunMeta(method=self.method, seconds=time.monotonic() - started)
                 results[index] = DetectionResult(
@@ -166,11 +184,16 @@ class Detector:
         return done
 
 
-def detector(method: str, model: Any = None, **options: Any) -> Detector:
+def detector(
+    method: str, model: Any = None, calibration: str | Path | Calibration | None = None, **options: Any
+) -> Detector:
     """A detector for ``method`` (e.g. 'fibe', 'semantic-entropy', 'fewl') on ``model`` (a model spec
     such as 'local:qwen2.5-coder-1.5b' or 'openai:gpt-4o-mini', or a chat model); options are the
-    method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...)."""
+    method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...). ``calibration``:
+    a file from `halluscope calibrate` (or a Calibration) fitted for this method and model."""
     spec = METHODS[method_name(method)]
     if model is not None:
         options[spec.model_field] = [model] if spec.model_field == "references" else model
-    return Detector(method, options)
+    if calibration is not None and not isinstance(calibration, Calibration):
+        calibration = Calibration.load(calibration)
+    return Detector(method, options, calibration)

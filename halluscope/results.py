@@ -51,6 +51,9 @@ class Unit(BaseModel):
 
     text: str
     score: float | None = Field(None, description="higher = more likely hallucinated; None when unscored")
+    probability: float | None = Field(
+        None, description="P(hallucinated) from a calibration of the method's scores; None without one"
+    )
     parsed: bool = True
     evidence: dict[str, Any] = Field(default_factory=dict)
 
@@ -81,7 +84,7 @@ class DetectionResult(BaseModel):
             return f"{self.method}: nothing scored ({len(self.units)} units)"
         head = f"{self.method}: {len(self.units)} units, highest risk {scored[0].score:.3f}"
         lines = [f"{head} (higher = more likely hallucinated)"]
-        lines += [f"- {u.score:.3f}  {u.text[:160]}" for u in scored[:top]]
+        lines += [f"- {u.score:.3f}{_probability(u)}  {u.text[:160]}" for u in scored[:top]]
         return "\n".join(lines)
 
     def report(self) -> str:
@@ -89,7 +92,7 @@ class DetectionResult(BaseModel):
         if self.error:
             return self.summary()
         lines = [f"{self.method}: higher = more likely hallucinated"]
-        lines += [f"  {_shown(u)}  {u.text}" for u in self.units]
+        lines += [f"  {_shown(u)}{_probability(u)}  {u.text}" for u in self.units]
         lines.append(self.meta.cost())
         return "\n".join(lines)
 
@@ -109,3 +112,7 @@ def _shown(unit: Unit) -> str:
     if unit.score is not None:
         return f"{unit.score:5.2f}"
     return "  inf" if unit.evidence.get("unseen_token") else "  n/a"
+
+
+def _probability(unit: Unit) -> str:
+    return "" if unit.probability is None else f"  p={unit.probability:.2f}"

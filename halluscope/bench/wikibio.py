@@ -92,7 +92,7 @@ def load_wikibio(data: str | Path | None = None, verify: bool = True) -> list[Pa
     return passages
 
 
-def _finite(scores: np.ndarray) -> np.ndarray:
+def finite_scores(scores: np.ndarray) -> np.ndarray:
     """Infinite scores (an unseen unigram) rank above every finite one; sklearn needs finite numbers."""
     finite = scores[np.isfinite(scores)]
     top = finite.max() if finite.size else 0.0
@@ -108,7 +108,7 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
         if len(s) != len(p.sentences):
             raise ValueError(f"passage {p.index}: {len(s)} scores for {len(p.sentences)} sentences")
     labels = np.array([lab for p in passages for lab in p.labels])
-    pooled = _finite(np.array([x for s in scores for x in s], dtype=np.float64))
+    pooled = finite_scores(np.array([x for s in scores for x in s], dtype=np.float64))
     nonfact = labels != "accurate"
     star_keep = np.concatenate(
         [np.full(len(p.labels), not all(lab == "major_inaccurate" for lab in p.labels)) for p in passages]
@@ -126,7 +126,7 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
     if len(passages) >= 3:
         from scipy.stats import pearsonr, spearmanr
 
-        predicted = [float(np.mean(_finite(np.array(s, dtype=np.float64)))) for s in scores]
+        predicted = [float(np.mean(finite_scores(np.array(s, dtype=np.float64)))) for s in scores]
         human = [float(np.mean([LABEL_VALUE[lab] for lab in p.labels])) for p in passages]
         defined = float(np.std(predicted)) > 0 and float(np.std(human)) > 0  # constant input: undefined
         metrics["pearson"] = float(pearsonr(predicted, human)[0] * 100) if defined else None
@@ -385,7 +385,7 @@ def write_report(results: Sequence[BenchResult], out_dir: Path) -> None:
     curves, failed = [], []
     for result in results:
         labels = [lab for r in result.records for lab in r["labels"]]
-        pooled = _finite(np.array([x for s in sentence_scores(result) for x in s], dtype=np.float64))
+        pooled = finite_scores(np.array([x for s in sentence_scores(result) for x in s], dtype=np.float64))
         curves.append((result.params["method"], np.array([lab != "accurate" for lab in labels]), pooled))
         failed.append(failure_paragraph(result.failures, len(result.items), f"{result.params['method']}: passages"))
     m = results[0].metrics

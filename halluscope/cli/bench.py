@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench import clue, icl, phr_synthetic, qa, truthfulqa, wikibio
+from halluscope.bench import calibrate, clue, icl, phr_synthetic, qa, truthfulqa, wikibio
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.runner import BenchResult
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
@@ -76,6 +76,28 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    calibration = calibrate.calibrate_wikibio(
+        [m.strip() for m in args.method.split(",") if m.strip()],
+        calibrate.passage_range(args.fit, "--fit"),
+        calibrate.passage_range(args.test, "--test"),
+        args.out,
+        model=args.model,
+        gateway=gateway_of(args),
+        samples=args.samples,
+        kind=args.kind,
+        target_precision=args.target_precision,
+        data=args.data,
+        progress=not args.json,
+    )
+    if args.json:
+        print(calibration.model_dump_json(indent=2))
+        return 0
+    print(calibrate.describe(calibration))
+    print(f"wrote {args.out} and {Path(args.out).with_suffix('.reliability.png')}")
+    return 0
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """`bench BENCHMARK` for each protocol."""
     bench = sub.add_parser("bench", help="run a paper's benchmark protocol").add_subparsers(
@@ -98,3 +120,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                 "and write a side-by-side report (OUT/compare.md; the runs in OUT/A and OUT/B)",
             )
         p.set_defaults(func=partial(cmd_bench, benchmark))
+
+    p = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="fit a probability of 'inaccurate' from a method's scores on labelled data; report it held out",
+        description=calibrate.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    calibrate.add_arguments(p)
+    data_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate)

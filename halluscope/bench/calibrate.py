@@ -1,0 +1,169 @@
+"""`halluscope calibrate`: fit a method's (or several methods') probability of "inaccurate" on the
+WikiBio benchmark's labelled sentences and report it on a held-out split of passages.
+
+The methods' scores come from the benchmark runner (so a rerun, or a bench run of the same methods,
+is replayed from the cache); a sentence is positive when its label is minor or major inaccurate
+(the protocol's NonFact). A passage any method could not score is left out of both splits.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.gateway import Gateway, ModelLike, model_name
+from halluscope.bench.arguments import numbers
+from halluscope.bench.metrics import auc_pr, auc_roc
+from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
+from halluscope.calibration import (
+    KINDS,
+    Calibration,
+    evaluate,
+    fit,
+    reliability_diagram,
+    threshold_for_precision,
+)
+from halluscope.errors import ConfigError
+
+TARGET_PRECISION = 0.8
+
+
+def passage_range(text: str, flag: str) -> range:
+    """'0-119' as passages 0 to 119 inclusive."""
+    first, sep, last = text.partition("-")
+    bounds = numbers(f"{first},{last}" if sep else first, flag, int)
+    if len(bounds) == 1:
+        bounds *= 2
+    if len(bounds) != 2 or bounds[0] < 0 or bounds[1] < bounds[0]:
+        raise ConfigError(f"{flag} must be a passage range FIRST-LAST (e.g. 0-119), got {text!r}")
+    return range(bounds[0], bounds[1] + 1)
+
+
+def calibrate_wikibio(
+    methods: list[str],
+    fit_passages: range,
+    test_passages: range,
+    out: str | Path,
+    *,
+    model: ModelLike | None = None,
+    gateway: Gateway | None = None,
+    samples: int | None = None,
+    kind: str = "isotonic",
+    target_precision: float = TARGET_PRECISION,
+    data: str | Path | None = None,
+    progress: bool = True,
+) -> Calibration:
+    """Score passages 0..max of both splits with each method, fit on ``fit_passages``, report on
+    ``test_passages``; writes ``out`` (the calibration JSON), the runs beside it and a reliability PNG."""
+    if set(fit_passages) & set(test_passages):
+        raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
+    if not 0 < target_precision <= 1:
+        raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
+    path = Path(out)
+    limit = max(fit_passages.stop, test_passages.stop)
+    passages = {p.index: p for p in load_wikibio(data)[:limit]}
+    if limit > len(passages):
+        raise ConfigError(f"WikiBio has {len(passages)} passages; the splits reach passage {limit - 1}")
+    runs = path.parent / f"{path.stem}.runs"
+    results = run_bench(methods, runs, data, limit, samples, progress, model, gateway)
+    by_method = {
+        r.params["method"]: dict(zip((rec["index"] for rec in r.records), sentence_scores(r), strict=True))
+        for r in results
+    }
+    kept = sorted(set.intersection(*(set(scores) for scores in by_method.values())))
+
+    def split(indexes: range) -> tuple[dict[str, list[float]], np.ndarray]:
+        chosen = [i for i in kept if i in indexes]
+        scores = {m: [x for i in chosen for x in by_method[m][i]] for m in methods}
+        labels = np.array([lab != "accurate" for i in chosen for lab in passages[i].labels])
+        return scores, labels
+
+    fit_scores, fit_labels = split(fit_passages)
+    test_scores, test_labels = split(test_passages)
+    if not test_labels.size:
+        raise ConfigError("no test passage was scored")
+    fitted_kind, params = fit(fit_scores, fit_labels, kind)
+    calibration = Calibration(
+        kind=fitted_kind,
+        methods=methods,
+        model=model_name(model) if model is not None else None,
+        prompts=sorted({p for r in results for p in r.meta.prompts}),
+        params=params,
+        data={
+            "bench": "wikibio",
+            "positive": "minor or major inaccurate (NonFact)",
+            "fit_passages": [fit_passages.start, fit_passages.stop - 1],
+            "test_passages": [test_passages.start, test_passages.stop - 1],
+            "passages_left_out": sorted(set(passages) - set(kept)),
+            "samples": results[0].params["samples"],
+            "runs": str(runs),
+        },
+    )
+
+    def probabilities(scores: dict[str, list[float]]) -> np.ndarray:
+        rows = zip(*(scores[m] for m in methods), strict=True)
+        return np.array([calibration.probability(dict(zip(methods, row, strict=True))) for row in rows])
+
+    p_fit, p_test = probabilities(fit_scores), probabilities(test_scores)
+    threshold = threshold_for_precision(fit_labels, p_fit, target_precision)
+    calibration.report = {
+        "target_precision": target_precision,
+        "threshold": threshold,
+        "fit": evaluate(fit_labels, p_fit, threshold),
+        "test": evaluate(test_labels, p_test, threshold),
+        "raw_scores_test": {m: _ranking(test_labels, np.asarray(test_scores[m], dtype=np.float64)) for m in methods},
+        "calls": sum(r.meta.calls for r in results),
+        "cache_hits": sum(r.meta.cache_hits for r in results),
+    }
+    reliability_diagram(
+        path.with_suffix(".reliability.png"),
+        test_labels,
+        p_test,
+        f"{'+'.join(methods)}: held-out passages {test_passages.start}-{test_passages.stop - 1}",
+    )
+    calibration.save(path)
+    return calibration
+
+
+def _ranking(y: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
+    finite = finite_scores(scores)
+    return {"auc_roc": auc_roc(y, finite), "auc_pr": auc_pr(y, finite)}
+
+
+def describe(calibration: Calibration) -> str:
+    """The lines `halluscope calibrate` prints."""
+    r = calibration.report
+    scores = f"{calibration.model}'s scores" if calibration.model else "scores (no model)"
+    lines = [f"{calibration.kind} calibration of {'+'.join(calibration.methods)} from {scores}"]
+    for split in ("fit", "test"):
+        m = r[split]
+        auc = "n/a" if m["auc_roc"] is None else f"{m['auc_roc']:.1f}"
+        lines.append(
+            f"  {split}: {m['units']} sentences ({m['hallucinated']} inaccurate): AUC-ROC {auc}, "
+            f"Brier {m['brier']:.3f}, ECE {m['ece']:.3f}"
+        )
+    t, held_out = r["threshold"], r["test"]
+    reached = (
+        "none reaches it"
+        if t is None
+        else f"p >= {t:.3f} (held out: precision {held_out['threshold_precision'] or 0:.3f}, "
+        f"recall {held_out['threshold_recall'] or 0:.3f})"
+    )
+    lines.append(f"  threshold for precision {r['target_precision']:.2f} on the fit split: {reached}")
+    lines.append(f"{r['calls']} model calls, {r['cache_hits']} cache hits")
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", required=True, help="one method, or several (comma-separated) to stack")
+    p.add_argument("--bench", default="wikibio", choices=("wikibio",), help="labelled data to fit on")
+    p.add_argument("--fit", required=True, metavar="FIRST-LAST", help="passages to fit on, e.g. 0-119")
+    p.add_argument("--test", required=True, metavar="FIRST-LAST", help="held-out passages, e.g. 120-237")
+    p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
+    p.add_argument("--samples", type=int, help="as bench wikibio --samples")
+    p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
+    p.add_argument("--target-precision", type=float, default=TARGET_PRECISION, help="for the reported threshold")
+    p.add_argument("--out", default="out/calibration.json", help="the calibration file (default out/calibration.json)")

@@ -1,0 +1,193 @@
+"""Calibrated risk: a probability that a unit is hallucinated, fitted on labelled data from a
+method's raw scores (which are not probabilities, and differ in scale from method to method).
+
+One method: isotonic regression (monotone, non-parametric) or Platt scaling (a logistic curve).
+Several methods: their scores stacked by a cross-validated logistic regression. A ``Calibration``
+is plain JSON (the fitted numbers, the methods, model and prompt versions it was fitted for, the
+data split and its held-out report), so it is read back without unpickling anything, and a detector
+refuses one fitted for another method, model or prompt version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from halluscope.bench.metrics import auc_pr, auc_roc
+from halluscope.errors import ConfigError
+
+Kind = Literal["isotonic", "platt", "stacked"]
+KINDS: tuple[str, ...] = ("isotonic", "platt")
+ECE_BINS = 10
+
+
+class Calibration(BaseModel):
+    """A fitted map from raw scores to P(hallucinated), with what it was fitted on."""
+
+    kind: Kind
+    methods: list[str]
+    model: str | None = Field(description="the model spec the scores came from")
+    prompts: list[str] = Field(description="id@version#hash of every prompt the scores used")
+    params: dict[str, Any] = Field(description="isotonic: x, y; platt / stacked: coef, intercept; cap per method")
+    data: dict[str, Any] = Field(default_factory=dict, description="the benchmark and the fit / test split")
+    report: dict[str, Any] = Field(default_factory=dict, description="held-out metrics of the fitted probability")
+
+    def probability(self, scores: Mapping[str, float | None]) -> float | None:
+        """P(hallucinated) from each method's raw score (None when a method has no score)."""
+        values = []
+        for method in self.methods:
+            score = scores.get(method)
+            if score is None:
+                return None
+            values.append(self.params["cap"][method] if score == math.inf else score)  # an unseen unigram
+        x = np.array(values, dtype=np.float64)
+        if self.kind == "isotonic":
+            return float(np.interp(x[0], self.params["x"], self.params["y"]))
+        z = float(np.dot(self.params["coef"], x) + self.params["intercept"])
+        return 1.0 / (1.0 + math.exp(-z))
+
+    def check(self, method: str, model: str | None) -> None:
+        """Refuse use with another method or model than it was fitted for."""
+        if self.methods != [method]:
+            raise ConfigError(f"this calibration was fitted for {'+'.join(self.methods)}, not {method}")
+        if self.model is not None and model is not None and model != self.model:
+            raise ConfigError(f"this calibration was fitted on {self.model}'s scores, not {model}'s")
+
+    def check_prompts(self, used: Sequence[str]) -> None:
+        """Refuse scores made with a prompt version the calibration was not fitted on."""
+        other = sorted(set(used) - set(self.prompts))
+        if other:
+            raise ConfigError(
+                f"this calibration was fitted with {', '.join(self.prompts) or 'no prompt'}; "
+                f"the scores used {', '.join(other)}: fit it again for these prompt versions"
+            )
+
+    def save(self, path: str | Path) -> Path:
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        try:
+            return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read calibration file {path}: {exc}") from exc
+        except (ValidationError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path} is not a halluscope calibration file: {exc}") from exc
+
+
+def _features(scores: Mapping[str, Sequence[float]], methods: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:
+    """The score matrix (rows: units) with +inf (SelfCheck-Unigram's unseen token) replaced by a cap
+    above every finite score, the same cap a later probability uses."""
+    columns, caps = [], {}
+    for m in methods:
+        col = np.asarray(scores[m], dtype=np.float64)
+        finite = col[np.isfinite(col)]
+        caps[m] = float(finite.max() + 1.0) if finite.size else 1.0
+        columns.append(np.where(col == math.inf, caps[m], col))
+    return np.column_stack(columns), caps
+
+
+def fit(
+    scores: Mapping[str, Sequence[float]],
+    labels: Sequence[bool],
+    kind: str = "isotonic",
+    seed: int = 0,
+) -> tuple[Kind, dict[str, Any]]:
+    """Fit P(label) from one method's scores (``kind`` isotonic or platt) or several (stacked)."""
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+
+    methods = list(scores)
+    y = np.asarray(labels, dtype=bool)
+    if not y.any() or y.all():
+        raise ConfigError("calibration needs both hallucinated and accurate units in the fit split")
+    x, caps = _features(scores, methods)
+    if len(methods) > 1:
+        folds = int(min(5, y.sum(), (~y).sum()))
+        model = LogisticRegressionCV(  # L2, its strength chosen by cross-validated log-loss
+            cv=max(folds, 2), scoring="neg_log_loss", l1_ratios=(0.0,), use_legacy_attributes=False, random_state=seed
+        ).fit(x, y)
+        return "stacked", {"coef": model.coef_[0].tolist(), "intercept": float(model.intercept_[0]), "cap": caps}
+    if kind == "isotonic":
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x[:, 0], y)
+        return "isotonic", {"x": iso.X_thresholds_.tolist(), "y": iso.y_thresholds_.tolist(), "cap": caps}
+    if kind == "platt":
+        platt = LogisticRegression().fit(x, y)
+        return "platt", {"coef": platt.coef_[0].tolist(), "intercept": float(platt.intercept_[0]), "cap": caps}
+    raise ConfigError(f"unknown calibration kind {kind!r}; available: {', '.join(KINDS)} (several methods: stacked)")
+
+
+def brier(y: np.ndarray, p: np.ndarray) -> float:
+    """Mean squared error of the probabilities against the 0/1 labels."""
+    return float(np.mean((p - y.astype(np.float64)) ** 2))
+
+
+def expected_calibration_error(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS) -> float:
+    """ECE: over equal-width probability bins, the share of units in the bin times |observed rate -
+    mean probability| (a probability of 1.0 falls in the last bin)."""
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in range(bins):
+        mask = which == b
+        if mask.any():
+            total += mask.mean() * abs(float(y[mask].mean()) - float(p[mask].mean()))
+    return total
+
+
+def threshold_for_precision(y: np.ndarray, p: np.ndarray, target: float) -> float | None:
+    """The lowest probability threshold whose flagged units (p >= t) reach ``target`` precision
+    (None when no threshold does)."""
+    for t in np.unique(p):
+        flagged = p >= t
+        if flagged.any() and float(y[flagged].mean()) >= target:
+            return float(t)
+    return None
+
+
+def evaluate(y: np.ndarray, p: np.ndarray, threshold: float | None) -> dict[str, Any]:
+    """Held-out numbers of fitted probabilities: ranking (AUC-ROC, AUC-PR, x100) and calibration."""
+    flagged = p >= threshold if threshold is not None else np.zeros_like(y)
+    return {
+        "units": int(y.size),
+        "hallucinated": int(y.sum()),
+        "auc_roc": auc_roc(y, p),
+        "auc_pr": auc_pr(y, p),
+        "brier": brier(y, p),
+        "ece": expected_calibration_error(y, p),
+        "threshold_precision": float(y[flagged].mean()) if flagged.any() else None,
+        "threshold_recall": float(flagged[y].mean()) if y.any() else None,
+    }
+
+
+def reliability_diagram(path: Path, y: np.ndarray, p: np.ndarray, title: str) -> None:
+    """Observed hallucination rate against mean predicted probability per bin, with bin sizes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    which = np.minimum((p * ECE_BINS).astype(int), ECE_BINS - 1)
+    bins = [b for b in range(ECE_BINS) if (which == b).any()]
+    mean_p = [float(p[which == b].mean()) for b in bins]
+    rate = [float(y[which == b].mean()) for b in bins]
+    fig, ax = plt.subplots(figsize=(4.8, 4.5), dpi=120)
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="perfect")
+    ax.plot(mean_p, rate, "o-", label="fitted")
+    for mp, r, b in zip(mean_p, rate, bins, strict=True):
+        ax.annotate(str(int((which == b).sum())), (mp, r), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set_xlabel("predicted probability")
+    ax.set_ylabel("observed hallucination rate")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

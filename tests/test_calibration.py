@@ -1,0 +1,137 @@
+"""Calibrated risk: the metrics by hand, the fitted maps equal scikit-learn's own predictions, a
+calibration round-trip through a file into a detector, and the refusals of a mismatched one."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import halluscope
+from halluscope.bench.calibrate import calibrate_wikibio, passage_range
+from halluscope.calibration import (
+    Calibration,
+    brier,
+    expected_calibration_error,
+    fit,
+    threshold_for_precision,
+)
+from halluscope.cli import main
+from halluscope.errors import ConfigError
+
+Y = np.array([True, False, True, True])
+P = np.array([0.9, 0.2, 0.6, 0.95])
+
+
+def test_brier_ece_and_the_threshold_for_a_precision_by_hand() -> None:
+    assert brier(Y, P) == pytest.approx((0.1**2 + 0.2**2 + 0.4**2 + 0.05**2) / 4)  # 0.053125
+    # bins: 0.9 and 0.95 in bin 9 (rate 1, mean 0.925), 0.2 in bin 2, 0.6 in bin 6
+    assert expected_calibration_error(Y, P) == pytest.approx(2 / 4 * 0.075 + 1 / 4 * 0.2 + 1 / 4 * 0.4)  # 0.1875
+    assert threshold_for_precision(Y, P, 0.9) == 0.6  # p >= 0.2 flags everything: precision 0.75
+    assert threshold_for_precision(Y, P, 0.75) == 0.2 and threshold_for_precision(~Y, P, 0.9) is None
+
+
+def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = rng.random(300) < 0.4
+    a = rng.normal(y * 1.0, 1.0)
+    b = rng.normal(y * 0.5, 1.0)
+    return y, a, b
+
+
+def test_each_fitted_map_equals_scikit_learns_prediction() -> None:
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+
+    y, a, b = _data()
+    probe = np.linspace(-3, 4, 50)
+
+    def calibration(kind: str, scores: dict[str, Any]) -> Calibration:
+        fitted_kind, params = fit(scores, y.tolist(), kind)
+        return Calibration(kind=fitted_kind, methods=list(scores), model=None, prompts=[], params=params)
+
+    iso = calibration("isotonic", {"m": a})
+    expected = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(a, y).predict(probe)
+    assert [iso.probability({"m": x}) for x in probe] == pytest.approx(expected.tolist())
+    platt = calibration("platt", {"m": a})
+    expected = LogisticRegression().fit(a[:, None], y).predict_proba(probe[:, None])[:, 1]
+    assert [platt.probability({"m": x}) for x in probe] == pytest.approx(expected.tolist())
+    stacked = calibration("isotonic", {"m": a, "k": b})  # several methods are always stacked
+    assert stacked.kind == "stacked"
+    cv = LogisticRegressionCV(
+        cv=5, scoring="neg_log_loss", l1_ratios=(0.0,), use_legacy_attributes=False, random_state=0
+    )
+    expected = cv.fit(np.column_stack([a, b]), y).predict_proba(np.column_stack([probe, probe]))[:, 1]
+    assert [stacked.probability({"m": x, "k": x}) for x in probe] == pytest.approx(expected.tolist())
+    assert stacked.probability({"m": 1.0, "k": None}) is None
+    with pytest.raises(ConfigError, match="both hallucinated and accurate"):
+        fit({"m": a}, [True] * len(a))
+
+
+def test_a_calibration_round_trip_from_the_benchmark_into_a_detector(tmp_path: Path, data_dir: Path) -> None:
+    """SelfCheck-Unigram needs no model: fit on passages 0-9, report on 10-19, then a detector with
+    the file gives each unit the probability of its score."""
+    path = tmp_path / "cal.json"
+    cal = calibrate_wikibio(["selfcheck-unigram"], range(0, 10), range(10, 20), path, data=data_dir, progress=False)
+    assert cal.kind == "isotonic" and cal.data["fit_passages"] == [0, 9] and cal.report["test"]["units"] > 0
+    assert {"auc_roc", "auc_pr", "brier", "ece"} <= cal.report["test"].keys()
+    assert path.with_suffix(".reliability.png").read_bytes()[:4] == b"\x89PNG"
+    assert Calibration.load(path) == cal
+    det = halluscope.detector("selfcheck-unigram", calibration=path)
+    text = "Einstein was born in Ulm. He played the violin in Paris."
+    result = det.detect(text=text, samples=["Einstein was born in Ulm.", "He played the violin."])
+    assert [u.probability for u in result.units] == [
+        cal.probability({"selfcheck-unigram": u.score}) for u in result.units
+    ]
+    cap = cal.params["cap"]["selfcheck-unigram"]  # an unseen token's +inf reads as the cap
+    assert cal.probability({"selfcheck-unigram": math.inf}) == cal.probability({"selfcheck-unigram": cap})
+    assert all(0.0 <= (u.probability or 0.0) <= 1.0 for u in result.units) and "p=" in result.report()
+    with pytest.raises(ConfigError, match="overlap"):
+        calibrate_wikibio(["selfcheck-unigram"], range(0, 10), range(5, 15), path, data=data_dir, progress=False)
+    assert passage_range("120-237", "--test") == range(120, 238)
+    with pytest.raises(ConfigError, match="FIRST-LAST"):
+        passage_range("9-3", "--fit")
+
+
+def test_a_calibration_for_another_method_model_or_prompt_version_is_refused(
+    tmp_path: Path, gateway: Any, scripted: Any
+) -> None:
+    cal = Calibration(
+        kind="platt",
+        methods=["direct-question"],
+        model="local:qwen2.5-coder-1.5b",
+        prompts=["fibe.direct_question@1#0000000000"],
+        params={"coef": [1.0], "intercept": 0.0, "cap": {"direct-question": 2.0}},
+    )
+    with pytest.raises(ConfigError, match="fitted for direct-question, not selfcheck-prompt"):
+        halluscope.detector("selfcheck-prompt", calibration=cal)
+    with pytest.raises(ConfigError, match="fitted on local:qwen2.5-coder-1.5b's scores, not local:smollm2-135m's"):
+        halluscope.detector("direct-question", model="local:smollm2-135m", calibration=cal)
+    mine = cal.model_copy(update={"model": "scripted:dq"})  # the same model, an older prompt version
+    det = halluscope.detector(
+        "direct-question", model=scripted(lambda p, k: "Yes", "scripted:dq"), calibration=mine, gateway=gateway
+    )
+    with pytest.raises(ConfigError, match="fit it again for these prompt versions"):
+        det.detect(text="The sky is blue.")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "magic"}')
+    with pytest.raises(ConfigError, match="is not a halluscope calibration file"):
+        halluscope.detector("direct-question", calibration=bad)
+
+
+def test_calibrate_and_detect_with_it_from_the_command_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    out = tmp_path / "u.json"
+    argv = ["calibrate", "--method", "selfcheck-unigram", "--fit", "0-4", "--test", "5-9", "--kind", "platt"]
+    assert main([*argv, "--out", str(out), "--data", str(data_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("platt calibration of selfcheck-unigram") and "test:" in printed
+    samples = tmp_path / "s.txt"
+    samples.write_text("Einstein was born in Ulm.\n---\nHe played the violin.\n")
+    argv = ["detect", "selfcheck-unigram", "--text", "Einstein was born in Ulm.", "--samples-file", str(samples)]
+    assert main([*argv, "--calibration", str(out)]) == 0
+    assert "p=" in capsys.readouterr().out
