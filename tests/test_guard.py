@@ -134,3 +134,28 @@ def test_detector_as_a_tool(gateway: Gateway, scripted: Any) -> None:
     assert empty.content == "selfcheck-prompt could not check this: ConfigError: selfcheck-prompt: the text is empty"
     se = as_tool(halluscope.detector("semantic-entropy", model="local:x"), name="uncertainty")
     assert se.get_input_schema().model_json_schema()["required"] == ["question"]
+
+
+def test_a_calibrated_detector_guards_on_the_probability(gateway: Gateway, scripted: Any) -> None:
+    """A Platt calibration p = 1 / (1 + e^-(4 score - 2)): the false sentence (score 1) has p = 0.88
+    and is flagged at 0.8; a raw-score guard would have flagged it at 0.8 too, but a probability
+    threshold of 0.9 lets it pass."""
+    from halluscope.calibration import Calibration
+
+    cal = Calibration(
+        kind="platt",
+        methods=["selfcheck-prompt"],
+        model="scripted:world",
+        prompts=[gateway.registry.get(p).ref for p in ("selfcheck.prompt", "selfcheck.regenerate")],
+        params={"coef": [4.0], "intercept": -2.0, "cap": {"selfcheck-prompt": 2.0}},
+    )
+    model = scripted(world(TRUE, []), "scripted:world")
+    det = halluscope.detector("selfcheck-prompt", model=model, n=2, gateway=gateway, calibration=cal)
+    messages = {"messages": [HumanMessage(content=QUESTION), AIMessage(content=FALSE, id="a1")]}
+    flagged = hallucination_guard(det, 0.8, on="probability").invoke(messages)["hallucination"]
+    assert flagged["action"] == "annotated" and flagged["on"] == "probability"
+    assert flagged["flagged"][0]["probability"] == pytest.approx(1 / (1 + 2.718281828459045**-2))
+    passed = hallucination_guard(det, 0.9, on="probability").invoke(messages)["hallucination"]
+    assert passed["action"] == "pass"
+    with pytest.raises(ConfigError, match="needs a calibrated detector"):
+        hallucination_guard(halluscope.detector("selfcheck-prompt", model=model), 0.5, on="probability")

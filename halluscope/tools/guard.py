@@ -57,8 +57,13 @@ def _text(message: AnyMessage) -> str:
     return str(message.text)
 
 
+def _risk(unit: dict[str, Any]) -> str:
+    score = "inf" if unit["score"] is None else f"{unit['score']:.2f}"
+    return f"risk {score}" + ("" if unit.get("probability") is None else f", p={unit['probability']:.2f}")
+
+
 def _note(flagged: list[dict[str, Any]], method: str) -> str:
-    lines = "\n".join(f"- {u['text']} (risk {u['score']:.2f})" for u in flagged)
+    lines = "\n".join(f"- {u['text']} ({_risk(u)})" for u in flagged)
     return f"\n\n[halluscope {method}: these statements may be unsupported:\n{lines}]"
 
 
@@ -70,9 +75,15 @@ def hallucination_guard(
     model: ModelLike | None = None,
     gateway: Gateway | None = None,
     refusal: str = REFUSAL,
+    on: Literal["score", "probability"] = "score",
 ) -> CompiledStateGraph:
     """The guard subgraph; ``model`` (any chat model the gateway accepts) revises when ``on_flag`` is
-    'revise'. A unit at or above ``threshold`` is flagged."""
+    'revise'. A unit whose ``on`` value (its raw score, or with a calibrated detector its probability
+    of being hallucinated) is at or above ``threshold`` is flagged."""
+    if on not in ("score", "probability"):
+        raise ConfigError(f"on must be 'score' or 'probability', got {on!r}")
+    if on == "probability" and det.calibration is None:
+        raise ConfigError("a probability threshold needs a calibrated detector: detector(..., calibration=FILE)")
     if on_flag not in ("annotate", "revise", "refuse"):
         raise ConfigError(f"on_flag must be 'annotate', 'revise' or 'refuse', got {on_flag!r}")
     if on_flag == "revise" and model is None:
@@ -91,6 +102,7 @@ def hallucination_guard(
         record: dict[str, Any] = {
             "method": det.method,
             "threshold": threshold,
+            "on": on,
             "message_id": ai.id,
             "history": previous.get("history", []) if same_answer else [],
         }
@@ -100,8 +112,12 @@ def hallucination_guard(
         except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
             error = f"{type(exc).__name__}: {exc}"
             return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
-        units: list[dict[str, Any]] = [{"text": u.text, "score": u.score} for u in result.units]
-        flagged = [u for u in units if u["score"] is not None and u["score"] >= threshold]
+        calibrated = det.calibration is not None
+        units: list[dict[str, Any]] = [
+            {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
+            for u in result.units
+        ]
+        flagged = [u for u in units if u[on] is not None and u[on] >= threshold]
         return {
             "hallucination": {
                 **record,
