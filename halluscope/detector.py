@@ -26,6 +26,7 @@ from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import (
     clue,
     direct_question,
+    ensemble,
     fewl,
     fibe,
     phr,
@@ -43,6 +44,7 @@ METHODS: dict[str, Method] = fibe.METHODS | {
     module.METHOD.name: module.METHOD
     for module in (
         direct_question,
+        ensemble,
         selfcheck_prompt,
         selfcheck_unigram,
         semantic_entropy,
@@ -194,6 +196,8 @@ def detector(
     spec = METHODS[method_name(method)]
     if model is not None:
         options[spec.model_field] = [model] if spec.model_field == "references" else model
+    if calibration is not None and "calibration" in _parameters(spec):  # the ensemble's own stacking
+        options["calibration"], calibration = calibration, None
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
     return Detector(method, options, calibration)

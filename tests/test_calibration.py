@@ -135,3 +135,40 @@ def test_calibrate_and_detect_with_it_from_the_command_line(
     argv = ["detect", "selfcheck-unigram", "--text", "Einstein was born in Ulm.", "--samples-file", str(samples)]
     assert main([*argv, "--calibration", str(out)]) == 0
     assert "p=" in capsys.readouterr().out
+
+
+def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
+    tmp_path: Path, data_dir: Path, gateway: Any, scripted: Any
+) -> None:
+    """Unigram and DQ stacked on WikiBio passages 0-9 (a DQ model that doubts sentences with a digit),
+    then the ensemble on a new text: one DQ call per sentence, and each sentence's probability is the
+    stacked calibration of the two members' scores."""
+    seen: list[str] = []
+
+    def doubts_digits(prompt: str, _params: dict[str, Any]) -> str:
+        seen.append(prompt)
+        claim = prompt.split("Claim:")[1].split("\n")[0]
+        return "No" if any(ch.isdigit() for ch in claim) else "Yes"
+
+    model = scripted(doubts_digits, "scripted:dq")
+    path = tmp_path / "stack.json"
+    methods = ["selfcheck-unigram", "direct-question"]
+    cal = calibrate_wikibio(
+        methods, range(0, 10), range(10, 20), path, model=model, gateway=gateway, data=data_dir, progress=False
+    )
+    assert cal.kind == "stacked" and cal.methods == methods and cal.model == "scripted:dq"
+    assert set(cal.report["raw_scores_test"]) == set(methods)
+    det = halluscope.detector("ensemble", model=model, calibration=path, gateway=gateway)
+    text = "Ada Lovelace was born in 1815. She wrote about the Analytical Engine."
+    samples = ["Ada Lovelace was born in London.", "She wrote notes on the Analytical Engine."]
+    before = len(seen)
+    result = det.detect(text=text, prompt="This is a Wikipedia passage about Ada Lovelace:", samples=samples)
+    assert len(seen) - before == 2 and result.meta.params["methods"] == methods
+    for unit in result.units:
+        scores = unit.evidence["scores"]
+        assert unit.probability == unit.score == pytest.approx(cal.probability(scores))
+    assert result.units[0].evidence["scores"]["direct-question"] == 1.0  # 'born in 1815' doubted
+    with pytest.raises(ConfigError, match="this calibration stacks selfcheck-unigram, direct-question, not"):
+        halluscope.detector("ensemble", model=model, calibration=path, methods=["direct-question"]).detect(text=text)
+    with pytest.raises(ConfigError, match="ensemble needs calibration"):
+        halluscope.detector("ensemble", model=model).detect(text=text)

@@ -77,7 +77,8 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
 def cmd_detect(args: argparse.Namespace) -> int:
     method = METHODS[args.method]
     kwargs = arguments(method, args)
-    found = detector(method.name, gateway=gateway_of(args), calibration=args.calibration, **kwargs)
+    calibration = getattr(args, "calibration", None)  # the ensemble takes its own as a method option
+    found = detector(method.name, gateway=gateway_of(args), calibration=calibration, **kwargs)
     with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
         result = found.detect(stats=CallStats(on_reply=bar.update))
     print(result.to_json() if args.json else method.describe(result))
@@ -121,9 +122,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             metavar="KEY=VALUE",
             help="any other keyword of the method's detect, the value read as YAML (e.g. theta=0.3)",
         )
-        p.add_argument(
-            "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
-        )
+        if not any(o.param == "calibration" for o in method.options):
+            p.add_argument(
+                "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
+            )
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(func=cmd_detect)
 

@@ -1,0 +1,121 @@
+"""A learned ensemble: several sentence-level methods run on one text (their calls shared through
+the cache) and their scores stacked by a calibration fitted for exactly these methods
+(`halluscope calibrate --method A,B,...`), so each sentence's score is P(hallucinated).
+
+The FIBE paper's fixed-weight ensembles (``fibe+dq`` ...) stay as they are; this one learns its
+weights from labelled data. A member named ``selfcheck-prompt:prob`` is SelfCheck-Prompt with
+``scoring="prob"``, as the benchmark names it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.calibration import Calibration
+from halluscope.errors import ConfigError
+from halluscope.graphs import direct_question, fibe, options, selfcheck_prompt, selfcheck_unigram
+from halluscope.graphs.method import Method, Option, start
+from halluscope.results import DetectionResult, Unit
+from halluscope.text import checked_passage
+from halluscope.text import sentences as split_sentences
+
+NAME = "ensemble"
+# member name -> (its detect, the keywords it takes beyond the item's)
+MEMBERS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "selfcheck-prompt": (selfcheck_prompt.detect, {}),
+    "selfcheck-prompt:prob": (selfcheck_prompt.detect, {"scoring": "prob"}),
+    "selfcheck-unigram": (selfcheck_unigram.detect, {}),
+    "direct-question": (direct_question.detect, {}),
+    **{variant: (fibe.detect, {"variant": variant}) for variant in fibe.VARIANTS},
+}
+
+
+def _calibration(calibration: str | Path | Calibration | None, methods: Sequence[str]) -> Calibration:
+    if calibration is None:
+        raise ConfigError("the ensemble needs a calibration fitted for its methods: halluscope calibrate --method A,B")
+    cal = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
+    if list(methods) and list(methods) != cal.methods:
+        raise ConfigError(f"this calibration stacks {', '.join(cal.methods)}, not {', '.join(methods)}")
+    unknown = [m for m in cal.methods if m not in MEMBERS]
+    if unknown:
+        raise ConfigError(f"an ensemble member must score sentences: {', '.join(unknown)}; known: {', '.join(MEMBERS)}")
+    return cal
+
+
+def detect(
+    text: str | None = None,
+    *,
+    model: ModelLike | None = None,
+    calibration: str | Path | Calibration | None = None,
+    methods: Sequence[str] = (),
+    prompt: str | None = None,
+    sentences: list[str] | None = None,
+    samples: list[str] | None = None,
+    n: int = 5,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+) -> DetectionResult:
+    """Each member on the same sentences (``prompt`` is the prompt that produced the text: FIBE's and
+    DQ's context, the concept SelfCheck regenerates from), then each sentence's stacked probability;
+    the evidence holds every member's score."""
+    cal = _calibration(calibration, methods)
+    if cal.model is not None and model is not None and model_name(model) != cal.model:
+        raise ConfigError(f"this calibration was fitted on {cal.model}'s scores, not {model_name(model)}'s")
+    text, sentences, samples = checked_passage(text, sentences, samples)
+    found = sentences or split_sentences(text or "")
+    if not found:
+        raise ConfigError("the ensemble needs a non-empty text (no sentence found)")
+    ctx = start(gateway, stats)
+    item: dict[str, Any] = {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
+    member_scores: dict[str, list[float | None]] = {}
+    for member in cal.methods:
+        run, extra = MEMBERS[member]
+        kwargs = {**item, **extra}
+        if run is selfcheck_unigram.detect:
+            kwargs |= {"text": " ".join(found), "samples": samples, "model": model, "concept": prompt, "n": n}
+        elif run is selfcheck_prompt.detect:
+            kwargs |= {"samples": samples, "model": model, "concept": prompt, "n": n}
+        elif run is direct_question.detect:
+            kwargs |= {"model": model, "prompt": prompt}
+        else:
+            kwargs |= {"model": model, "prompt": prompt, "samples": samples, "n": n}
+        result = run(**kwargs)
+        member_scores[member] = [
+            math.inf if u.score is None and u.evidence.get("unseen_token") else u.score for u in result.units
+        ]
+    cal.check_prompts(sorted(ctx.stats.prompts))
+    units = []
+    for i, sentence in enumerate(found):
+        scores = {m: member_scores[m][i] for m in cal.methods}
+        p = cal.probability(scores)
+        shown = {m: (None if s is None or math.isinf(s) else s) for m, s in scores.items()}
+        units.append(Unit(text=sentence, score=p, probability=p, evidence={"scores": shown}))
+    meta = ctx.meta(NAME, methods=cal.methods, calibration=cal.kind)
+    return DetectionResult(method=NAME, units=units, meta=meta)
+
+
+METHOD = Method(
+    name=NAME,
+    detect=detect,
+    summary="a learned ensemble: sentence-level methods stacked by a calibration fitted for them",
+    inputs=("text", "prompt"),
+    question_field="prompt",
+    answer_field="text",
+    options=(
+        *options.TEXT,
+        options.prompt_option(
+            "prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'"
+        ),
+        options.texts_file("samples", "--samples-file", "passages for the SelfCheck members"),
+        options.model("runs every member"),
+        options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers"),
+        Option(
+            "calibration", ("--calibration",), "the stacked calibration of the members (it names them)", metavar="FILE"
+        ),
+    ),
+    needs=((("text", "{}"),), (("calibration", "{}"),)),
+)
