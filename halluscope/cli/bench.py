@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench import calibrate, clue, icl, phr_synthetic, qa, truthfulqa, wikibio
+from halluscope.bench import calibrate, clue, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.runner import BenchResult
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
@@ -25,6 +25,7 @@ BENCHMARKS = (
     clue.BENCHMARK,
     truthfulqa.BENCHMARK,
     truthfulqa.RANK_BENCHMARK,
+    planted.BENCHMARK,
 )
 
 
