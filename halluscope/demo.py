@@ -2,8 +2,9 @@
 
 Two real checks on real inference: semantic entropy of sampled answers to a question the model
 knows and to one no model can know (answers, clusters by bidirectional entailment, entropy), and
-SelfCheck-Prompt sentence scores for a short biography with one planted false sentence. Every call
-goes through the gateway, so a second run is replayed from the disk cache.
+Direct Question with p(Yes) on our planted-falsehood biographies (one false sentence each): which
+sentence it ranks riskiest, whether that is the planted one, and the hit rate. Every call goes
+through the gateway, so a second run is replayed from the disk cache.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tqdm import tqdm
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
+from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.detector import detector
 from halluscope.results import DetectionResult, RunMeta, Unit
 
@@ -23,18 +25,8 @@ QUESTIONS = (
     "What is the capital of France?",  # a question the model knows
     "What did the author of this demo eat for breakfast on 3 March 2019?",  # one no model can know
 )
-ANSWERS_PER_QUESTION = 10  # M = 10 at temperature 1, as in the semantic-entropy paper
-
-CONCEPT = "Albert Einstein"
-BIOGRAPHY = (
-    "Albert Einstein was a German-born theoretical physicist.",
-    "He developed the theory of relativity.",
-    "He received the Nobel Prize in Physics in 1921.",
-    "Einstein was born in Paris, France, in 1879.",  # planted: he was born in Ulm
-    "He died in Princeton, New Jersey, in 1955.",
-)
-PLANTED = 3
-PASSAGES = 3  # N regenerated passages for SelfCheck-Prompt (the FIBE paper uses 5)
+ANSWERS_PER_QUESTION = 5  # the paper samples 10; 5 keep the demo under 3 minutes on 2 cores
+CHECK_METHOD = "direct-question"  # the best hit rate on the planted set with the default model (docs/results)
 
 
 @dataclass
@@ -46,11 +38,19 @@ class QuestionReport:
 
 
 @dataclass
-class SentenceReport:
-    sentence: str
-    score: float
-    answers: list[str | None]  # 'yes' / 'no' / None (neither) against each regenerated passage
-    planted: bool
+class BiographyReport:
+    biography: Biography
+    scores: list[float]
+    answers: list[str | None]  # the model's Yes / No (None: neither) to each sentence
+
+    @property
+    def riskiest(self) -> list[int]:
+        return riskiest(list(self.scores))
+
+    @property
+    def hit(self) -> bool:
+        """The planted sentence alone scores highest (a tie at the top is a miss)."""
+        return self.riskiest == [self.biography.planted]
 
 
 @dataclass
@@ -58,9 +58,12 @@ class DemoReport:
     model: str
     judge: str
     questions: list[QuestionReport]
-    sentences: list[SentenceReport]
-    passages: list[str]
+    biographies: list[BiographyReport]
     meta: RunMeta
+
+    @property
+    def hits(self) -> int:
+        return sum(b.hit for b in self.biographies)
 
     def to_result(self) -> DetectionResult:
         units = [
@@ -72,17 +75,23 @@ class DemoReport:
             for q in self.questions
         ] + [
             Unit(
-                text=s.sentence,
-                score=s.score,
-                evidence={"kind": "selfcheck_prompt", "supported": s.answers, "planted_false": s.planted},
+                text=sentence,
+                score=b.scores[i],
+                evidence={"kind": CHECK_METHOD, "answer": b.answers[i], "planted_false": i == b.biography.planted},
             )
-            for s in self.sentences
+            for b in self.biographies
+            for i, sentence in enumerate(b.biography.sentences)
         ]
         return DetectionResult(
             method="demo",
             units=units,
             meta=self.meta,
-            evidence={"model": self.model, "judge": self.judge, "passages": self.passages},
+            evidence={
+                "model": self.model,
+                "judge": self.judge,
+                "hits": self.hits,
+                "biographies": len(self.biographies),
+            },
         )
 
 
@@ -101,14 +110,16 @@ def run_demo(
             unit = entropy.detect(question=question, stats=stats).units[0]
             answers, clusters = unit.evidence["answers"], unit.evidence["clusters"]
             questions.append(QuestionReport(question, answers, clusters, unit.evidence["semantic_entropy"]))
-        check = detector("selfcheck-prompt", chosen, n=PASSAGES, gateway=gateway)
-        checked = check.detect(text=" ".join(BIOGRAPHY), sentences=list(BIOGRAPHY), concept=CONCEPT, stats=stats)
-    sentences = [
-        SentenceReport(u.text, float(u.score or 0.0), u.evidence["supported"], i == PLANTED)
-        for i, u in enumerate(checked.units)
-    ]
-    meta = stats.meta("demo", answers_per_question=ANSWERS_PER_QUESTION, passages=PASSAGES)
-    return DemoReport(model_key, entail.name, questions, sentences, checked.evidence["samples"], meta)
+        check = detector(CHECK_METHOD, chosen, gateway=gateway)
+        biographies = []
+        for bio in BIOGRAPHIES:
+            result = check.detect(
+                text=" ".join(bio.sentences), sentences=list(bio.sentences), prompt=bio.prompt, stats=stats
+            )
+            scores = [float(u.score or 0.0) for u in result.units]
+            biographies.append(BiographyReport(bio, scores, [u.evidence["answer"] for u in result.units]))
+    meta = stats.meta("demo", answers_per_question=ANSWERS_PER_QUESTION, check=CHECK_METHOD)
+    return DemoReport(model_key, entail.name, questions, biographies, meta)
 
 
 def print_report(report: DemoReport, out: TextIO) -> None:
@@ -123,13 +134,21 @@ def print_report(report: DemoReport, out: TextIO) -> None:
                 out.write(f"      also: {q.answers[other]}\n")
         out.write(f"  semantic entropy: {q.entropy:.3f} nats over {len(q.clusters)} cluster(s)\n")
     out.write(
-        f"\n2. SelfCheck-Prompt on a biography of {CONCEPT} "
-        f"({PASSAGES} regenerated passages; score = share not supported)\n\n"
+        f"\n2. Which sentence is false? {CHECK_METHOD} (the model asked whether each sentence is true; "
+        "risk = 1 - its probability of Yes)\n   on short biographies with one planted false sentence each\n\n"
     )
-    for s in report.sentences:
-        verdicts = " ".join((v or "?")[:3].ljust(3) for v in s.answers)
-        flag = "   <- planted false sentence" if s.planted else ""
-        out.write(f"  {s.score:.2f}  [{verdicts}]  {s.sentence}{flag}\n")
+    for b in report.biographies:
+        top = b.riskiest[0]
+        verdict = "HIT " if b.hit else "miss"
+        out.write(f'  {verdict} {b.biography.person}: riskiest ({b.scores[top]:.2f}) "{b.biography.sentences[top]}"\n')
+        if not b.hit:
+            planted = b.biography.planted
+            out.write(f'        planted ({b.scores[planted]:.2f}) "{b.biography.sentences[planted]}"\n')
+    chance = 1 / len(BIOGRAPHIES[0].sentences)
+    out.write(
+        f"\n  planted falsehood ranked riskiest in {report.hits} of {len(report.biographies)} biographies "
+        f"(chance: {chance:.0%} each)\n"
+    )
     m = report.meta
     out.write(
         f"\nmodel calls: {m.calls}   cache hits: {m.cache_hits}   tokens: {m.tokens.prompt} in / "

@@ -40,7 +40,7 @@ def test_demo_on_a_local_model_twice_second_run_replays_from_the_cache(capsys: p
     assert any(p.startswith("semantic_entropy.answer@1#") for p in body["meta"]["prompts"])
     _, out, _ = run(capsys, "demo", "--model", "local:smollm2-135m")
     assert out.startswith("halluscope demo on local:smollm2-135m") and "semantic entropy:" in out
-    assert "<- planted false sentence" in out and "Every answer came from the disk cache" in out
+    assert "planted falsehood ranked riskiest in" in out and "Every answer came from the disk cache" in out
 
 
 @pytest.mark.parametrize(

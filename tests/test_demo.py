@@ -11,12 +11,15 @@ import pytest
 
 from halluscope import demo
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.planted import BIOGRAPHIES
 
 
 def scripted_world() -> Any:
-    """Answers by prompt content: a sure capital, varied breakfasts, one unsupported sentence."""
+    """Answers by prompt content: a sure capital, varied breakfasts, and a Direct Question model that
+    doubts every planted sentence but Mandela's (which it calls true: a miss)."""
     breakfasts = iter(["eggs", "toast", "cereal", "pancakes", "fruit"] * 4)
     lock = threading.Lock()
+    planted = {b.sentences[b.planted] for b in BIOGRAPHIES if b.person != "Nelson Mandela"}
 
     def respond(prompt: str, params: dict[str, Any]) -> str:
         if prompt.startswith("We are evaluating answers"):
@@ -28,11 +31,9 @@ def scripted_world() -> Any:
         if "breakfast" in prompt:
             with lock:
                 return f"They ate {next(breakfasts)}"
-        if "Write an article" in prompt:
-            return "Albert Einstein was a physicist born in Ulm. He developed relativity."
-        if "Is the sentence supported" in prompt:
-            sentence = prompt.split("Sentence: ")[1]
-            return "No" if "Paris, France" in sentence else ("Yes" if "relativity" in sentence else "Maybe")
+        if "Is the above claim true?" in prompt:
+            claim = prompt.split("Claim:")[1].split("\n")[0]
+            return "No" if claim in planted else "Yes"
         raise AssertionError(f"unexpected prompt: {prompt[:80]}")
 
     return respond
@@ -42,26 +43,25 @@ def test_demo_clusters_scores_and_reports(gateway: Gateway, scripted: Any) -> No
     model = scripted(scripted_world(), "scripted:world")
     report = demo.run_demo(gateway, model=model, progress=False)
     known, unknown = report.questions
-    assert known.clusters == [list(range(10))] and known.entropy == 0.0
+    n = demo.ANSWERS_PER_QUESTION
+    assert known.clusters == [list(range(n))] and known.entropy == 0.0
     assert len(unknown.clusters) == 5 and unknown.entropy == pytest.approx(math.log(5))
-    scores = {s.sentence: s.score for s in report.sentences}
-    assert scores[demo.BIOGRAPHY[demo.PLANTED]] == 1.0  # "No" against every passage
-    assert scores["He developed the theory of relativity."] == 0.0
-    assert scores[demo.BIOGRAPHY[0]] == 0.5  # neither Yes nor No: the paper's 0.5
-    assert report.sentences[demo.PLANTED].planted and report.sentences[0].answers == [None] * demo.PASSAGES
-    assert report.meta.parse_failures == len(demo.BIOGRAPHY) * demo.PASSAGES - 2 * demo.PASSAGES
+    assert report.hits == len(BIOGRAPHIES) - 1  # Mandela's planted sentence is called true: all tie at 0
+    mandela = next(b for b in report.biographies if b.biography.person == "Nelson Mandela")
+    assert not mandela.hit and mandela.scores == [0.0] * 5
+    curie = next(b for b in report.biographies if b.biography.person == "Marie Curie")
+    assert curie.hit and curie.scores[curie.biography.planted] == 1.0 and curie.answers[0] == "yes"
+    assert report.meta.calls == 2 * n + len(BIOGRAPHIES) * 5 + 2 * 10  # answers, DQ, 10 breakfast pairs both ways
     out = io.StringIO()
     demo.print_report(report, out)
     text = out.getvalue()
-    assert "cluster 1 (10 answers): The capital is Paris" in text and "1.609 nats over 5 cluster(s)" in text
-    assert "1.00  [no  no  no ]  Einstein was born in Paris, France, in 1879.   <- planted false sentence" in text
+    assert "cluster 1 (5 answers): The capital is Paris" in text and "1.609 nats over 5 cluster(s)" in text
+    assert 'HIT  Marie Curie: riskiest (1.00) "She died in Buenos Aires in 1962."' in text
+    assert 'planted (0.00) "He was born in Norway."' in text
+    assert "planted falsehood ranked riskiest in 7 of 8 biographies" in text
     result = report.to_result()
     assert [u.score for u in result.units][:2] == [0.0, pytest.approx(math.log(5))]
-    assert result.units[2 + demo.PLANTED].evidence == {
-        "kind": "selfcheck_prompt",
-        "supported": ["no"] * demo.PASSAGES,
-        "planted_false": True,
-    }
+    assert result.evidence["hits"] == 7 and len(result.units) == 2 + 8 * 5
 
 
 def test_demo_needs_a_local_model_when_none_is_given(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:

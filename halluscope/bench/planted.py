@@ -130,6 +130,13 @@ BIOGRAPHIES = (
     ),
 )
 
+
+def riskiest(scores: list[float | None]) -> list[int]:
+    """The sentences that share the highest score (one, unless the method ties them)."""
+    top = max(s for s in scores if s is not None)
+    return [i for i, s in enumerate(scores) if s == top]
+
+
 # sentence-level methods, as the bench and the calibration name them
 METHODS: dict[str, dict[str, Any]] = {
     "direct-question": {},
@@ -155,13 +162,12 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
         concept = {"concept": bio.person} if name == "selfcheck-prompt" else {"prompt": bio.prompt}
         result = det.detect(text=" ".join(bio.sentences), sentences=list(bio.sentences), stats=stats, **concept)
         scores = [u.score for u in result.units]
-        top = max(s for s in scores if s is not None)
-        riskiest = [i for i, s in enumerate(scores) if s == top]
+        top = riskiest(scores)
         return {
             "person": bio.person,
             "planted": bio.planted,
-            "riskiest": riskiest,
-            "hit": riskiest == [bio.planted],
+            "riskiest": top,
+            "hit": top == [bio.planted],
             "events": dict(result.meta.events),
             "scores": {f"sentence {i}": s for i, s in enumerate(scores)},
         }
