@@ -7,6 +7,7 @@ not single the falsehood out)."""
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,9 @@ from typing import Any
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.detector import detector
+from halluscope.detector import METHODS, detector
 from halluscope.errors import ConfigError
+from halluscope.graphs.method import CONFIGURED, configured
 
 
 @dataclass(frozen=True)
@@ -137,30 +139,28 @@ def riskiest(scores: list[float | None]) -> list[int]:
     return [i for i, s in enumerate(scores) if s == top]
 
 
-# sentence-level methods, as the bench and the calibration name them
-METHODS: dict[str, dict[str, Any]] = {
-    "direct-question": {},
-    "selfcheck-prompt": {},
-    "selfcheck-prompt:prob": {"scoring": "prob"},
-    "fibe": {},
-    "fibe+dq": {},
-    "fibe+sbc+dq": {},
-}
+# the methods that score a text's sentences, and the configured names of some (selfcheck-prompt:prob)
+SENTENCE_METHODS = tuple(
+    name for name, m in METHODS.items() if m.answer_field == "text" and m.name != "ensemble"
+) + tuple(CONFIGURED)
 
 
 def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3) -> Plan:
     """Each biography scored by ``method`` (SelfCheck-Prompt regenerates ``n`` passages; FIBE's exam
     is answered ``n`` times); a hit when the planted sentence alone scores highest."""
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r} for bench planted; available: {', '.join(METHODS)}")
-    name = method.split(":")[0]
-    options = {**METHODS[method], **({} if name == "direct-question" else {"n": n})}
+    if method not in SENTENCE_METHODS:
+        raise ConfigError(
+            f"bench planted scores sentences: {method!r} does not; available: {', '.join(SENTENCE_METHODS)}"
+        )
+    name, options = configured(method)
+    if "n" in inspect.signature(METHODS[name].detect).parameters:
+        options["n"] = n
     det = detector(name, model, gateway=gateway, **options)
     stats = CallStats()
 
     def score(bio: Biography) -> dict[str, Any]:
-        concept = {"concept": bio.person} if name == "selfcheck-prompt" else {"prompt": bio.prompt}
-        result = det.detect(text=" ".join(bio.sentences), sentences=list(bio.sentences), stats=stats, **concept)
+        context = {det.spec.question_field: bio.prompt} if det.spec.question_field else {}
+        result = det.detect(text=" ".join(bio.sentences), sentences=list(bio.sentences), stats=stats, **context)
         scores = [u.score for u in result.units]
         top = riskiest(scores)
         return {
@@ -221,7 +221,7 @@ def _write_report(result: BenchResult, out: Path, failed: str) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", required=True, choices=tuple(METHODS))
+    p.add_argument("--method", required=True, choices=SENTENCE_METHODS)
     p.add_argument("--model", required=True, help="model spec, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument("--samples", type=int, default=3, help="N: SelfCheck's regenerated passages, FIBE's exam answers")
 

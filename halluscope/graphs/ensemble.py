@@ -3,12 +3,13 @@ the cache) and their scores stacked by a calibration fitted for exactly these me
 (`halluscope calibrate --method A,B,...`), so each sentence's score is P(hallucinated).
 
 The FIBE paper's fixed-weight ensembles (``fibe+dq`` ...) stay as they are; this one learns its
-weights from labelled data. A member named ``selfcheck-prompt:prob`` is SelfCheck-Prompt with
-``scoring="prob"``, as the benchmark names it.
+weights from labelled data. A member is any method that scores a text's sentences, or a configured
+name such as ``selfcheck-prompt:prob`` (``method.configured``), as the benchmark names it.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,21 +18,13 @@ from typing import Any
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.calibration import Calibration
 from halluscope.errors import ConfigError
-from halluscope.graphs import direct_question, fibe, options, selfcheck_prompt, selfcheck_unigram
-from halluscope.graphs.method import Method, Option, start
+from halluscope.graphs import options
+from halluscope.graphs.method import Method, Option, configured, start
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "ensemble"
-# member name -> (its detect, the keywords it takes beyond the item's)
-MEMBERS: dict[str, tuple[Any, dict[str, Any]]] = {
-    "selfcheck-prompt": (selfcheck_prompt.detect, {}),
-    "selfcheck-prompt:prob": (selfcheck_prompt.detect, {"scoring": "prob"}),
-    "selfcheck-unigram": (selfcheck_unigram.detect, {}),
-    "direct-question": (direct_question.detect, {}),
-    **{variant: (fibe.detect, {"variant": variant}) for variant in fibe.VARIANTS},
-}
 
 
 def _calibration(calibration: str | Path | Calibration | None, methods: Sequence[str]) -> Calibration:
@@ -40,10 +33,20 @@ def _calibration(calibration: str | Path | Calibration | None, methods: Sequence
     cal = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
     if list(methods) and list(methods) != cal.methods:
         raise ConfigError(f"this calibration stacks {', '.join(cal.methods)}, not {', '.join(methods)}")
-    unknown = [m for m in cal.methods if m not in MEMBERS]
-    if unknown:
-        raise ConfigError(f"an ensemble member must score sentences: {', '.join(unknown)}; known: {', '.join(MEMBERS)}")
+    for member in cal.methods:  # every member resolves before any model is asked
+        _member(member)
     return cal
+
+
+def _member(name: str) -> tuple[Method, dict[str, Any]]:
+    """A member's contract and options; it must score the sentences of a text."""
+    from halluscope.detector import METHODS  # here: the detector reads this module's contract
+
+    method, extra = configured(name)
+    spec = METHODS.get(method)
+    if spec is None or spec.answer_field != "text" or method == NAME:
+        raise ConfigError(f"an ensemble member must be a method that scores a text's sentences, got {name!r}")
+    return spec, extra
 
 
 def detect(
@@ -70,20 +73,20 @@ def detect(
     if not found:
         raise ConfigError("the ensemble needs a non-empty text (no sentence found)")
     ctx = start(gateway, stats)
-    item: dict[str, Any] = {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
     member_scores: dict[str, list[float | None]] = {}
     for member in cal.methods:
-        run, extra = MEMBERS[member]
-        kwargs = {**item, **extra}
-        if run is selfcheck_unigram.detect:
-            kwargs |= {"text": " ".join(found), "samples": samples, "model": model, "concept": prompt, "n": n}
-        elif run is selfcheck_prompt.detect:
-            kwargs |= {"samples": samples, "model": model, "concept": prompt, "n": n}
-        elif run is direct_question.detect:
-            kwargs |= {"model": model, "prompt": prompt}
-        else:
-            kwargs |= {"model": model, "prompt": prompt, "samples": samples, "n": n}
-        result = run(**kwargs)
+        spec, kwargs = _member(member)
+        accepted = inspect.signature(spec.detect).parameters
+        kwargs |= {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
+        given = {
+            "text": " ".join(found),
+            spec.question_field: prompt,
+            spec.model_field: model,
+            "samples": samples,
+            "n": n,
+        }
+        kwargs |= {k: v for k, v in given.items() if k in accepted and v is not None}
+        result = spec.detect(**kwargs)
         member_scores[member] = [
             math.inf if u.score is None and u.evidence.get("unseen_token") else u.score for u in result.units
         ]

@@ -45,6 +45,19 @@ class Option:
 Need = tuple[tuple[str, str], ...]
 
 
+# A name that stands for a method with options, as the benchmarks, calibrations and ensembles name it.
+CONFIGURED: dict[str, tuple[str, dict[str, Any]]] = {
+    "selfcheck-prompt:prob": ("selfcheck-prompt", {"scoring": "prob"}),
+}
+
+
+def configured(name: str) -> tuple[str, dict[str, Any]]:
+    """The method and options a name stands for ('selfcheck-prompt:prob' is SelfCheck-Prompt with
+    scoring='prob'; any other name is the method itself, with no options)."""
+    method, options = CONFIGURED.get(name, (name, {}))
+    return method, dict(options)
+
+
 def python_label(param: str) -> str:
     return param
 
