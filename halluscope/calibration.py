@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from halluscope.bench.metrics import auc_pr, auc_roc
 from halluscope.errors import ConfigError
+from halluscope.results import Unit
 
 Kind = Literal["isotonic", "platt", "stacked"]
 KINDS: tuple[str, ...] = ("isotonic", "platt")
@@ -82,6 +83,12 @@ class Calibration(BaseModel):
             raise ConfigError(f"cannot read calibration file {path}: {exc}") from exc
         except (ValidationError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{path} is not a halluscope calibration file: {exc}") from exc
+
+
+def fitted_score(unit: Unit) -> float | None:
+    """A unit's score as calibrations are fitted on it: SelfCheck-Unigram's unseen token (reported
+    as no score) is +inf, as the benchmark keeps it."""
+    return math.inf if unit.score is None and unit.evidence.get("unseen_token") else unit.score
 
 
 def _features(scores: Mapping[str, Sequence[float]], methods: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:

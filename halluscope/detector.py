@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +20,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from halluscope.backends.gateway import ModelLike, model_name
-from halluscope.calibration import Calibration
+from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import (
     clue,
@@ -142,13 +141,12 @@ class Detector:
         return self._calibrated(self.spec.detect(**self.arguments(item)))
 
     def _calibrated(self, result: DetectionResult) -> DetectionResult:
-        """Each unit's probability from the calibration (a score of an unseen unigram is +inf)."""
+        """Each unit's probability from the calibration."""
         if self.calibration is None:
             return result
         self.calibration.check_prompts(result.meta.prompts)
         for unit in result.units:
-            score = math.inf if unit.score is None and unit.evidence.get("unseen_token") else unit.score
-            unit.probability = self.calibration.probability({self.method: score})
+            unit.probability = self.calibration.probability({self.method: fitted_score(unit)})
         return result
 
     async def adetect(self, **item: Any) -> DetectionResult:

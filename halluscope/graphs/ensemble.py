@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.calibration import Calibration
+from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, configured, start
@@ -87,9 +87,7 @@ def detect(
         }
         kwargs |= {k: v for k, v in given.items() if k in accepted and v is not None}
         result = spec.detect(**kwargs)
-        member_scores[member] = [
-            math.inf if u.score is None and u.evidence.get("unseen_token") else u.score for u in result.units
-        ]
+        member_scores[member] = [fitted_score(u) for u in result.units]
     cal.check_prompts(sorted(ctx.stats.prompts))
     units = []
     for i, sentence in enumerate(found):
