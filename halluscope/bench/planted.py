@@ -192,10 +192,12 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
 
 
 def run_planted(method: str, out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
+    """Every biography scored by ``method`` (``planted_plan``'s options); results.json and report.md."""
     return run(planted_plan(method, **options), out, progress)
 
 
 def describe(result: BenchResult) -> str:
+    """Hit or miss per biography, then the hit rate."""
     lines = []
     for item in result.items:
         r = item.record
