@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
 from halluscope.results import DetectionResult
@@ -27,7 +28,8 @@ def test_demo_on_a_local_model_twice_second_run_replays_from_the_cache(capsys: p
     argv = ["demo", "--model", "local:smollm2-135m", "--json"]
     code, out, _ = run(capsys, *argv)
     first = DetectionResult.from_json(out)
-    assert code == 0 and first.method == "demo" and len(first.units) == 2 + 5
+    sentences = sum(len(b.sentences) for b in BIOGRAPHIES)  # the planted-falsehood biographies
+    assert code == 0 and first.method == "demo" and len(first.units) == 2 + sentences
     assert first.meta.calls > 20
     assert first.evidence["model"] == "local:smollm2-135m"
     _, out, _ = run(capsys, *argv)

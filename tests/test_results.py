@@ -24,6 +24,7 @@ def test_detection_result_json_round_trip() -> None:
     assert result.to_dict()["units"][0] == {
         "text": "He was born in 1983.",
         "score": 0.75,
+        "probability": None,  # set only by a calibrated detector
         "parsed": True,
         "evidence": {"answers": ["1982", "1983"]},
     }
