@@ -129,9 +129,7 @@ METHOD = Method(
     answer_field="text",
     options=(
         *options.TEXT,
-        options.prompt_option(
-            "prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'"
-        ),
+        options.PROMPT,
         options.model("is asked whether each sentence is true"),
     ),
     needs=((("text", "{}"),), (("model", "{}"),)),

@@ -108,9 +108,7 @@ METHOD = Method(
     answer_field="text",
     options=(
         *options.TEXT,
-        options.prompt_option(
-            "prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'"
-        ),
+        options.PROMPT,
         options.texts_file("samples", "--samples-file", "passages for the SelfCheck members"),
         options.model("runs every member"),
         options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers"),

@@ -495,9 +495,7 @@ def _method(variant: str) -> Method:
         answer_field="text",
         options=(
             *options.TEXT,
-            options.prompt_option(
-                "prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'"
-            ),
+            options.PROMPT,
             *(
                 (options.texts_file("samples", "--samples-file", "passages for SelfCheck-Prompt"),)
                 if v.selfcheck

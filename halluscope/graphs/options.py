@@ -54,6 +54,9 @@ def prompt_option(param: str, help: str) -> Option:
     return Option(param, ("--question",), help, metavar="PROMPT")
 
 
+PROMPT = prompt_option("prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'")
+
+
 def model(does: str) -> Option:
     return Option("model", ("--model",), f"model spec, e.g. local:qwen2.5-coder-1.5b; it {does}", metavar="SPEC")
 
