@@ -51,7 +51,7 @@ class Calibration(BaseModel):
         if self.kind == "isotonic":
             return float(np.interp(x[0], self.params["x"], self.params["y"]))
         z = float(np.dot(self.params["coef"], x) + self.params["intercept"])
-        return 1.0 / (1.0 + math.exp(-z))
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))  # no overflow
 
     def check(self, method: str, model: str | None) -> None:
         """Refuse use with another method or model than it was fitted for."""
@@ -61,8 +61,11 @@ class Calibration(BaseModel):
             raise ConfigError(f"this calibration was fitted on {self.model}'s scores, not {model}'s")
 
     def check_prompts(self, used: Sequence[str]) -> None:
-        """Refuse scores made with a prompt version the calibration was not fitted on."""
-        other = sorted(set(used) - set(self.prompts))
+        """Refuse scores made with another version of a prompt the calibration was fitted with (a
+        prompt it never saw, such as SelfCheck's regeneration where the benchmark gave samples, is
+        not a version change)."""
+        fitted = {ref.split("@")[0]: ref for ref in self.prompts}
+        other = sorted(ref for ref in used if ref.split("@")[0] in fitted and ref != fitted[ref.split("@")[0]])
         if other:
             raise ConfigError(
                 f"this calibration was fitted with {', '.join(self.prompts) or 'no prompt'}; "

@@ -116,6 +116,9 @@ def test_a_calibration_for_another_method_model_or_prompt_version_is_refused(
     )
     with pytest.raises(ConfigError, match="fit it again for these prompt versions"):
         det.detect(text="The sky is blue.")
+    cal.check_prompts(["selfcheck.regenerate@1#abc"])  # a prompt the fit never used is no version change
+    huge = cal.model_copy(update={"params": {"coef": [1000.0], "intercept": 0.0, "cap": {"direct-question": 2.0}}})
+    assert huge.probability({"direct-question": -1.0}) == pytest.approx(0.0)  # no overflow far out
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "magic"}')
     with pytest.raises(ConfigError, match="is not a halluscope calibration file"):
