@@ -69,14 +69,21 @@ SAMPLES_WITHOUT_YES = 100  # more samples per item than this is likely a typo: i
 def check_counts(args: argparse.Namespace) -> None:
     """--samples and --limit must be >= 1 (0 once meant 'the default' and --limit -1 'all but the last');
     a sample count that would run for days needs --yes."""
-    for flag in ("samples", "limit"):
-        value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            raise ConfigError(f"--{flag} must be at least 1, got {value}")
-    samples = getattr(args, "samples", None)
-    if samples is not None and samples > SAMPLES_WITHOUT_YES and not getattr(args, "yes", False):
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
+    check_samples(getattr(args, "samples", None), "--samples", getattr(args, "yes", False))
+
+
+def check_samples(n: object, flag: str, yes: bool) -> None:
+    """A sample count is at least 1, and more than SAMPLES_WITHOUT_YES per item needs --yes."""
+    if not isinstance(n, int):
+        return
+    if n < 1:
+        raise ConfigError(f"{flag} must be at least 1, got {n}")
+    if n > SAMPLES_WITHOUT_YES and not yes:
         raise ConfigError(
-            f"--samples {samples} asks for {samples:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
+            f"{flag} {n} asks for {n:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
             "pass --yes to run it anyway"
         )
 

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
-from halluscope.cli.common import SAMPLES_WITHOUT_YES, gateway_of, key_values, print_json
+from halluscope.cli.common import check_samples, gateway_of, key_values, print_json
 from halluscope.detector import METHODS, detector
 from halluscope.errors import ConfigError
 from halluscope.graphs import clue
@@ -60,14 +60,7 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
     if taken:
         raise ConfigError(f"--opt {', '.join(taken)} repeats a flag of {method.name}; give it once")
     kwargs |= extra
-    n = kwargs.get("n")
-    if isinstance(n, int) and n < 1:
-        raise ConfigError(f"{label('n')} must be at least 1, got {n}")
-    if isinstance(n, int) and n > SAMPLES_WITHOUT_YES and not args.yes:
-        raise ConfigError(
-            f"{label('n')} {n} asks for {n:,} model samples per item (more than {SAMPLES_WITHOUT_YES}); "
-            "pass --yes to run it anyway"
-        )
+    check_samples(kwargs.get("n"), label("n"), args.yes)
     problem = method.problem(kwargs, label)
     if problem:
         raise ConfigError(problem)
