@@ -12,6 +12,7 @@ import pytest
 
 import halluscope
 from halluscope.bench.calibrate import calibrate_wikibio, passage_range
+from halluscope.bench.runner import BenchResult
 from halluscope.calibration import (
     Calibration,
     brier,
@@ -94,6 +95,22 @@ def test_a_calibration_round_trip_from_the_benchmark_into_a_detector(tmp_path: P
     assert passage_range("120-237", "--test") == range(120, 238)
     with pytest.raises(ConfigError, match="FIRST-LAST"):
         passage_range("9-3", "--fit")
+
+
+def test_limit_passages_scores_only_the_first_passages_of_each_split(tmp_path: Path, data_dir: Path) -> None:
+    """--limit-passages 3 on 0-9 / 100-109 scores six passages, not the 110 up to the last split's end."""
+    path = tmp_path / "cal.json"
+    cal = calibrate_wikibio(
+        ["selfcheck-unigram"], range(0, 10), range(100, 110), path, data=data_dir, progress=False, limit_passages=3
+    )
+    assert cal.data["fit_passages"] == [0, 2] and cal.data["test_passages"] == [100, 102]
+    run = BenchResult.model_validate_json((tmp_path / "cal.runs" / "results.json").read_text())
+    assert [item.id for item in run.items] == [f"passage {i}" for i in (0, 1, 2, 100, 101, 102)]
+    assert run.params["passages"] == [0, 1, 2, 100, 101, 102]
+    with pytest.raises(ConfigError, match="there is no passage 238"):
+        calibrate_wikibio(["selfcheck-unigram"], range(0, 3), range(236, 240), path, data=data_dir, progress=False)
+    with pytest.raises(ConfigError, match="--limit-passages must be at least 1"):
+        calibrate_wikibio(["selfcheck-unigram"], range(0, 3), range(3, 6), path, data=data_dir, limit_passages=0)
 
 
 def test_a_calibration_for_another_method_model_or_prompt_version_is_refused(

@@ -55,20 +55,25 @@ def calibrate_wikibio(
     target_precision: float = TARGET_PRECISION,
     data: str | Path | None = None,
     progress: bool = True,
+    limit_passages: int | None = None,
 ) -> Calibration:
-    """Score passages 0..max of both splits with each method, fit on ``fit_passages``, report on
-    ``test_passages``; writes ``out`` (the calibration JSON), the runs beside it and a reliability PNG."""
+    """Score the passages of both splits with each method, fit on ``fit_passages``, report on
+    ``test_passages``; writes ``out`` (the calibration JSON), the runs beside it and a reliability PNG.
+    ``limit_passages`` keeps the first K passages of each split (a quick first look)."""
+    if limit_passages is not None:
+        if limit_passages < 1:
+            raise ConfigError(f"--limit-passages must be at least 1, got {limit_passages}")
+        fit_passages = fit_passages[:limit_passages]
+        test_passages = test_passages[:limit_passages]
     if set(fit_passages) & set(test_passages):
         raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
     if not 0 < target_precision <= 1:
         raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
     path = Path(out)
-    limit = max(fit_passages.stop, test_passages.stop)
-    passages = {p.index: p for p in load_wikibio(data)[:limit]}
-    if limit > len(passages):
-        raise ConfigError(f"WikiBio has {len(passages)} passages; the splits reach passage {limit - 1}")
+    chosen = set(fit_passages) | set(test_passages)
     runs = path.parent / f"{path.stem}.runs"
-    results = run_bench(methods, runs, data, limit, samples, progress, model, gateway)
+    results = run_bench(methods, runs, data, None, samples, progress, model, gateway, only=chosen)
+    passages = {p.index: p for p in load_wikibio(data) if p.index in chosen}
     by_method = {
         r.params["method"]: dict(zip((rec["index"] for rec in r.records), sentence_scores(r), strict=True))
         for r in results
@@ -163,6 +168,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fit", required=True, metavar="FIRST-LAST", help="passages to fit on, e.g. 0-119")
     p.add_argument("--test", required=True, metavar="FIRST-LAST", help="held-out passages, e.g. 120-237")
     p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
+    p.add_argument("--limit-passages", type=int, metavar="K", help="only the first K passages of each split")
     p.add_argument("--samples", type=int, help="as bench wikibio --samples")
     p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
     p.add_argument("--target-precision", type=float, default=TARGET_PRECISION, help="for the reported threshold")

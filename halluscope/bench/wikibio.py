@@ -15,7 +15,7 @@ import argparse
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -272,8 +272,10 @@ def wikibio_plans(
     model: Any = None,
     gateway: Any = None,
     judge: Any = None,
+    only: Collection[int] | None = None,
 ) -> list[Plan]:
-    """One plan per method over the same passages (FIBE variants share their calls through the cache)."""
+    """One plan per method over the same passages (FIBE variants share their calls through the cache);
+    ``only`` keeps the passages with these indexes (calibration's fit and test splits)."""
     from halluscope.backends.gateway import default_gateway
 
     unknown = [m for m in methods if m not in BENCH_METHODS]
@@ -291,15 +293,28 @@ def wikibio_plans(
         most = len(fibe.STUDENTS)
         raise ConfigError(f"{', '.join(exams)} answers the exam --samples times: at most {most}, got {samples}")
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
+    if only is not None:
+        missing = sorted(set(only) - {p.index for p in passages})
+        if missing:
+            raise ConfigError(f"WikiBio has {len(passages)} passages; there is no passage {missing[0]}")
+        passages = [p for p in passages if p.index in only]
     if needs_model:
         gateway = gateway or default_gateway()
     if "semantic-entropy-paragraph" in methods and judge is None:
         judge = entailment_judge(None, gateway)
-    return [_plan(method, passages, samples, model, gateway, judge, limit) for method in methods]
+    selection = sorted(only) if only is not None else None
+    return [_plan(method, passages, samples, model, gateway, judge, limit, selection) for method in methods]
 
 
 def _plan(
-    method: str, passages: list[Passage], samples: int, model: Any, gateway: Any, judge: Any, limit: int | None
+    method: str,
+    passages: list[Passage],
+    samples: int,
+    model: Any,
+    gateway: Any,
+    judge: Any,
+    limit: int | None,
+    selection: list[int] | None,
 ) -> Plan:
     spec = BENCH_METHODS[method]
     bench = BenchRun(
@@ -328,6 +343,7 @@ def _plan(
         "judge": getattr(judge, "name", None) if method == "semantic-entropy-paragraph" else None,
         "samples": samples,
         "limit": limit,
+        "passages": selection,
         "protocol": PROTOCOL,
     }
     return Plan(
@@ -366,11 +382,12 @@ def run_bench(
     model: Any = None,
     gateway: Any = None,
     judge: Any = None,
+    only: Collection[int] | None = None,
 ) -> list[BenchResult]:
     """Score the passages with each method (OUT/METHOD/results.json each, and OUT/results.json too
     when one method ran), then write the shared report.md and PR/ROC PNGs."""
     out_dir = Path(out)
-    plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge)
+    plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge, only)
     results = [run(plan, out_dir / plan.method, progress) for plan in plans]
     if len(results) == 1:
         results[0].write(out_dir)

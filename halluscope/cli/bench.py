@@ -90,6 +90,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         target_precision=args.target_precision,
         data=args.data,
         progress=not args.json,
+        limit_passages=args.limit_passages,
     )
     if args.json:
         print(calibration.model_dump_json(indent=2))
