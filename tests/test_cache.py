@@ -49,7 +49,7 @@ def test_stats_and_clear(tmp_path: Path) -> None:
     for i in range(3):
         cache.set(f"k{i}", {"text": str(i)})
     stats = cache.stats()
-    assert stats["entries"] == 3 and stats["directory"] == str(tmp_path) and stats["bytes"] > 0
+    assert stats["entries"] == 3 and stats["location"] == str(tmp_path) and stats["bytes"] > 0
     assert cache.clear() == 3 and len(cache) == 0
 
 

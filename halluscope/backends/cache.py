@@ -1,4 +1,5 @@
-"""Disk cache of model calls (diskcache, SQLite underneath: safe across processes).
+"""The call cache: on disk (diskcache, SQLite underneath: safe across the processes of one machine), or
+in a Redis server that every node of a cluster shares (``open_cache('redis://host:6379/0')``).
 
 Keys are hashes of model spec + call parameters + rendered messages + sample index, so N samples at
 temperature 1 are N distinct entries and a rerun replays them exactly. Values are JSON text, never
@@ -17,6 +18,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,16 +29,29 @@ from typing import Any
 import diskcache
 import platformdirs
 
-from halluscope.errors import CacheError
+from halluscope.errors import CacheError, redact_credentials
 
 CACHE_ENV = "HALLUSCOPE_CACHE_DIR"
+CACHE_URL_ENV = "HALLUSCOPE_CACHE_URL"  # a directory or redis://host:port/db; wins over CACHE_ENV
 KEY_VERSION = "call-v1"
 DATABASE = "cache.db"  # diskcache's file name for its SQLite database
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def default_cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
     return Path(env) if env else Path(platformdirs.user_cache_dir("halluscope")) / "calls"
+
+
+def default_cache_location() -> str:
+    """HALLUSCOPE_CACHE_URL, else HALLUSCOPE_CACHE_DIR, else the user cache dir."""
+    return os.environ.get(CACHE_URL_ENV) or str(default_cache_dir())
+
+
+def open_cache(location: str | Path | None = None) -> CallCache | RedisCache:
+    """The cache at ``location``: a redis:// URL (a Redis server) or a directory (the default one when None)."""
+    where = str(location) if location is not None else default_cache_location()
+    return RedisCache(where) if where.startswith(REDIS_SCHEMES) else CallCache(where)
 
 
 def call_key(
@@ -114,16 +129,7 @@ class CallCache:
             except UnsafeRowError as exc:
                 warnings.warn(f"ignored {exc} in {self.directory} (key {key[:12]}...)", stacklevel=2)
                 return None
-        if raw is None:
-            return None
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = None
-        if not isinstance(value, dict):
-            warnings.warn(f"ignored a cache row that is not a JSON object in {self.directory}", stacklevel=2)
-            return None
-        return value
+        return _json_object(raw, str(self.directory))
 
     def set(self, key: str, value: Mapping[str, Any]) -> None:
         with self._errors("write to"):
@@ -133,9 +139,13 @@ class CallCache:
         with self._errors("read"):
             return len(self._store)
 
+    @property
+    def location(self) -> str:
+        return str(self.directory)
+
     def stats(self) -> dict[str, Any]:
         with self._errors("read"):
-            return {"directory": str(self.directory), "entries": len(self._store), "bytes": self._store.volume()}
+            return {"location": self.location, "entries": len(self._store), "bytes": self._store.volume()}
 
     def clear(self) -> int:
         with self._errors("clear"):
@@ -143,6 +153,116 @@ class CallCache:
 
     def close(self) -> None:
         self._store.close()
+
+
+def _json_object(raw: str | None, where: str) -> dict[str, Any] | None:
+    """A cached row read back: the JSON object, or None (a miss; with a warning when it is not one)."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        warnings.warn(f"ignored a cache row that is not a JSON object in {where}", stacklevel=3)
+        return None
+    return value
+
+
+class RedisCache:
+    """The call cache in a Redis server, for a cluster: the same keys (under ``halluscope:call:``) and the
+    same JSON text as on disk; no pickles, no API keys. A server that cannot be reached when the cache
+    opens is a ``CacheError``; one that fails mid-run turns the cache off for the rest of the process
+    with one warning, and the calls go on uncached (a batch never dies with its cache)."""
+
+    PREFIX = "halluscope:call:"
+
+    def __init__(self, url: str) -> None:
+        try:
+            import redis
+        except ImportError as exc:
+            raise CacheError(
+                f"a redis:// call cache needs the redis client: pip install 'halluscope[ray]' ({exc})"
+            ) from exc
+        self.url = url
+        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._down = False
+        self._lock = threading.Lock()
+        try:
+            self._client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
+            self._client.ping()
+        except (*self._errors, ValueError) as exc:
+            raise CacheError(
+                f"cannot open the call cache at {self.location} ({type(exc).__name__}: {exc}); start the "
+                f"server, or run with --no-cache or another --cache"
+            ) from exc
+
+    @property
+    def location(self) -> str:
+        return redact_credentials(self.url)
+
+    @property
+    def down(self) -> bool:
+        """Whether the server failed mid-run (the cache is off from then on)."""
+        return self._down
+
+    def _lost(self, exc: Exception) -> None:
+        with self._lock:
+            if self._down:
+                return
+            self._down = True
+        warnings.warn(
+            f"the call cache at {self.location} failed ({type(exc).__name__}: {exc}); "
+            "the calls go on uncached for the rest of this run",
+            stacklevel=3,
+        )
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self._down:
+            return None
+        try:
+            raw = self._client.get(self.PREFIX + key)
+        except self._errors as exc:
+            self._lost(exc)
+            return None
+        return _json_object(raw if isinstance(raw, str) else None, self.location)
+
+    def set(self, key: str, value: Mapping[str, Any]) -> None:
+        if self._down:
+            return
+        try:
+            self._client.set(self.PREFIX + key, json.dumps(value, ensure_ascii=False))
+        except self._errors as exc:
+            self._lost(exc)
+
+    def _keys(self) -> Iterator[str]:
+        try:
+            yield from self._client.scan_iter(match=self.PREFIX + "*", count=1000)
+        except self._errors as exc:
+            raise CacheError(f"cannot read the call cache at {self.location} ({type(exc).__name__}: {exc})") from exc
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._keys())
+
+    def stats(self) -> dict[str, Any]:
+        keys = list(self._keys())
+        try:
+            size = sum(int(self._client.strlen(k)) for k in keys)
+        except self._errors as exc:
+            raise CacheError(f"cannot read the call cache at {self.location} ({type(exc).__name__}: {exc})") from exc
+        return {"location": self.location, "entries": len(keys), "bytes": size}
+
+    def clear(self) -> int:
+        keys = list(self._keys())
+        try:
+            for start in range(0, len(keys), 1000):
+                self._client.delete(*keys[start : start + 1000])
+        except self._errors as exc:
+            raise CacheError(f"cannot clear the call cache at {self.location} ({type(exc).__name__}: {exc})") from exc
+        return len(keys)
+
+    def close(self) -> None:
+        self._client.close()
 
 
 def move_aside(directory: str | Path) -> Path | None:

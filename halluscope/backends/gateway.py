@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import os
+import pickle
 import re
 import threading
 import time
@@ -29,9 +30,9 @@ from typing import Any, TypeVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
-from halluscope.backends.cache import CallCache, call_key
+from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
 from halluscope.backends.chat import ModelSpec, make_chat_model, parse_model_spec
-from halluscope.backends.limits import ModelLimiter
+from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
 from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
 from halluscope.backends.retry import (
     BadReplyError,
@@ -85,7 +86,7 @@ class Gateway:
 
     def __init__(
         self,
-        cache: CallCache | None = None,
+        cache: CallCache | RedisCache | None = None,
         registry: PromptRegistry | None = None,
         retry: RetryPolicy | None = None,
         concurrency: int = 4,
@@ -106,7 +107,7 @@ class Gateway:
     @classmethod
     def from_env(
         cls,
-        cache: CallCache | None,
+        cache: CallCache | RedisCache | None,
         registry: PromptRegistry | None = None,
         concurrency: int | None = None,
         timeout: float | None = None,
@@ -121,6 +122,16 @@ class Gateway:
             timeout=timeout or env_number("HALLUSCOPE_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
             delimit=delimit or os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0"),
         )
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """A gateway crosses to another process (a Ray worker) as its settings: the cache's location, the
+        prompts, the retry policy and the limits. The worker builds its own gateway from them (one per
+        process), with its own clients, models and connections."""
+        location = None if self.cache is None else self.cache.location
+        if isinstance(self.cache, RedisCache):
+            location = self.cache.url  # the worker needs the password the shown location hides
+        settings = (location, self.registry, self.retry, self.concurrency, self.timeout, self.delimit)
+        return (_gateway_in_process, settings)
 
     # -- models
 
@@ -151,7 +162,11 @@ class Gateway:
                 self._logprob_models[model] = load_logprob_model(model, retry=self.retry, timeout=self.timeout)
             return self._logprob_models[model]
 
-    def limiter(self, key: str) -> ModelLimiter:
+    def limiter(self, key: str) -> Limiter:
+        """The model's limit: the cluster's under Ray (an API model), else this gateway's own."""
+        shared = shared_limiter(key, self.concurrency)
+        if shared is not None:
+            return shared
         with self._lock:
             return self._limiters.setdefault(key, ModelLimiter(self.concurrency))
 
@@ -276,12 +291,9 @@ class Gateway:
         started = time.perf_counter()
 
         async def attempt() -> dict[str, Any]:
-            await limiter.aacquire()
-            try:
+            async with limiter.aslot():
                 with _no_choices_is_a_bad_reply():
                     message = await req.model.chat.ainvoke(req.messages, **req.kwargs)
-            finally:
-                limiter.release()
             return self._read(req, message)
 
         data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
@@ -345,12 +357,8 @@ class Gateway:
 
     def _limited(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()`` holding one of the model's concurrency slots."""
-        limiter = self.limiter(key)
-        limiter.acquire()
-        try:
+        with self.limiter(key).slot():
             return compute()
-        finally:
-            limiter.release()
 
     # -- completions of raw texts by a LogProbModel
 
@@ -531,13 +539,33 @@ def _plain(value: Any) -> bool:
 
 _default: Gateway | None = None
 _default_lock = threading.Lock()
+_rebuilt: dict[bytes, Gateway] = {}
+
+
+def _gateway_in_process(
+    cache: str | None,
+    registry: PromptRegistry,
+    retry: RetryPolicy,
+    concurrency: int,
+    timeout: float,
+    delimit: bool,
+) -> Gateway:
+    """The gateway of these settings in this process, built once (a worker scores many items with it)."""
+    settings = (cache, registry, retry, concurrency, timeout, delimit)
+    key = pickle.dumps(settings)
+    with _default_lock:
+        if key not in _rebuilt:
+            store = None if cache is None else open_cache(cache)
+            _rebuilt[key] = Gateway(store, registry, retry, concurrency, timeout, delimit)
+        return _rebuilt[key]
 
 
 def default_gateway() -> Gateway:
-    """The process-wide gateway (cache from HALLUSCOPE_CACHE_DIR; concurrency HALLUSCOPE_CONCURRENCY;
-    request timeout in seconds HALLUSCOPE_TIMEOUT; HALLUSCOPE_DELIMIT=1 fences user text)."""
+    """The process-wide gateway (cache from HALLUSCOPE_CACHE_URL or HALLUSCOPE_CACHE_DIR; concurrency
+    HALLUSCOPE_CONCURRENCY; request timeout in seconds HALLUSCOPE_TIMEOUT; HALLUSCOPE_DELIMIT=1 fences user
+    text)."""
     global _default
     with _default_lock:
         if _default is None:
-            _default = Gateway.from_env(cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else CallCache())
+            _default = Gateway.from_env(cache=None if os.environ.get("HALLUSCOPE_NO_CACHE") else open_cache())
         return _default

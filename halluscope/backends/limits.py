@@ -1,12 +1,46 @@
-"""One concurrency bound per model, shared by the threads and event loops of a process."""
+"""One concurrency bound per model, shared by the threads and event loops of a process; or, on a Ray
+cluster, by every process of the cluster (``use_shared_limits``: the scale module installs it in
+each worker, so N workers together never exceed a model's limit)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
+from typing import Protocol
 
 from halluscope.errors import ConfigError
+
+# engines that run inside the process (a llama.cpp or transformers model): each worker has its own,
+# so their limit stays per process even on a cluster
+PROCESS_LOCAL_MODELS = ("local:", "transformers:")
+
+
+class Limiter(Protocol):
+    """A model's concurrency bound: a slot is held for the length of one request."""
+
+    def slot(self) -> AbstractContextManager[None]: ...
+
+    def aslot(self) -> AbstractAsyncContextManager[None]: ...
+
+
+_shared: Callable[[str, int], Limiter] | None = None
+
+
+def use_shared_limits(factory: Callable[[str, int], Limiter] | None) -> None:
+    """From now on, every gateway of this process takes a model's limit from ``factory(model, limit)``
+    (None: back to per-process limits); process-local engines keep theirs."""
+    global _shared
+    _shared = factory
+
+
+def shared_limiter(model: str, limit: int) -> Limiter | None:
+    """The cluster-wide limiter of ``model``, when this process runs under one."""
+    if _shared is None or model.startswith(PROCESS_LOCAL_MODELS):
+        return None
+    return _shared(model, limit)
 
 
 class ModelLimiter:
@@ -62,3 +96,19 @@ class ModelLimiter:
                     return
             self.in_use -= 1
             self._cond.notify()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    @asynccontextmanager
+    async def aslot(self) -> AsyncIterator[None]:
+        await self.aacquire()
+        try:
+            yield
+        finally:
+            self.release()

@@ -59,6 +59,43 @@ class CallStats:
         if self.on_reply is not None:
             self.on_reply()
 
+    _COUNTERS = (
+        "calls",
+        "cache_hits",
+        "retries",
+        "parse_failures",
+        "prompt_tokens",
+        "completion_tokens",
+        "forward_passes",
+        "model_seconds",
+    )
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters now, as plain data (a worker sends the difference of two to its driver)."""
+        with self._lock:
+            return {
+                **{name: getattr(self, name) for name in self._COUNTERS},
+                "models": sorted(self.models),
+                "prompts": sorted(self.prompts),
+            }
+
+    def since(self, before: dict[str, Any]) -> dict[str, Any]:
+        """What was counted since ``before`` (a snapshot); models and prompts: all those seen so far."""
+        now = self.snapshot()
+        return {
+            **{name: now[name] - before[name] for name in self._COUNTERS},
+            "models": now["models"],
+            "prompts": now["prompts"],
+        }
+
+    def add(self, counts: dict[str, Any]) -> None:
+        """Counts from elsewhere (another process's ``since``), added to this run's."""
+        with self._lock:
+            for name in self._COUNTERS:
+                setattr(self, name, getattr(self, name) + counts.get(name, 0))
+            self.models.update(counts.get("models", ()))
+            self.prompts.update(counts.get("prompts", ()))
+
     def add_retry(self) -> None:
         with self._lock:
             self.retries += 1

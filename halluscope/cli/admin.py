@@ -10,7 +10,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from halluscope.backends.cache import CallCache, default_cache_dir, move_aside
+from halluscope.backends.cache import (
+    REDIS_SCHEMES,
+    CallCache,
+    RedisCache,
+    default_cache_location,
+    move_aside,
+    open_cache,
+)
 from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
 from halluscope.bench.datasets import data_root, list_datasets, source_summary
@@ -118,17 +125,22 @@ def cmd_prompts_run(args: argparse.Namespace) -> int:
 
 
 def cmd_cache_stats(args: argparse.Namespace) -> int:
-    stats = CallCache(args.cache_dir).stats()
+    stats = open_cache(args.cache).stats()
     if args.json:
         print_json(stats)
     else:
-        print(f"{stats['directory']}: {stats['entries']} cached calls, {stats['bytes'] / 1e6:.2f} MB")
+        print(f"{stats['location']}: {stats['entries']} cached calls, {stats['bytes'] / 1e6:.2f} MB")
     return 0
 
 
 def cmd_cache_clear(args: argparse.Namespace) -> int:
     """Empty the cache; a database that cannot be opened or cleared is moved aside and a new one made."""
-    directory = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    location = args.cache or default_cache_location()
+    if location.startswith(REDIS_SCHEMES):  # a Redis server: only halluscope's keys go
+        cache = RedisCache(location)
+        print(f"removed {cache.clear()} cached calls from {cache.location}")
+        return 0
+    directory = Path(location)
     try:
         removed = CallCache(directory).clear()
     except CacheError:

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from halluscope.backends.cache import CallCache
+from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.errors import ConfigError, redact_credentials
 from halluscope.prompts.registry import PromptRegistry
@@ -39,9 +39,11 @@ def common_parser() -> argparse.ArgumentParser:
         help="use this version of a prompt, e.g. fibe.create@2 (repeatable)",
     )
     g.add_argument(
+        "--cache",
         "--cache-dir",
-        metavar="DIR",
-        help="model-call cache directory (default: HALLUSCOPE_CACHE_DIR or the user cache dir)",
+        metavar="DIR|URL",
+        help="model-call cache: a directory, or redis://HOST:PORT/DB shared by a cluster "
+        "(default: HALLUSCOPE_CACHE_URL, HALLUSCOPE_CACHE_DIR or the user cache dir)",
     )
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
     g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
@@ -100,7 +102,7 @@ def registry(args: argparse.Namespace) -> PromptRegistry:
 
 
 def gateway_of(args: argparse.Namespace) -> Gateway:
-    cache = None if args.no_cache else CallCache(args.cache_dir)
+    cache = None if args.no_cache else open_cache(args.cache)
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.concurrency is not None and args.concurrency < 1:

@@ -260,6 +260,12 @@ class PromptRegistry:
                 f"prompt {prompt_id} has no version {version}; versions: {', '.join(map(str, known))}"
             ) from None
 
+    def fingerprint(self) -> str:
+        """A hash of the prompt each id resolves to (version and text): two registries that would render
+        every call the same have the same fingerprint."""
+        refs = sorted(self.get(prompt_id).ref for prompt_id in self.ids())
+        return hashlib.sha256("\n".join(refs).encode("utf-8")).hexdigest()[:16]
+
     def select(self, ref: str) -> PromptTemplate:
         prompt_id, version = parse_ref(ref)
         if version is None:
