@@ -46,7 +46,7 @@ def _plan(gateway: Gateway, model: Any, items: list[str]) -> Plan:
     )
 
 
-def test_a_failed_item_is_recorded_the_rest_are_scored_and_a_rerun_replays(
+def test_a_failed_item_is_recorded_the_rest_are_scored_and_a_rerun_resumes(
     gateway: Gateway, scripted: Any, tmp_path: Path
 ) -> None:
     def respond(prompt: str, _params: dict[str, Any]) -> str:
@@ -67,8 +67,51 @@ def test_a_failed_item_is_recorded_the_rest_are_scored_and_a_rerun_replays(
     report = (tmp_path / "report.md").read_text()
     assert report.startswith("2 scored") and "**1 questions failed**" in report
     assert BenchResult.read(tmp_path) == result
-    again = run(_plan(gateway, model, items), tmp_path, progress=False)
-    assert again.meta.calls == 0 and again.meta.cache_hits == 2 and again.metrics == result.metrics
+    again = run(_plan(gateway, model, items), tmp_path, progress=False)  # the scored items are skipped
+    assert again.meta.calls == 0 and again.meta.cache_hits == 0 and again.meta.params["resumed_items"] == 2
+    assert again.metrics == result.metrics and again.items == result.items and again.failures == result.failures
+    fresh = run(_plan(gateway, model, items), tmp_path, progress=False, fresh=True)  # scored again: the cache
+    assert fresh.meta.calls == 0 and fresh.meta.cache_hits == 2 and fresh.items == result.items
+    assert len(list(tmp_path.glob("items.jsonl.old-*"))) == 1  # the journal fresh replaced is kept aside
+
+
+def test_a_run_killed_mid_way_resumes_without_scoring_a_finished_item_again(
+    gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    """An error that stops the run (here a bug on the third item) leaves the first two in items.jsonl; a
+    torn last line is ignored; the rerun scores only what is left, and the result equals one clean run."""
+    asked: list[str] = []
+
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        asked.append(prompt)
+        return "An answer"
+
+    items = ["Q0?", "Q1?", "Q2?", "Q3?"]
+    plan = _plan(gateway, scripted(respond, "scripted:kill"), items)
+    score = plan.score
+    plan.score = lambda q: (_ for _ in ()).throw(KeyboardInterrupt()) if q == "Q2?" else score(q)
+    with pytest.raises(KeyboardInterrupt):
+        run(plan, tmp_path, progress=False)
+    journal = tmp_path / "items.jsonl"
+    assert [json.loads(line).get("id") for line in journal.read_text().splitlines()] == [None, "question 0", "question 1"]
+    with journal.open("a") as f:
+        f.write('{"id": "question 2", "rec')  # a kill mid-write
+    asked.clear()
+    resumed = run(_plan(gateway, scripted(respond, "scripted:kill"), items), tmp_path, progress=False)
+    assert len(asked) == 2 and resumed.meta.calls == 2 and resumed.meta.params["resumed_items"] == 2
+    assert [i.id for i in resumed.items] == [f"question {k}" for k in range(4)]
+    clean = run(_plan(gateway, scripted(respond, "scripted:kill"), items), tmp_path / "clean", progress=False)
+    assert clean.items == resumed.items and clean.metrics == resumed.metrics
+
+
+def test_a_journal_of_other_settings_is_moved_aside_not_resumed(
+    gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    model = scripted(lambda _p, _q: "An answer", "scripted:other")
+    run(_plan(gateway, model, ["Q0?"]), tmp_path, progress=False, fingerprint="prompts A")
+    again = run(_plan(gateway, model, ["Q0?"]), tmp_path, progress=False, fingerprint="prompts B")
+    assert "resumed_items" not in again.meta.params and again.meta.cache_hits == 1
+    assert len(list(tmp_path.glob("items.jsonl.old-*"))) == 1
 
 
 def test_every_item_failing_is_one_error(gateway: Gateway, scripted: Any, tmp_path: Path) -> None:

@@ -342,7 +342,8 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
     assert set(json.loads((tmp_path / "results.json").read_text())) == set(BenchResult.model_fields)
     report = (tmp_path / "report.md").read_text()
     assert "theta_h = 0.6, theta_l = 0.2" in report and "-0.488" in report
-    again = run_clue_bench(tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
+    again_out = tmp_path / "again"  # another folder: no items to resume, every call from the cache
+    again = run_clue_bench(again_out, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
     assert again.meta.calls == 0 and again.meta.cache_hits == 12
     with pytest.raises(ValueError, match="theta"):
         run_clue_bench(

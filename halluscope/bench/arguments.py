@@ -6,27 +6,39 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.runner import BenchResult
+from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError
 from halluscope.scoring import CLUSTER_RULES
 
 
+def _no_shared_report(_results: Sequence[BenchResult], _out: Path) -> None:
+    """Each plan's own report is all there is."""
+
+
 @dataclass(frozen=True)
 class Benchmark:
-    """One `halluscope bench NAME`: ``arguments`` adds its flags, ``run`` runs it from the parsed flags
-    (``gateway()`` builds the gateway from the shared call flags), ``describe`` prints its results.
-    ``calls_models``: it takes the cache, prompt and call flags (the exactness check calls none)."""
+    """One `halluscope bench NAME`: ``arguments`` adds its flags, ``plans`` prepares its runs from the
+    parsed flags (``gateway()`` builds the gateway from the shared call flags; the same flags give the
+    same plans in a Ray worker), ``describe`` prints its results. ``finish`` writes what the plans share
+    once all ran; ``by_method``: each plan writes OUT/METHOD. ``calls_models``: it takes the cache,
+    prompt and call flags (the exactness check calls none)."""
 
     name: str
     help: str
     description: str
     arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, Callable[[], Gateway]], list[BenchResult]]
+    plans: Callable[[argparse.Namespace, Callable[[], Gateway]], list[Plan]]
     describe: Callable[[Sequence[BenchResult], argparse.Namespace], str]
+    finish: Callable[[Sequence[BenchResult], Path], None] = _no_shared_report
+    by_method: bool = False
     calls_models: bool = True
+
+    def out_dir(self, plan: Plan, out: str | Path) -> Path:
+        return Path(out) / plan.method if self.by_method else Path(out)
 
 
 def judge_options(p: argparse.ArgumentParser, who: str, strictness: bool) -> None:

@@ -355,13 +355,12 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
 
 
-def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     gw = gateway()
-    plan = clue_plan(
+    return [clue_plan(
         model=args.model, scorer=zero_shot_judge(args.judge, gw), gateway=gw, data=args.data, limit=args.limit,
         n=args.samples, theta_h=args.theta_h, theta_l=args.theta_l, prefilter=args.prefilter,
-    )  # fmt: skip
-    return [run(plan, args.out, not args.json)]
+    )]  # fmt: skip
 
 
 BENCHMARK = Benchmark(
@@ -371,6 +370,6 @@ BENCHMARK = Benchmark(
     "with each answer's concept scores, and detection of hallucinated concepts on D_R against the "
     "question-relevance baseline (macro and micro AUROC/AUPRC).",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=lambda results, _args: describe(results[0]),
 )

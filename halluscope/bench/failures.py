@@ -4,7 +4,7 @@ goes on, as ``detect_many`` does; the metrics rest on the items scored, and say 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from halluscope.errors import ModelUnavailableError
@@ -17,15 +17,6 @@ class Failures:
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
-
-    def attempt(self, item: Any, score: Callable[[], T]) -> T | None:
-        """``score()``, or None when its model calls failed for good (recorded against ``item``).
-        Anything else (a bug, a missing key) raises: it would fail every item the same way."""
-        try:
-            return score()
-        except ModelUnavailableError as exc:
-            self.items.append({"item": item, "error": str(exc)})
-            return None
 
     def __len__(self) -> int:
         return len(self.items)

@@ -431,15 +431,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
-def _from_args(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[BenchResult]:
-    plan = phr_plan(
+def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
+    return [phr_plan(
         args.task, model=args.model, ns=numbers(args.n, "--n", int), contexts=args.contexts, queries=args.queries,
         m=args.M, k=args.K, n_imagined=args.imagined, epsilons=numbers(args.epsilon, "--epsilon", float),
         eval_size=args.eval_size, exact=not args.draws and not args.sampled,
         responses="sampled" if args.sampled else "distribution", reuse_prefix=not args.no_prefix_reuse,
         seed=args.seed, data=args.data, gateway=gateway(),
-    )  # fmt: skip
-    return [run(plan, args.out, not args.json)]
+    )]  # fmt: skip
 
 
 def _describe(results: Sequence[BenchResult], _args: argparse.Namespace) -> str:
@@ -455,6 +454,6 @@ BENCHMARK = Benchmark(
     "against the empirical error rate at the high one. Defaults are the paper's budget; on a CPU try "
     "--contexts 8 --queries 5 --M 5.",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=_describe,
 )

@@ -152,11 +152,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
-def _from_args(args: argparse.Namespace, _gateway: Any) -> list[BenchResult]:
-    plan = phr_synthetic_plan(
-        numbers(args.n, "--n", int), args.problems, args.M, args.K, args.imagined, args.epsilon, args.seed
-    )
-    return [run(plan, args.out, not args.json)]
+def _plans(args: argparse.Namespace, _gateway: Any) -> list[Plan]:
+    ns = numbers(args.n, "--n", int)
+    return [phr_synthetic_plan(ns, args.problems, args.M, args.K, args.imagined, args.epsilon, args.seed)]
 
 
 BENCHMARK = Benchmark(
@@ -166,7 +164,7 @@ BENCHMARK = Benchmark(
     "mechanism computed exactly, against Algorithm 1 (and Algorithm 3's aleatoric entropy) run on "
     "the model's samples and log-probabilities only.",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=lambda results, _args: markdown_table(results[0].metrics["rows"], COLUMNS, digits=4),
     calls_models=False,
 )

@@ -228,8 +228,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=3, help="N: SelfCheck's regenerated passages, FIBE's exam answers")
 
 
-def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
-    return [run_planted(args.method, args.out, not args.json, model=args.model, gateway=gateway(), n=args.samples)]
+def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
+    return [planted_plan(args.method, model=args.model, gateway=gateway(), n=args.samples)]
 
 
 BENCHMARK = Benchmark(
@@ -237,6 +237,6 @@ BENCHMARK = Benchmark(
     help="our planted-falsehood biographies: does a method rank the false sentence riskiest",
     description=__doc__ or "",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=lambda results, _args: describe(results[0]),
 )

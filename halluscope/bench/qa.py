@@ -267,16 +267,15 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="only the first K questions")
 
 
-def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     if not args.model:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
     gw = gateway()
     options = {"judge": entailment_judge(args.judge, gw), "mode": mode_of(args, "strict")}
-    plan = qa_plan(
+    return [qa_plan(
         args.dataset, model=args.model, gateway=gw, data=args.data, limit=args.limit, n=args.samples,
         cluster_rule=args.cluster_rule, **options,
-    )  # fmt: skip
-    return [run(plan, args.out, not args.json)]
+    )]  # fmt: skip
 
 
 BENCHMARK = Benchmark(
@@ -285,6 +284,6 @@ BENCHMARK = Benchmark(
     description="Answer each question once at temperature 0.1 (graded against the dataset's answers) and "
     "M times at temperature 1 (scored by semantic entropy); report how well each score predicts wrong answers.",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=lambda results, _args: describe(results[0]),
 )

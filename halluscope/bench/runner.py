@@ -9,17 +9,20 @@ earlier run finished is replayed.
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from halluscope.backends.stats import CallStats
 from halluscope.bench.failures import Failures
 from halluscope.bench.report import write_json
+from halluscope.errors import ModelUnavailableError, redact_credentials
 from halluscope.results import RunMeta
 
 RESULTS = "results.json"
@@ -93,42 +96,183 @@ def summed_events(records: Sequence[Record]) -> dict[str, int]:
     return total
 
 
-def run(plan: Plan, out: str | Path, progress: bool = True) -> BenchResult:
+@dataclass
+class ItemOutcome:
+    """One item scored (its record), or failed for good (the reason), and the calls it cost: what a
+    worker sends back to the driver."""
+
+    record: Record | None
+    error: str | None = None
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def score_item(plan: Plan, item: Any) -> ItemOutcome:
+    """``plan.score(item)``; a provider that gave up is the item's failure, anything else (a bug) raises."""
+    before = plan.stats.snapshot()
+    try:
+        record = plan.score(item)
+    except ModelUnavailableError as exc:
+        return ItemOutcome(None, str(exc), plan.stats.since(before))
+    return ItemOutcome(record, None, plan.stats.since(before))
+
+
+class Executor(Protocol):
+    """Where a plan's items are scored: ``map`` calls ``on_result(index, outcome)`` as each finishes."""
+
+    def map(self, plan: Plan, indexes: Sequence[int], on_result: Callable[[int, ItemOutcome], None]) -> None: ...
+
+
+class InProcess:
+    """The items one after another in this process (each item's calls fan out in its graph)."""
+
+    def map(self, plan: Plan, indexes: Sequence[int], on_result: Callable[[int, ItemOutcome], None]) -> None:
+        for index in indexes:
+            on_result(index, score_item(plan, plan.items[index]))
+
+
+def run(
+    plan: Plan,
+    out: str | Path,
+    progress: bool = True,
+    executor: Executor | None = None,
+    fresh: bool = False,
+    fingerprint: str = "",
+) -> BenchResult:
     """Score every item of ``plan`` (a failed item is recorded and the rest go on), then write
-    results.json and the report into ``out``."""
+    results.json and the report into ``out``.
+
+    Each scored item is appended to ``out``/items.jsonl as it finishes; a rerun with the same plan
+    (params and ``fingerprint``, e.g. the prompt versions) skips the items found there, so a crash or a
+    Ctrl-C loses none. ``fresh``: score every item again (through the cache)."""
     from tqdm import tqdm  # looked up per run: a caller (a test) may swap the bar
 
+    out_dir = Path(out)
+    ids = [plan.item_id(item) for item in plan.items]
+    journal = Journal(out_dir / JOURNAL, _header(plan, fingerprint), fresh)
+    finished = {i for i, item_id in enumerate(ids) if item_id in journal.records}
+    if finished:
+        print(f"resumed {len(finished)} of {len(ids)} {plan.what}s already scored in {journal.path}", file=sys.stderr)
+    pending = [i for i in range(len(ids)) if i not in finished]
     failures = Failures()
-    kept: list[tuple[Any, Record]] = []
+    kept: dict[int, Record] = {i: journal.records[ids[i]] for i in finished}
     planned = plan.planned_calls if plan.counts_calls else None
-    total = sum(planned(i) for i in plan.items) if planned else None if plan.counts_calls else len(plan.items)
+    if planned:
+        total: int | None = sum(planned(plan.items[i]) for i in pending)
+    else:
+        total = None if plan.counts_calls else len(pending)
     unit = " call" if plan.counts_calls else f" {plan.what}"
+    local = executor is None or isinstance(executor, InProcess)
     with tqdm(total=total, desc=plan.method, unit=unit, disable=not progress) as bar:
-        plan.stats.on_reply = bar.update if plan.counts_calls else None
-        for k, item in enumerate(plan.items):
-            before = bar.n
-            record = failures.attempt(plan.item_id(item), partial(plan.score, item))
-            if record is not None:
-                kept.append((item, record))
-            if planned:  # an item with unreadable answers makes fewer calls than planned
-                bar.update(max(0, planned(item) - (bar.n - before)))
+        plan.stats.on_reply = bar.update if plan.counts_calls and local else None
+        done = 0
+
+        def on_result(index: int, outcome: ItemOutcome) -> None:
+            nonlocal done
+            if not local:  # the calls were counted in a worker: add them here
+                plan.stats.add(outcome.counts)
+                if plan.counts_calls:
+                    bar.update(replies(outcome.counts))
+            if outcome.record is None:
+                failures.items.append({"item": ids[index], "error": outcome.error})
+            else:  # as JSON gives it back: a fresh record and a resumed one read the same
+                kept[index] = json.loads(json.dumps(outcome.record))
+                journal.add(ids[index], outcome.record)
+            if planned and local:  # an item with unreadable answers makes fewer calls than planned
+                bar.update(max(0, planned(plan.items[index]) - replies(outcome.counts)))
             elif not plan.counts_calls:
                 bar.update(1)
-            bar.set_postfix(done=f"{k + 1}/{len(plan.items)}", failed=len(failures))
+            done += 1
+            bar.set_postfix(done=f"{done}/{len(pending)}", failed=len(failures))
+
+        try:
+            (executor or InProcess()).map(plan, pending, on_result)
+        finally:
+            journal.close()
     plan.stats.on_reply = None
+    position = {item_id: i for i, item_id in enumerate(ids)}
+    failures.items.sort(key=lambda f: position[f["item"]])
     failures.check_some_scored(len(kept), plan.what)
-    records = [record for _, record in kept]
+    order = sorted(kept)
+    records = [dict(kept[i]) for i in order]
     metrics = plan.summarise(records)
-    items = [BenchItem(id=plan.item_id(item), scores=record.pop("scores"), record=record) for item, record in kept]
+    items = [
+        BenchItem(id=ids[i], scores=record.pop("scores"), record=record)
+        for i, record in zip(order, records, strict=True)
+    ]
+    resumed = {"resumed_items": len(finished)} if finished else {}
     result = BenchResult(
         bench=plan.bench,
         params=plan.params,
-        meta=plan.stats.meta(plan.method, plan.events(records)),
+        meta=plan.stats.meta(plan.method, plan.events(records), **resumed),
         metrics=metrics,
         items=items,
         failures=failures.items,
     )
-    out_dir = Path(out)
     result.write(out_dir)
     plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
     return result
+
+
+JOURNAL = "items.jsonl"
+
+
+def _header(plan: Plan, fingerprint: str) -> dict[str, Any]:
+    """What an item's record depends on besides the item: a journal of another header is not resumed."""
+    body = {"journal": 1, "bench": plan.bench, "method": plan.method, "params": plan.params, "fingerprint": fingerprint}
+    return json.loads(json.dumps(body, sort_keys=True, default=str))
+
+
+class Journal:
+    """OUT/items.jsonl: a header line, then one line per scored item ({"id", "record"}), appended and
+    flushed as each item finishes. A journal of another run (another header) is moved aside, never
+    deleted; a torn last line (a kill mid-write) is ignored."""
+
+    def __init__(self, path: Path, header: dict[str, Any], fresh: bool) -> None:
+        self.path = path
+        self.records: dict[str, Record] = {}
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        if lines and (fresh or _line(lines[0]) != header):
+            aside = _unused(path.with_name(f"{path.name}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
+            path.rename(aside)
+            if not fresh:
+                print(f"{path} is of another run (other settings): moved aside to {aside.name}", file=sys.stderr)
+            lines = []
+        for line in lines[1:]:
+            entry = _line(line)
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("record"), dict):
+                self.records[entry["id"]] = entry["record"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("a", encoding="utf-8")
+        if not lines:
+            self._write(header)
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        self._file.write(redact_credentials(json.dumps(entry, ensure_ascii=False, sort_keys=True)) + "\n")
+        self._file.flush()
+
+    def add(self, item_id: str, record: Record) -> None:
+        self._write({"id": item_id, "record": record})
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def replies(counts: dict[str, Any]) -> int:
+    """Answers an item got, sent or from the cache (what the progress bar counts)."""
+    return int(counts.get("calls", 0)) + int(counts.get("cache_hits", 0))
+
+
+def _unused(path: Path) -> Path:
+    """``path``, or ``path``-2, -3 ... when it exists (a rename must not overwrite a kept journal)."""
+    candidate, k = path, 1
+    while candidate.exists():
+        k += 1
+        candidate = path.with_name(f"{path.name}-{k}")
+    return candidate
+
+
+def _line(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

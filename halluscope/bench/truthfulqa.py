@@ -503,10 +503,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     fewl_arguments(p)
 
 
-def _from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     _variant_list(args.method)  # an unknown variant fails before any call
-    plan = truthfulqa_plan(gateway=gateway(), data=args.data, limit=args.limit, **fewl_options(args))
-    return [run(plan, args.out, not args.json)]
+    return [truthfulqa_plan(gateway=gateway(), data=args.data, limit=args.limit, **fewl_options(args))]
 
 
 def _rank_arguments(p: argparse.ArgumentParser) -> None:
@@ -516,12 +515,10 @@ def _rank_arguments(p: argparse.ArgumentParser) -> None:
     fewl_arguments(p)
 
 
-def _rank_from_args(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[BenchResult]:
+def _rank_plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    plan = rank_plan(
-        models=models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **fewl_options(args)
-    )
-    return [run(plan, args.out, not args.json)]
+    options = fewl_options(args)
+    return [rank_plan(models=models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **options)]
 
 
 BENCHMARK = Benchmark(
@@ -530,7 +527,7 @@ BENCHMARK = Benchmark(
     description="Wei et al., Section 4.2: every labelled answer scored by FEWL; (a) best above the first "
     "incorrect answer, (b) best highest among all labelled answers; every ablation from one run.",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=lambda results, args: describe_truthfulqa(results[0], _variant_list(args.method)),
 )
 RANK_BENCHMARK = Benchmark(
@@ -539,6 +536,6 @@ RANK_BENCHMARK = Benchmark(
     description="Wei et al., Section 4.3: each model answers the questions, FEWL ranks the models; the "
     "ground truth is each model's MC1 accuracy (log-probs for local models, else asked).",
     arguments=_rank_arguments,
-    run=_rank_from_args,
+    plans=_rank_plans,
     describe=lambda results, _args: describe_rank(results[0]),
 )

@@ -389,9 +389,7 @@ def run_bench(
     out_dir = Path(out)
     plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge, only)
     results = [run(plan, out_dir / plan.method, progress) for plan in plans]
-    if len(results) == 1:
-        results[0].write(out_dir)
-    write_report(results, out_dir)
+    _finish(results, out_dir)
     return results
 
 
@@ -450,11 +448,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _from_args(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[BenchResult]:
+def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     gw = gateway()
     judge = entailment_judge(args.judge, gw) if args.judge else None
-    methods = args.method.split(",")
-    return run_bench(methods, args.out, args.data, args.limit, args.samples, not args.json, args.model, gw, judge)
+    return wikibio_plans(args.method.split(","), args.data, args.limit, args.samples, args.model, gw, judge)
+
+
+def _finish(results: Sequence[BenchResult], out: Path) -> None:
+    """OUT/results.json too when one method ran, and the shared report.md and PR/ROC PNGs."""
+    if len(results) == 1:
+        results[0].write(out)
+    write_report(results, out)
 
 
 BENCHMARK = Benchmark(
@@ -462,6 +466,8 @@ BENCHMARK = Benchmark(
     help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)",
     description="Sentence scores of the 238 GPT-3 passages against their human labels, per method.",
     arguments=_arguments,
-    run=_from_args,
+    plans=_plans,
     describe=lambda results, _args: describe(results),
+    finish=_finish,
+    by_method=True,
 )

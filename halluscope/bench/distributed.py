@@ -1,0 +1,67 @@
+"""A benchmark's items on a Ray cluster: each worker rebuilds the plan from the same flags (never a
+pickled graph, client or model) and scores the items it is given; the driver keeps the journal, the
+order, the failures and the call counts (``bench.runner.run``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
+from halluscope.bench.runner import ItemOutcome, Plan, score_item
+from halluscope.scale import LEASE_GRACE_S
+
+
+@dataclass(frozen=True)
+class _PlanJob:
+    """What a worker needs to rebuild plan number ``position`` of a benchmark: its name, the parsed
+    flags (plain values) and the driver's gateway (which travels as its settings)."""
+
+    benchmark: str
+    flags: dict[str, Any]
+    gateway: Gateway | None
+    position: int
+
+    def build(self) -> Callable[[int], ItemOutcome]:
+        from halluscope.bench.registry import BENCHMARKS
+
+        def gateway() -> Gateway:
+            if self.gateway is None:
+                raise RuntimeError(f"bench {self.benchmark} asked for a gateway it was not given")
+            return self.gateway
+
+        plan = BENCHMARKS[self.benchmark].plans(argparse.Namespace(**self.flags), gateway)[self.position]
+        return lambda index: score_item(plan, plan.items[index])
+
+
+class OnRay:
+    """``runner.Executor`` on Ray: ``workers`` actors (default: the cluster's CPUs), one item at a time each."""
+
+    def __init__(
+        self,
+        benchmark: str,
+        args: argparse.Namespace,
+        gateway: Gateway | None,
+        position: int,
+        address: str | None,
+        workers: int | None,
+    ) -> None:
+        flags = {k: v for k, v in vars(args).items() if k != "func"}  # the command's handler stays here
+        self.job = _PlanJob(benchmark, flags, gateway, position)
+        self.address = address
+        self.workers = workers
+        self.lease_s = (gateway.timeout if gateway is not None else DEFAULT_TIMEOUT) + LEASE_GRACE_S
+
+    def map(self, plan: Plan, indexes: Sequence[int], on_result: Callable[[int, ItemOutcome], None]) -> None:
+        from halluscope import scale
+
+        ray = scale.connect(self.address)
+        workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+        def done(position: int, value: ItemOutcome | scale.WorkerLost) -> None:
+            outcome = value if isinstance(value, ItemOutcome) else ItemOutcome(None, str(value))
+            on_result(indexes[position], outcome)
+
+        scale.ray_map(self.job, list(indexes), done, workers=workers, lease_s=self.lease_s, address=self.address)

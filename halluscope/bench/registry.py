@@ -1,0 +1,75 @@
+"""Every benchmark by name, and one way to run one from its parsed flags: in this process, or with its
+items spread over a Ray cluster (each worker rebuilds the same plans from the same flags)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from halluscope.backends.gateway import Gateway
+from halluscope.bench import clue, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
+from halluscope.bench.arguments import Benchmark
+from halluscope.bench.runner import BenchResult, Executor, run
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        wikibio.BENCHMARK,
+        qa.BENCHMARK,
+        phr_synthetic.BENCHMARK,
+        icl.BENCHMARK,
+        clue.BENCHMARK,
+        truthfulqa.BENCHMARK,
+        truthfulqa.RANK_BENCHMARK,
+        planted.BENCHMARK,
+    )
+}
+LOCAL_CLUSTER = "local"  # --ray with no address: a Ray instance started on this machine
+
+
+def run_benchmark(
+    benchmark: Benchmark,
+    args: argparse.Namespace,
+    gateway: Callable[[], Gateway],
+    *,
+    ray: str | None = None,
+    workers: int | None = None,
+    fresh: bool = False,
+) -> list[BenchResult]:
+    """Every plan of ``benchmark`` for these flags, each into its folder (resuming the items found
+    there unless ``fresh``), then what they share. ``ray``: a cluster address ('auto',
+    'ray://host:port') or LOCAL_CLUSTER, to score the items on ``workers`` Ray actors."""
+    shared = _once(gateway)
+    plans = benchmark.plans(args, shared)
+    fingerprint = _prompts_of(shared()) if benchmark.calls_models else ""
+    results = []
+    for position, plan in enumerate(plans):
+        executor: Executor | None = None
+        if ray is not None:
+            from halluscope.bench.distributed import OnRay
+
+            address = None if ray == LOCAL_CLUSTER else ray
+            gw = shared() if benchmark.calls_models else None
+            executor = OnRay(benchmark.name, args, gw, position, address, workers)
+        out = benchmark.out_dir(plan, args.out)
+        results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
+    benchmark.finish(results, Path(args.out))
+    return results
+
+
+def _prompts_of(gateway: Gateway) -> str:
+    """What the prompts make of a call: their versions and texts, and whether user text is fenced."""
+    return gateway.registry.fingerprint() + ("+delimit" if gateway.delimit else "")
+
+
+def _once(make: Callable[[], Gateway]) -> Callable[[], Gateway]:
+    """``make()`` called at most once: every plan of a run shares one gateway."""
+    made: list[Gateway] = []
+
+    def once() -> Gateway:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return once
