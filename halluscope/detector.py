@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +19,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from halluscope.backends.gateway import ModelLike, model_name
+from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
+from halluscope.backends.limits import PROCESS_LOCAL_MODELS
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import (
@@ -36,6 +37,7 @@ from halluscope.graphs import (
 )
 from halluscope.graphs.method import Method
 from halluscope.results import DetectionResult, RunMeta
+from halluscope.scale import WorkerLost
 from halluscope.text import checked_text, checked_texts
 
 # FIBE's variants are methods of their own ('fibe+sbc+dq'), as on the command line
@@ -154,34 +156,111 @@ class Detector:
         return await asyncio.to_thread(self.detect, **item)
 
     def detect_many(
-        self, items: Iterable[Mapping[str, Any]], concurrency: int = 4, progress: bool = True
+        self,
+        items: Iterable[Mapping[str, Any]],
+        concurrency: int = 4,
+        progress: bool = True,
+        *,
+        executor: str = "thread",
+        address: str | None = None,
+        workers: int | None = None,
     ) -> list[DetectionResult]:
-        """Every item, ``concurrency`` at a time, results in input order. An item that fails (bad input,
-        a provider error, an unreadable answer) comes back as a result whose ``error`` says why, and
-        the others go on; calls already answered stay in the cache."""
+        """Every item, results in input order. An item that fails (bad input, a provider error, an
+        unreadable answer) comes back as a result whose ``error`` says why, and the others go on; calls
+        already answered stay in the cache.
+
+        ``executor="thread"``: ``concurrency`` items at a time in this process. ``executor="ray"``: the
+        items spread over ``workers`` Ray actors (default: the cluster's CPUs), ``concurrency`` at a time
+        in each; ``address`` is an existing cluster ('auto', 'ray://host:port'), None starts a local one.
+        The detector travels to the workers as settings, so its models must be spec strings."""
         batch = list(items)
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        if executor not in EXECUTORS:
+            raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
         results: list[DetectionResult | None] = [None] * len(batch)
         bar = tqdm(total=len(batch), desc=f"{self.method}", unit="item", disable=not progress)
 
-        def one(index: int) -> None:
-            started = time.monotonic()
-            try:
-                results[index] = self._calibrated(self.spec.detect(**self.arguments(batch[index])))
-            except HalluscopeError as exc:  # a bad input or a provider that gave up: data, recorded on that item
-                meta = RunMeta(method=self.method, seconds=time.monotonic() - started)
-                results[index] = DetectionResult(
-                    method=self.method, units=[], meta=meta, error=f"{type(exc).__name__}: {exc}"
-                )
+        def done(index: int, result: DetectionResult | WorkerLost) -> None:
+            if isinstance(result, WorkerLost):
+                result = self._failed(result, 0.0)
+            results[index] = result
             bar.update(1)
 
-        with bar, ThreadPoolExecutor(max_workers=concurrency) as pool:
-            list(pool.map(one, range(len(batch))))
-        done = [r for r in results if r is not None]
-        if len(done) != len(batch):  # every item is scored or recorded as failed: none may be lost
-            raise RuntimeError(f"detect_many lost {len(batch) - len(done)} of {len(batch)} items")
-        return done
+        with bar:
+            if executor == "ray":
+                self._on_ray(batch, done, concurrency, address, workers)
+            else:
+                with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                    list(pool.map(lambda i: done(i, self.scored(batch[i])), range(len(batch))))
+        finished = [r for r in results if r is not None]
+        if len(finished) != len(batch):  # every item is scored or recorded as failed: none may be lost
+            raise RuntimeError(f"detect_many lost {len(batch) - len(finished)} of {len(batch)} items")
+        return finished
+
+    def scored(self, item: Mapping[str, Any]) -> DetectionResult:
+        """``detect(**item)``, with a bad input or a provider that gave up recorded on the result."""
+        started = time.monotonic()
+        try:
+            return self._calibrated(self.spec.detect(**self.arguments(item)))
+        except HalluscopeError as exc:
+            return self._failed(exc, time.monotonic() - started)
+
+    def _failed(self, exc: Exception, seconds: float) -> DetectionResult:
+        meta = RunMeta(method=self.method, seconds=seconds)
+        return DetectionResult(method=self.method, units=[], meta=meta, error=f"{type(exc).__name__}: {exc}")
+
+    def _on_ray(
+        self,
+        batch: list[Mapping[str, Any]],
+        done: Callable[[int, Any], None],
+        concurrency: int,
+        address: str | None,
+        workers: int | None,
+    ) -> None:
+        from halluscope import scale
+
+        ray = scale.connect(address)
+        try:
+            ray.cloudpickle.dumps(self)
+        except Exception as exc:  # a client, a loaded model or a lock among the options
+            raise ConfigError(
+                f"the ray executor sends the {self.method} detector to its workers, and one of its options "
+                f"cannot travel ({type(exc).__name__}: {exc}); give models and judges as spec strings"
+            ) from exc
+        model = self.options.get(self.spec.model_field)
+        local = isinstance(model, str) and model.startswith(PROCESS_LOCAL_MODELS)
+        count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        scale.ray_map(
+            _DetectJob(self),
+            batch,
+            done,
+            workers=count,
+            per_worker=concurrency,
+            cpus_per_worker=1.0 if local else 0.0,  # a local model computes; an API model waits
+            lease_s=self._timeout() + scale.LEASE_GRACE_S,
+            address=address,
+        )
+
+    def _timeout(self) -> float:
+        gateway = self.options.get("gateway")
+        return float(getattr(gateway, "timeout", DEFAULT_TIMEOUT))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (Detector, (self.method, dict(self.options), self.calibration))
+
+
+EXECUTORS = ("thread", "ray")
+
+
+@dataclass(frozen=True)
+class _DetectJob:
+    """A Ray worker's share of detect_many: the detector, scored item by item."""
+
+    detector: Detector
+
+    def build(self) -> Callable[[Mapping[str, Any]], DetectionResult]:
+        return self.detector.scored
 
 
 def detector(

@@ -13,11 +13,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-class StubAPI:
-    """Answers every request with ``answer``; ``fail_next(status, n)`` makes the next n requests fail."""
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # many clients at once (a cluster's workers) must not find the backlog full
 
-    def __init__(self, answer: str = "Yes") -> None:
+
+class StubAPI:
+    """Answers every request with ``answer``; ``fail_next(status, n)`` makes the next n requests fail;
+    ``latency`` seconds pass before each answer, and ``peak_in_flight`` is the most requests it ever
+    held at once (what a concurrency limit bounds)."""
+
+    def __init__(self, answer: str = "Yes", latency: float = 0.0) -> None:
         self.answer = answer
+        self.latency = latency
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self.answers_by_content: dict[str, str] = {}  # a prompt that contains a key is answered with its value
         self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
         self.requests: list[dict[str, Any]] = []
@@ -31,6 +40,17 @@ class StubAPI:
                 pass
 
             def do_POST(self) -> None:
+                with stub._lock:
+                    stub.in_flight += 1
+                    stub.peak_in_flight = max(stub.peak_in_flight, stub.in_flight)
+                try:
+                    time.sleep(stub.latency)
+                    self._answer()
+                finally:
+                    with stub._lock:
+                        stub.in_flight -= 1
+
+            def _answer(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with stub._lock:
                     stub.requests.append(
@@ -69,7 +89,7 @@ class StubAPI:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that timed out
                     self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

@@ -10,29 +10,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench import calibrate, clue, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
+from halluscope.bench import calibrate
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
 from halluscope.bench.runner import BenchResult
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import parse_ref
-
-BENCHMARKS = (
-    wikibio.BENCHMARK,
-    qa.BENCHMARK,
-    phr_synthetic.BENCHMARK,
-    icl.BENCHMARK,
-    clue.BENCHMARK,
-    truthfulqa.BENCHMARK,
-    truthfulqa.RANK_BENCHMARK,
-    planted.BENCHMARK,
-)
+from halluscope.scale import RAY_INSTALL
 
 
 def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
     """Run it; print its lines (or the BenchResults without their items as JSON) and each failed item
     on stderr; the exit code says whether any failed."""
-    results: Sequence[BenchResult] = benchmark.run(args, partial(gateway_of, args))
+    if args.workers is not None and args.ray is None:
+        raise ConfigError("--workers sizes the Ray actor pool: give it with --ray")
+    results: Sequence[BenchResult] = run_benchmark(
+        benchmark, args, partial(gateway_of, args), ray=args.ray, workers=args.workers, fresh=args.fresh
+    )
     status = report_failures([f for r in results for f in r.failures], results[0].bench)
     if args.json:
         shown = [r.model_dump(mode="json", exclude={"items"}) for r in results]
@@ -100,12 +95,31 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def scale_options(p: argparse.ArgumentParser) -> None:
+    """--ray, --workers and --fresh: where the items run, and whether finished ones are scored again."""
+    g = p.add_argument_group("scale out and resume")
+    g.add_argument(
+        "--ray",
+        nargs="?",
+        const=LOCAL_CLUSTER,
+        metavar="ADDRESS",
+        help="score the items on a Ray cluster: ADDRESS 'auto' or ray://HOST:PORT, none to start one here "
+        f"(needs {RAY_INSTALL})",
+    )
+    g.add_argument("--workers", type=int, metavar="N", help="Ray worker actors (default: the cluster's CPUs)")
+    g.add_argument(
+        "--fresh",
+        action="store_true",
+        help="score every item again (through the cache) instead of resuming the items OUT/items.jsonl holds",
+    )
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """`bench BENCHMARK` for each protocol."""
     bench = sub.add_parser("bench", help="run a paper's benchmark protocol").add_subparsers(
         dest="bench_command", required=True, metavar="BENCHMARK"
     )
-    for benchmark in BENCHMARKS:
+    for benchmark in BENCHMARKS.values():
         parents = [common] if benchmark.calls_models else []
         p = bench.add_parser(benchmark.name, parents=parents, help=benchmark.help, description=benchmark.description)
         benchmark.arguments(p)
@@ -113,6 +127,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             "--out", default=f"out/{benchmark.name}", help=f"output directory (default out/{benchmark.name})"
         )
         p.add_argument("--json", action="store_true")
+        scale_options(p)
         if benchmark.calls_models:  # the exactness check reads no data and calls no model
             data_option(p)
             p.add_argument(

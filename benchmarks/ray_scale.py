@@ -1,0 +1,143 @@
+"""detect_many on Ray against the thread executor, with a model that takes 200 ms a call.
+
+400 items of SelfCheck-Prompt on given samples (2 sentences x 2 samples: 4 calls of one stage, fanned
+out) against the project's OpenAI-compatible stub server on 127.0.0.1. Each worker scores one item at
+a time (``concurrency=1``), so an item takes one call's latency and W workers finish W items per
+latency: the critical-path bound is items x latency / W. The model's cluster-wide limit (64) never
+binds. Wall times include starting the worker actors (each imports halluscope once); Ray's per-item
+overhead is (wall - bound) x W / items. Then the same 400 items again, every call from the cache: the
+local disk cache against a real redis-server on 127.0.0.1.
+
+    .venv/bin/python benchmarks/ray_scale.py [--items 400] [--latency 0.2] [--workers 1,2,4] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import halluscope
+from halluscope.backends.cache import open_cache
+from halluscope.backends.gateway import Gateway
+from halluscope.errors import CacheError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
+from tests.stub_servers import StubAPI  # noqa: E402
+
+LIMIT = 64  # the model's concurrency limit: high enough never to bind here
+
+
+def items(n: int) -> list[dict[str, Any]]:
+    return [
+        {"text": f"Person {i} was born in Ulm. Person {i} played the violin.", "samples": ["Born in Ulm.", "A violin."]}
+        for i in range(n)
+    ]
+
+
+def redis_server(directory: str) -> tuple[subprocess.Popen[bytes], str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server is not installed (apt-get install redis-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    for _ in range(200):
+        try:
+            open_cache(url).close()
+            return server, url
+        except CacheError:
+            time.sleep(0.1)
+    server.kill()
+    sys.exit(f"redis-server did not answer on {url}")
+
+
+def timed(det: Any, batch: list[dict[str, Any]], **how: Any) -> tuple[float, list[Any]]:
+    start = time.perf_counter()
+    results = det.detect_many(batch, concurrency=1, progress=False, **how)
+    return time.perf_counter() - start, results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--items", type=int, default=400)
+    ap.add_argument("--latency", type=float, default=0.2, help="seconds per model call (default 0.2)")
+    ap.add_argument("--workers", default="1,2,4", help="Ray worker counts (default 1,2,4)")
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args()
+    import ray
+
+    ray.init(include_dashboard=False, log_to_driver=False, namespace="halluscope")
+    batch = items(args.items)
+    rows: list[dict[str, Any]] = []
+    with StubAPI(latency=args.latency) as stub, tempfile.TemporaryDirectory() as tmp:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+
+        def detector(cache: Any) -> Any:
+            return halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=cache, concurrency=LIMIT))
+
+        def row(executor: str, workers: int, wall: float, results: list[Any], cache: str) -> None:
+            calls = sum(r.meta.calls for r in results)
+            bound = args.items * args.latency / workers if calls else 0.0  # a cached rerun waits on no model
+            rows.append(
+                {
+                    "executor": executor,
+                    "workers": workers,
+                    "cache": cache,
+                    "items": len(results),
+                    "failed": sum(not r.ok for r in results),
+                    "calls": calls,
+                    "wall_s": round(wall, 2),
+                    "bound_s": round(bound, 2),
+                    "wall_over_bound": round(wall / bound, 2) if bound else None,
+                    "overhead_ms_per_item": round(1000 * (wall - bound) * workers / args.items, 1),
+                }
+            )
+            print(rows[-1], flush=True)
+
+        wall, results = timed(detector(None), batch)
+        row("thread", 1, wall, results, "none")
+        for workers in [int(w) for w in args.workers.split(",")]:
+            wall, results = timed(detector(None), batch, executor="ray", workers=workers)
+            row("ray", workers, wall, results, "none")
+        server, url = redis_server(tmp)
+        try:
+            for name, location in (("disk", f"{tmp}/calls"), ("redis", url)):
+                timed(detector(open_cache(location)), batch, executor="ray", workers=4)  # fill the cache
+                wall, results = timed(detector(open_cache(location)), batch)  # a rerun: another cache client
+                row("thread rerun", 1, wall, results, name)
+                wall, results = timed(detector(open_cache(location)), batch, executor="ray", workers=4)
+                row("ray rerun", 4, wall, results, name)
+        finally:
+            server.kill()
+    ray.shutdown()
+    print(
+        f"\ndetect_many, SelfCheck-Prompt on given samples (4 calls an item), {args.items} items, "
+        f"{args.latency * 1000:.0f} ms a call, one item at a time per worker "
+        f"({platform.machine()}, {platform.python_version()}, Ray {ray.__version__})"
+    )
+    columns = [("executor", 12), ("workers", 7), ("cache", 5), ("calls", 5), ("failed", 6), ("wall_s", 7)]
+    columns += [("bound_s", 7), ("wall_over_bound", 15), ("overhead_ms_per_item", 20)]
+    print(" ".join(f"{name:>{width}}" for name, width in columns))
+    for r in rows:
+        print(" ".join(f"{r[name]!s:>{width}}" for name, width in columns))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "ray_scale.json"
+    path.write_text(json.dumps({"latency_s": args.latency, "limit": LIMIT, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""Scale-out on a Ray cluster: the same detector or benchmark, its items spread over worker actors.
+
+What runs where:
+- The driver (your process) keeps the order of the items, the progress bar, the per-item failure
+  records and the resume journal; it sends each worker a *job* (a detector, or the recipe of a
+  benchmark plan), never a graph, a client or a model.
+- Each worker actor builds the job once (its graph per item, its gateway from the driver's gateway
+  settings, a local model loaded once per actor) and scores the items it is given, ``per_worker``
+  at a time.
+- One named actor per API model holds that model's concurrency limit for the whole cluster; every
+  worker's gateway takes a slot from it for the length of one request (retries and backoff stay in
+  the gateway). A slot is a lease that runs out, so a worker killed mid-request cannot keep it.
+- The call cache is shared when it is a Redis server (``HALLUSCOPE_CACHE_URL=redis://...``); a
+  directory cache is shared only by the workers of one machine.
+
+A worker that dies is restarted by Ray and its items are retried; an item that still cannot finish
+comes back as a failure (``WorkerLost``), never as a missing result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Protocol
+
+from halluscope.backends.limits import use_shared_limits
+from halluscope.errors import ConfigError, HalluscopeError
+
+RAY_INSTALL = "pip install 'halluscope[ray]'"
+NAMESPACE = "halluscope"
+LEASE_GRACE_S = 30.0  # a slot outlives the request timeout by this much before it is taken back
+
+
+class WorkerLost(HalluscopeError):
+    """A Ray worker died while scoring an item, and Ray's retries did not bring it back."""
+
+
+class Job(Protocol):
+    """What a worker builds once and then calls per item: picklable plain settings, never a graph."""
+
+    def build(self) -> Callable[[Any], Any]: ...
+
+
+def ray_module() -> Any:
+    """The ``ray`` package, or a clear error naming the extra to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(f"the ray executor needs Ray: {RAY_INSTALL} ({exc})") from exc
+    return ray
+
+
+def connect(address: str | None) -> Any:
+    """Join the cluster at ``address`` ('auto', 'ray://host:port') or start a local one (None); a process
+    already connected stays as it is. HALLUSCOPE_* settings travel to the workers."""
+    ray = ray_module()
+    if not ray.is_initialized():
+        env = {k: v for k, v in os.environ.items() if k.startswith("HALLUSCOPE_")}
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            runtime_env={"env_vars": env} if env else None,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+    return ray
+
+
+# ---------------------------------------------------------------- cluster-wide limits
+
+
+class ClusterLimiter:
+    """A model's limit held by its named actor: ``slot()`` leases one for one request."""
+
+    def __init__(self, actor: Any, lease_s: float) -> None:
+        self._actor = actor
+        self._lease_s = lease_s
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        ray = ray_module()
+        token = uuid.uuid4().hex
+        ray.get(self._actor.acquire.remote(token, self._lease_s))
+        try:
+            yield
+        finally:
+            self._actor.release.remote(token)
+
+    @asynccontextmanager
+    async def aslot(self) -> AsyncIterator[None]:
+        token = uuid.uuid4().hex
+        await self._actor.acquire.remote(token, self._lease_s)
+        try:
+            yield
+        finally:
+            self._actor.release.remote(token)
+
+
+@functools.cache
+def _limit_actor_class() -> Any:
+    ray = ray_module()
+
+    @ray.remote(num_cpus=0, max_concurrency=10_000)
+    class ModelLimit:
+        """One model's slots for the whole cluster: at most ``limit`` leases at once; a lease not given
+        back within its time (a worker killed mid-request) is taken back."""
+
+        def __init__(self, limit: int) -> None:
+            import asyncio
+
+            self.limit = limit
+            self.leases: dict[str, float] = {}
+            self.peak = 0
+            self.cond = asyncio.Condition()
+
+        def _expire(self) -> None:
+            now = time.monotonic()
+            for token in [t for t, deadline in self.leases.items() if deadline < now]:
+                del self.leases[token]
+
+        async def acquire(self, token: str, lease_s: float) -> None:
+            import asyncio
+
+            async with self.cond:
+                while True:
+                    self._expire()
+                    if len(self.leases) < self.limit:
+                        self.leases[token] = time.monotonic() + lease_s
+                        self.peak = max(self.peak, len(self.leases))
+                        return
+                    # woken by a release, or every second to take back expired leases
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.cond.wait(), timeout=1.0)
+
+        async def release(self, token: str) -> None:
+            async with self.cond:
+                self.leases.pop(token, None)
+                self.cond.notify()
+
+        async def state(self) -> dict[str, int]:
+            return {"limit": self.limit, "in_use": len(self.leases), "peak": self.peak}
+
+    return ModelLimit
+
+
+def _limit_name(model: str, limit: int) -> str:
+    return f"limit:{model}:{limit}"
+
+
+def limit_actor(model: str, limit: int) -> Any:
+    """The named actor holding ``model``'s limit (made by the first worker that needs it; detached, so it
+    outlives that worker)."""
+    return (
+        _limit_actor_class()
+        .options(name=_limit_name(model, limit), namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
+        .remote(limit)
+    )
+
+
+def limit_state(model: str, limit: int) -> dict[str, int]:
+    """The limit, the leases held now and the most ever held at once, of ``model`` on this cluster."""
+    ray = ray_module()
+    return ray.get(ray.get_actor(_limit_name(model, limit), namespace=NAMESPACE).state.remote())
+
+
+def use_cluster_limits(lease_s: float) -> None:
+    """In this worker process, every gateway takes an API model's slots from the cluster's actor."""
+    actors: dict[str, ClusterLimiter] = {}
+
+    def limiter(model: str, limit: int) -> ClusterLimiter:
+        if model not in actors:
+            actors[model] = ClusterLimiter(limit_actor(model, limit), lease_s)
+        return actors[model]
+
+    use_shared_limits(limiter)
+
+
+# ---------------------------------------------------------------- the worker pool
+
+
+@functools.cache
+def _worker_class() -> Any:
+    ray = ray_module()
+
+    @ray.remote
+    class Worker:
+        """Builds its job once; scores items, ``max_concurrency`` at a time."""
+
+        def __init__(self, job: Job, lease_s: float) -> None:
+            use_cluster_limits(lease_s)
+            self._score = job.build()
+
+        def score(self, payload: Any) -> Any:
+            return self._score(payload)
+
+        def pid(self) -> int:
+            return os.getpid()
+
+    return Worker
+
+
+def ray_map(
+    job: Job,
+    payloads: Sequence[Any],
+    on_result: Callable[[int, Any], None],
+    *,
+    workers: int,
+    per_worker: int = 1,
+    cpus_per_worker: float = 1.0,
+    lease_s: float = 150.0,
+    address: str | None = None,
+    on_start: Callable[[list[Any]], None] | None = None,
+) -> None:
+    """Score every payload on ``workers`` actors and call ``on_result(position, value)`` on the driver as
+    each finishes (any order); a payload whose worker died for good gives a ``WorkerLost`` value. An
+    error the job raises (a bug) is raised here. ``on_start`` sees the actors (tests kill one)."""
+    if workers < 1:
+        raise ConfigError(f"workers must be at least 1, got {workers}")
+    if per_worker < 1:
+        raise ConfigError(f"items per worker must be at least 1, got {per_worker}")
+    ray = connect(address)
+    worker_class = _worker_class().options(
+        num_cpus=cpus_per_worker, max_concurrency=per_worker, max_restarts=2, max_task_retries=2
+    )
+    actors = [worker_class.remote(job, lease_s) for _ in range(min(workers, max(1, len(payloads))))]
+    if on_start is not None:
+        on_start(actors)
+    slots = len(actors) * per_worker
+    pending: dict[Any, int] = {}
+    queue = iter(enumerate(payloads))
+    turn = 0
+
+    def submit() -> bool:
+        nonlocal turn
+        nxt = next(queue, None)
+        if nxt is None:
+            return False
+        position, payload = nxt
+        pending[actors[turn % len(actors)].score.remote(payload)] = position
+        turn += 1
+        return True
+
+    try:
+        while len(pending) < slots and submit():
+            pass
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            position = pending.pop(done[0])
+            on_result(position, _outcome(ray, done[0]))
+            submit()
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+def _outcome(ray: Any, ref: Any) -> Any:
+    """The item's value, a WorkerLost when its worker died for good, or the job's own error raised."""
+    try:
+        return ray.get(ref)
+    except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
+        return WorkerLost(f"its Ray worker died and Ray's retries gave up ({type(exc).__name__})")
+    except ray.exceptions.RayTaskError as exc:
+        raise exc.as_instanceof_cause() from None

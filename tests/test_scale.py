@@ -1,0 +1,227 @@
+"""Scale-out on real parts: a two-node Ray cluster on this machine, a real redis-server on 127.0.0.1, and
+the OpenAI-compatible stub server with latency. Ray and the redis client come with the `ray` extra
+(the README's test command installs it); redis-server is Debian's package (`.ci/run` installs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import halluscope
+from halluscope import scale
+from halluscope.backends.cache import RedisCache, open_cache
+from halluscope.backends.gateway import Gateway
+from halluscope.bench.planted import BIOGRAPHIES
+from halluscope.bench.runner import BenchResult
+from halluscope.cli import main
+from halluscope.detector import _DetectJob
+from halluscope.errors import CacheError, ConfigError
+from tests.stub_servers import StubAPI
+
+ray = pytest.importorskip("ray", reason="Ray comes with the ray extra: pip install -e '.[dev,local,ray]'")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A head node and a second node, two CPUs each, as separate raylets on this machine."""
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    c.add_node(num_cpus=2)
+    ray.init(address=c.address, namespace=scale.NAMESPACE, log_to_driver=False)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A real redis-server on a free port of 127.0.0.1, persisting nothing; returned once it answers."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server (.ci/run does)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    server = subprocess.Popen([*argv, "--dir", str(directory)], stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            open_cache(url).close()
+            return server, url
+        except CacheError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    server, url = _start_redis(tmp_path)
+    yield url
+    server.kill()
+    server.wait()
+
+
+def _items(n: int) -> list[dict[str, Any]]:
+    """SelfCheck-Prompt items on given samples: 2 sentences x 2 samples = 4 calls each; item 3 is blank."""
+    items = [
+        {"text": f"Person {i} was born in Ulm. Person {i} played the violin.", "samples": ["Born in Ulm.", "A violin."]}
+        for i in range(n)
+    ]
+    if n > 3:
+        items[3] = {"text": "  ", "samples": ["x"]}
+    return items
+
+
+def _scores(results: list[Any]) -> list[Any]:
+    return [([u.score for u in r.units], r.error) for r in results]
+
+
+def test_ray_gives_the_thread_executors_results_in_order_under_one_cluster_limit(cluster: Any) -> None:
+    """4 workers of 4 items each would send 16 requests at once; the model's cluster-wide limit of 3 holds."""
+    with StubAPI(latency=0.05) as stub:
+        stub.answers_by_content = {"Person 1 ": "No", "Person 2 was born": "No"}
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None, concurrency=3))
+        items = _items(12)
+        threaded = det.detect_many(items, concurrency=4, progress=False)
+        sent = len(stub.requests)
+        stub.peak_in_flight = 0
+        on_ray = det.detect_many(items, concurrency=4, progress=False, executor="ray", workers=4)
+        assert len(stub.requests) == 2 * sent == 2 * 11 * 4
+        assert 1 < stub.peak_in_flight <= 3
+    assert _scores(on_ray) == _scores(threaded)
+    assert [[u.score for u in r.units] for r in on_ray[:3]] == [[0.0, 0.0], [1.0, 1.0], [1.0, 0.0]]
+    assert on_ray[3].error is not None and "empty" in on_ray[3].error and on_ray[4].ok
+    assert scale.limit_state(spec, 3)["peak"] <= 3
+
+
+def test_a_killed_worker_loses_no_item(cluster: Any) -> None:
+    """kill -9 of a worker's process mid-batch: Ray restarts the actor and retries its items; every item
+    comes back, scored or recorded as failed."""
+    with StubAPI(latency=0.2) as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None, concurrency=8))
+        items = _items(16)
+        results: dict[int, Any] = {}
+        killed: list[int] = []
+
+        def kill_one(actors: list[Any]) -> None:
+            pid = ray.get(actors[0].pid.remote())
+
+            def later() -> None:
+                time.sleep(1.0)
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+            threading.Thread(target=later, daemon=True).start()
+
+        scale.ray_map(
+            _DetectJob(det), items, results.__setitem__, workers=2, per_worker=2, cpus_per_worker=0, on_start=kill_one
+        )
+    assert killed and sorted(results) == list(range(16))
+    for value in results.values():
+        assert isinstance(value, scale.WorkerLost) or value.units or value.error
+
+
+def test_a_rerun_on_another_process_replays_every_call_from_redis(cluster: Any, redis_url: str) -> None:
+    with StubAPI(latency=0.02) as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        cache = open_cache(redis_url)
+        det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=cache, concurrency=4))
+        first = det.detect_many(_items(8), progress=False, executor="ray", workers=2)
+        sent = len(stub.requests)
+        assert sent == 7 * 4 and len(cache) == sent  # the workers wrote every answer to the server
+        elsewhere = halluscope.detector(
+            "selfcheck-prompt", model=spec, gateway=Gateway(cache=open_cache(redis_url), concurrency=4)
+        )
+        again = elsewhere.detect_many(_items(8), progress=False)  # this process, another cache client
+        assert len(stub.requests) == sent and _scores(again) == _scores(first)
+        assert sum(r.meta.cache_hits for r in again) == sent and sum(r.meta.calls for r in again) == 0
+
+
+def test_redis_down_mid_run_goes_on_uncached_with_one_warning(tmp_path: Path) -> None:
+    server, url = _start_redis(tmp_path)
+    try:
+        cache = RedisCache(url)
+        with StubAPI() as stub:
+            spec = f"openai-compatible:{stub.base_url}/v1#stub"
+            det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=cache, concurrency=2))
+            assert det.detect_many(_items(1), progress=False)[0].ok and len(cache) == 4
+            server.kill()
+            server.wait()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                results = det.detect_many(_items(6)[4:], progress=False)
+            assert all(r.ok for r in results) and len(stub.requests) == 4 + 2 * 4
+            assert len([w for w in caught if "uncached" in str(w.message)]) == 1 and cache.down
+    finally:
+        server.kill()
+    with pytest.raises(CacheError, match=f"cannot open the call cache at {url}"):
+        RedisCache(url)
+
+
+def test_bench_wikibio_on_ray_reproduces_the_single_process_numbers(
+    cluster: Any, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "12", "--data", str(data_dir), "--json"]
+    assert main([*argv, "--out", str(tmp_path / "one")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "ray"), "--ray", "--workers", "3"]) == 0
+    capsys.readouterr()
+    one, on_ray = BenchResult.read(tmp_path / "one"), BenchResult.read(tmp_path / "ray")
+    assert on_ray.metrics == one.metrics and on_ray.items == one.items and len(one.items) == 12
+
+
+def test_a_driver_killed_mid_bench_redoes_no_finished_item(tmp_path: Path) -> None:
+    """kill -9 of `halluscope bench planted` once it journalled two biographies; the rerun asks the stub
+    only for the biographies left (no cache: every call it makes reaches the server)."""
+    with StubAPI(latency=0.15) as stub:
+        out = tmp_path / "planted"
+        argv = [
+            sys.executable, "-m", "halluscope.cli", "bench", "planted", "--method", "selfcheck-prompt", "--samples", "1",
+            "--model", f"openai-compatible:{stub.base_url}/v1#stub", "--no-cache", "--out", str(out),
+        ]  # fmt: skip
+        driver = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        journal = out / "items.jsonl"
+        deadline = time.monotonic() + 120
+        while not (journal.is_file() and len(journal.read_text().splitlines()) >= 3):
+            assert driver.poll() is None and time.monotonic() < deadline, "the bench ended before the kill"
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        while stub.in_flight:  # requests the killed driver had sent are counted before the rerun's
+            time.sleep(0.05)
+        finished = [json.loads(line)["id"] for line in journal.read_text().splitlines()[1:] if line.endswith("}")]
+        before = len(stub.requests)
+        rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resumed {len(finished)} of {len(BIOGRAPHIES)}" in rerun.stderr
+    left = [b for b in BIOGRAPHIES if b.person not in finished]
+    assert len(stub.requests) - before == sum(1 + len(b.sentences) for b in left)  # a passage + a check a sentence
+    assert len(BenchResult.read(out).items) == len(BIOGRAPHIES)
+
+
+def test_the_ray_executor_without_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    det = halluscope.detector("selfcheck-unigram")
+    with pytest.raises(ConfigError, match=r"pip install 'halluscope\[ray\]'"):
+        det.detect_many([{"text": "A.", "samples": ["A."]}], executor="ray")
+    with pytest.raises(ConfigError, match="executor must be one of thread, ray"):
+        det.detect_many([], executor="dask")
