@@ -190,3 +190,14 @@ def test_k_draws_converge_to_the_exact_categorical_rate() -> None:
     assert total_entropy(cgm, 0.0, context, 1, rng, exact=True) == pytest.approx(
         categorical_entropy(cgm.distribution(0.0, context))
     )
+
+
+def test_a_synthetic_problem_scores_the_same_whatever_ran_before_it() -> None:
+    """Each problem has its own random stream: scored alone (a resumed run, a Ray worker) it gives the
+    record it gives in a full run."""
+    from halluscope.bench.phr_synthetic import phr_synthetic_plan
+
+    plan = phr_synthetic_plan(ns=(2, 8), problems=3, m=5, k=100, n_imagined=10)
+    in_order = [plan.score(item) for item in plan.items]
+    alone = phr_synthetic_plan(ns=(2, 8), problems=3, m=5, k=100, n_imagined=10).score((8, 1))
+    assert alone == in_order[plan.items.index((8, 1))] and in_order[0] != in_order[1]

@@ -39,7 +39,8 @@ def phr_synthetic_plan(
 ) -> Plan:
     """Per n: ``problems`` random (f*, D_n, x), each scored exactly and by Algorithms 1 and 3 on the same
     imagined completions (defaults as the paper's synthetic runs: M = 40, K = 2000, N - n = 100,
-    epsilon = 0.05). One random stream, drawn in item order, as the documented numbers were."""
+    epsilon = 0.05). Each problem draws from its own stream, seeded by (seed, n, problem): its numbers do
+    not depend on which items ran before it (a resumed run, a Ray worker)."""
     if not ns or any(n < 0 for n in ns):
         raise ConfigError(f"context sizes must be non-negative, got {list(ns)}")
     if problems < 1 or m < 1 or k < 2 or n_imagined < 0:
@@ -47,10 +48,10 @@ def phr_synthetic_plan(
     if not 0 < epsilon < 1:
         raise ConfigError(f"--epsilon must lie in (0, 1), got {epsilon}")
     blr = BayesianLinearRegression()
-    rng = np.random.default_rng(seed)
 
     def score(item: tuple[int, int]) -> dict[str, Any]:
-        n = item[0]
+        n, problem = item
+        rng = np.random.default_rng((seed, n, problem))
         f, context, x = blr.sample_problem(n, rng)
         reference = blr.posterior_hallucination_rate(x, context, epsilon)
         run = phr_estimate(blr, x, context, m, n_imagined, k, epsilon, rng)
