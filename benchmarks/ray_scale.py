@@ -5,7 +5,8 @@ out) against the project's OpenAI-compatible stub server on 127.0.0.1. Each work
 a time (``concurrency=1``), so an item takes one call's latency and W workers finish W items per
 latency: the critical-path bound is items x latency / W. The model's cluster-wide limit (64) never
 binds. Wall times include starting the worker actors (each imports halluscope once); Ray's per-item
-overhead is (wall - bound) x W / items. Then the same 400 items again, every call from the cache: the
+overhead is (wall - bound) x W / items, and cpu_busy the share of the machine's CPU time that was busy
+(every process: the workers, Ray's own, the stub). Then the same 400 items again, every call from the cache: the
 local disk cache against a real redis-server on 127.0.0.1.
 
     .venv/bin/python benchmarks/ray_scale.py [--items 400] [--latency 0.2] [--workers 1,2,4] [--out benchmarks/results]
@@ -63,10 +64,21 @@ def redis_server(directory: str) -> tuple[subprocess.Popen[bytes], str]:
     sys.exit(f"redis-server did not answer on {url}")
 
 
-def timed(det: Any, batch: list[dict[str, Any]], **how: Any) -> tuple[float, list[Any]]:
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat (every process: workers, Ray, the stub)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def timed(det: Any, batch: list[dict[str, Any]], **how: Any) -> tuple[float, list[Any], float]:
+    """Wall seconds, the results, and the share of the machine's CPU time that was busy meanwhile."""
+    busy0, total0 = cpu_ticks()
     start = time.perf_counter()
     results = det.detect_many(batch, concurrency=1, progress=False, **how)
-    return time.perf_counter() - start, results
+    wall = time.perf_counter() - start
+    busy1, total1 = cpu_ticks()
+    return wall, results, (busy1 - busy0) / max(1, total1 - total0)
 
 
 def main() -> None:
@@ -87,7 +99,8 @@ def main() -> None:
         def detector(cache: Any) -> Any:
             return halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=cache, concurrency=LIMIT))
 
-        def row(executor: str, workers: int, wall: float, results: list[Any], cache: str) -> None:
+        def row(executor: str, workers: int, timing: tuple[float, list[Any], float], cache: str) -> None:
+            wall, results, busy = timing
             calls = sum(r.meta.calls for r in results)
             bound = args.items * args.latency / workers if calls else 0.0  # a cached rerun waits on no model
             rows.append(
@@ -102,23 +115,20 @@ def main() -> None:
                     "bound_s": round(bound, 2),
                     "wall_over_bound": round(wall / bound, 2) if bound else None,
                     "overhead_ms_per_item": round(1000 * (wall - bound) * workers / args.items, 1),
+                    "cpu_busy": round(busy, 2),
                 }
             )
             print(rows[-1], flush=True)
 
-        wall, results = timed(detector(None), batch)
-        row("thread", 1, wall, results, "none")
+        row("thread", 1, timed(detector(None), batch), "none")
         for workers in [int(w) for w in args.workers.split(",")]:
-            wall, results = timed(detector(None), batch, executor="ray", workers=workers)
-            row("ray", workers, wall, results, "none")
+            row("ray", workers, timed(detector(None), batch, executor="ray", workers=workers), "none")
         server, url = redis_server(tmp)
         try:
             for name, location in (("disk", f"{tmp}/calls"), ("redis", url)):
                 timed(detector(open_cache(location)), batch, executor="ray", workers=4)  # fill the cache
-                wall, results = timed(detector(open_cache(location)), batch)  # a rerun: another cache client
-                row("thread rerun", 1, wall, results, name)
-                wall, results = timed(detector(open_cache(location)), batch, executor="ray", workers=4)
-                row("ray rerun", 4, wall, results, name)
+                row("thread rerun", 1, timed(detector(open_cache(location)), batch), name)  # another client
+                row("ray rerun", 4, timed(detector(open_cache(location)), batch, executor="ray", workers=4), name)
         finally:
             server.kill()
     ray.shutdown()
@@ -128,7 +138,7 @@ def main() -> None:
         f"({platform.machine()}, {platform.python_version()}, Ray {ray.__version__})"
     )
     columns = [("executor", 12), ("workers", 7), ("cache", 5), ("calls", 5), ("failed", 6), ("wall_s", 7)]
-    columns += [("bound_s", 7), ("wall_over_bound", 15), ("overhead_ms_per_item", 20)]
+    columns += [("bound_s", 7), ("wall_over_bound", 15), ("overhead_ms_per_item", 20), ("cpu_busy", 8)]
     print(" ".join(f"{name:>{width}}" for name, width in columns))
     for r in rows:
         print(" ".join(f"{r[name]!s:>{width}}" for name, width in columns))

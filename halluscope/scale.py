@@ -230,7 +230,7 @@ def ray_map(
     actors = [worker_class.remote(job, lease_s) for _ in range(min(workers, max(1, len(payloads))))]
     if on_start is not None:
         on_start(actors)
-    slots = len(actors) * per_worker
+    slots = 2 * len(actors) * per_worker  # one more item queued behind each running one: no idle round trip
     pending: dict[Any, int] = {}
     queue = iter(enumerate(payloads))
     turn = 0

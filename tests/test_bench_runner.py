@@ -108,9 +108,14 @@ def test_a_journal_of_other_settings_is_moved_aside_not_resumed(
     gateway: Gateway, scripted: Any, tmp_path: Path
 ) -> None:
     model = scripted(lambda _p, _q: "An answer", "scripted:other")
-    run(_plan(gateway, model, ["Q0?"]), tmp_path, progress=False, fingerprint="prompts A")
-    again = run(_plan(gateway, model, ["Q0?"]), tmp_path, progress=False, fingerprint="prompts B")
-    assert "resumed_items" not in again.meta.params and again.meta.cache_hits == 1
+    first = _plan(gateway, model, ["Q0?", "Q1?"])
+    first.params["limit"] = 1
+    first.items = first.items[:1]
+    run(first, tmp_path, progress=False, fingerprint="prompts A")
+    more = _plan(gateway, model, ["Q0?", "Q1?"])  # a larger limit resumes what the smaller one scored
+    assert run(more, tmp_path, progress=False, fingerprint="prompts A").meta.params["resumed_items"] == 1
+    again = run(_plan(gateway, model, ["Q0?", "Q1?"]), tmp_path, progress=False, fingerprint="prompts B")
+    assert "resumed_items" not in again.meta.params and again.meta.cache_hits == 2
     assert len(list(tmp_path.glob("items.jsonl.old-*"))) == 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -24,6 +25,7 @@ import halluscope
 from halluscope import scale
 from halluscope.backends.cache import RedisCache, open_cache
 from halluscope.backends.gateway import Gateway
+from halluscope.backends.limits import ModelLimiter, use_shared_limits
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
@@ -195,8 +197,8 @@ def test_a_driver_killed_mid_bench_redoes_no_finished_item(tmp_path: Path) -> No
     with StubAPI(latency=0.15) as stub:
         out = tmp_path / "planted"
         argv = [
-            sys.executable, "-m", "halluscope.cli", "bench", "planted", "--method", "selfcheck-prompt", "--samples", "1",
-            "--model", f"openai-compatible:{stub.base_url}/v1#stub", "--no-cache", "--out", str(out),
+            sys.executable, "-m", "halluscope.cli", "bench", "planted", "--method", "selfcheck-prompt",
+            "--samples", "1", "--model", f"openai-compatible:{stub.base_url}/v1#stub", "--no-cache", "--out", str(out),
         ]  # fmt: skip
         driver = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         journal = out / "items.jsonl"
@@ -225,3 +227,26 @@ def test_the_ray_executor_without_ray_names_the_extra(monkeypatch: pytest.Monkey
         det.detect_many([{"text": "A.", "samples": ["A."]}], executor="ray")
     with pytest.raises(ConfigError, match="executor must be one of thread, ray"):
         det.detect_many([], executor="dask")
+
+
+def test_a_gateway_travels_as_its_settings_and_is_rebuilt_once_per_process(tmp_path: Path) -> None:
+    gateway = Gateway(cache=open_cache(tmp_path / "calls"), concurrency=3, timeout=7.0, delimit=True)
+    copy = pickle.loads(pickle.dumps(gateway))
+    assert copy is not gateway and copy is pickle.loads(pickle.dumps(gateway))
+    settings = (copy.cache.location, copy.concurrency, copy.timeout, copy.delimit)
+    assert settings == (str(tmp_path / "calls"), 3, 7.0, True)
+    assert copy.registry.fingerprint() == gateway.registry.fingerprint()
+    assert pickle.loads(pickle.dumps(Gateway(cache=None))).cache is None
+
+
+def test_an_api_models_limit_comes_from_the_cluster_a_local_models_stays_in_the_process() -> None:
+    shared = ModelLimiter(2)
+    use_shared_limits(lambda model, limit: shared)
+    try:
+        gateway = Gateway(cache=None, concurrency=5)
+        assert gateway.limiter("openai-compatible:http://h/v1#m") is shared
+        local = gateway.limiter("local:smollm2-135m")
+        assert local is not shared and isinstance(local, ModelLimiter) and local.limit == 5
+    finally:
+        use_shared_limits(None)
+    assert Gateway(cache=None).limiter("openai:gpt-4o-mini") is not shared

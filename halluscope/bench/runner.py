@@ -216,9 +216,15 @@ def run(
 JOURNAL = "items.jsonl"
 
 
+# params that say how many items run, not what an item's record depends on: a larger --limit resumes
+# the items a smaller one scored
+SIZE_PARAMS = ("limit", "passages", "problems")
+
+
 def _header(plan: Plan, fingerprint: str) -> dict[str, Any]:
     """What an item's record depends on besides the item: a journal of another header is not resumed."""
-    body = {"journal": 1, "bench": plan.bench, "method": plan.method, "params": plan.params, "fingerprint": fingerprint}
+    params = {k: v for k, v in plan.params.items() if k not in SIZE_PARAMS}
+    body = {"journal": 1, "bench": plan.bench, "method": plan.method, "params": params, "fingerprint": fingerprint}
     return json.loads(json.dumps(body, sort_keys=True, default=str))
 
 
