@@ -230,29 +230,32 @@ def ray_map(
     actors = [worker_class.remote(job, lease_s) for _ in range(min(workers, max(1, len(payloads))))]
     if on_start is not None:
         on_start(actors)
-    slots = 2 * len(actors) * per_worker  # one more item queued behind each running one: no idle round trip
-    pending: dict[Any, int] = {}
+    pending: dict[Any, tuple[int, Any]] = {}  # a running item: its position and its actor
+    alive = list(actors)
     queue = iter(enumerate(payloads))
-    turn = 0
 
-    def submit() -> bool:
-        nonlocal turn
+    def submit(actor: Any) -> None:
         nxt = next(queue, None)
-        if nxt is None:
-            return False
-        position, payload = nxt
-        pending[actors[turn % len(actors)].score.remote(payload)] = position
-        turn += 1
-        return True
+        if nxt is not None:
+            position, payload = nxt
+            pending[actor.score.remote(payload)] = (position, actor)
 
     try:
-        while len(pending) < slots and submit():
-            pass
+        for actor in actors:  # each actor runs per_worker items with as many queued behind: no idle round trip
+            for _ in range(2 * per_worker):
+                submit(actor)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
-            position = pending.pop(done[0])
-            on_result(position, _outcome(ray, done[0]))
-            submit()
+            position, actor = pending.pop(done[0])
+            outcome = _outcome(ray, done[0])
+            on_result(position, outcome)
+            if isinstance(outcome, WorkerLost) and actor in alive:
+                alive.remove(actor)  # gone for good: its share goes to the others
+            if alive:
+                submit(actor if actor in alive else alive[position % len(alive)])
+            elif not pending:  # no worker left: what was never sent is lost, and recorded so
+                for position, _payload in queue:
+                    on_result(position, WorkerLost("every Ray worker died and Ray's retries gave up"))
     finally:
         for actor in actors:
             ray.kill(actor)
