@@ -168,17 +168,18 @@ def run(
 
         def on_result(index: int, outcome: ItemOutcome) -> None:
             nonlocal done
+            got = replies(outcome.counts)
             if not local:  # the calls were counted in a worker: add them here
                 plan.stats.add(outcome.counts)
                 if plan.counts_calls:
-                    bar.update(replies(outcome.counts))
+                    bar.update(got)
             if outcome.record is None:
                 failures.items.append({"item": ids[index], "error": outcome.error})
             else:  # as JSON gives it back: a fresh record and a resumed one read the same
                 kept[index] = json.loads(json.dumps(outcome.record))
                 journal.add(ids[index], outcome.record)
-            if planned and local:  # an item with unreadable answers makes fewer calls than planned
-                bar.update(max(0, planned(plan.items[index]) - replies(outcome.counts)))
+            if planned:  # an item with unreadable answers makes fewer calls than planned
+                bar.update(max(0, planned(plan.items[index]) - got))
             elif not plan.counts_calls:
                 bar.update(1)
             done += 1
