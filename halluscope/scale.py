@@ -199,6 +199,7 @@ def _worker_class() -> Any:
             return self._score(payload)
 
         def pid(self) -> int:
+            """Its process id (a sign it was built: a failed build raises here instead)."""
             return os.getpid()
 
     return Worker
@@ -218,7 +219,9 @@ def ray_map(
 ) -> None:
     """Score every payload on ``workers`` actors and call ``on_result(position, value)`` on the driver as
     each finishes (any order); a payload whose worker died for good gives a ``WorkerLost`` value. An
-    error the job raises (a bug) is raised here. ``on_start`` sees the actors (tests kill one)."""
+    error the job raises (a bug) is raised here, and so is one from building the job (bad settings, data
+    missing on a node), once, before any item is sent. ``on_start`` sees the started actors (tests
+    kill one)."""
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     if per_worker < 1:
@@ -228,6 +231,13 @@ def ray_map(
         num_cpus=cpus_per_worker, max_concurrency=per_worker, max_restarts=2, max_task_retries=2
     )
     actors = [worker_class.remote(job, lease_s) for _ in range(min(workers, max(1, len(payloads))))]
+    try:
+        ray.get([actor.pid.remote() for actor in actors])
+    except ray.exceptions.RayActorError as exc:  # the job could not be built: every item would fail alike
+        for actor in actors:
+            ray.kill(actor)
+        cause = str(exc).strip().splitlines()[-1]
+        raise ConfigError(f"the Ray workers could not start: {cause}") from exc
     if on_start is not None:
         on_start(actors)
     pending: dict[Any, tuple[int, Any]] = {}  # a running item: its position and its actor
