@@ -263,3 +263,12 @@ def test_a_job_the_workers_cannot_build_is_one_error_before_any_item(cluster: An
     with pytest.raises(ConfigError, match="the Ray workers could not start: .*wikibio"):
         scale.ray_map(job, [0, 1, 2], lambda position, _value: seen.append(position), workers=2)
     assert seen == []
+
+
+def test_a_detector_whose_model_cannot_travel_is_refused_before_any_work(cluster: Any) -> None:
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(api_key="not-needed", base_url="http://127.0.0.1:9/v1", model="m")  # a live client
+    det = halluscope.detector("selfcheck-prompt", model=model)
+    with pytest.raises(ConfigError, match="cannot travel .* give models and judges as spec strings"):
+        det.detect_many(_items(2), progress=False, executor="ray")
