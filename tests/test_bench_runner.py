@@ -93,7 +93,8 @@ def test_a_run_killed_mid_way_resumes_without_scoring_a_finished_item_again(
     with pytest.raises(KeyboardInterrupt):
         run(plan, tmp_path, progress=False)
     journal = tmp_path / "items.jsonl"
-    assert [json.loads(line).get("id") for line in journal.read_text().splitlines()] == [None, "question 0", "question 1"]
+    ids = [json.loads(line).get("id") for line in journal.read_text().splitlines()]
+    assert ids == [None, "question 0", "question 1"]  # the header, then the two items scored
     with journal.open("a") as f:
         f.write('{"id": "question 2", "rec')  # a kill mid-write
     asked.clear()

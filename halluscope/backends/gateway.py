@@ -123,6 +123,11 @@ class Gateway:
             delimit=delimit or os.environ.get("HALLUSCOPE_DELIMIT", "") not in ("", "0"),
         )
 
+    def prompt_fingerprint(self) -> str:
+        """What the prompts make of a call: their versions and texts, and whether user text is fenced
+        (a resumed benchmark must not mix items scored with other prompts)."""
+        return self.registry.fingerprint() + ("+delimit" if self.delimit else "")
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """A gateway crosses to another process (a Ray worker) as its settings: the cache's location, the
         prompts, the retry policy and the limits. The worker builds its own gateway from them (one per

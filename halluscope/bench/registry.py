@@ -42,7 +42,7 @@ def run_benchmark(
     'ray://host:port') or LOCAL_CLUSTER, to score the items on ``workers`` Ray actors."""
     shared = _once(gateway)
     plans = benchmark.plans(args, shared)
-    fingerprint = _prompts_of(shared()) if benchmark.calls_models else ""
+    fingerprint = shared().prompt_fingerprint() if benchmark.calls_models else ""
     results = []
     for position, plan in enumerate(plans):
         executor: Executor | None = None
@@ -56,11 +56,6 @@ def run_benchmark(
         results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
     benchmark.finish(results, Path(args.out))
     return results
-
-
-def _prompts_of(gateway: Gateway) -> str:
-    """What the prompts make of a call: their versions and texts, and whether user text is fenced."""
-    return gateway.registry.fingerprint() + ("+delimit" if gateway.delimit else "")
 
 
 def _once(make: Callable[[], Gateway]) -> Callable[[], Gateway]:

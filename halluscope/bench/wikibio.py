@@ -388,7 +388,8 @@ def run_bench(
     when one method ran), then write the shared report.md and PR/ROC PNGs."""
     out_dir = Path(out)
     plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge, only)
-    results = [run(plan, out_dir / plan.method, progress) for plan in plans]
+    fingerprint = gateway.prompt_fingerprint() if gateway is not None else ""
+    results = [run(plan, out_dir / plan.method, progress, fingerprint=fingerprint) for plan in plans]
     _finish(results, out_dir)
     return results
 
