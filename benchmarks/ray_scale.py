@@ -17,9 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,10 +26,9 @@ from typing import Any
 import halluscope
 from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import Gateway
-from halluscope.errors import CacheError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
-from tests.stub_servers import StubAPI  # noqa: E402
+from tests.stub_servers import StubAPI, redis_server  # noqa: E402
 
 LIMIT = 64  # the model's concurrency limit: high enough never to bind here
 
@@ -42,26 +38,6 @@ def items(n: int) -> list[dict[str, Any]]:
         {"text": f"Person {i} was born in Ulm. Person {i} played the violin.", "samples": ["Born in Ulm.", "A violin."]}
         for i in range(n)
     ]
-
-
-def redis_server(directory: str) -> tuple[subprocess.Popen[bytes], str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server is not installed (apt-get install redis-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory]
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    for _ in range(200):
-        try:
-            open_cache(url).close()
-            return server, url
-        except CacheError:
-            time.sleep(0.1)
-    server.kill()
-    sys.exit(f"redis-server did not answer on {url}")
 
 
 def cpu_ticks() -> tuple[int, int]:
@@ -123,7 +99,7 @@ def main() -> None:
         row("thread", 1, timed(detector(None), batch), "none")
         for workers in [int(w) for w in args.workers.split(",")]:
             row("ray", workers, timed(detector(None), batch, executor="ray", workers=workers), "none")
-        server, url = redis_server(tmp)
+        server, url = redis_server(Path(tmp))
         try:
             for name, location in (("disk", f"{tmp}/calls"), ("redis", url)):
                 timed(detector(open_cache(location)), batch, executor="ray", workers=4)  # fill the cache

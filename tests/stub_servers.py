@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import socket
+import subprocess
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -189,3 +193,30 @@ class Fault:
         elif self.kind == "no_logprobs":
             payload["choices"][0]["logprobs"] = None
         return 200, json.dumps(payload).encode(), headers
+
+
+def redis_server(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A real redis-server on a free port of 127.0.0.1, persisting nothing, returned once it answers
+    (Debian's package redis-server; .ci/run installs it)."""
+    from halluscope.backends.cache import open_cache
+    from halluscope.errors import CacheError
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed: apt-get install redis-server (.ci/run does)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    server = subprocess.Popen([*argv, "--dir", str(directory)], stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            open_cache(url).close()
+            return server, url
+        except CacheError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.1)

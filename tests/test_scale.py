@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,9 +29,12 @@ from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
 from halluscope.detector import _DetectJob
 from halluscope.errors import CacheError, ConfigError
-from tests.stub_servers import StubAPI
+from tests.stub_servers import StubAPI, redis_server
 
-ray = pytest.importorskip("ray", reason="Ray comes with the ray extra: pip install -e '.[dev,local,ray]'")
+try:  # the README's test command installs the ray extra: without it these tests fail, they never skip
+    import ray
+except ImportError as exc:
+    raise ImportError(f"tests/test_scale.py needs Ray: pip install -e '.[dev,local,ray]' ({exc})") from exc
 
 
 @pytest.fixture(scope="module")
@@ -50,32 +51,9 @@ def cluster() -> Iterator[Any]:
     c.shutdown()
 
 
-def _start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A real redis-server on a free port of 127.0.0.1, persisting nothing; returned once it answers."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed: apt-get install redis-server (.ci/run does)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    server = subprocess.Popen([*argv, "--dir", str(directory)], stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            open_cache(url).close()
-            return server, url
-        except CacheError:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.1)
-
-
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
-    server, url = _start_redis(tmp_path)
+    server, url = redis_server(tmp_path)
     yield url
     server.kill()
     server.wait()
@@ -160,7 +138,7 @@ def test_a_rerun_on_another_process_replays_every_call_from_redis(cluster: Any, 
 
 
 def test_redis_down_mid_run_goes_on_uncached_with_one_warning(tmp_path: Path) -> None:
-    server, url = _start_redis(tmp_path)
+    server, url = redis_server(tmp_path)
     try:
         cache = RedisCache(url)
         with StubAPI() as stub:
