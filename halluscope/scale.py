@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Protocol
 
+from halluscope.backends.gateway import DEFAULT_TIMEOUT
 from halluscope.backends.limits import use_shared_limits
 from halluscope.errors import ConfigError, HalluscopeError
 
@@ -210,23 +211,27 @@ def ray_map(
     payloads: Sequence[Any],
     on_result: Callable[[int, Any], None],
     *,
-    workers: int,
+    workers: int | None = None,
     per_worker: int = 1,
     cpus_per_worker: float = 1.0,
-    lease_s: float = 150.0,
+    request_timeout: float = DEFAULT_TIMEOUT,
     address: str | None = None,
     on_start: Callable[[list[Any]], None] | None = None,
 ) -> None:
-    """Score every payload on ``workers`` actors and call ``on_result(position, value)`` on the driver as
-    each finishes (any order); a payload whose worker died for good gives a ``WorkerLost`` value. An
+    """Score every payload on ``workers`` actors (default: the cluster's CPUs) and call
+    ``on_result(position, value)`` on the driver as each finishes (any order); a model's cluster-wide
+    slot is leased for ``request_timeout`` plus LEASE_GRACE_S; a payload whose worker died for good
+    gives a ``WorkerLost`` value. An
     error the job raises (a bug) is raised here, and so is one from building the job (bad settings, data
     missing on a node), once, before any item is sent. ``on_start`` sees the started actors (tests
     kill one)."""
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     if per_worker < 1:
         raise ConfigError(f"items per worker must be at least 1, got {per_worker}")
     ray = connect(address)
+    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    lease_s = request_timeout + LEASE_GRACE_S
     worker_class = _worker_class().options(
         num_cpus=cpus_per_worker, max_concurrency=per_worker, max_restarts=2, max_task_retries=2
     )

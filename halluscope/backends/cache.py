@@ -185,16 +185,23 @@ class RedisCache:
                 f"a redis:// call cache needs the redis client: pip install 'halluscope[ray]' ({exc})"
             ) from exc
         self.url = url
-        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._server_errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._down = False
         self._lock = threading.Lock()
-        try:
+        with self._errors("open"):
             self._client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
             self._client.ping()
-        except (*self._errors, ValueError) as exc:
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """A server error outside a model call (opening, stats, clear; a malformed URL) becomes one line
+        naming the URL."""
+        try:
+            yield
+        except (*self._server_errors, ValueError) as exc:
             raise CacheError(
-                f"cannot open the call cache at {self.location} ({type(exc).__name__}: {exc}); start the "
-                f"server, or run with --no-cache or another --cache"
+                f"cannot {action} the call cache at {self.location} ({type(exc).__name__}: {exc}); start the "
+                "server, or run with --no-cache or another --cache"
             ) from exc
 
     @property
@@ -222,7 +229,7 @@ class RedisCache:
             return None
         try:
             raw = self._client.get(self.PREFIX + key)
-        except self._errors as exc:
+        except self._server_errors as exc:
             self._lost(exc)
             return None
         return _json_object(raw if isinstance(raw, str) else None, self.location)
@@ -232,33 +239,27 @@ class RedisCache:
             return
         try:
             self._client.set(self.PREFIX + key, json.dumps(value, ensure_ascii=False))
-        except self._errors as exc:
+        except self._server_errors as exc:
             self._lost(exc)
 
-    def _keys(self) -> Iterator[str]:
-        try:
-            yield from self._client.scan_iter(match=self.PREFIX + "*", count=1000)
-        except self._errors as exc:
-            raise CacheError(f"cannot read the call cache at {self.location} ({type(exc).__name__}: {exc})") from exc
+    def _keys(self) -> list[str]:
+        with self._errors("read"):
+            return list(self._client.scan_iter(match=self.PREFIX + "*", count=1000))
 
     def __len__(self) -> int:
-        return sum(1 for _ in self._keys())
+        return len(self._keys())
 
     def stats(self) -> dict[str, Any]:
-        keys = list(self._keys())
-        try:
+        keys = self._keys()
+        with self._errors("read"):
             size = sum(int(self._client.strlen(k)) for k in keys)
-        except self._errors as exc:
-            raise CacheError(f"cannot read the call cache at {self.location} ({type(exc).__name__}: {exc})") from exc
         return {"location": self.location, "entries": len(keys), "bytes": size}
 
     def clear(self) -> int:
-        keys = list(self._keys())
-        try:
+        keys = self._keys()
+        with self._errors("clear"):
             for start in range(0, len(keys), 1000):
                 self._client.delete(*keys[start : start + 1000])
-        except self._errors as exc:
-            raise CacheError(f"cannot clear the call cache at {self.location} ({type(exc).__name__}: {exc})") from exc
         return len(keys)
 
     def close(self) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.bench.runner import ItemOutcome, Plan, score_item
-from halluscope.scale import LEASE_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -52,16 +51,15 @@ class OnRay:
         self.job = _PlanJob(benchmark, flags, gateway, position)
         self.address = address
         self.workers = workers
-        self.lease_s = (gateway.timeout if gateway is not None else DEFAULT_TIMEOUT) + LEASE_GRACE_S
+        self.timeout = gateway.timeout if gateway is not None else DEFAULT_TIMEOUT
 
     def map(self, plan: Plan, indexes: Sequence[int], on_result: Callable[[int, ItemOutcome], None]) -> None:
         from halluscope import scale
-
-        ray = scale.connect(self.address)
-        workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
 
         def done(position: int, value: ItemOutcome | scale.WorkerLost) -> None:
             outcome = value if isinstance(value, ItemOutcome) else ItemOutcome(None, str(value))
             on_result(indexes[position], outcome)
 
-        scale.ray_map(self.job, list(indexes), done, workers=workers, lease_s=self.lease_s, address=self.address)
+        scale.ray_map(
+            self.job, list(indexes), done, workers=self.workers, request_timeout=self.timeout, address=self.address
+        )

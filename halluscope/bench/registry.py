@@ -4,6 +4,7 @@ items spread over a Ray cluster (each worker rebuilds the same plans from the sa
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def run_benchmark(
     """Every plan of ``benchmark`` for these flags, each into its folder (resuming the items found
     there unless ``fresh``), then what they share. ``ray``: a cluster address ('auto',
     'ray://host:port') or LOCAL_CLUSTER, to score the items on ``workers`` Ray actors."""
-    shared = _once(gateway)
+    shared = functools.cache(gateway)  # every plan of a run shares one gateway
     plans = benchmark.plans(args, shared)
     fingerprint = shared().prompt_fingerprint() if benchmark.calls_models else ""
     results = []
@@ -56,15 +57,3 @@ def run_benchmark(
         results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
     benchmark.finish(results, Path(args.out))
     return results
-
-
-def _once(make: Callable[[], Gateway]) -> Callable[[], Gateway]:
-    """``make()`` called at most once: every plan of a run shares one gateway."""
-    made: list[Gateway] = []
-
-    def once() -> Gateway:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    return once
