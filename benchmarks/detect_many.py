@@ -15,7 +15,6 @@ with the default and with ``max_concurrency=64``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -25,6 +24,7 @@ from typing import Any
 
 import halluscope
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.report import markdown_table, write_json
 from halluscope.bench.wikibio import load_wikibio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
@@ -83,15 +83,11 @@ def main() -> None:
         f"detect_many, SelfCheck-Prompt (N = {SAMPLES}, regenerated), {len(items)} WikiBio passages, "
         f"{args.latency * 1000:.0f} ms a call ({platform.machine()}, Python {platform.python_version()})"
     )
-    columns = [("concurrency", 11), ("stage_workers", 14), ("calls", 6), ("failed", 6), ("wall_s", 8)]
-    columns += [("bound_s", 8), ("wall_over_bound", 15), ("serial_calls_s", 14)]
-    print(" ".join(f"{name:>{width}}" for name, width in columns))
-    for r in rows:
-        print(" ".join(f"{r[name]!s:>{width}}" for name, width in columns))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "detect_many.json"
-    path.write_text(json.dumps({"latency_s": args.latency, "samples": SAMPLES, "rows": rows}, indent=2) + "\n")
+    columns = [(k, k) for k in ("concurrency", "stage_workers", "calls", "failed", "wall_s", "bound_s")]
+    columns += [(k, k) for k in ("wall_over_bound", "serial_calls_s")]
+    print(markdown_table(rows, columns))
+    path = Path(args.out) / "detect_many.json"
+    write_json(path, {"latency_s": args.latency, "samples": SAMPLES, "rows": rows})
     print(f"wrote {path}")
 
 

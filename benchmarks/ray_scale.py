@@ -15,7 +15,6 @@ local disk cache against a real redis-server on 127.0.0.1.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 import halluscope
 from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.report import markdown_table, write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
 from tests.stub_servers import StubAPI, redis_server  # noqa: E402
@@ -113,15 +113,11 @@ def main() -> None:
         f"{args.latency * 1000:.0f} ms a call, one item at a time per worker "
         f"({platform.machine()}, {platform.python_version()}, Ray {ray.__version__})"
     )
-    columns = [("executor", 12), ("workers", 7), ("cache", 5), ("calls", 5), ("failed", 6), ("wall_s", 7)]
-    columns += [("bound_s", 7), ("wall_over_bound", 15), ("overhead_ms_per_item", 20), ("cpu_busy", 8)]
-    print(" ".join(f"{name:>{width}}" for name, width in columns))
-    for r in rows:
-        print(" ".join(f"{r[name]!s:>{width}}" for name, width in columns))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "ray_scale.json"
-    path.write_text(json.dumps({"latency_s": args.latency, "limit": LIMIT, "rows": rows}, indent=2) + "\n")
+    columns = [(k, k) for k in ("executor", "workers", "cache", "calls", "failed", "wall_s", "bound_s")]
+    columns += [(k, k) for k in ("wall_over_bound", "overhead_ms_per_item", "cpu_busy")]
+    print(markdown_table(rows, columns))
+    path = Path(args.out) / "ray_scale.json"
+    write_json(path, {"latency_s": args.latency, "limit": LIMIT, "rows": rows})
     print(f"wrote {path}")
 
 

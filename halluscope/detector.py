@@ -35,7 +35,7 @@ from halluscope.graphs import (
     semantic_entropy,
     semantic_entropy_paragraph,
 )
-from halluscope.graphs.method import Method
+from halluscope.graphs.method import CONFIGURED, Method
 from halluscope.results import DetectionResult, RunMeta
 from halluscope.scale import WorkerLost
 from halluscope.text import checked_text, checked_texts
@@ -55,6 +55,12 @@ METHODS: dict[str, Method] = fibe.METHODS | {
         phr,
     )
 }
+
+# The methods that score the sentences of a text (what an ensemble stacks and bench planted ranks),
+# and the configured names of some (selfcheck-prompt:prob); the ensemble itself is not its own member.
+SENTENCE_METHODS: tuple[str, ...] = tuple(
+    name for name, m in METHODS.items() if m.answer_field == "text" and name != ensemble.NAME
+) + tuple(CONFIGURED)
 
 # Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.
 _TEXT_INPUTS = ("text", "question", "query")
@@ -230,21 +236,16 @@ class Detector:
             ) from exc
         model = self.options.get(self.spec.model_field)
         local = isinstance(model, str) and model.startswith(PROCESS_LOCAL_MODELS)
-        count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         scale.ray_map(
             _DetectJob(self),
             batch,
             done,
-            workers=count,
+            workers=workers,
             per_worker=concurrency,
             cpus_per_worker=1.0 if local else 0.0,  # a local model computes; an API model waits
-            lease_s=self._timeout() + scale.LEASE_GRACE_S,
+            request_timeout=float(getattr(self.options.get("gateway"), "timeout", DEFAULT_TIMEOUT)),
             address=address,
         )
-
-    def _timeout(self) -> float:
-        gateway = self.options.get("gateway")
-        return float(getattr(gateway, "timeout", DEFAULT_TIMEOUT))
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (Detector, (self.method, dict(self.options), self.calibration))

@@ -16,9 +16,9 @@ from typing import Any
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.detector import METHODS, detector
+from halluscope.detector import METHODS, SENTENCE_METHODS, detector
 from halluscope.errors import ConfigError
-from halluscope.graphs.method import CONFIGURED, configured
+from halluscope.graphs.method import configured
 
 
 @dataclass(frozen=True)
@@ -137,12 +137,6 @@ def riskiest(scores: list[float | None]) -> list[int]:
     """The sentences that share the highest score (one, unless the method ties them)."""
     top = max(s for s in scores if s is not None)
     return [i for i, s in enumerate(scores) if s == top]
-
-
-# the methods that score a text's sentences, and the configured names of some (selfcheck-prompt:prob)
-SENTENCE_METHODS = tuple(
-    name for name, m in METHODS.items() if m.answer_field == "text" and m.name != "ensemble"
-) + tuple(CONFIGURED)
 
 
 def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3) -> Plan:

@@ -40,13 +40,12 @@ def _calibration(calibration: str | Path | Calibration | None, methods: Sequence
 
 def _member(name: str) -> tuple[Method, dict[str, Any]]:
     """A member's contract and options; it must score the sentences of a text."""
-    from halluscope.detector import METHODS  # here: the detector reads this module's contract
+    from halluscope.detector import METHODS, SENTENCE_METHODS  # here: the detector reads this module's contract
 
-    method, extra = configured(name)
-    spec = METHODS.get(method)
-    if spec is None or spec.answer_field != "text" or method == NAME:
+    if name not in SENTENCE_METHODS:
         raise ConfigError(f"an ensemble member must be a method that scores a text's sentences, got {name!r}")
-    return spec, extra
+    method, extra = configured(name)
+    return METHODS[method], extra
 
 
 def detect(
