@@ -226,9 +226,8 @@ class Detector:
     ) -> None:
         from halluscope import scale
 
-        ray = scale.connect(address)
-        try:
-            ray.cloudpickle.dumps(self)
+        try:  # before any cluster starts
+            scale.ray_module().cloudpickle.dumps(self)
         except Exception as exc:  # a client, a loaded model or a lock among the options
             raise ConfigError(
                 f"the ray executor sends the {self.method} detector to its workers, and one of its options "

@@ -5,11 +5,9 @@ goes on, as ``detect_many`` does; the metrics rest on the items scored, and say 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from halluscope.errors import ModelUnavailableError
-
-T = TypeVar("T")
 
 
 class Failures:
@@ -17,6 +15,9 @@ class Failures:
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
+
+    def add(self, item: str, error: str | None) -> None:
+        self.items.append({"item": item, "error": error})
 
     def __len__(self) -> int:
         return len(self.items)

@@ -174,7 +174,7 @@ def run(
                 if plan.counts_calls:
                     bar.update(got)
             if outcome.record is None:
-                failures.items.append({"item": ids[index], "error": outcome.error})
+                failures.add(ids[index], outcome.error)
             else:  # as JSON gives it back: a fresh record and a resumed one read the same
                 kept[index] = json.loads(json.dumps(outcome.record))
                 journal.add(ids[index], outcome.record)
