@@ -5,6 +5,8 @@ langchain-anthropic, and openai's completions client for log-probs) against a fa
 from __future__ import annotations
 
 import email.utils
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from langchain_openai import ChatOpenAI
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
-from halluscope.backends.retry import RetryPolicy, retry_after
+from halluscope.backends.retry import RetryPolicy, is_transient, retry_after
 from halluscope.bench.report import write_json
 from halluscope.errors import ConfigError, ModelUnavailableError
 from halluscope.prompts.registry import PromptRegistry
@@ -145,6 +147,30 @@ def test_retry_after_values() -> None:
     wrapped = RuntimeError("wrapper")
     wrapped.__cause__ = Fault429({"retry-after": "2"})
     assert retry_after(wrapped) == 2.0
+
+
+def test_the_sdks_connection_and_unreadable_reply_errors_are_transient() -> None:
+    import anthropic
+    import httpx
+    import openai
+
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    response = httpx.Response(200, request=request)
+    for sdk in (openai, anthropic):
+        assert is_transient(sdk.APIConnectionError(request=request))
+        assert is_transient(sdk.APIResponseValidationError(response=response, body=None))
+    assert not is_transient(ValueError("a bug"))
+
+
+def test_importing_halluscope_loads_no_provider_sdk() -> None:
+    """A Ray worker and every CLI run pay for each import (anthropic's alone is ~2 s of CPU): a
+    provider's SDK loads when a model of that provider is built."""
+    code = (
+        "import sys, halluscope.cli, halluscope.detector;"
+        "print([m for m in ('openai', 'anthropic') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 @pytest.mark.parametrize("status", [429, 500, 503, 529])

@@ -8,14 +8,13 @@ import email.utils
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import anthropic
 import httpx
-import openai
 from langchain_core.exceptions import ModelConnectionError, ModelRateLimitError
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
@@ -74,21 +73,25 @@ class RetryPolicy:
         )
 
 
-_CONNECTION_ERRORS = (
-    ModelConnectionError,  # langchain-core's provider-neutral classes (ModelTimeoutError is one)
-    ModelRateLimitError,
-    openai.APIConnectionError,  # the client classes, raised where LangChain does not wrap them
-    anthropic.APIConnectionError,
-    httpx.TransportError,
-    ConnectionError,
-    TimeoutError,
-)
-_UNREADABLE = (  # a 200 whose body the client could not read
-    BadReplyError,
-    json.JSONDecodeError,
-    openai.APIResponseValidationError,
-    anthropic.APIResponseValidationError,
-)
+_SDKS = ("openai", "anthropic")
+
+
+def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The provider SDKs' error class ``name``, from the SDKs this process has loaded: an SDK never
+    imported raised nothing, and importing anthropic costs every process (a Ray worker, the CLI) ~2 s."""
+    return tuple(getattr(module, name) for sdk in _SDKS if (module := sys.modules.get(sdk)) is not None)
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """Dropped connections and timeouts: langchain-core's provider-neutral classes (ModelTimeoutError is
+    one), the SDKs' own where LangChain does not wrap them, and the transport's."""
+    neutral = (ModelConnectionError, ModelRateLimitError, httpx.TransportError, ConnectionError, TimeoutError)
+    return neutral + _sdk_errors("APIConnectionError")
+
+
+def _unreadable() -> tuple[type[BaseException], ...]:
+    """A 200 whose body the client could not read."""
+    return (BadReplyError, json.JSONDecodeError, *_sdk_errors("APIResponseValidationError"))
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -99,12 +102,12 @@ def status_of(exc: BaseException) -> int | None:
 def is_transient(exc: BaseException) -> bool:
     """Faults that can pass: rate limits, timeouts, 5xx (529 overloaded included), dropped connections,
     and 200 replies that are not a real answer."""
-    if isinstance(exc, _UNREADABLE):
+    if isinstance(exc, _unreadable()):
         return True
     status = status_of(exc)
     if status is not None:
         return status in TRANSIENT_STATUS or status >= 500
-    return isinstance(exc, _CONNECTION_ERRORS)
+    return isinstance(exc, _connection_errors())
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -178,7 +181,7 @@ def explain(exc: BaseException, spec: str, provider: str | None, tries: int, sec
             return ModelUnavailableError(f"{spec} refused the call ({status}): {detail}")
         return ModelUnavailableError(f"{spec}: {type(exc).__name__}: {detail}")
     gave_up = f"gave up after {tries} {'try' if tries == 1 else 'tries'} over {seconds:.1f} s"
-    if status is None and isinstance(exc, _CONNECTION_ERRORS):
+    if status is None and isinstance(exc, _connection_errors()):
         return ModelUnavailableError(
             f"cannot reach {spec}: {gave_up} ({type(exc).__name__}: {detail}); "
             "is the server running and the base URL right?"
@@ -187,7 +190,7 @@ def explain(exc: BaseException, spec: str, provider: str | None, tries: int, sec
         what = f"{status} {detail}"
     elif isinstance(exc, BadReplyError):
         what = detail
-    elif isinstance(exc, _UNREADABLE):
+    elif isinstance(exc, _unreadable()):
         what = f"sent an unreadable reply ({type(exc).__name__}: {detail})"
     else:
         what = f"{type(exc).__name__}: {detail}"
