@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -35,6 +36,7 @@ from halluscope.errors import ConfigError, HalluscopeError
 RAY_INSTALL = "pip install 'halluscope[ray]'"
 NAMESPACE = "halluscope"
 LEASE_GRACE_S = 30.0  # a slot outlives the request timeout by this much before it is taken back
+LINGER_S = 0.05  # a lease given back waits this long in its process for the next request
 
 
 class WorkerLost(HalluscopeError):
@@ -76,30 +78,81 @@ def connect(address: str | None) -> Any:
 
 
 class ClusterLimiter:
-    """A model's limit held by its named actor: ``slot()`` leases one for one request."""
+    """A model's limit held by its named actor: ``slot()`` holds one lease for one request.
 
-    def __init__(self, actor: Any, lease_s: float) -> None:
+    A lease given back stays in this process for ``linger_s`` and goes to the next request, so a worker
+    scoring item after item asks the actor once rather than for every call (each ask is a round trip
+    and CPU on both sides). Only a lease with a whole request's time left is handed on; one idle longer
+    than ``linger_s`` goes back to the actor, so a worker that stops waiting keeps no slot from others
+    for longer than that. Every request still holds a lease the actor granted: the limit holds."""
+
+    def __init__(self, actor: Any, lease_s: float, request_s: float, linger_s: float = LINGER_S) -> None:
         self._actor = actor
         self._lease_s = lease_s
+        self._request_s = request_s
+        self._linger_s = linger_s
+        self._idle: list[tuple[str, float, float]] = []  # (token, lease deadline, idle since), newest last
+        self._cond = threading.Condition()
+        self._reaper: threading.Thread | None = None
+
+    def _reuse(self) -> tuple[str, float] | None:
+        """An idle lease with a whole request's time left, if this process holds one."""
+        now = time.monotonic()
+        with self._cond:
+            while self._idle:
+                token, deadline, _ = self._idle.pop()
+                if deadline - now > self._request_s:
+                    return token, deadline
+                self._actor.release.remote(token)  # too little time left for one more request
+        return None
+
+    def _keep(self, token: str, deadline: float) -> None:
+        with self._cond:
+            self._idle.append((token, deadline, time.monotonic()))
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="halluscope-lease-reaper", daemon=True)
+                self._reaper.start()
+            self._cond.notify()
+
+    def _reap(self) -> None:
+        """Gives back to the actor every lease idle for longer than linger_s."""
+        with self._cond:
+            while True:
+                if not self._idle:
+                    self._cond.wait()
+                    continue
+                now = time.monotonic()
+                stale = [entry for entry in self._idle if now - entry[2] >= self._linger_s]
+                for entry in stale:
+                    self._idle.remove(entry)
+                    self._actor.release.remote(entry[0])
+                if self._idle:
+                    oldest = min(since for _, _, since in self._idle)
+                    self._cond.wait(timeout=max(0.0, oldest + self._linger_s - now))
 
     @contextmanager
     def slot(self) -> Iterator[None]:
-        ray = ray_module()
-        token = uuid.uuid4().hex
-        ray.get(self._actor.acquire.remote(token, self._lease_s))
+        lease = self._reuse()
+        if lease is None:
+            token = uuid.uuid4().hex
+            lease = token, time.monotonic() + self._lease_s
+            ray_module().get(self._actor.acquire.remote(token, self._lease_s))
         try:
             yield
         finally:
-            self._actor.release.remote(token)
+            self._keep(*lease)
 
     @asynccontextmanager
     async def aslot(self) -> AsyncIterator[None]:
-        token = uuid.uuid4().hex
-        await self._actor.acquire.remote(token, self._lease_s)
+        lease = self._reuse()
+        if lease is None:
+            token = uuid.uuid4().hex
+            lease = token, time.monotonic() + self._lease_s
+            await self._actor.acquire.remote(token, self._lease_s)
         try:
             yield
         finally:
-            self._actor.release.remote(token)
+            self._keep(*lease)
 
 
 @functools.cache
@@ -117,6 +170,7 @@ def _limit_actor_class() -> Any:
             self.limit = limit
             self.leases: dict[str, float] = {}
             self.peak = 0
+            self.granted = 0
             self.cond = asyncio.Condition()
 
         def _expire(self) -> None:
@@ -133,6 +187,7 @@ def _limit_actor_class() -> Any:
                     if len(self.leases) < self.limit:
                         self.leases[token] = time.monotonic() + lease_s
                         self.peak = max(self.peak, len(self.leases))
+                        self.granted += 1
                         return
                     # woken by a release, or every second to take back expired leases
                     with contextlib.suppress(TimeoutError):
@@ -144,7 +199,7 @@ def _limit_actor_class() -> Any:
                 self.cond.notify()
 
         async def state(self) -> dict[str, int]:
-            return {"limit": self.limit, "in_use": len(self.leases), "peak": self.peak}
+            return {"limit": self.limit, "in_use": len(self.leases), "peak": self.peak, "granted": self.granted}
 
     return ModelLimit
 
@@ -164,18 +219,20 @@ def limit_actor(model: str, limit: int) -> Any:
 
 
 def limit_state(model: str, limit: int) -> dict[str, int]:
-    """The limit, the leases held now and the most ever held at once, of ``model`` on this cluster."""
+    """The limit, the leases held now, the most ever held at once and how many were ever granted, of
+    ``model`` on this cluster."""
     ray = ray_module()
     return ray.get(ray.get_actor(_limit_name(model, limit), namespace=NAMESPACE).state.remote())
 
 
-def use_cluster_limits(lease_s: float) -> None:
-    """In this worker process, every gateway takes an API model's slots from the cluster's actor."""
+def use_cluster_limits(request_s: float) -> None:
+    """In this worker process, every gateway takes an API model's slots from the cluster's actor; a
+    lease lasts a request's time (``request_s``) plus LEASE_GRACE_S."""
     actors: dict[str, ClusterLimiter] = {}
 
     def limiter(model: str, limit: int) -> ClusterLimiter:
         if model not in actors:
-            actors[model] = ClusterLimiter(limit_actor(model, limit), lease_s)
+            actors[model] = ClusterLimiter(limit_actor(model, limit), request_s + LEASE_GRACE_S, request_s)
         return actors[model]
 
     use_shared_limits(limiter)
@@ -190,20 +247,84 @@ def _worker_class() -> Any:
 
     @ray.remote
     class Worker:
-        """Builds its job once; scores items, ``max_concurrency`` at a time."""
+        """A warm process: builds each map's job once and scores its items, ``max_concurrency`` at a
+        time. It outlives one map, so the next map finds its imports done and its models loaded."""
 
-        def __init__(self, job: Job, lease_s: float) -> None:
-            use_cluster_limits(lease_s)
-            self._score = job.build()
+        def __init__(self, request_s: float) -> None:
+            use_cluster_limits(request_s)
+            self._lock = threading.Lock()
+            self._jobs: dict[str, Callable[[Any], Any]] = {}
 
-        def score(self, payload: Any) -> Any:
-            return self._score(payload)
+        def _job(self, job_id: str, job_ref: list[Any]) -> Callable[[Any], Any]:
+            """The map's job, built here once (again in a process Ray restarted); the ref comes in a
+            list so that Ray hands it over unread and the job is read only when it is built."""
+            with self._lock:
+                if job_id not in self._jobs:
+                    self._jobs = {job_id: ray.get(job_ref[0]).build()}  # one map at a time per pool
+                return self._jobs[job_id]
+
+        def prepare(self, job_id: str, job_ref: list[Any]) -> None:
+            """Builds the job (a failed build raises here, before any item is sent)."""
+            self._job(job_id, job_ref)
 
         def pid(self) -> int:
-            """Its process id (a sign it was built: a failed build raises here instead)."""
             return os.getpid()
 
+        def score(self, job_id: str, job_ref: list[Any], payload: Any) -> Any:
+            return self._job(job_id, job_ref)(payload)
+
     return Worker
+
+
+_idle: tuple[tuple[Any, ...], list[Any]] | None = None  # the last map's workers, kept warm, and their kind
+_idle_lock = threading.Lock()
+
+
+def _take_idle() -> tuple[tuple[Any, ...], list[Any]] | None:
+    global _idle
+    with _idle_lock:
+        idle, _idle = _idle, None
+    return idle
+
+
+def _workers(ray: Any, kind: tuple[Any, ...], count: int, request_s: float) -> list[Any]:
+    """``count`` workers of this kind: the idle ones of the last map when it was of the same kind, the
+    rest started. Idle workers of another kind are stopped first (they hold CPUs and models)."""
+    idle = _take_idle()
+    actors: list[Any] = []
+    if idle is not None:
+        idle_kind, idle_actors = idle
+        if idle_kind == kind:
+            actors, idle_actors = idle_actors[:count], idle_actors[count:]
+        _stop(ray, idle_kind, idle_actors)
+    _, cpus, per_worker, _ = kind
+    worker_class = _worker_class().options(
+        num_cpus=cpus, max_concurrency=per_worker, max_restarts=2, max_task_retries=2
+    )
+    return actors + [worker_class.remote(request_s) for _ in range(count - len(actors))]
+
+
+def _stop(ray: Any, kind: tuple[Any, ...], actors: list[Any]) -> None:
+    """Stops workers of this Ray session (those of a session shut down are gone with it)."""
+    if ray.is_initialized() and kind[0] == ray.get_runtime_context().get_job_id():
+        for actor in actors:
+            ray.kill(actor)
+
+
+def _keep_idle(ray: Any, kind: tuple[Any, ...], actors: list[Any]) -> None:
+    global _idle
+    with _idle_lock:
+        previous, _idle = _idle, (kind, actors)
+    if previous is not None:
+        _stop(ray, *previous)
+
+
+def release_workers() -> None:
+    """Stops the workers the last map left warm (they hold their CPUs and loaded models until then, or
+    until this process disconnects from Ray)."""
+    idle = _take_idle()
+    if idle is not None:
+        _stop(ray_module(), *idle)
 
 
 def ray_map(
@@ -221,26 +342,23 @@ def ray_map(
     """Score every payload on ``workers`` actors (default: the cluster's CPUs) and call
     ``on_result(position, value)`` on the driver as each finishes (any order); a model's cluster-wide
     slot is leased for ``request_timeout`` plus LEASE_GRACE_S; a payload whose worker died for good
-    gives a ``WorkerLost`` value. An
-    error the job raises (a bug) is raised here, and so is one from building the job (bad settings, data
-    missing on a node), once, before any item is sent. ``on_start`` sees the started actors (tests
-    kill one)."""
+    gives a ``WorkerLost`` value. An error the job raises (a bug) is raised here, and so is one from
+    building the job (bad settings, data missing on a node), once, before any item is sent. The
+    workers stay up, idle, for the next map of the same kind (``release_workers`` stops them).
+    ``on_start`` sees the workers (tests kill one)."""
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     if per_worker < 1:
         raise ConfigError(f"items per worker must be at least 1, got {per_worker}")
     ray = connect(address)
     workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    lease_s = request_timeout + LEASE_GRACE_S
-    worker_class = _worker_class().options(
-        num_cpus=cpus_per_worker, max_concurrency=per_worker, max_restarts=2, max_task_retries=2
-    )
-    actors = [worker_class.remote(job, lease_s) for _ in range(min(workers, max(1, len(payloads))))]
+    kind = (ray.get_runtime_context().get_job_id(), cpus_per_worker, per_worker, request_timeout)
+    actors = _workers(ray, kind, min(workers, max(1, len(payloads))), request_timeout)
+    job_id, job_ref = uuid.uuid4().hex, [ray.put(job)]
     try:
-        ray.get([actor.pid.remote() for actor in actors])
-    except ray.exceptions.RayActorError as exc:  # the job could not be built: every item would fail alike
-        for actor in actors:
-            ray.kill(actor)
+        ray.get([actor.prepare.remote(job_id, job_ref) for actor in actors])
+    except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:  # every item would fail alike
+        _stop(ray, kind, actors)
         cause = str(exc).strip().splitlines()[-1]
         raise ConfigError(f"the Ray workers could not start: {cause}") from exc
     if on_start is not None:
@@ -253,7 +371,7 @@ def ray_map(
         nxt = next(queue, None)
         if nxt is not None:
             position, payload = nxt
-            pending[actor.score.remote(payload)] = (position, actor)
+            pending[actor.score.remote(job_id, job_ref, payload)] = (position, actor)
 
     try:
         for actor in actors:  # each actor runs per_worker items with as many queued behind: no idle round trip
@@ -271,9 +389,11 @@ def ray_map(
             elif not pending:  # no worker left: what was never sent is lost, and recorded so
                 for position, _payload in queue:
                     on_result(position, WorkerLost("every Ray worker died and Ray's retries gave up"))
-    finally:
-        for actor in actors:
-            ray.kill(actor)
+    except BaseException:  # a bug in the job, Ctrl-C: items may still run on the workers
+        _stop(ray, kind, actors)
+        raise
+    _stop(ray, kind, [actor for actor in actors if actor not in alive])
+    _keep_idle(ray, kind, alive)
 
 
 def _outcome(ray: Any, ref: Any) -> Any:

@@ -93,6 +93,69 @@ def test_ray_gives_the_thread_executors_results_in_order_under_one_cluster_limit
     assert scale.limit_state(spec, 3)["peak"] <= 3
 
 
+def test_a_worker_reuses_a_lease_for_its_next_request_and_gives_it_back_when_idle(cluster: Any) -> None:
+    """Calls one after another ask the limit's actor once; an idle lease goes back after linger_s; a
+    lease without a whole request's time left is never handed on."""
+    actor = scale.limit_actor("test:reuse", 2)
+    limiter = scale.ClusterLimiter(actor, lease_s=60.0, request_s=10.0, linger_s=0.3)
+    for _ in range(20):
+        with limiter.slot():
+            pass
+    assert ray.get(actor.state.remote()) == {"limit": 2, "in_use": 1, "peak": 1, "granted": 1}
+    time.sleep(1.0)
+    assert ray.get(actor.state.remote())["in_use"] == 0
+
+    short = scale.ClusterLimiter(scale.limit_actor("test:short", 2), lease_s=5.0, request_s=10.0, linger_s=0.3)
+    for _ in range(3):
+        with short.slot():
+            pass
+    assert scale.limit_state("test:short", 2)["granted"] == 3
+
+
+def test_the_next_map_of_the_same_kind_finds_its_workers_warm(cluster: Any) -> None:
+    """A map's workers stay up for the next map of the same kind (another detector included); a map of
+    another kind stops them first; release_workers stops the last ones."""
+    with StubAPI() as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        started: list[list[Any]] = []
+        results: dict[int, Any] = {}
+
+        def run(job: Any, per_worker: int) -> list[int]:
+            scale.ray_map(
+                job,
+                _items(6),
+                results.__setitem__,
+                workers=2,
+                per_worker=per_worker,
+                cpus_per_worker=0,
+                on_start=started.append,
+            )
+            return sorted(ray.get([actor.pid.remote() for actor in started[-1]]))
+
+        scgp = _DetectJob(halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None)))
+        other = _DetectJob(halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None), n=2))
+        first = run(scgp, 1)
+        assert run(other, 1) == first and len(results) == 6
+        assert set(run(scgp, 2)).isdisjoint(first)
+        assert _stopped(started[0][0])
+        scale.release_workers()
+        assert _stopped(started[-1][0])
+
+
+def _stopped(actor: Any) -> bool:
+    """Whether the actor is gone within 30 s (ray.kill returns before the process has ended)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return True
+        except ray.exceptions.GetTimeoutError:
+            continue
+        time.sleep(0.2)
+    return False
+
+
 def test_a_killed_worker_loses_no_item(cluster: Any) -> None:
     """kill -9 of a worker's process mid-batch: Ray restarts the actor and retries its items; every item
     comes back, scored or recorded as failed."""
