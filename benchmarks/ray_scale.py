@@ -4,10 +4,11 @@
 out) against the project's OpenAI-compatible stub server on 127.0.0.1. Each worker scores one item at
 a time (``concurrency=1``), so an item takes one call's latency and W workers finish W items per
 latency: the critical-path bound is items x latency / W. The model's cluster-wide limit (64) never
-binds. Wall times include starting the worker actors (each imports halluscope once); Ray's per-item
-overhead is (wall - bound) x W / items, and cpu_busy the share of the machine's CPU time that was busy
-(every process: the workers, Ray's own, the stub). Then the same 400 items again, every call from the cache: the
-local disk cache against a real redis-server on 127.0.0.1.
+binds. A cold run starts its worker actors inside the timed run (each imports halluscope, spaCy and the
+OpenAI client: about 4 s of CPU a worker); a warm run is the next map, on the workers the cold one left
+up. Ray's per-item overhead is (wall - bound) x W / items, and cpu_busy the share of the machine's CPU
+time that was busy (every process: the workers, Ray's own, the stub). Then the same 400 items again,
+every call from the cache: the local disk cache against a real redis-server on 127.0.0.1.
 
     .venv/bin/python benchmarks/ray_scale.py [--items 400] [--latency 0.2] [--workers 1,2,4] [--out benchmarks/results]
 """
@@ -26,6 +27,7 @@ import halluscope
 from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.report import markdown_table, write_json
+from halluscope.scale import release_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ is not shipped
 from tests.stub_servers import StubAPI, redis_server  # noqa: E402
@@ -98,13 +100,15 @@ def main() -> None:
 
         row("thread", 1, timed(detector(None), batch), "none")
         for workers in [int(w) for w in args.workers.split(",")]:
-            row("ray", workers, timed(detector(None), batch, executor="ray", workers=workers), "none")
+            release_workers()  # cold: every worker starts inside the timed run
+            row("ray, cold", workers, timed(detector(None), batch, executor="ray", workers=workers), "none")
+            row("ray, warm", workers, timed(detector(None), batch, executor="ray", workers=workers), "none")
         server, url = redis_server(Path(tmp))
         try:
             for name, location in (("disk", f"{tmp}/calls"), ("redis", url)):
                 timed(detector(open_cache(location)), batch, executor="ray", workers=4)  # fill the cache
                 row("thread rerun", 1, timed(detector(open_cache(location)), batch), name)  # another client
-                row("ray rerun", 4, timed(detector(open_cache(location)), batch, executor="ray", workers=4), name)
+                row("ray rerun, warm", 4, timed(detector(open_cache(location)), batch, executor="ray", workers=4), name)
         finally:
             server.kill()
     ray.shutdown()
