@@ -6,10 +6,11 @@ What runs where:
   benchmark plan), never a graph, a client or a model.
 - Each worker actor builds the job once (its graph per item, its gateway from the driver's gateway
   settings, a local model loaded once per actor) and scores the items it is given, ``per_worker``
-  at a time.
+  at a time. The workers outlive the map, warm, for the next map of the same kind.
 - One named actor per API model holds that model's concurrency limit for the whole cluster; every
   worker's gateway takes a slot from it for the length of one request (retries and backoff stay in
-  the gateway). A slot is a lease that runs out, so a worker killed mid-request cannot keep it.
+  the gateway), and keeps it a moment for its next request. A slot is a lease that runs out, so a
+  worker killed mid-request cannot keep it.
 - The call cache is shared when it is a Redis server (``HALLUSCOPE_CACHE_URL=redis://...``); a
   directory cache is shared only by the workers of one machine.
 
