@@ -1,5 +1,5 @@
-"""A small HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions and Anthropic messages
-APIs, with a script of failures, so the real client libraries can be tested on the real wire."""
+"""A small HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions, Anthropic messages and
+Ollama chat APIs, with a script of failures, so the real client libraries can be tested on the real wire."""
 
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ class StubAPI:
                 if fault is not None:
                     self._send(*fault.reply(stub, body, self.path))
                     return
-                if self.path.endswith("/chat/completions"):
+                if self.path == "/api/chat":  # Ollama's native API (what langchain-ollama speaks)
+                    payload = stub._ollama(body) if status == 200 else {"error": f"stub {status}"}
+                elif self.path.endswith("/chat/completions"):
                     payload = (
                         stub._openai(body)
                         if status == 200
@@ -122,6 +124,18 @@ class StubAPI:
                 }
             ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+        }
+
+    def _ollama(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One line of Ollama's stream, the last: a client that streams reads it as the whole answer."""
+        return {
+            "model": body.get("model", "stub"),
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": self._answer_for(body)},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 9,
+            "eval_count": 1,
         }
 
     def _anthropic(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -5,26 +5,49 @@ anthropic:<model>                     ANTHROPIC_API_KEY (ANTHROPIC_BASE_URL opti
 openai-compatible:<base_url>#<model>  vLLM, llama.cpp server, ...; key from
                                       OPENAI_COMPATIBLE_API_KEY if the server wants one
 local:<name or path.gguf>             local GGUF models (served by the local-models extra)
+<provider>:<model>                    any other provider LangChain's init_chat_model knows (ollama:llama3,
+                                      google_genai:gemini-2.5-flash, bedrock_converse:...), through its
+                                      integration package (langchain-ollama, ...) and that package's settings
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
 from halluscope.errors import ConfigError, ModelSpecError, redact_credentials
 
-Provider = Literal["openai", "anthropic", "openai-compatible", "local"]
-PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "openai-compatible", "local")
+PROVIDERS = ("openai", "anthropic", "openai-compatible", "local")  # halluscope's own routes
+_PROVIDER_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def langchain_providers() -> dict[str, str]:
+    """The providers LangChain's init_chat_model builds, each with the module of its integration.
+    (langchain keeps the table private; without it, any provider name is passed on as written.)"""
+    from langchain.chat_models import base
+
+    table = getattr(base, "_BUILTIN_PROVIDERS", {})
+    return {name: entry[0] for name, entry in table.items() if name not in PROVIDERS}
+
+
+def _integration_missing(provider: str, shown: str) -> str | None:
+    """The sentence that names the package to install, when the provider's integration is missing."""
+    module = langchain_providers().get(provider)
+    if module is None or importlib.util.find_spec(module.split(".")[0]) is not None:
+        return None
+    package = module.split(".")[0].replace("_", "-")
+    return f"{shown!r} needs LangChain's {provider} integration: pip install {package}"
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    provider: Provider
+    provider: str
     model: str
     base_url: str | None = None
 
@@ -51,7 +74,16 @@ def parse_model_spec(spec: str) -> ModelSpec:
             "openai-compatible:http://127.0.0.1:8000/v1#my-model, local:qwen2.5-coder-1.5b)"
         )
     if provider not in PROVIDERS:
-        raise ModelSpecError(f"unknown provider {provider!r} in {shown!r}; known: {', '.join(PROVIDERS)}")
+        known = langchain_providers()
+        if not _PROVIDER_NAME.match(provider) or (known and provider not in known):
+            raise ModelSpecError(
+                f"unknown provider {provider!r} in {shown!r}; halluscope's: {', '.join(PROVIDERS)}; "
+                f"through LangChain's init_chat_model: {', '.join(known) or 'any installed integration'}"
+            )
+        missing = _integration_missing(provider, shown)
+        if missing:
+            raise ModelSpecError(missing)
+        return ModelSpec(provider, rest)
     if provider == "openai-compatible":
         base_url, hash_sep, model = rest.rpartition("#")
         if not hash_sep or not base_url or not model:
@@ -103,6 +135,26 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
             timeout=timeout,
             cache=False,
         )
-    from halluscope.backends.local import LocalChatModel, model_file
+    if spec.provider == "local":
+        from halluscope.backends.local import LocalChatModel, model_file
 
-    return LocalChatModel(model_path=str(model_file(spec.model)), model_id=spec.key)
+        return LocalChatModel(model_path=str(model_file(spec.model)), model_id=spec.key)
+    return _init_chat_model(spec, timeout)
+
+
+def _init_chat_model(spec: ModelSpec, timeout: float) -> BaseChatModel:
+    """Any other provider, through LangChain's init_chat_model: its credentials and endpoint come from
+    the integration's own settings (OLLAMA_HOST, GOOGLE_API_KEY ...). Its own retries are turned off
+    and the timeout set where the class has those fields (the gateway retries, once)."""
+    from langchain.chat_models import init_chat_model
+
+    try:
+        chat = init_chat_model(spec.model, model_provider=spec.provider)
+        fields = type(chat).model_fields
+        settings: dict[str, Any] = {"max_retries": 0, "timeout": timeout}
+        settings = {name: value for name, value in settings.items() if name in fields}
+        return init_chat_model(spec.model, model_provider=spec.provider, **settings) if settings else chat
+    except ImportError as exc:  # the integration package is missing (its message names it)
+        raise ModelSpecError(f"{spec.key}: {exc}") from exc
+    except ValueError as exc:  # a provider init_chat_model does not know, or settings it refuses
+        raise ModelSpecError(f"{spec.key}: {redact_credentials(str(exc)).splitlines()[0]}") from exc

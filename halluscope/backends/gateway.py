@@ -31,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
-from halluscope.backends.chat import ModelSpec, make_chat_model, parse_model_spec
+from halluscope.backends.chat import PROVIDERS, ModelSpec, make_chat_model, parse_model_spec
 from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
 from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
 from halluscope.backends.retry import (
@@ -47,6 +47,9 @@ from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTe
 
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
+LOGPROB_PROVIDERS = ("local", "openai", "openai-compatible")  # the routes whose token log-probs halluscope reads
+# what init_chat_model's classes call a call parameter, where it is not its own name
+_FIELD_NAMES = {"max_tokens": ("max_tokens", "num_predict", "max_output_tokens", "max_new_tokens")}
 ModelLike = str | BaseChatModel
 
 
@@ -155,8 +158,9 @@ class Gateway:
 
     def gives_logprobs(self, model: ModelLike) -> bool:
         """Whether to ask this model for token log-probs by default: local, OpenAI and OpenAI-compatible
-        models give them; Anthropic has none, and a chat model instance may not take the parameter."""
-        return self.model(model).provider not in ("anthropic", "instance")
+        models give them; Anthropic and init_chat_model's providers do not here, and a chat model
+        instance may not take the parameter."""
+        return self.model(model).provider in LOGPROB_PROVIDERS
 
     def logprob_model(self, model: str | LogProbModel) -> LogProbModel:
         """Resolve a LogProbModel once per gateway (an ``anthropic:`` spec is a clear 'needs log-probs' error)."""
@@ -191,9 +195,9 @@ class Gateway:
         tpl = self.prompt(prompt)
         messages = tpl.render(**({k: fence(v) for k, v in variables.items()} if self.delimit else variables))
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
-        if m.provider == "anthropic" and merged.get("logprobs"):
+        if merged.get("logprobs") and m.provider not in (*LOGPROB_PROVIDERS, "instance"):
             raise ConfigError(
-                f"{m.key} gives no log-probabilities; methods that need them (Direct Question probabilities, "
+                f"{m.key} gives no log-probabilities here; methods that need them (Direct Question probabilities, "
                 "likelihood semantic entropy, PHR, CLUE's offline scorer) need a local, openai or "
                 "openai-compatible model"
             )
@@ -256,6 +260,22 @@ class Gateway:
             m, tpl, key, sample_index, self._provider_kwargs(m, merged, sample_index), to_langchain(messages)
         )
 
+    @staticmethod
+    def _invocation(m: _Model, kwargs: dict[str, Any]) -> tuple[BaseChatModel, dict[str, Any]]:
+        """The chat model and keywords one call invokes. An init_chat_model provider's client takes
+        no per-call sampling keywords (ChatOllama would send them as unknown arguments): they are set
+        on a copy of the model, under the field name its class uses; one it has no field for is left
+        out."""
+        if m.provider in (*PROVIDERS, "instance"):
+            return m.chat, kwargs
+        fields = type(m.chat).model_fields
+        update = {}
+        for name, value in kwargs.items():
+            field = next((f for f in _FIELD_NAMES.get(name, (name,)) if f in fields), None)
+            if field is not None:
+                update[field] = value
+        return m.chat.model_copy(update=update), {}
+
     def call(
         self,
         model: ModelLike,
@@ -273,7 +293,8 @@ class Gateway:
 
         def attempt() -> dict[str, Any]:
             with _no_choices_is_a_bad_reply():
-                message = self._limited(req.model.key, lambda: req.model.chat.invoke(req.messages, **req.kwargs))
+                chat, kwargs = self._invocation(req.model, req.kwargs)
+                message = self._limited(req.model.key, lambda: chat.invoke(req.messages, **kwargs))
             return self._read(req, message)
 
         data = call_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
@@ -298,7 +319,8 @@ class Gateway:
         async def attempt() -> dict[str, Any]:
             async with limiter.aslot():
                 with _no_choices_is_a_bad_reply():
-                    message = await req.model.chat.ainvoke(req.messages, **req.kwargs)
+                    chat, kwargs = self._invocation(req.model, req.kwargs)
+                    message = await chat.ainvoke(req.messages, **kwargs)
             return self._read(req, message)
 
         data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
