@@ -16,10 +16,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.backends.logprobs import hf_directory
@@ -145,7 +146,7 @@ class LLMEntailment(Entailment):
             probs = label_probabilities(reply.logprobs) if self.with_probs else None
             return Judgement(reply.parsed if reply.ok else None, probs, reply.text)
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
+        with ContextThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
             return list(pool.map(one, pairs))
 
 
@@ -281,7 +282,7 @@ class LLMZeroShot(ZeroShot):
             reply = self.gateway.call(self.model, self.prompt, {"premise": pair[0], "hypothesis": pair[1]}, stats=stats)
             return yes_probability(reply.logprobs)
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
+        with ContextThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
             return list(pool.map(one, pairs))
 
 

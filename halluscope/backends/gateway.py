@@ -22,13 +22,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
 from halluscope.backends.chat import PROVIDERS, ModelSpec, make_chat_model, parse_model_spec
@@ -474,7 +474,7 @@ class Gateway:
                 on_reply(reply)
             return reply
 
-        with ThreadPoolExecutor(max_workers=min(n, self.concurrency)) as pool:
+        with ContextThreadPoolExecutor(max_workers=min(n, self.concurrency)) as pool:
             return list(pool.map(one, range(n)))
 
     async def asample(

@@ -235,7 +235,7 @@ def build(
     graph.add_edge("extract", "merge")
     graph.add_edge("merge", "score")
     graph.add_edge("score", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def run(

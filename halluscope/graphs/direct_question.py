@@ -81,7 +81,7 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
     graph.add_conditional_edges("split", fan_out, ["ask"])
     graph.add_edge("ask", "score")
     graph.add_edge("score", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def detect(

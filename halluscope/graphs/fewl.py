@@ -219,7 +219,7 @@ def build(
     for node in ("answer", "diversified", "wrong", "respond"):
         graph.add_edge(node, "score")
     graph.add_edge("score", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def score_batch(

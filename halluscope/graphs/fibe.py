@@ -396,7 +396,7 @@ def build(
         graph.add_node("selfcheck", selfcheck)
         graph.add_edge("selfcheck", "combine")
     graph.add_edge("combine", END)
-    return graph.compile()
+    return graph.compile(name=variant)
 
 
 def detect(

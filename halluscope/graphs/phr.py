@@ -272,7 +272,7 @@ def build(
     graph.add_conditional_edges("start", fan_out, ["imagine"])
     graph.add_edge("imagine", "estimate")
     graph.add_edge("estimate", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def run(

@@ -173,7 +173,7 @@ def build(
     graph.add_conditional_edges("check_all", fan_out, ["check"])
     graph.add_edge("check", "score")
     graph.add_edge("score", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def detect(

@@ -168,7 +168,7 @@ def build(
     graph.add_conditional_edges("start", route, ["sample", "cluster"])
     graph.add_edge("sample", "cluster")
     graph.add_edge("cluster", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def run(

@@ -317,7 +317,7 @@ def build(
     graph.add_conditional_edges("judge", route_clusters, ["cluster"])
     graph.add_edge("cluster", "score")
     graph.add_edge("score", END)
-    return graph.compile()
+    return graph.compile(name=NAME)
 
 
 def detect(
