@@ -2,7 +2,9 @@
 
 A detector is configuration only (the method, its model and options), so one instance is safe to
 share across threads and concurrent graph runs: every ``detect`` builds its own graph and counts its
-own calls, and model calls meet in the process's gateway (one cache, one limit per model).
+own calls, and model calls meet in the process's gateway (one cache, one limit per model). It is a
+LangChain Runnable: ``invoke``/``batch``/``with_config`` and ``|`` in a chain, one root run per item
+in a trace, named after the method.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Union, get_type_hints
 
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import ContextThreadPoolExecutor
+from pydantic import BaseModel, create_model
 from tqdm.auto import tqdm
 
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
@@ -80,9 +85,14 @@ def _parameters(method: Method) -> dict[str, inspect.Parameter]:
     return dict(inspect.signature(method.detect).parameters)
 
 
+# What a detector takes as a Runnable: the method's keyword arguments, or the text to check.
+DetectorInput = Union[Mapping[str, Any], str, BaseMessage]  # noqa: UP007 (a runtime alias)
+
+
 @dataclass(frozen=True, eq=False)
-class Detector:
-    """A method with its model and options bound; ``detect(**item)`` runs it on one item."""
+class Detector(Runnable[DetectorInput, DetectionResult]):
+    """A method with its model and options bound; ``detect(**item)`` runs it on one item, and as a
+    Runnable ``invoke(item, config)`` does, under the config's callbacks, tags and run name."""
 
     method: str
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -148,6 +158,47 @@ class Detector:
         """Run the method on one item (the same keyword arguments as the method's own ``detect``)."""
         return self._calibrated(self.spec.detect(**self.arguments(item)))
 
+    # -- as a LangChain Runnable
+
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
+        """A trace's root run is named after the method (or the config's run_name)."""
+        name = name or self.method
+        return f"{name}{suffix}" if suffix else name
+
+    @property
+    def InputType(self) -> Any:  # noqa: N802 (LangChain's name)
+        return DetectorInput
+
+    @property
+    def OutputType(self) -> type[DetectionResult]:  # noqa: N802 (LangChain's name)
+        return DetectionResult
+
+    def get_input_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+        """The method's inputs, as the fields of an item (what a tool call, Studio or a chain fills)."""
+        hints = get_type_hints(self.spec.detect)
+        fields: dict[str, Any] = {name: (hints.get(name, Any) | None, None) for name in self.spec.inputs}
+        title = "".join(part.capitalize() for part in self.method.replace("+", "-").split("-")) + "Input"
+        return create_model(title, **fields)
+
+    def invoke(self, input: DetectorInput, config: RunnableConfig | None = None, **kwargs: Any) -> DetectionResult:  # noqa: A002
+        """``detect`` on one item: a dict of the method's arguments, or the text to check (a string or
+        a chat message: the answer for a method that checks one, else the question)."""
+        return self._call_with_config(lambda value: self.detect(**self.item(value)), input, config, run_type="chain")
+
+    def item(self, value: DetectorInput) -> dict[str, Any]:
+        """The keyword arguments a Runnable input stands for."""
+        if isinstance(value, Mapping):
+            return dict(value)
+        if isinstance(value, BaseMessage):
+            value = str(value.text)
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"{self.method} takes a dict of its arguments or the text to check, got {type(value).__name__}"
+            )
+        if self.spec.answer_field is None and self.spec.question_field is not None:
+            return {self.spec.question_field: value}
+        return self.answer_item(value, None)
+
     def _calibrated(self, result: DetectionResult) -> DetectionResult:
         """Each unit's probability from the calibration."""
         if self.calibration is None:
@@ -197,7 +248,7 @@ class Detector:
             if executor == "ray":
                 self._on_ray(batch, done, concurrency, address, workers)
             else:
-                with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                with ContextThreadPoolExecutor(max_workers=concurrency) as pool:
                     list(pool.map(lambda i: done(i, self.scored(batch[i])), range(len(batch))))
         finished = [r for r in results if r is not None]
         if len(finished) != len(batch):  # every item is scored or recorded as failed: none may be lost

@@ -1,0 +1,128 @@
+"""Detectors as LangChain Runnables, and one trace per item: a callback handler that records every
+run and its parent, offline, against the stub server (the real OpenAI client on the wire)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableLambda
+
+import halluscope
+from halluscope.backends.gateway import Gateway
+from halluscope.errors import ConfigError
+from halluscope.results import DetectionResult
+from tests.stub_servers import StubAPI
+
+TEXT = "Paris is in France. It has a tower."
+
+
+class Runs(BaseCallbackHandler):
+    """Every run started: its kind, name, id, parent and tags."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict[str, Any]] = []
+
+    def _add(self, kind: str, run_id: UUID, parent_run_id: UUID | None, kwargs: dict[str, Any]) -> None:
+        self.runs.append(
+            {
+                "kind": kind,
+                "name": kwargs.get("name"),
+                "id": run_id,
+                "parent": parent_run_id,
+                "tags": kwargs.get("tags"),
+            }
+        )
+
+    def on_chain_start(
+        self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        self._add("chain", run_id, parent_run_id, kwargs)
+
+    def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        self._add("chat", run_id, parent_run_id, kwargs)
+
+    def roots(self) -> list[dict[str, Any]]:
+        return [run for run in self.runs if run["parent"] is None]
+
+    def chats(self) -> list[dict[str, Any]]:
+        return [run for run in self.runs if run["kind"] == "chat"]
+
+
+@pytest.fixture
+def spec() -> Iterator[str]:
+    with StubAPI(answer="Yes") as stub:
+        yield f"openai-compatible:{stub.base_url}/v1#stub"
+
+
+def test_one_detect_is_one_trace_named_after_the_method(spec: str) -> None:
+    """SelfCheck-Prompt regenerating 2 samples (the gateway's sampling threads) then 4 checks (the
+    graph's fan-out): 6 model runs, every one under the one root, with the config's tags."""
+    det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None), n=2)
+    runs = Runs()
+    result = det.invoke({"text": TEXT, "concept": "Paris"}, config={"callbacks": [runs], "tags": ["nightly"]})
+    assert result.ok and result.meta.calls == 6
+    [root] = runs.roots()
+    assert root["name"] == "selfcheck-prompt" and root["kind"] == "chain"
+    assert len(runs.chats()) == 6 and all("nightly" in run["tags"] for run in runs.chats())
+    names = {run["name"] for run in runs.runs}
+    assert {"split", "regenerate", "check", "score"} <= names
+
+
+def test_the_judges_threads_and_detect_many_keep_one_trace() -> None:
+    """Semantic entropy's entailment judge runs its pairs on threads; detect_many runs items on
+    threads: under one parent run, every model run still has that parent as its root."""
+    with StubAPI(answer="entailment") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        det = halluscope.detector("semantic-entropy", judge=spec, gateway=Gateway(cache=None))
+        runs = Runs()
+        batch = RunnableLambda(lambda items: det.detect_many(items, progress=False), name="nightly-batch")
+        items = [{"question": q, "answers": ["Paris", "Lyon", "Paris, France"]} for q in ("Capital?", "City?")]
+        results = batch.invoke(items, {"callbacks": [runs]})
+    assert all(r.ok for r in results)
+    [root] = runs.roots()
+    assert root["name"] == "nightly-batch"
+    calls = sum(r.meta.calls for r in results)
+    assert calls >= 4 and len(runs.chats()) == calls == len(stub.requests)
+
+
+def test_a_detector_composes_in_a_chain_and_batches(spec: str) -> None:
+    det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None))
+    chain = RunnableLambda(lambda text: {"text": text, "samples": ["Paris, France."]}) | det
+    scores = (chain | RunnableLambda(lambda result: [u.score for u in result.units])).invoke(TEXT)
+    assert scores == [0.0, 0.0]
+    out = det.batch([{"text": TEXT, "samples": ["x"]}, {"text": "  ", "samples": ["x"]}], return_exceptions=True)
+    assert isinstance(out[0], DetectionResult) and isinstance(out[1], ConfigError)
+    runs = Runs()
+    det.with_config(run_name="check-answer").invoke({"text": TEXT, "samples": ["x"]}, {"callbacks": [runs]})
+    assert [run["name"] for run in runs.roots()] == ["check-answer"]
+
+
+async def test_ainvoke_and_abatch(spec: str) -> None:
+    det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None))
+    one = await det.ainvoke({"text": TEXT, "samples": ["x"]})
+    many = await det.abatch([{"text": TEXT, "samples": ["x"]}] * 2)
+    assert one.ok and [r.ok for r in many] == [True, True]
+
+
+def test_a_text_or_message_is_the_answer_or_the_question(spec: str) -> None:
+    scgp = halluscope.detector("selfcheck-prompt", model=spec, samples=["x"])
+    assert scgp.item(AIMessage(content=TEXT)) == {"text": TEXT}
+    assert halluscope.detector("semantic-entropy", model=spec).item("Capital of France?") == {
+        "question": "Capital of France?"
+    }
+    with pytest.raises(ConfigError, match="takes a dict of its arguments or the text to check, got int"):
+        scgp.item(3)
+
+
+def test_the_input_schema_names_the_methods_inputs(spec: str) -> None:
+    det = halluscope.detector("selfcheck-prompt", model=spec)
+    schema = det.get_input_schema().model_json_schema()
+    assert schema["title"] == "SelfcheckPromptInput" and set(schema["properties"]) == {"text", "concept"}
+    assert det.OutputType is DetectionResult
