@@ -1,0 +1,83 @@
+"""LangGraph Studio / API server: the real in-memory server (`langgraph dev`, from langgraph-cli[inmem])
+on 127.0.0.1 loads the repository's langgraph.json, and langgraph_sdk runs a method's graph through it
+against the stub server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+
+from tests.stub_servers import StubAPI
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "Paris is in France. It has a tower."
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The API server on a free port, its log kept for a failing test; stopped after the module."""
+    port, log = _free_port(), tmp_path_factory.mktemp("langgraph") / "server.log"
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "HALLUSCOPE_CACHE_DIR": str(log.parent / "calls"),
+    }
+    command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--config", str(ROOT / "langgraph.json")]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    client = get_sync_client(url=f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client.assistants.search()
+                break
+            except Exception:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"langgraph dev did not start:\n{log.read_text()[-3000:]}") from None
+                time.sleep(0.5)
+        yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_server_serves_every_graph_of_langgraph_json(server: Any) -> None:
+    declared = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
+    assert sorted(a["graph_id"] for a in server.assistants.search()) == sorted(declared)
+
+
+def test_a_method_runs_through_the_server_with_its_model_from_configurable(server: Any) -> None:
+    with StubAPI(answer="No") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        out = server.runs.wait(
+            None,
+            "selfcheck-prompt",
+            input={"text": TEXT, "samples": ["Paris, France."]},
+            config={"configurable": {"model": spec, "n": 1}},
+        )
+        assert len(stub.requests) == 2 and stub.requests[0]["body"]["model"] == "stub"
+    assert out["scores"] == [1.0, 1.0] and out["scored_sentences"] == ["Paris is in France.", "It has a tower."]
+
+
+def test_an_unknown_configurable_key_fails_the_run_instead_of_running_with_defaults(server: Any) -> None:
+    with pytest.raises(Exception, match="ConfigError"):
+        server.runs.wait(None, "selfcheck-prompt", input={"text": TEXT}, config={"configurable": {"modle": "x"}})
