@@ -70,7 +70,7 @@ def test_user_errors_are_one_line_with_exit_code_2(
 def test_prompts_list_show_and_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _, out, _ = run(capsys, "prompts", "list", "--json")
     rows = json.loads(out)
-    assert len(rows) == 24 and all(r["version"] == 1 and r["default"] for r in rows)
+    assert len(rows) == 25 and all(r["version"] == 1 and r["default"] for r in rows)
     _, out, _ = run(capsys, "prompts", "list")
     assert "fibe.create@1" in out and "Appendix E.3.1" in out
     _, out, _ = run(capsys, "prompts", "show", "fibe.score@1")

@@ -23,7 +23,7 @@ EXAMPLES = [
 
 
 def respond(prompt: str, params: dict[str, Any]) -> str:
-    if "Write an article" in prompt:
+    if prompt.startswith("Who was"):  # the example's question, asked again for a sample
         return f"A short article. Sample {params.get('seed')}."
     return "No" if "born in" in prompt.split("Sentence: ")[1] else "Yes"
 
@@ -31,7 +31,7 @@ def respond(prompt: str, params: dict[str, Any]) -> str:
 def test_each_method_reads_its_fields() -> None:
     q, a = {"question": "Q?"}, {"answer": "A."}
     assert example_arguments(detector("fibe"), q, a) == {"text": "A.", "prompt": "Q?"}
-    assert example_arguments(detector("selfcheck-prompt"), q, a) == {"text": "A.", "concept": "Q?"}
+    assert example_arguments(detector("selfcheck-prompt"), q, a) == {"text": "A.", "question": "Q?"}
     assert example_arguments(detector("semantic-entropy"), q, a) == {"question": "Q?"}
     assert example_arguments(detector("semantic-entropy-paragraph"), q, "A.") == {"question": "Q?", "text": "A."}
     assert example_arguments(detector("clue"), "Q?", a) == {"question": "Q?"}

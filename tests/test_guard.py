@@ -43,7 +43,7 @@ def world(revision: str, seen: list[str]) -> Any:
     def respond(prompt: str, params: dict[str, Any]) -> str:
         with lock:
             seen.append(prompt.split("\n", 1)[0])
-        if "Write an article" in prompt:
+        if prompt == QUESTION:  # the user's question, asked again for a sample
             return f"Canberra is the capital of Australia. Sample {params.get('seed')}."
         if "fact-checker found" in prompt:
             return revision

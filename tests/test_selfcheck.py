@@ -44,6 +44,29 @@ def checker(seen: list[str]) -> Any:
     return respond
 
 
+@pytest.mark.parametrize("method", [selfcheck_prompt, selfcheck_unigram])
+def test_samples_answer_the_users_question_asked_again(method: Any, gateway: Gateway, scripted: Any) -> None:
+    """A caller's question is asked again for each sample (SelfCheckGPT: further responses to the same
+    query); a question of the WikiBio form, and a concept, get FIBE's E.1 prompt about the person."""
+    seen: list[str] = []
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        seen.append(prompt)
+        return "Yes" if "Sentence: " in prompt else f"Einstein was born in Ulm. Sample {params.get('seed')}."
+
+    model = scripted(respond)
+    method.detect(TEXT, model=model, question="Where was Einstein born?", n=2, gateway=gateway)
+    assert seen[:2] == ["Where was Einstein born?"] * 2
+    seen.clear()
+    method.detect(
+        TEXT, model=model, question="This is a Wikipedia passage about Albert Einstein:", n=2, gateway=gateway
+    )
+    assert len(seen) >= 2 and all("Write an article" in p and "about Albert Einstein:" in p for p in seen[:2])
+    seen.clear()
+    method.detect(TEXT, model=model, concept="Albert Einstein", n=2, gateway=gateway)
+    assert all("Write an article" in p for p in seen[:2])
+
+
 def test_scgp_on_given_samples_makes_n_times_r_calls_and_a_rerun_none(gateway: Gateway, scripted: Any) -> None:
     seen: list[str] = []
     model = scripted(checker(seen))

@@ -55,6 +55,15 @@ def prompt_option(param: str, help: str) -> Option:
 
 
 PROMPT = prompt_option("prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'")
+# what SelfCheck (Prompt and Unigram) regenerates its samples from, when none are given
+REGENERATE_FROM = (
+    prompt_option(
+        "question",
+        "the question the text answers, asked again for the samples ('This is a Wikipedia passage about X:' "
+        "asks FIBE's E.1 prompt about X)",
+    ),
+    Option("concept", ("--concept",), "the passage's concept, for FIBE's E.1 regeneration prompt"),
+)
 
 
 def model(does: str) -> Option:

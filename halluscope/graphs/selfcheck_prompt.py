@@ -65,9 +65,11 @@ class CheckInput(TypedDict):
 
 
 class SCGPInput(TypedDict, total=False):
-    """What a host passes in: the text (or its sentences), the concept, and samples if it has them."""
+    """What a host passes in: the text (or its sentences), the question it answered or its concept,
+    and samples if it has them."""
 
     text: str
+    question: str
     concept: str
     sentences: list[str]
     samples: list[str]
@@ -112,7 +114,9 @@ def build(
         return {"sentences": found}
 
     def regenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
-        samples = regenerate_passages(gw, model, state.get("concept", ""), len(state["sentences"]), n, stats_of(config))
+        samples = regenerate_passages(
+            gw, model, state.get("concept", ""), len(state["sentences"]), n, stats_of(config), state.get("question")
+        )
         return {"samples": samples}
 
     def needs_samples(state: SCGPState) -> str:
@@ -182,6 +186,7 @@ def detect(
     model: ModelLike,
     sentences: list[str] | None = None,
     samples: list[str] | None = None,
+    question: str | None = None,
     concept: str | None = None,
     n: int = 5,
     scoring: Scoring = "discrete",
@@ -196,6 +201,8 @@ def detect(
     text, sentences, samples = checked_passage(text, sentences, samples)
     ctx = start(gateway, stats, max_concurrency, on_step)
     state: SCGPState = {"text": text or "", "concept": concept or ""}
+    if question:
+        state["question"] = question
     if sentences:
         state["sentences"] = sentences
     if samples:
@@ -225,12 +232,12 @@ METHOD = Method(
     name=NAME,
     detect=detect,
     summary="SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)",
-    inputs=("text", "concept"),
-    question_field="concept",
+    inputs=("text", "question", "concept"),
+    question_field="question",
     answer_field="text",
     options=(
         *options.TEXT,
-        options.prompt_option("concept", "the passage's concept or prompt, to regenerate the samples from"),
+        *options.REGENERATE_FROM,
         options.texts_file("samples", "--samples-file", "passages you already have"),
         options.model("checks each sentence against each sample (and writes the samples)"),
         options.samples(5, "samples regenerated when none are given"),
@@ -242,5 +249,9 @@ METHOD = Method(
             choices=SCORINGS,
         ),
     ),
-    needs=((("text", "{}"),), (("model", "{}"),), (("samples", "{}"), ("concept", "{} to regenerate samples"))),
+    needs=(
+        (("text", "{}"),),
+        (("model", "{}"),),
+        (("samples", "{}"), ("question", "{} to regenerate samples"), ("concept", "{}")),
+    ),
 )

@@ -22,6 +22,7 @@ def detect(
     *,
     samples: list[str] | None = None,
     model: ModelLike | None = None,
+    question: str | None = None,
     concept: str | None = None,
     n: int = 5,
     sentences: list[str] | None = None,
@@ -40,7 +41,7 @@ def detect(
     if not samples:
         if model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
-        samples = regenerate_passages(ctx.gateway, model, concept or "", len(found), n, ctx.stats)
+        samples = regenerate_passages(ctx.gateway, model, concept or "", len(found), n, ctx.stats, question)
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [
         Unit(
@@ -61,13 +62,13 @@ METHOD = Method(
     name=NAME,
     detect=detect,
     summary="SelfCheck-Unigram (max): how surprising each sentence's rarest token is under the samples",
-    inputs=("text", "concept"),
-    question_field="concept",
+    inputs=("text", "question", "concept"),
+    question_field="question",
     answer_field="text",
     options=(
         *options.TEXT,
         options.texts_file("samples", "--samples-file", "passages you already have"),
-        options.prompt_option("concept", "the passage's concept or prompt, to regenerate the samples from"),
+        *options.REGENERATE_FROM,
         options.model("writes the samples when none are given"),
         options.samples(5, "samples regenerated when none are given"),
     ),

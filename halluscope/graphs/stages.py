@@ -15,22 +15,37 @@ from halluscope.errors import ConfigError
 from halluscope.scoring import ClusterRule, greedy_cluster, length_normalised
 
 REGENERATE = "selfcheck.regenerate"
+RESAMPLE = "selfcheck.resample"
+
+
+_WIKIBIO_PROMPT = re.compile(r"passage about (.+?):?\s*$")
 
 
 def concept_from_prompt(prompt: str) -> str:
     """'This is a Wikipedia passage about X:' -> 'X'; any other prompt is taken as the concept."""
-    m = re.search(r"passage about (.+?):?\s*$", prompt.strip())
+    m = _WIKIBIO_PROMPT.search(prompt.strip())
     return m.group(1) if m else prompt.strip()
 
 
 def regenerate_passages(
-    gateway: Gateway, model: ModelLike, concept: str, n_sentences: int, n: int, stats: CallStats | None = None
+    gateway: Gateway,
+    model: ModelLike,
+    concept: str,
+    n_sentences: int,
+    n: int,
+    stats: CallStats | None = None,
+    question: str | None = None,
 ) -> list[str]:
-    """N comparison passages about the concept (or the prompt that produced the text: 'This is a
-    Wikipedia passage about X:' asks about X) with the FIBE paper's E.1 prompt (sample indexes 0..N-1)."""
-    concept = concept_from_prompt(concept)
+    """N comparison passages (sample indexes 0..N-1): the user's ``question`` asked again when the
+    caller has one (a tool, a guard, an evaluator: the samples answer what the text answered), else
+    the FIBE paper's E.1 prompt about the concept (a question of the WikiBio form 'This is a
+    Wikipedia passage about X:' asks E.1 about X, as the papers' benchmark did)."""
+    if question and question.strip() and not _WIKIBIO_PROMPT.search(question):
+        replies = gateway.sample(model, RESAMPLE, {"question": question.strip()}, n, stats=stats)
+        return [r.text for r in replies]
+    concept = concept_from_prompt(question or concept)
     if not concept:
-        raise ConfigError("regenerating samples needs the concept (or the original prompt); or pass samples")
+        raise ConfigError("regenerating samples needs the concept or the question; or pass samples")
     replies = gateway.sample(model, REGENERATE, {"n_sentences": n_sentences, "concept": concept}, n, stats=stats)
     return [r.text for r in replies]
 
