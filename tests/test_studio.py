@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--config", str(ROOT / "langgraph.json")]
     command += ["--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
     with log.open("w") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
     client = get_sync_client(url=f"http://127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 120
