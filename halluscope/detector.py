@@ -111,8 +111,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         """The method's contract (its inputs, options, needs and how a result reads)."""
         return METHODS[self.method]
 
+    def accepted(self) -> dict[str, inspect.Parameter]:
+        """The keyword arguments the method's ``detect`` takes (options and item fields alike)."""
+        return _parameters(self.spec)
+
     def _check_names(self, names: Iterable[str], what: str) -> None:
-        accepted = _parameters(self.spec)
+        accepted = self.accepted()
         unknown = sorted(set(names) - accepted.keys())
         if unknown:
             raise ConfigError(

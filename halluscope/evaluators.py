@@ -6,9 +6,11 @@ in a ``langsmith.evaluate(...)`` experiment (or any loop over examples):
 
 ``score`` is the riskiest unit's score (higher = more likely hallucinated; for FEWL the risk -FEWL);
 ``comment`` is the result's summary; ``metadata`` holds every unit's score and the run's costs. The
-methods are reference-free: ``reference_outputs`` is accepted, as the convention passes it, and
-unused. An example that fails (blank answer, provider down) scores None with the reason in the
-comment, so one bad example never ends an experiment.
+methods are reference-free: ``reference_outputs`` is read only for an example's ``samples`` (a
+SelfCheck method checks the answer against them instead of regenerating). An example that fails
+(blank answer, provider down) scores None with the reason in the comment, so one bad example never
+ends an experiment. Both the sync and the async evaluators name their parameters (``inputs``,
+``outputs``, ``reference_outputs``), as ``langsmith.evaluate`` and ``aevaluate`` require.
 """
 
 from __future__ import annotations
@@ -49,9 +51,11 @@ def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
     raise ConfigError(f"no {what} found in {type(value).__name__}")
 
 
-def example_arguments(det: Detector, inputs: Any, outputs: Any) -> dict[str, Any]:
+def example_arguments(det: Detector, inputs: Any, outputs: Any, reference_outputs: Any = None) -> dict[str, Any]:
     """The ``detect`` keywords of one example: the run's answer and the example's question where the
-    method takes them (PHR reads its ``context`` and ``query`` from the inputs)."""
+    method takes them (PHR reads its ``context`` and ``query`` from the inputs), and the example's
+    ``samples`` for a method that can use them (SelfCheck, FIBE's +selfcheck), from the run's outputs
+    or else the reference outputs."""
     spec = det.spec
     if spec.question_field is None and spec.answer_field is None:  # PHR: an ICL problem, not a Q&A pair
         if not isinstance(inputs, Mapping) or not {"context", "query"} <= inputs.keys():
@@ -59,7 +63,13 @@ def example_arguments(det: Detector, inputs: Any, outputs: Any) -> dict[str, Any
         return {"context": inputs["context"], "query": inputs["query"]}
     answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs") if spec.answer_field is not None else None
     question = _text_of(inputs, QUESTION_KEYS, "question in inputs") if inputs is not None else None
-    return det.answer_item(answer, question)
+    item = det.answer_item(answer, question)
+    if "samples" in det.accepted():
+        for source in (outputs, reference_outputs):
+            if isinstance(source, Mapping) and source.get("samples"):
+                item["samples"] = list(source["samples"])
+                break
+    return item
 
 
 def _result(key: str, result: DetectionResult) -> EvaluatorResult:
@@ -93,7 +103,7 @@ def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> 
         *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
     ) -> EvaluatorResult:
         try:
-            return _result(name, det.detect(**example_arguments(det, inputs, outputs)))
+            return _result(name, det.detect(**example_arguments(det, inputs, outputs, reference_outputs)))
         except HalluscopeError as exc:  # a failed example is a scored-None row (a bug still raises)
             return _failure(name, det.method, exc)
 
@@ -105,8 +115,12 @@ def create_async_evaluator(method: str, *, key: str | None = None, **options: An
     """The async twin of ``create_evaluator``: the same evaluator in a worker thread (graphs run synchronously)."""
     evaluate_sync = create_evaluator(method, key=key, **options)
 
-    async def evaluate(**kwargs: Any) -> EvaluatorResult:
-        return await asyncio.to_thread(evaluate_sync, **kwargs)
+    async def evaluate(
+        *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
+    ) -> EvaluatorResult:
+        return await asyncio.to_thread(
+            evaluate_sync, inputs=inputs, outputs=outputs, reference_outputs=reference_outputs
+        )
 
     evaluate.__name__ = evaluate_sync.__name__
     return evaluate

@@ -172,6 +172,45 @@ class StubAPI:
         self.server.server_close()
 
 
+class SinkAPI:
+    """Answers every request 200 with an empty JSON object and records its method and path: a stand-in
+    for the LangSmith API, so a LangSmith client runs offline and nothing leaves the machine."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                sink.requests.append((self.command, self.path))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> SinkAPI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @dataclass(frozen=True)
 class Fault:
     """One injected fault: an HTTP status (with headers, e.g. Retry-After), a slow reply, or a 200 whose

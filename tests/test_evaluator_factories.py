@@ -1,9 +1,12 @@
 """LangSmith-style evaluators: the result shape, where each method reads its answer and question, a
-failing example scored None with its reason, and a LangSmith-free experiment loop (sync and async)."""
+failing example scored None with its reason, a LangSmith-free experiment loop (sync and async), and
+the real langsmith.evaluate / aevaluate offline."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from halluscope.backends.gateway import Gateway
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
 from halluscope.evaluators import example_arguments
+from tests.stub_servers import SinkAPI, StubAPI
 
 EXAMPLES = [
     ({"question": "Who was Einstein?"}, {"answer": "Einstein was a physicist. He was born in Paris."}),
@@ -76,3 +80,50 @@ def test_an_evaluation_loop_without_langsmith(gateway: Gateway, scripted: Any) -
     async_rows = asyncio.run(experiment())
     assert [r["score"] for r in async_rows] == [1.0, 0.0, None] and async_rows[0]["key"] == "scgp"
     assert async_rows[0]["metadata"]["calls"] == 0  # replayed from the cache the sync loop filled
+
+
+def _langsmith_examples() -> list[Any]:
+    from langsmith.schemas import Example
+
+    dataset = uuid.uuid4()
+    return [
+        Example(
+            id=uuid.uuid4(), dataset_id=dataset, inputs={"question": q}, outputs={"samples": ["Paris is in France."]}
+        )
+        for q in ("Where is Paris?", "Which country is Paris in?")
+    ]
+
+
+def test_langsmith_evaluate_and_aevaluate_accept_both_evaluators() -> None:
+    """The real LangSmith client, offline (its API is a local sink; results not uploaded): both the
+    sync and the async evaluator run, and each example's samples come from its reference outputs (one
+    check per example, no regeneration)."""
+    from langsmith import Client, aevaluate, evaluate
+
+    with StubAPI(answer="No") as stub, SinkAPI() as sink:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        client = Client(api_key="offline", api_url=sink.url)
+        sync = factories.create_selfcheck_prompt_evaluator(model=spec, gateway=Gateway(cache=None))
+        rows = evaluate(
+            lambda inputs: {"answer": "Paris is in Spain."},
+            data=_langsmith_examples(),
+            evaluators=[sync],
+            client=client,
+            upload_results=False,
+        )
+        scores = [row["evaluation_results"]["results"][0].score for row in rows]
+        assert scores == [1.0, 1.0] and len(stub.requests) == 2
+
+        async def target(inputs: dict[str, Any]) -> dict[str, Any]:
+            return {"answer": "Paris is in Spain."}
+
+        async def run_async() -> list[float]:
+            evaluator = factories.create_async_selfcheck_prompt_evaluator(model=spec, gateway=Gateway(cache=None))
+            results = await aevaluate(
+                target, data=_langsmith_examples(), evaluators=[evaluator], client=client, upload_results=False
+            )
+            return [row["evaluation_results"]["results"][0].score async for row in results]
+
+        assert asyncio.run(run_async()) == [1.0, 1.0] and len(stub.requests) == 4
+        client.flush()  # the client's background traces go to the sink before it stops
+    assert all("Sentence: Paris is in Spain." in json.dumps(r["body"]) for r in stub.requests)
