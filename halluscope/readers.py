@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ from halluscope.errors import ConfigError
 
 
 def read_file(path: str, flag: str) -> str:
-    """A user's text file as UTF-8 text; an unreadable, binary or non-UTF-8 file is one clear error."""
+    """A user's text file as UTF-8 text ('-': standard input); an unreadable, binary or non-UTF-8 file
+    is one clear error."""
     try:
-        raw = Path(path).read_bytes()
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read {flag} {path}: {exc}") from exc
     if b"\x00" in raw:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import halluscope
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
@@ -477,6 +479,8 @@ def test_bench_compare_prompt_versions_side_by_side(
     assert "| selfcheck-prompt passage 0 sentence 0 | 1 | 0 | -1 |" in report
     assert f"{sentences} of {sentences} item scores changed" in printed
     assert (out / "A" / "results.json").is_file() and (out / "B" / "report.md").is_file()
+    code, printed, _ = run(capsys, *argv, "--json")  # replayed; one JSON object: the runs print to stderr
+    assert code == 0 and set(json.loads(printed)) >= {"a", "b", "metrics", "items_changed"}
     argv = ["bench", "wikibio", "--method", "selfcheck-prompt", "--compare-prompt", "selfcheck.prompt"]
     code, _, err = run(capsys, *argv)
     assert code == 2 and "--compare-prompt needs ID@VERSION" in err
@@ -499,3 +503,23 @@ def test_detect_phr_goes_through_the_detector(capsys: pytest.CaptureFixture[str]
     bad.write_text('[["only an input"]]')
     code, _, err = run(capsys, "detect", "phr", "--context-file", str(bad), "--query", "x")
     assert code == 2 and "example 1 is not an (input, label) pair" in err
+
+
+def test_version_stdin_and_a_bad_model_refused_before_any_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"halluscope {halluscope.__version__}"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Paris is in France. It has a tower.\n")))
+    samples = tmp_path / "samples.txt"
+    samples.write_text("Paris is in France.\n---\nA tower.")
+    code, out, _ = run(capsys, "detect", "selfcheck-unigram", "--file", "-", "--samples-file", str(samples), "--json")
+    assert code == 0 and [u.text for u in DetectionResult.from_json(out).units] == [
+        "Paris is in France.",
+        "It has a tower.",
+    ]
+    code, out, err = run(
+        capsys, "bench", "wikibio", "--method", "selfcheck-prompt", "--model", "opnai:gpt-4o", "--data", str(tmp_path)
+    )
+    assert code == 2 and out == "" and "unknown provider 'opnai'" in err

@@ -7,8 +7,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from halluscope import __version__
 from halluscope.cli import admin, bench, detect
-from halluscope.cli.common import check_counts, common_parser
+from halluscope.cli.common import check_counts, check_models, common_parser
 from halluscope.errors import HalluscopeError, redact_credentials
 
 
@@ -17,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="halluscope", description="Measure and detect LLM hallucinations with published methods."
     )
+    parser.add_argument("--version", action="version", version=f"halluscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     admin.add_parsers(sub, common)
     detect.add_parsers(sub, common)
@@ -28,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_counts(args)
+        check_models(args)
         if getattr(args, "compare_prompt", None):
             return bench.cmd_bench_compare(args)
         return int(args.func(args))

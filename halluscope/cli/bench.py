@@ -4,6 +4,7 @@ command, and --compare-prompt around any of them."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -53,8 +54,9 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
     for label, prompt, run_out in (("A", a, outs[0]), ("B", b, outs[1])):
         print(f"== {label}: {prompt.ref}", file=sys.stderr)
         run_args = argparse.Namespace(**{**vars(args), "prompt": [*others, f"{prompt.id}@{prompt.version}"]})
-        run_args.out, run_args.compare_prompt = str(run_out), None
-        args.func(run_args)
+        run_args.out, run_args.compare_prompt, run_args.json = str(run_out), None, False
+        with contextlib.redirect_stdout(sys.stderr):  # stdout holds the comparison alone (one JSON object)
+            args.func(run_args)
     report = compare_runs(args.bench_command, (a, b), outs, out)
     if args.json:
         print_json({k: v for k, v in report.items() if k != "item_changes"})

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from halluscope.backends.cache import open_cache
+from halluscope.backends.chat import parse_model_spec
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.errors import ConfigError, redact_credentials
 from halluscope.prompts.registry import PromptRegistry
@@ -75,6 +76,16 @@ def check_counts(args: argparse.Namespace) -> None:
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     check_samples(getattr(args, "samples", None), "--samples", getattr(args, "yes", False))
+
+
+def check_models(args: argparse.Namespace) -> None:
+    """A malformed or unknown --model (and a --judge that is a model spec) is refused before any work:
+    a run would otherwise load data and show progress before its first call found it."""
+    for flag in ("model", "judge"):
+        for spec in str(getattr(args, flag, None) or "").split(","):
+            spec = spec.strip()
+            if spec and not spec.startswith(("nli:", "transformers:", "/", ".")):  # checkpoints: paths
+                parse_model_spec(spec)
 
 
 def check_samples(n: object, flag: str, yes: bool) -> None:
