@@ -28,6 +28,7 @@ V1_HASHES = {
     "phr.query@1": "6f07903df8ee",
     "selfcheck.prompt@1": "cc05fb6a6047",
     "selfcheck.regenerate@1": "4e26c08cf6fb",
+    "selfcheck.resample@1": "a9f2e77806a0",
     "semantic_entropy.answer@1": "8329885860b0",
     "semantic_entropy.decompose@1": "e1e8943f194d",
     "semantic_entropy.entailment@1": "dc726e04a7e8",

@@ -21,7 +21,15 @@ from halluscope.backends.cache import (
 from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
 from halluscope.bench.datasets import data_root, list_datasets, source_summary
-from halluscope.cli.common import data_option, gateway_of, key_values, print_json, registry
+from halluscope.cli.common import (
+    cache_parser,
+    data_option,
+    gateway_of,
+    key_values,
+    print_json,
+    prompts_parser,
+    registry,
+)
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import CacheError
 from halluscope.prompts.registry import prompt_diff
@@ -200,13 +208,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     prompts = sub.add_parser("prompts", help="list, show, diff and try versioned prompts").add_subparsers(
         dest="prompts_command", required=True, metavar="ACTION"
     )
-    p = prompts.add_parser("list", parents=[common], help="every prompt: id, version, source")
+    p = prompts.add_parser("list", parents=[prompts_parser()], help="every prompt: id, version, source")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_list)
-    p = prompts.add_parser("show", parents=[common], help="one prompt in full")
+    p = prompts.add_parser("show", parents=[prompts_parser()], help="one prompt in full")
     p.add_argument("ref", metavar="ID[@VERSION]")
     p.set_defaults(func=cmd_prompts_show)
-    p = prompts.add_parser("diff", parents=[common], help="unified diff of two prompt versions")
+    p = prompts.add_parser("diff", parents=[prompts_parser()], help="unified diff of two prompt versions")
     p.add_argument("a", metavar="ID@A")
     p.add_argument("b", metavar="ID@B")
     p.set_defaults(func=cmd_prompts_diff)
@@ -228,10 +236,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     cache = sub.add_parser("cache", help="the model-call cache").add_subparsers(
         dest="cache_command", required=True, metavar="ACTION"
     )
-    p = cache.add_parser("stats", parents=[common], help="entries and size")
+    p = cache.add_parser("stats", parents=[cache_parser()], help="entries and size")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cache_stats)
-    p = cache.add_parser("clear", parents=[common], help="remove every cached call")
+    p = cache.add_parser("clear", parents=[cache_parser()], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
 
     models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(

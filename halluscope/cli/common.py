@@ -22,9 +22,7 @@ def data_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
 
 
-def common_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    g = common.add_argument_group("prompts, cache and calls")
+def _prompt_flags(g: Any) -> None:
     g.add_argument(
         "--prompts",
         action="append",
@@ -39,6 +37,9 @@ def common_parser() -> argparse.ArgumentParser:
         metavar="ID@VERSION",
         help="use this version of a prompt, e.g. fibe.create@2 (repeatable)",
     )
+
+
+def _cache_flag(g: Any) -> None:
     g.add_argument(
         "--cache",
         "--cache-dir",
@@ -46,6 +47,27 @@ def common_parser() -> argparse.ArgumentParser:
         help="model-call cache: a directory, or redis://HOST:PORT/DB shared by a cluster "
         "(default: HALLUSCOPE_CACHE_URL, HALLUSCOPE_CACHE_DIR or the user cache dir)",
     )
+
+
+def prompts_parser() -> argparse.ArgumentParser:
+    """The flags of a command that reads prompts and calls no model (prompts list, show, diff)."""
+    p = argparse.ArgumentParser(add_help=False)
+    _prompt_flags(p.add_argument_group("prompts"))
+    return p
+
+
+def cache_parser() -> argparse.ArgumentParser:
+    """The flag of a command on the cache itself (cache stats, clear)."""
+    p = argparse.ArgumentParser(add_help=False)
+    _cache_flag(p.add_argument_group("cache"))
+    return p
+
+
+def common_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("prompts, cache and calls")
+    _prompt_flags(g)
+    _cache_flag(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
     g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
     g.add_argument("--yes", action="store_true", help=f"run even with more than {SAMPLES_WITHOUT_YES} samples per item")

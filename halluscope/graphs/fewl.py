@@ -478,7 +478,7 @@ def describe(result: DetectionResult) -> str:
     """FEWL per answer with its mean similarity and penalty, and the expertise weights."""
     p = result.meta.params
     refs = f"{', '.join(p['references'])} ({p['mode']}, N = {p['n']})"
-    lines = [f"fewl: FEWL per answer (higher = less hallucinated); references {refs}"]
+    lines = [f"fewl: score = -FEWL per answer (higher = more likely hallucinated, as in --json); references {refs}"]
     for unit in result.units:
         ev = unit.evidence
         if ev.get("fewl") is None:
@@ -486,7 +486,10 @@ def describe(result: DetectionResult) -> str:
             continue
         similarity = sum(ev["similarity"]) / len(ev["similarity"])
         lazy = sum(ev["penalty"]) / len(ev["penalty"])
-        lines.append(f"  {ev['fewl']:7.4f}  {unit.text}  (mean similarity {similarity:.3f}, penalty {lazy:.3f})")
+        lines.append(
+            f"  {unit.score:7.4f}  {unit.text}  (FEWL {ev['fewl']:.4f}, mean similarity {similarity:.3f}, "
+            f"penalty {lazy:.3f})"
+        )
     weights = ", ".join(f"{w:.3f}" for w in result.evidence["weights"])
     lines.append(f"expertise weights lambda: {weights}; {len(result.evidence['wrong_answers'])} IW/CO pairs")
     if not p["penalty"]:
