@@ -15,7 +15,7 @@ import halluscope
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
-from halluscope.results import DetectionResult
+from halluscope.results import DetectionResult, RunMeta, Unit
 from tests.stub_servers import StubAPI
 
 
@@ -523,3 +523,31 @@ def test_version_stdin_and_a_bad_model_refused_before_any_work(
         capsys, "bench", "wikibio", "--method", "selfcheck-prompt", "--model", "opnai:gpt-4o", "--data", str(tmp_path)
     )
     assert code == 2 and out == "" and "unknown provider 'opnai'" in err
+
+
+def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    samples = tmp_path / "samples.txt"
+    samples.write_text("Paris is in France.\n---\nA tower.")
+    argv = [
+        "detect",
+        "selfcheck-unigram",
+        "--text",
+        "Paris is in France. It has a tower.",
+        "--samples-file",
+        str(samples),
+    ]
+    code, out, _ = run(capsys, *argv, "--json")
+    scores = [u.score for u in DetectionResult.from_json(out).units]
+    assert code == 0 and scores[0] < scores[1]
+    code, out, _ = run(capsys, *argv, "--threshold", str((scores[0] + scores[1]) / 2))
+    assert code == 0 and out.endswith(
+        "verdict: 1 of 2 units flagged (score >= " + f"{(scores[0] + scores[1]) / 2:g})\n! It has a tower.\n"
+    )
+    code, out, _ = run(capsys, *argv)
+    assert "verdict: 2 units ranked by score; give --threshold to flag" in out
+
+
+def test_a_calibrated_result_flags_on_probability() -> None:
+    units = [Unit(text="a", score=0.9, probability=0.2), Unit(text="b", score=0.1, probability=0.7)]
+    result = DetectionResult(method="m", units=units, meta=RunMeta(method="m"))
+    assert [u.text for u in result.flagged(0.5)] == ["b"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.console import Console
+from rich.text import Text
 from tqdm import tqdm
 
 from halluscope.backends.entailment import zero_shot_judge
@@ -17,6 +19,9 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import clue
 from halluscope.graphs.method import Method, Option
 from halluscope.readers import read_texts
+from halluscope.results import DetectionResult
+
+DEFAULT_PROBABILITY_THRESHOLD = 0.5
 
 
 def _dest(index: int) -> str:
@@ -74,8 +79,47 @@ def cmd_detect(args: argparse.Namespace) -> int:
     found = detector(method.name, gateway=gateway_of(args), calibration=calibration, **kwargs)
     with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
         result = found.detect(stats=CallStats(on_reply=bar.update))
-    print(result.to_json() if args.json else method.describe(result))
+    if args.json:
+        print(result.to_json())
+        return 0
+    print(method.describe(result))
+    show_verdict(result, args.threshold)
     return 0
+
+
+def show_verdict(result: DetectionResult, threshold: float | None) -> None:
+    """The verdict under the method's report: on a terminal the units again as a text to read, coloured
+    by risk with the flagged ones marked; then one line, and each flagged unit. Without --threshold a
+    calibrated result flags at p >= 0.5 and a raw one flags nothing: raw scores have no scale a default
+    could mean."""
+    if result.error or not result.units:
+        return
+    calibrated = any(u.probability is not None for u in result.units)
+    if threshold is None and calibrated:
+        threshold = DEFAULT_PROBABILITY_THRESHOLD
+    console = Console(highlight=False, soft_wrap=True)
+    flagged = result.flagged(threshold) if threshold is not None else []
+    if console.is_terminal:
+        scores = [u.score for u in result.units if u.score is not None]
+        low, high = (min(scores), max(scores)) if scores else (0.0, 0.0)
+        console.print()
+        for unit in result.units:
+            if threshold is not None:
+                style = "bold red" if unit in flagged else "green"
+            else:  # no verdict to draw: the colour ranks this result's units from least to most risky
+                rank = 0.5 if unit.score is None or high == low else (unit.score - low) / (high - low)
+                style = "red" if rank > 2 / 3 else "yellow" if rank > 1 / 3 else "green"
+            console.print(Text(f"{'!' if unit in flagged else ' '} {unit.text}", style=style))
+    if threshold is None:
+        console.print(
+            f"verdict: {len(result.units)} units ranked by score; give --threshold to flag "
+            "(or --calibration for probabilities, which flag at 0.5)"
+        )
+        return
+    on = "p(hallucinated)" if calibrated else "score"
+    console.print(f"verdict: {len(flagged)} of {len(result.units)} units flagged ({on} >= {threshold:g})")
+    for unit in flagged:
+        console.print(Text(f"! {unit.text}", style="bold red"))
 
 
 def cmd_diversity(args: argparse.Namespace) -> int:
@@ -119,6 +163,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             p.add_argument(
                 "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
             )
+        p.add_argument(
+            "--threshold",
+            type=float,
+            metavar="T",
+            help="flag the units whose probability (calibrated) or score is at least T "
+            f"(default: {DEFAULT_PROBABILITY_THRESHOLD:g} on probabilities; none on raw scores)",
+        )
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(func=cmd_detect)
 
