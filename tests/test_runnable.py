@@ -126,3 +126,14 @@ def test_the_input_schema_names_the_methods_inputs(spec: str) -> None:
     schema = det.get_input_schema().model_json_schema()
     assert schema["title"] == "SelfcheckPromptInput" and set(schema["properties"]) == {"text", "question", "concept"}
     assert det.OutputType is DetectionResult
+
+
+async def test_astream_events_reports_progress_node_by_node(spec: str) -> None:
+    """LangChain's event stream is the detector's progress: every node and model call as it starts and
+    ends, then the result (the gateway's clients never switch to streaming under it)."""
+    det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None))
+    events = [e async for e in det.astream_events({"text": TEXT, "samples": ["x"]}, version="v2")]
+    started = [e["name"] for e in events if e["event"] == "on_chain_start"]
+    assert started[0] == "selfcheck-prompt" and {"split", "check", "score"} <= set(started)
+    assert sum(e["event"] == "on_chat_model_end" for e in events) == 2
+    assert events[-1]["event"] == "on_chain_end" and isinstance(events[-1]["data"]["output"], DetectionResult)

@@ -108,7 +108,9 @@ def _require_env(name: str, spec: ModelSpec) -> str:
 
 
 def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
-    """Build the provider's chat model with its own retries off: the gateway retries, once."""
+    """Build the provider's chat model with its own retries off (the gateway retries, once) and
+    streaming off: the gateway caches whole replies, and a LangChain event stream (astream_events)
+    would otherwise switch the client to streaming."""
     if spec.provider in ("openai", "openai-compatible"):
         from langchain_openai import ChatOpenAI
 
@@ -123,6 +125,7 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
             max_retries=0,
             timeout=timeout,
             cache=False,
+            disable_streaming=True,
         )
     if spec.provider == "anthropic":
         from langchain_anthropic import ChatAnthropic
@@ -134,6 +137,7 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
             max_retries=0,
             timeout=timeout,
             cache=False,
+            disable_streaming=True,
         )
     if spec.provider == "local":
         from halluscope.backends.local import LocalChatModel, model_file
@@ -151,7 +155,7 @@ def _init_chat_model(spec: ModelSpec, timeout: float) -> BaseChatModel:
     try:
         chat = init_chat_model(spec.model, model_provider=spec.provider)
         fields = type(chat).model_fields
-        settings: dict[str, Any] = {"max_retries": 0, "timeout": timeout}
+        settings: dict[str, Any] = {"max_retries": 0, "timeout": timeout, "disable_streaming": True}
         settings = {name: value for name, value in settings.items() if name in fields}
         return init_chat_model(spec.model, model_provider=spec.provider, **settings) if settings else chat
     except ImportError as exc:  # the integration package is missing (its message names it)
