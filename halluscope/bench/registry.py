@@ -11,6 +11,7 @@ from pathlib import Path
 from halluscope.backends.gateway import Gateway
 from halluscope.bench import clue, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.html import write_html_report
 from halluscope.bench.runner import BenchResult, Executor, run
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -56,4 +57,5 @@ def run_benchmark(
         out = benchmark.out_dir(plan, args.out)
         results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
     benchmark.finish(results, Path(args.out))
+    write_html_report(results, Path(args.out))
     return results

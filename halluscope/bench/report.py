@@ -11,9 +11,13 @@ import numpy as np
 
 from halluscope.errors import redact_credentials
 
+CURVES = "curves.json"  # every curve a report drew, beside its PNG: report.html draws them again
+
 
 def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]], kind: str, title: str) -> None:
-    """One PNG with a PR or ROC curve per method; each curve is (name, y_true, scores)."""
+    """One PNG with a PR or ROC curve per method; each curve is (name, y_true, scores). The labels and
+    scores go to curves.json in the same folder too, under the PNG's name, for report.html."""
+    _keep_curves(path, curves, kind, title)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,6 +49,17 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _keep_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]], kind: str, title: str) -> None:
+    store = path.parent / CURVES
+    kept = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else {}
+    kept[path.stem] = {
+        "kind": kind,
+        "title": title,
+        "curves": [{"name": name, "y": [int(v) for v in y], "scores": [float(v) for v in s]} for name, y, s in curves],
+    }
+    write_json(store, kept)
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -326,6 +326,7 @@ def _plan(
         finite = [None if not np.isfinite(x) else float(x) for x in sentence_scores]  # inf: an unseen unigram
         return {
             "index": passage.index,
+            "sentences": passage.sentences,  # beside each score and label: results.json reads on its own
             "labels": passage.labels,
             "events": events,
             "scores": {f"sentence {s}": x for s, x in enumerate(finite)},
@@ -398,16 +399,24 @@ def write_report(results: Sequence[BenchResult], out_dir: Path) -> None:
     """report.md with a row per method, and the pooled PR and ROC curves of every method."""
     from halluscope.bench.report import markdown_table, write_curves
 
-    curves, failed = [], []
+    curves, star_curves, failed = [], [], []
     for result in results:
-        labels = [lab for r in result.records for lab in r["labels"]]
+        labels = np.array([lab for r in result.records for lab in r["labels"]])
         pooled = finite_scores(np.array([x for s in sentence_scores(result) for x in s], dtype=np.float64))
-        curves.append((result.params["method"], np.array([lab != "accurate" for lab in labels]), pooled))
+        curves.append((result.params["method"], labels != "accurate", pooled))
+        # NonFact*: major-inaccurate sentences, in passages that are not wholly major-inaccurate
+        keep = np.concatenate(
+            [np.full(len(r["labels"]), any(lab != "major_inaccurate" for lab in r["labels"])) for r in result.records]
+        )
+        star_curves.append((result.params["method"], labels[keep] == "major_inaccurate", pooled[keep]))
         failed.append(failure_paragraph(result.failures, len(result.items), f"{result.params['method']}: passages"))
     m = results[0].metrics
     size = f"{m['n_passages']} passages, {m['n_sentences']} sentences"
     write_curves(out_dir / "pr_nonfact.png", curves, "pr", f"WikiBio NonFact, {size}")
     write_curves(out_dir / "roc_nonfact.png", curves, "roc", f"WikiBio NonFact, {size}")
+    star_size = f"{int(star_curves[0][1].size)} sentences" if star_curves else ""
+    write_curves(out_dir / "pr_nonfact_star.png", star_curves, "pr", f"WikiBio NonFact*, {star_size}")
+    write_curves(out_dir / "roc_nonfact_star.png", star_curves, "roc", f"WikiBio NonFact*, {star_size}")
     table = markdown_table([{"method": r.params["method"], **r.metrics} for r in results], METRIC_COLUMNS)
     random_line = (
         f"Random AUC-PR on this data: NonFact {m['random_auc_pr_nonfact']:.2f}, "
