@@ -248,6 +248,13 @@ class Fault:
         return 200, json.dumps(payload).encode(), headers
 
 
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on now (for a server the test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def redis_server(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
     """A real redis-server on a free port of 127.0.0.1, persisting nothing, returned once it answers
     (Debian's package redis-server; .ci/run installs it)."""
@@ -257,9 +264,7 @@ def redis_server(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed: apt-get install redis-server (.ci/run does)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     server = subprocess.Popen([*argv, "--dir", str(directory)], stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"

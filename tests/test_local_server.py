@@ -3,7 +3,6 @@ SmolLM2, started and stopped by the test, reached through the real OpenAI client
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,20 +15,15 @@ import halluscope
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.local import model_file
 from halluscope.backends.logprobs import OpenAICompatibleLogProbModel, load_logprob_model
+from tests.stub_servers import free_port
 
 SCGP = "selfcheck.prompt"
 VARS = {"context": "Paris is the capital of France.", "sentence": "Paris is the capital of France."}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     cmd = [
         sys.executable,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,22 +16,16 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.stub_servers import StubAPI
+from tests.stub_servers import StubAPI, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Paris is in France. It has a tower."
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The API server on a free port, its log kept for a failing test; stopped after the module."""
-    port, log = _free_port(), tmp_path_factory.mktemp("langgraph") / "server.log"
+    port, log = free_port(), tmp_path_factory.mktemp("langgraph") / "server.log"
     env = {
         **os.environ,
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",

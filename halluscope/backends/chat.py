@@ -148,16 +148,15 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
 
 def _init_chat_model(spec: ModelSpec, timeout: float) -> BaseChatModel:
     """Any other provider, through LangChain's init_chat_model: its credentials and endpoint come from
-    the integration's own settings (OLLAMA_HOST, GOOGLE_API_KEY ...). Its own retries are turned off
-    and the timeout set where the class has those fields (the gateway retries, once)."""
+    the integration's own settings (OLLAMA_HOST, GOOGLE_API_KEY ...). Built once to learn its class's
+    fields, then with its own retries and streaming off and the timeout set where it has those fields."""
     from langchain.chat_models import init_chat_model
 
     try:
-        chat = init_chat_model(spec.model, model_provider=spec.provider)
-        fields = type(chat).model_fields
+        fields = type(init_chat_model(spec.model, model_provider=spec.provider)).model_fields
         settings: dict[str, Any] = {"max_retries": 0, "timeout": timeout, "disable_streaming": True}
         settings = {name: value for name, value in settings.items() if name in fields}
-        return init_chat_model(spec.model, model_provider=spec.provider, **settings) if settings else chat
+        return init_chat_model(spec.model, model_provider=spec.provider, **settings)
     except ImportError as exc:  # the integration package is missing (its message names it)
         raise ModelSpecError(f"{spec.key}: {exc}") from exc
     except ValueError as exc:  # a provider init_chat_model does not know, or settings it refuses
