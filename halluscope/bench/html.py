@@ -20,6 +20,7 @@ from halluscope.bench.runner import BenchResult
 from halluscope.errors import redact_credentials
 
 REPORT = "report.html"
+SHOWN_CHARS = 4000  # of an item's other record fields, in its drill-down
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -216,10 +217,12 @@ def _items(result: BenchResult) -> str:
                 f"<td>{_e(label)}</td><td>{_e(text)}</td></tr>"
             )
         extra = json.dumps({k: v for k, v in record.items() if k not in ("sentences", "labels")}, default=str)
+        if len(extra) > SHOWN_CHARS:
+            extra = extra[:SHOWN_CHARS] + " ... (the whole record is in results.json)"
         rows.append(
             f"<details><summary>{_e(item.id)} ({len(scores)} scores)</summary>"
             "<table><tr><th>unit</th><th>score</th><th>label</th><th>text</th></tr>"
-            f"{''.join(lines)}</table><pre>{_e(extra[:4000])}</pre></details>"
+            f"{''.join(lines)}</table><pre>{_e(extra)}</pre></details>"
         )
     failed = "".join(f"<li class='bad'>{_e(f['item'])}: {_e(f['error'])}</li>" for f in result.failures)
     return f"<h3>{_e(method)}: {len(result.items)} items</h3>{''.join(rows)}" + (f"<ul>{failed}</ul>" if failed else "")
