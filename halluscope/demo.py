@@ -102,14 +102,18 @@ def run_demo(
     chosen: ModelLike = model if model is not None else f"local:{default_local_model()}"
     model_key = gateway.model(chosen).key  # a missing model or key fails here, before any progress
     entail = LLMEntailment(judge if judge is not None else chosen, gateway=gateway, with_probs=False)
-    with tqdm(desc="model calls", unit=" call", disable=not progress, leave=False) as bar:
-        stats = CallStats(on_reply=bar.update)
+    # one step per question and per biography, so the bar has a total and an ETA (a question's judge
+    # calls are not known before its answers are clustered); the calls so far ride along
+    steps = len(QUESTIONS) + len(BIOGRAPHIES)
+    with tqdm(total=steps, desc="demo", unit=" check", disable=not progress, leave=False) as bar:
+        stats = CallStats(on_reply=lambda: bar.set_postfix(calls=stats.calls, cached=stats.cache_hits))
         entropy = detector("semantic-entropy", chosen, judge=entail, n=ANSWERS_PER_QUESTION, gateway=gateway)
         questions = []
         for question in QUESTIONS:
             unit = entropy.detect(question=question, stats=stats).units[0]
             answers, clusters = unit.evidence["answers"], unit.evidence["clusters"]
             questions.append(QuestionReport(question, answers, clusters, unit.evidence["semantic_entropy"]))
+            bar.update(1)
         check = detector(CHECK_METHOD, chosen, gateway=gateway)
         biographies = []
         for bio in BIOGRAPHIES:
@@ -118,6 +122,7 @@ def run_demo(
             )
             scores = [float(u.score or 0.0) for u in result.units]
             biographies.append(BiographyReport(bio, scores, [u.evidence["answer"] for u in result.units]))
+            bar.update(1)
     meta = stats.meta("demo", answers_per_question=ANSWERS_PER_QUESTION, check=CHECK_METHOD)
     return DemoReport(model_key, entail.name, questions, biographies, meta)
 
