@@ -131,13 +131,19 @@ class ClusterLimiter:
                     oldest = min(since for _, _, since in self._idle)
                     self._cond.wait(timeout=max(0.0, oldest + self._linger_s - now))
 
+    def _new_lease(self) -> tuple[str, float, Any]:
+        """A token, its deadline here (taken before asking, so never later than the actor's) and the
+        actor's answer to wait on."""
+        token = uuid.uuid4().hex
+        return token, time.monotonic() + self._lease_s, self._actor.acquire.remote(token, self._lease_s)
+
     @contextmanager
     def slot(self) -> Iterator[None]:
         lease = self._reuse()
         if lease is None:
-            token = uuid.uuid4().hex
-            lease = token, time.monotonic() + self._lease_s
-            ray_module().get(self._actor.acquire.remote(token, self._lease_s))
+            token, deadline, granted = self._new_lease()
+            ray_module().get(granted)
+            lease = token, deadline
         try:
             yield
         finally:
@@ -147,9 +153,9 @@ class ClusterLimiter:
     async def aslot(self) -> AsyncIterator[None]:
         lease = self._reuse()
         if lease is None:
-            token = uuid.uuid4().hex
-            lease = token, time.monotonic() + self._lease_s
-            await self._actor.acquire.remote(token, self._lease_s)
+            token, deadline, granted = self._new_lease()
+            await granted
+            lease = token, deadline
         try:
             yield
         finally:
@@ -254,15 +260,15 @@ def _worker_class() -> Any:
         def __init__(self, request_s: float) -> None:
             use_cluster_limits(request_s)
             self._lock = threading.Lock()
-            self._jobs: dict[str, Callable[[Any], Any]] = {}
+            self._built: tuple[str, Callable[[Any], Any]] | None = None  # one map at a time per pool
 
         def _job(self, job_id: str, job_ref: list[Any]) -> Callable[[Any], Any]:
             """The map's job, built here once (again in a process Ray restarted); the ref comes in a
             list so that Ray hands it over unread and the job is read only when it is built."""
             with self._lock:
-                if job_id not in self._jobs:
-                    self._jobs = {job_id: ray.get(job_ref[0]).build()}  # one map at a time per pool
-                return self._jobs[job_id]
+                if self._built is None or self._built[0] != job_id:
+                    self._built = job_id, ray.get(job_ref[0]).build()
+                return self._built[1]
 
         def prepare(self, job_id: str, job_ref: list[Any]) -> None:
             """Builds the job (a failed build raises here, before any item is sent)."""
