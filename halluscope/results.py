@@ -6,7 +6,7 @@ Convention: a unit's ``score`` is higher when the unit is more likely hallucinat
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -75,10 +75,12 @@ class DetectionResult(BaseModel):
         scores = [u.score for u in self.units if u.score is not None]
         return max(scores) if scores else None
 
-    def flagged(self, threshold: float) -> list[Unit]:
-        """The units at or above ``threshold``: on their probability when the result is calibrated (every
-        unit then has one), else on their score; an unscored unit is never flagged."""
-        return [u for u in self.units if (value := _risk_value(u)) is not None and value >= threshold]
+    def flagged(self, threshold: float, on: Literal["score", "probability"] | None = None) -> list[Unit]:
+        """The units whose ``on`` value is at or above ``threshold`` (None: the probability when the
+        result is calibrated, else the score); a unit without that value is never flagged."""
+        if on is None:
+            on = "probability" if any(u.probability is not None for u in self.units) else "score"
+        return [u for u in self.units if (value := getattr(u, on)) is not None and value >= threshold]
 
     def summary(self, top: int = 3) -> str:
         """A few lines a person (or an agent) can read: the riskiest units first."""
@@ -117,11 +119,6 @@ def _shown(unit: Unit) -> str:
     if unit.score is not None:
         return f"{unit.score:5.2f}"
     return "  inf" if unit.evidence.get("unseen_token") else "  n/a"
-
-
-def _risk_value(unit: Unit) -> float | None:
-    """What a threshold is compared with: the probability when calibrated, else the score."""
-    return unit.probability if unit.probability is not None else unit.score
 
 
 def _probability(unit: Unit) -> str:

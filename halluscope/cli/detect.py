@@ -98,7 +98,7 @@ def show_verdict(result: DetectionResult, threshold: float | None) -> None:
     if threshold is None and calibrated:
         threshold = DEFAULT_PROBABILITY_THRESHOLD
     console = Console(highlight=False, soft_wrap=True)
-    flagged = result.flagged(threshold) if threshold is not None else []
+    flagged = result.flagged(threshold) if threshold is not None else []  # on the probability when calibrated
     if console.is_terminal:
         scores = [u.score for u in result.units if u.score is not None]
         low, high = (min(scores), max(scores)) if scores else (0.0, 0.0)
@@ -113,7 +113,7 @@ def show_verdict(result: DetectionResult, threshold: float | None) -> None:
     if threshold is None:
         console.print(
             f"verdict: {len(result.units)} units ranked by score; give --threshold to flag "
-            "(or --calibration for probabilities, which flag at 0.5)"
+            f"(or --calibration for probabilities, which flag at {DEFAULT_PROBABILITY_THRESHOLD:g})"
         )
         return
     on = "p(hallucinated)" if calibrated else "score"

@@ -113,11 +113,14 @@ def hallucination_guard(
             error = f"{type(exc).__name__}: {exc}"
             return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
         calibrated = det.calibration is not None
-        units: list[dict[str, Any]] = [
-            {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
-            for u in result.units
-        ]
-        flagged = [u for u in units if u[on] is not None and u[on] >= threshold]
+        hits = {id(u) for u in result.flagged(threshold, on)}
+        units: list[dict[str, Any]] = []
+        flagged: list[dict[str, Any]] = []
+        for u in result.units:
+            row = {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
+            units.append(row)
+            if id(u) in hits:
+                flagged.append(row)
         return {
             "hallucination": {
                 **record,
