@@ -100,6 +100,13 @@ def finite_scores(scores: np.ndarray) -> np.ndarray:
     return np.nan_to_num(scores, posinf=top + 1.0, neginf=bottom - 1.0)
 
 
+def nonfact_star_mask(passage_labels: Sequence[Sequence[str]]) -> np.ndarray:
+    """Which pooled sentences NonFact* keeps: those of passages not wholly major-inaccurate."""
+    return np.concatenate(
+        [np.full(len(labels), not all(lab == "major_inaccurate" for lab in labels)) for labels in passage_labels]
+    )
+
+
 def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[float]]) -> dict[str, Any]:
     """The benchmark's numbers for per-sentence scores of the given passages (one list per passage)."""
     if len(passages) != len(scores):
@@ -110,9 +117,7 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
     labels = np.array([lab for p in passages for lab in p.labels])
     pooled = finite_scores(np.array([x for s in scores for x in s], dtype=np.float64))
     nonfact = labels != "accurate"
-    star_keep = np.concatenate(
-        [np.full(len(p.labels), not all(lab == "major_inaccurate" for lab in p.labels)) for p in passages]
-    )
+    star_keep = nonfact_star_mask([p.labels for p in passages])
     major = labels == "major_inaccurate"
     metrics: dict[str, Any] = {
         "auc_pr_nonfact": auc_pr(nonfact, pooled),
@@ -404,10 +409,7 @@ def write_report(results: Sequence[BenchResult], out_dir: Path) -> None:
         labels = np.array([lab for r in result.records for lab in r["labels"]])
         pooled = finite_scores(np.array([x for s in sentence_scores(result) for x in s], dtype=np.float64))
         curves.append((result.params["method"], labels != "accurate", pooled))
-        # NonFact*: major-inaccurate sentences, in passages that are not wholly major-inaccurate
-        keep = np.concatenate(
-            [np.full(len(r["labels"]), any(lab != "major_inaccurate" for lab in r["labels"])) for r in result.records]
-        )
+        keep = nonfact_star_mask([r["labels"] for r in result.records])
         star_curves.append((result.params["method"], labels[keep] == "major_inaccurate", pooled[keep]))
         failed.append(failure_paragraph(result.failures, len(result.items), f"{result.params['method']}: passages"))
     m = results[0].metrics
