@@ -14,14 +14,35 @@ from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # many clients at once (a cluster's workers) must not find the backlog full
 
 
-class StubAPI:
+class _Served:
+    """A handler class served on a free port of 127.0.0.1 for the length of a ``with`` block."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = _Server(("127.0.0.1", 0), handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StubAPI(_Served):
     """Answers every request with ``answer``; ``fail_next(status, n)`` makes the next n requests fail;
     ``latency`` seconds pass before each answer, and ``peak_in_flight`` is the most requests it ever
     held at once (what a concurrency limit bounds)."""
@@ -95,9 +116,7 @@ class StubAPI:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that timed out
                     self.wfile.write(data)
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serve(Handler)
 
     def _answer_for(self, body: dict[str, Any]) -> str:
         text = json.dumps(body.get("messages", []))
@@ -159,34 +178,18 @@ class StubAPI:
         with self._lock:
             self._faults.extend([fault] * times)
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> StubAPI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class SinkAPI:
-    """Answers every request 200 with an empty JSON object and records its method and path: a stand-in
-    for the LangSmith API, so a LangSmith client runs offline and nothing leaves the machine."""
+class SinkAPI(_Served):
+    """Answers every request 200 with an empty JSON object: a stand-in for the LangSmith API, so a
+    LangSmith client runs offline and nothing leaves the machine."""
 
     def __init__(self) -> None:
-        self.requests: list[tuple[str, str]] = []
-        sink = self
-
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
             def _any(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", 0)))
-                sink.requests.append((self.command, self.path))
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", "2")
@@ -195,20 +198,7 @@ class SinkAPI:
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> SinkAPI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler)
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ def test_langsmith_evaluate_and_aevaluate_accept_both_evaluators() -> None:
 
     with StubAPI(answer="No") as stub, SinkAPI() as sink:
         spec = f"openai-compatible:{stub.base_url}/v1#stub"
-        client = Client(api_key="offline", api_url=sink.url)
+        client = Client(api_key="offline", api_url=sink.base_url)
         sync = factories.create_selfcheck_prompt_evaluator(model=spec, gateway=Gateway(cache=None))
         rows = evaluate(
             lambda inputs: {"answer": "Paris is in Spain."},
