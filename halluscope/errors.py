@@ -37,6 +37,10 @@ class DataError(ConfigError):
     """Benchmark data that cannot be found or read."""
 
 
+class DownloadError(ConfigError):
+    """A pinned file (data or weights) that could not be fetched, or whose bytes are not the pinned ones."""
+
+
 class CacheError(ConfigError):
     """A call cache that cannot be opened, read or written: names the directory and the ways out."""
 

@@ -1,9 +1,11 @@
 """A small HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions, Anthropic messages and
-Ollama chat APIs, with a script of failures, so the real client libraries can be tested on the real wire."""
+Ollama chat APIs, with a script of failures, so the real client libraries can be tested on the real wire;
+and a file host that answers as the Hugging Face Hub and GitHub's raw files do, for the downloads."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import socket
@@ -197,6 +199,48 @@ class SinkAPI(_Served):
                 self.wfile.write(b"{}")
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+        self._serve(Handler)
+
+
+class FileHost(_Served):
+    """Serves files the way the Hugging Face Hub's resolve endpoint does (HEAD with X-Repo-Commit, ETag and
+    the size; GET with the bytes) and the way raw.githubusercontent.com does. ``files`` maps a URL path
+    (``Pinned.route``) to its bytes; ``gets`` lists the paths whose bytes were sent."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+        self.gets: list[str] = []
+        host = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _head(self) -> bytes | None:
+                body = host.files.get(self.path)
+                if body is None:
+                    self.send_response(404)
+                    self.send_header("X-Error-Code", "EntryNotFound")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                self.send_response(200)
+                if "/resolve/" in self.path:
+                    self.send_header("X-Repo-Commit", self.path.split("/resolve/")[1].split("/")[0])
+                    self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return body
+
+            def do_HEAD(self) -> None:
+                self._head()
+
+            def do_GET(self) -> None:
+                body = self._head()
+                if body is not None:
+                    host.gets.append(self.path)
+                    self.wfile.write(body)
 
         self._serve(Handler)
 

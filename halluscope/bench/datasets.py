@@ -1,23 +1,43 @@
-"""Where benchmark data lives. The package ships none: loaders take a path or HALLUSCOPE_DATA."""
+"""Where benchmark data lives. The package ships none: loaders take a path, HALLUSCOPE_DATA, or the
+user data directory that ``halluscope data fetch`` fills."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import platformdirs
+
+from halluscope.bench.sources import SOURCES
 from halluscope.errors import DataError
 
 DATA_ENV = "HALLUSCOPE_DATA"
 
 
+def default_data_dir() -> Path:
+    """Where ``halluscope data fetch`` writes when neither --data nor HALLUSCOPE_DATA is given."""
+    return Path(platformdirs.user_data_dir("halluscope")) / "data"
+
+
+def chosen_data_dir(explicit: str | Path | None = None) -> tuple[Path, str]:
+    """The data directory to use and where the choice came from (--data, HALLUSCOPE_DATA or the default)."""
+    if explicit is not None:
+        return Path(explicit).expanduser(), "--data"
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser(), DATA_ENV
+    return default_data_dir(), "the default data directory"
+
+
 def data_root(explicit: str | Path | None = None) -> Path:
-    """The data directory from --data, else HALLUSCOPE_DATA; a clear error names both."""
-    chosen = explicit if explicit is not None else os.environ.get(DATA_ENV)
-    if not chosen:
-        raise DataError(f"no benchmark data directory: pass --data DIR or set {DATA_ENV}")
-    root = Path(chosen).expanduser()
+    """The data directory from --data, else HALLUSCOPE_DATA, else the one ``data fetch`` fills; a clear
+    error names all three."""
+    root, origin = chosen_data_dir(explicit)
+    if origin == "the default data directory" and not root.is_dir():
+        raise DataError(
+            f"no benchmark data directory: pass --data DIR, set {DATA_ENV}, or download a dataset with "
+            "`halluscope data fetch NAME`"
+        )
     if not root.is_dir():
-        origin = "--data" if explicit is not None else DATA_ENV
         raise DataError(f"benchmark data directory {root} (from {origin}) does not exist")
     return root
 
@@ -25,8 +45,10 @@ def data_root(explicit: str | Path | None = None) -> Path:
 def dataset_dir(name: str, explicit: str | Path | None = None) -> Path:
     path = data_root(explicit) / name
     if not path.is_dir():
+        hint = f"; download it with `halluscope data fetch {name}`" if name in SOURCES else ""
         raise DataError(
-            f"dataset {name!r} not found under {path.parent}; available: {', '.join(list_datasets(explicit))}"
+            f"dataset {name!r} not found under {path.parent}; available: "
+            f"{', '.join(list_datasets(explicit)) or 'none'}{hint}"
         )
     return path
 

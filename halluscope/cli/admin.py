@@ -20,7 +20,8 @@ from halluscope.backends.cache import (
 )
 from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
-from halluscope.bench.datasets import data_root, list_datasets, source_summary
+from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
+from halluscope.bench.sources import SOURCES, fetch, source, state
 from halluscope.cli.common import (
     cache_parser,
     data_option,
@@ -179,14 +180,44 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
-    root = data_root(args.data)
-    rows = [{"name": name, "source": source_summary(name, args.data)} for name in list_datasets(args.data)]
+    root, origin = chosen_data_dir(args.data)
+    found = list_datasets(args.data) if root.is_dir() else []
+    rows = []
+    for name in sorted(set(SOURCES) | set(found)):
+        folder = root / name
+        known = name in SOURCES
+        rows.append(
+            {
+                "name": name,
+                "state": state(name, folder) if known else "present",
+                "path": str(folder),
+                "source": source_summary(name, args.data) if name in found else SOURCES[name].title,
+                "fetch": f"halluscope data fetch {name}" if known else None,
+            }
+        )
     if args.json:
-        print_json({"root": str(root), "datasets": rows})
-    else:
-        print(f"{root}")
-        for r in rows:
-            print(f"  {r['name']:<28} {r['source']}")
+        print_json({"root": str(root), "from": origin, "datasets": rows})
+        return 0
+    print(f"{root}  ({origin}{'' if root.is_dir() else ', not created yet'})")
+    for r in rows:
+        print(f"  {r['name']:<28} {r['state']:<8} {r['source']}")
+    if any(r["state"] != "present" for r in rows):
+        print("\nhalluscope data fetch NAME (or all) downloads a missing one, checked by sha256")
+    return 0
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    names = list(SOURCES) if args.names == ["all"] else args.names
+    for name in names:
+        source(name)  # an unknown name is refused before anything is downloaded
+    root, origin = chosen_data_dir(args.data)
+    if origin != DATA_ENV and origin != "--data":
+        print(f"writing to {root}; the loaders find it there (or set {DATA_ENV})", file=sys.stderr)
+    root.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for name in names:
+        written += len(fetch(name, root, report=lambda line: print(line, file=sys.stderr)))
+    print(f"{written} files downloaded and checked; {len(names)} datasets present under {root}")
     return 0
 
 
@@ -252,7 +283,16 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
         dest="data_command", required=True, metavar="ACTION"
     )
-    p = data.add_parser("list", help="datasets found and their sources")
+    p = data.add_parser("list", help="each dataset: present, partial or missing, where, and its source")
     data_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_list)
+    p = data.add_parser(
+        "fetch",
+        help="download datasets from their pinned public sources, checked by sha256",
+        description="Download each named dataset (or all) from the public repository and commit its "
+        "SOURCE.md names, check every file's size and sha256, and write the layout the loaders read.",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", choices=[*SOURCES, "all"], help="a dataset, or all")
+    data_option(p)
+    p.set_defaults(func=cmd_data_fetch)

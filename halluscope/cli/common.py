@@ -19,7 +19,11 @@ from halluscope.prompts.registry import PromptRegistry
 
 
 def data_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument(
+        "--data",
+        metavar="DIR",
+        help="benchmark data directory (default: HALLUSCOPE_DATA, else the one `data fetch` fills)",
+    )
 
 
 def _prompt_flags(g: Any) -> None:
