@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reads the user's cache, prompts, keys or base URLs."""
+    """No test reads the user's cache, data directory, prompts, keys or base URLs."""
     monkeypatch.setenv("HALLUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))  # where `data fetch` writes by default
     for var in (
         "HALLUSCOPE_PROMPTS",
         "OPENAI_API_KEY",

@@ -56,7 +56,10 @@ def test_demo_on_a_local_model_twice_second_run_replays_from_the_cache(capsys: p
         (["prompts", "show", "fibe.nothing"], "unknown prompt 'fibe.nothing'"),
         (["prompts", "list", "--prompts", "/nonexistent/dir"], "does not exist"),
         (["prompts", "list", "--prompt", "fibe.create@9"], "has no version 9"),
-        (["data", "list"], "pass --data DIR or set HALLUSCOPE_DATA"),
+        (
+            ["bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "1"],
+            "pass --data DIR, set HALLUSCOPE_DATA, or download a dataset with `halluscope data fetch NAME`",
+        ),
     ],
 )
 def test_user_errors_are_one_line_with_exit_code_2(

