@@ -127,3 +127,27 @@ def test_every_item_failing_is_one_error(gateway: Gateway, scripted: Any, tmp_pa
     with pytest.raises(ModelUnavailableError, match="no question could be scored"):
         run(_plan(gateway, scripted(refuse, "scripted:down"), ["Q?"]), tmp_path, progress=False)
     assert not (tmp_path / "results.json").exists()
+
+
+def test_a_resumed_record_keeps_the_order_of_its_scores(gateway: Gateway, tmp_path: Path) -> None:
+    """Scores named "unit 0" .. "unit 11" are read in order (a WikiBio passage's sentences against their
+    labels): a journal that sorted keys put "unit 10" before "unit 2"."""
+    names = [f"unit {i}" for i in range(12)]
+
+    def plan() -> Plan:
+        return Plan(
+            bench="toy",
+            method="toy",
+            what="passage",
+            items=["only"],
+            item_id=lambda item: item,
+            score=lambda _item: {"scores": {name: float(i) for i, name in enumerate(names)}},
+            summarise=lambda records: {"first_scores": list(records[0]["scores"].values())[:3]},
+            params={},
+            report=lambda result, out, failed: None,
+        )
+
+    fresh = run(plan(), tmp_path, progress=False)
+    resumed = run(plan(), tmp_path, progress=False)
+    assert fresh.metrics == resumed.metrics == {"first_scores": [0.0, 1.0, 2.0]}
+    assert list(resumed.items[0].scores) == names

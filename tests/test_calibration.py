@@ -104,7 +104,7 @@ def test_limit_passages_scores_only_the_first_passages_of_each_split(tmp_path: P
         ["selfcheck-unigram"], range(0, 10), range(100, 110), path, data=data_dir, progress=False, limit_passages=3
     )
     assert cal.data["fit_passages"] == [0, 2] and cal.data["test_passages"] == [100, 102]
-    run = BenchResult.model_validate_json((tmp_path / "cal.runs" / "results.json").read_text())
+    run = BenchResult.read(tmp_path / "cal.runs" / "selfcheck-unigram")
     assert [item.id for item in run.items] == [f"passage {i}" for i in (0, 1, 2, 100, 101, 102)]
     assert run.params["passages"] == [0, 1, 2, 100, 101, 102]
     with pytest.raises(ConfigError, match="there is no passage 238"):

@@ -74,7 +74,7 @@ def test_user_errors_are_one_line_with_exit_code_2(
 
 def test_prompts_list_show_and_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _, out, _ = run(capsys, "prompts", "list", "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["prompts"]
     assert len(rows) == 25 and all(r["version"] == 1 and r["default"] for r in rows)
     _, out, _ = run(capsys, "prompts", "list")
     assert "fibe.create@1" in out and "Appendix E.3.1" in out
@@ -167,7 +167,9 @@ def test_every_command_has_help() -> None:
 
 def test_models_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "models", "list", "--json")
-    rows = json.loads(out)
+    listed = json.loads(out)
+    rows = listed["models"]
+    assert listed["default"] == "qwen2.5-coder-1.5b"
     assert code == 0 and [r["name"] for r in rows] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"]
     assert all(r["installed"] and r["bytes"] > 0 and r["path"] for r in rows)
     _, out, _ = run(capsys, "models", "list")
@@ -192,8 +194,9 @@ def test_bench_wikibio_writes_results_report_and_curves(
         str(out),
     )
     assert code == 0 and "WikiBio: 12 passages" in stdout
-    results = json.loads((out / "results.json").read_text())
+    results = json.loads((out / "selfcheck-unigram" / "results.json").read_text())
     assert set(results) == set(BenchResult.model_fields) and results["bench"] == "wikibio"
+    assert not (out / "results.json").exists()  # one method or several: OUT/METHOD/results.json
     assert results["params"]["method"] == "selfcheck-unigram" and results["metrics"]["n_passages"] == 12
     assert {
         "auc_pr_nonfact",
@@ -204,8 +207,24 @@ def test_bench_wikibio_writes_results_report_and_curves(
         "pearson",
         "spearman",
     } <= results["metrics"].keys()
-    per_method = json.loads((out / "selfcheck-unigram" / "results.json").read_text())
-    assert len(per_method["items"]) == 12 and per_method["metrics"] == results["metrics"]
+    assert len(results["items"]) == 12
+    code, stdout, _ = run(
+        capsys,
+        "bench",
+        "wikibio",
+        "--method",
+        "selfcheck-unigram",
+        "--limit",
+        "12",
+        "--json",
+        "--data",
+        str(data_dir),
+        "--out",
+        str(out),
+    )
+    printed = json.loads(stdout)  # one object, whatever the number of methods
+    assert code == 0 and printed["bench"] == "wikibio" and printed["out"] == str(out)
+    assert [r["metrics"] for r in printed["results"]] == [results["metrics"]] and "items" not in printed["results"][0]
     report = (out / "report.md").read_text()
     assert "| selfcheck-unigram |" in report and "12 passages" in report
     for png in ("pr_nonfact.png", "roc_nonfact.png"):
@@ -481,7 +500,7 @@ def test_bench_compare_prompt_versions_side_by_side(
     assert "| metrics.random_auc_pr_nonfact | 100 | 100 | 0 |" in report  # one passage: every sentence NonFact
     assert "| selfcheck-prompt passage 0 sentence 0 | 1 | 0 | -1 |" in report
     assert f"{sentences} of {sentences} item scores changed" in printed
-    assert (out / "A" / "results.json").is_file() and (out / "B" / "report.md").is_file()
+    assert (out / "A" / "selfcheck-prompt" / "results.json").is_file() and (out / "B" / "report.md").is_file()
     code, printed, _ = run(capsys, *argv, "--json")  # replayed; one JSON object: the runs print to stderr
     assert code == 0 and set(json.loads(printed)) >= {"a", "b", "metrics", "items_changed"}
     argv = ["bench", "wikibio", "--method", "selfcheck-prompt", "--compare-prompt", "selfcheck.prompt"]

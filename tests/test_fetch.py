@@ -102,7 +102,7 @@ def test_models_pull_downloads_the_publishers_gguf_and_the_model_runs_from_it(
     assert main(["models", "pull", "smollm2-135m"]) == 0
     assert "already present, sha256 checked" in capsys.readouterr().out and len(host.gets) == 1
     assert main(["models", "list", "--json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
     assert rows["smollm2-135m"]["path"] == str(pulled) and rows["smollm2-135m"]["ollama"] == "smollm2:135m"
 
     chat = make_chat_model(parse_model_spec("local:smollm2-135m"))

@@ -36,7 +36,7 @@ def report(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
 
 def test_the_page_holds_cost_metrics_curves_with_their_auc_and_every_item(report: Path) -> None:
     page = (report / "report.html").read_text(encoding="utf-8")
-    metrics = json.loads((report / "results.json").read_text())["metrics"]
+    metrics = json.loads((report / "selfcheck-unigram" / "results.json").read_text())["metrics"]
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     assert page.count("<svg") == 4  # PR and ROC, NonFact and NonFact*
     legends = re.findall(r"selfcheck-unigram: AUC ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]", page)
@@ -46,7 +46,7 @@ def test_the_page_holds_cost_metrics_curves_with_their_auc_and_every_item(report
     ]
     assert shown == pytest.approx([round(x, 1) for x in expected], abs=0.051)
     assert all(float(low) <= float(auc) <= float(high) for auc, low, high in legends)
-    items = json.loads((report / "results.json").read_text())["items"]
+    items = json.loads((report / "selfcheck-unigram" / "results.json").read_text())["items"]
     assert len(items) == 4 and all(len(i["record"]["sentences"]) == len(i["scores"]) for i in items)
     assert page.count("<details>") == 4 and items[0]["record"]["sentences"][0][:40] in page
 

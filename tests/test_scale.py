@@ -228,7 +228,7 @@ def test_bench_wikibio_on_ray_reproduces_the_single_process_numbers(
     assert main([*argv, "--out", str(tmp_path / "one")]) == 0
     assert main([*argv, "--out", str(tmp_path / "ray"), "--ray", "--workers", "3"]) == 0
     capsys.readouterr()
-    one, on_ray = BenchResult.read(tmp_path / "one"), BenchResult.read(tmp_path / "ray")
+    one, on_ray = (BenchResult.read(tmp_path / run / "selfcheck-unigram") for run in ("one", "ray"))
     assert on_ray.metrics == one.metrics and on_ray.items == one.items and len(one.items) == 12
 
 

@@ -222,10 +222,22 @@ JOURNAL = "items.jsonl"
 SIZE_PARAMS = ("limit", "passages", "problems")
 
 
+# 2: records keep their keys' order (version 1 sorted them, and "sentence 10" came before "sentence 2":
+# a resumed WikiBio record's scores no longer lined up with its labels), so a version-1 journal is
+# moved aside, never resumed
+JOURNAL_VERSION = 2
+
+
 def _header(plan: Plan, fingerprint: str) -> dict[str, Any]:
     """What an item's record depends on besides the item: a journal of another header is not resumed."""
     params = {k: v for k, v in plan.params.items() if k not in SIZE_PARAMS}
-    body = {"journal": 1, "bench": plan.bench, "method": plan.method, "params": params, "fingerprint": fingerprint}
+    body = {
+        "journal": JOURNAL_VERSION,
+        "bench": plan.bench,
+        "method": plan.method,
+        "params": params,
+        "fingerprint": fingerprint,
+    }
     return json.loads(json.dumps(body, sort_keys=True, default=str))
 
 
@@ -254,7 +266,7 @@ class Journal:
             self._write(header)
 
     def _write(self, entry: dict[str, Any]) -> None:
-        self._file.write(redact_credentials(json.dumps(entry, ensure_ascii=False, sort_keys=True)) + "\n")
+        self._file.write(redact_credentials(json.dumps(entry, ensure_ascii=False)) + "\n")
         self._file.flush()
 
     def add(self, item_id: str, record: Record) -> None:

@@ -390,13 +390,13 @@ def run_bench(
     judge: Any = None,
     only: Collection[int] | None = None,
 ) -> list[BenchResult]:
-    """Score the passages with each method (OUT/METHOD/results.json each, and OUT/results.json too
-    when one method ran), then write the shared report.md and PR/ROC PNGs."""
+    """Score the passages with each method (OUT/METHOD/results.json each), then write the shared
+    report.md and PR/ROC PNGs."""
     out_dir = Path(out)
     plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge, only)
     fingerprint = gateway.prompt_fingerprint() if gateway is not None else ""
     results = [run(plan, out_dir / plan.method, progress, fingerprint=fingerprint) for plan in plans]
-    _finish(results, out_dir)
+    write_report(results, out_dir)
     return results
 
 
@@ -466,13 +466,6 @@ def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     return wikibio_plans(args.method.split(","), args.data, args.limit, args.samples, args.model, gw, judge)
 
 
-def _finish(results: Sequence[BenchResult], out: Path) -> None:
-    """OUT/results.json too when one method ran, and the shared report.md and PR/ROC PNGs."""
-    if len(results) == 1:
-        results[0].write(out)
-    write_report(results, out)
-
-
 BENCHMARK = Benchmark(
     name="wikibio",
     help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)",
@@ -480,6 +473,6 @@ BENCHMARK = Benchmark(
     arguments=_arguments,
     plans=_plans,
     describe=lambda results, _args: describe(results),
-    finish=_finish,
+    finish=write_report,
     by_method=True,
 )

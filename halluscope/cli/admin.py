@@ -61,7 +61,7 @@ def cmd_prompts_list(args: argparse.Namespace) -> int:
         for p in reg.all()
     ]
     if args.json:
-        print_json(rows)
+        print_json({"prompts": rows})
         return 0
     width = max(len(f"{r['id']}@{r['version']}") for r in rows)
     for r in rows:
@@ -166,7 +166,11 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 def cmd_models_list(args: argparse.Namespace) -> int:
     rows = registry_rows()
     if args.json:
-        print_json(rows)
+        try:
+            default: str | None = default_local_model()
+        except ModelNotInstalledError:
+            default = None
+        print_json({"models": rows, "default": default})
         return 0
     for r in rows:
         state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else "not installed"

@@ -22,8 +22,8 @@ from halluscope.scale import RAY_INSTALL
 
 
 def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
-    """Run it; print its lines (or the BenchResults without their items as JSON) and each failed item
-    on stderr; the exit code says whether any failed."""
+    """Run it; print its lines (or one JSON object: the bench, OUT, and its BenchResults without their
+    items) and each failed item on stderr; the exit code says whether any failed."""
     if args.workers is not None and args.ray is None:
         raise ConfigError("--workers sizes the Ray actor pool: give it with --ray")
     results: Sequence[BenchResult] = run_benchmark(
@@ -32,7 +32,7 @@ def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
     status = report_failures([f for r in results for f in r.failures], results[0].bench)
     if args.json:
         shown = [r.model_dump(mode="json", exclude={"items"}) for r in results]
-        print_json(shown[0] if len(shown) == 1 else shown)
+        print_json({"bench": benchmark.name, "out": args.out, "results": shown})
         return status
     print(benchmark.describe(results, args))
     print(f"wrote {args.out}: results.json, report.md and plots")
