@@ -8,13 +8,14 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import halluscope
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import BenchResult
-from halluscope.cli import main
+from halluscope.cli import build_parser, main
 from halluscope.results import DetectionResult, RunMeta, Unit
 from tests.stub_servers import StubAPI
 
@@ -573,3 +574,24 @@ def test_a_calibrated_result_flags_on_probability() -> None:
     units = [Unit(text="a", score=0.9, probability=0.2), Unit(text="b", score=0.1, probability=0.7)]
     result = DetectionResult(method="m", units=units, meta=RunMeta(method="m"))
     assert [u.text for u in result.flagged(0.5)] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "dest", "expected"),
+    [
+        (["bench", "wikibio", "--method", "selfcheck-unigram,fibe", "--method", "direct-question"], "method",
+         ["selfcheck-unigram", "fibe", "direct-question"]),
+        (["bench", "truthfulqa-rank", "--models", "local:a, local:b", "--reference", "local:c"], "models",
+         ["local:a", "local:b"]),
+        (["bench", "truthfulqa-rank", "--models", "local:a", "--reference", "local:c,local:d", "--reference", "x:e"],
+         "reference", ["local:c", "local:d", "x:e"]),
+        (["bench", "phr-synthetic", "--n", "4,16", "--n", "64"], "n", [4, 16, 64]),
+        (["bench", "phr-synthetic"], "n", [2, 8, 32]),
+        (["bench", "truthfulqa"], "method", ["single", "single+penalty", "multi", "fewl", "fewl-uniform"]),
+        (["detect", "fewl", "--reference", "local:a,local:b"], "option_2", ["local:a", "local:b"]),
+        (["prompts", "list", "--prompt", "fibe.create@1,fibe.check@1", "--prompt", "x@2"], "prompt",
+         ["fibe.create@1", "fibe.check@1", "x@2"]),
+    ],
+)  # fmt: skip
+def test_every_list_flag_takes_commas_and_repeats(argv: list[str], dest: str, expected: list[Any]) -> None:
+    assert getattr(build_parser().parse_args(argv), dest) == expected

@@ -14,7 +14,7 @@ import pytest
 
 import halluscope
 from halluscope.backends.entailment import LLMEntailment
-from halluscope.backends.gateway import Gateway
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
 
 PASSAGES = [
@@ -58,6 +58,28 @@ def test_detector_binds_options_and_checks_names(gateway: Gateway, scripted: Any
         det.detect(text="  ", concept="x")
     with pytest.raises(TypeError):  # a detector is configuration only, and frozen
         det.options["n"] = 3  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("method", "options", "planned"),
+    [
+        ("selfcheck-prompt", {"n": 2}, 2 + 2 * 2),  # 2 regenerations, then 2 sentences x 2 checks
+        ("selfcheck-prompt", {"samples": ["Einstein was a chemist."]}, 2 * 1),  # the checks against given samples
+        ("direct-question", {}, 2),  # one question per sentence
+        ("selfcheck-unigram", {"n": 3}, 3),  # the regenerations; the scores are counts
+    ],
+)
+def test_a_detect_announces_its_calls_before_it_makes_them(
+    gateway: Gateway, scripted: Any, method: str, options: dict[str, Any], planned: int
+) -> None:
+    """What `halluscope detect` shows as its bar's total, announced as the method learns it."""
+    totals: list[int] = []
+    stats = CallStats(on_plan=totals.append)
+    model = scripted(lambda prompt, _p: "Yes" if "Answer Yes or No" in prompt else "Einstein was a physicist.")
+    det = halluscope.detector(method, model=model, gateway=gateway, **options)
+    about = {"prompt": "Einstein"} if method == "direct-question" else {"concept": "Einstein"}
+    result = det.detect(text=PASSAGES[0], stats=stats, **about)
+    assert result.ok and totals == [planned] and result.meta.calls + result.meta.cache_hits == planned
 
 
 def test_fewl_model_is_its_reference() -> None:

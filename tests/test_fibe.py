@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from halluscope.backends.gateway import Gateway
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.wikibio import run_bench, sentence_scores
 from halluscope.errors import ConfigError
 from halluscope.graphs import fibe
@@ -179,9 +179,13 @@ def test_fibe_on_the_papers_example_makes_1_plus_n_plus_r_calls_and_a_rerun_none
 ) -> None:
     seen: list[str] = []
     model = scripted(mcclendon_model(seen))
-    result = fibe.detect(sentences=fibe_paper.SENTENCES, prompt=fibe_paper.PROMPT, model=model, n=5, gateway=gateway)
+    stats = CallStats()
+    result = fibe.detect(
+        sentences=fibe_paper.SENTENCES, prompt=fibe_paper.PROMPT, model=model, n=5, gateway=gateway, stats=stats
+    )
     r = len(fibe_paper.SENTENCES)
     assert result.meta.calls == 1 + 5 + r and len(seen) == 1 + 5 + r
+    assert stats.planned == 1 + 5 + r  # announced before the first call: the progress bar's total
     # the create prompt carries the quoted original prompt, the numbered sentences and their ids
     create = next(p for p in seen if "Fill-in-the-blank Questions: (from [s0]" in p)
     assert f'"{fibe_paper.PROMPT}"\n[s0] Bryan McClendon (born April 28, 1983)' in create
@@ -215,6 +219,7 @@ def test_fibe_sbc_dq_adds_r_direct_questions_and_combines_by_the_papers_formulas
     gateway: Gateway, scripted: Any
 ) -> None:
     seen: list[str] = []
+    stats = CallStats()
     result = fibe.detect(
         sentences=fibe_paper.SENTENCES,
         prompt=fibe_paper.PROMPT,
@@ -222,9 +227,10 @@ def test_fibe_sbc_dq_adds_r_direct_questions_and_combines_by_the_papers_formulas
         variant="fibe+sbc+dq",
         n=5,
         gateway=gateway,
+        stats=stats,
     )
     r = len(fibe_paper.SENTENCES)
-    assert result.meta.calls == 1 + 5 + r + r
+    assert result.meta.calls == stats.planned == 1 + 5 + r + r
     dq = next(p for p in seen if "prior knowledge" in p)
     assert f'"{fibe_paper.PROMPT}"\nClaim:' in dq
     h_f = [0.5] * 7 + [0.45] + [0.5] * 3
@@ -240,7 +246,9 @@ def test_fibe_sbc_dq_adds_r_direct_questions_and_combines_by_the_papers_formulas
 
 def test_fibe_selfcheck_ensemble_scores_given_samples(gateway: Gateway, scripted: Any) -> None:
     samples = ["Bryan McClendon coached at Georgia.", "He coached running backs.", "He played receiver."]
+    stats = CallStats()
     result = fibe.detect(
+        stats=stats,
         sentences=fibe_paper.SENTENCES,
         prompt=fibe_paper.PROMPT,
         samples=samples,
@@ -250,7 +258,7 @@ def test_fibe_selfcheck_ensemble_scores_given_samples(gateway: Gateway, scripted
         gateway=gateway,
     )
     r = len(fibe_paper.SENTENCES)
-    assert result.meta.calls == (1 + 3 + r) + r + 3 * r  # FIBE + DQ + SCGP on given samples
+    assert result.meta.calls == stats.planned == (1 + 3 + r) + r + 3 * r  # FIBE + DQ + SCGP on given samples
     h_p = [u.evidence["h_selfcheck"] for u in result.units]
     assert h_p == [0.0] * 8 + [1.0, 0.0, 0.0]  # SCGP: No for the 2014 sentence against every sample
     plus = [

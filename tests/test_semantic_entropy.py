@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from halluscope.backends.entailment import LLMEntailment
-from halluscope.backends.gateway import Gateway
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import semantic_entropy
 from halluscope.graphs.semantic_entropy import entropies
@@ -49,7 +49,12 @@ def test_samples_m_answers_clusters_them_and_replays_from_the_cache(gateway: Gat
     judged: list[str] = []
     model = scripted(answerer(asked), "scripted:answers")
     judge = LLMEntailment(scripted(judge_model(judged), "scripted:judge"), gateway=gateway)
-    result = semantic_entropy.detect("What is the capital of France?", model=model, judge=judge, n=5, gateway=gateway)
+    totals: list[int] = []  # the progress bar's total as the method announced its calls
+    stats = CallStats(on_plan=totals.append)
+    result = semantic_entropy.detect(
+        "What is the capital of France?", model=model, judge=judge, n=5, gateway=gateway, stats=stats
+    )
+    assert totals == [5, 7, 9, 11] and stats.planned == result.meta.calls  # 5 samples, then 2 per pair judged
     (unit,) = result.units
     assert unit.evidence["clusters"] == [[0, 1, 3], [2], [4]]
     # distinct texts compared: Lyon vs Paris, Nice vs Paris, Nice vs Lyon; identical Paris answers are free

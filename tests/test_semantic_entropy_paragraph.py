@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from halluscope.backends.entailment import LLMEntailment
-from halluscope.backends.gateway import Gateway
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import semantic_entropy_paragraph as paragraph
 from halluscope.scoring import question_entropy, unanswered
@@ -88,7 +88,11 @@ def test_decompose_question_resample_cluster_end_to_end(gateway: Gateway, script
     writer, judged = Writer(), []
     model = scripted(writer, "scripted:writer")
     judge = LLMEntailment(scripted(judge_model(judged), "scripted:judge"), gateway=gateway)
-    result = paragraph.detect(TEXT, question=QUESTION, model=model, judge=judge, gateway=gateway)
+    totals: list[int] = []
+    stats = CallStats(on_plan=totals.append)
+    result = paragraph.detect(TEXT, question=QUESTION, model=model, judge=judge, gateway=gateway, stats=stats)
+    # the total is known once the claims are: 1 decompose, then 3 claims x 20, the retry and the judge's pairs
+    assert totals[:2] == [1, paragraph.planned_calls(3)] and stats.planned == result.meta.calls
 
     # 1 decompose + 3 claims x (2 question calls + 6 x 3 new answers) + 1 retry of an unreadable list
     model_calls = len(writer.prompts)

@@ -62,6 +62,10 @@ class Entailment(ABC):
     ) -> list[Judgement]:
         """One judgement per (premise, hypothesis) pair, in order; ``stats`` counts the model use."""
 
+    def replies_for(self, pairs: int) -> int:
+        """The replies ``judge_many`` of this many pairs records: one model call per pair."""
+        return pairs
+
     def judge(
         self, premise: str, hypothesis: str, question: str | None = None, stats: CallStats | None = None
     ) -> Judgement:
@@ -181,6 +185,10 @@ class NLIEntailment(Entailment):
         if set(index) != set(LABELS):
             raise ConfigError(f"not a 3-way NLI model: id2label {id2label} lacks entailment/neutral/contradiction")
         return index
+
+    def replies_for(self, pairs: int) -> int:
+        """One forward pass per batch of pairs."""
+        return -(-pairs // self.batch_size)
 
     def logits(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[list[float]]:
         """Raw 3-way logits per pair in the model's own label order (CLUE's zero-shot scorer uses them);

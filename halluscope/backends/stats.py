@@ -16,9 +16,13 @@ from halluscope.results import RunMeta, TokenUsage
 class CallStats:
     """Counters of one run, safe to share across threads and tasks of that run."""
 
-    def __init__(self, on_reply: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, on_reply: Callable[[], None] | None = None, on_plan: Callable[[int], None] | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self.on_reply = on_reply  # called after each reply or forward pass recorded: drives progress bars
+        self.on_plan = on_plan  # called with the calls planned so far when a method announces more: a bar's total
+        self.planned = 0
         self.started = time.perf_counter()
         self.calls = 0
         self.cache_hits = 0
@@ -46,6 +50,15 @@ class CallStats:
                 self.parse_failures += 1
         if self.on_reply is not None:
             self.on_reply()
+
+    def plan(self, calls: int) -> None:
+        """A method that now knows ``calls`` more replies of its run (model calls, cached ones included,
+        and judge forward passes) announces them, as soon as it knows: a progress bar's total."""
+        with self._lock:
+            self.planned += calls
+            planned = self.planned
+        if self.on_plan is not None:
+            self.on_plan(planned)
 
     def record_forward(self, model: str, prompt_tokens: int, seconds: float) -> None:
         """A deterministic forward pass (teacher forcing, a next-token distribution): a model call that

@@ -15,6 +15,30 @@ from halluscope.errors import ConfigError
 from halluscope.scoring import CLUSTER_RULES
 
 
+class ListFlag(argparse.Action):
+    """The one convention for a list of names, model specs or numbers: comma-separated values, and the
+    flag may be repeated (``--method a,b --method c`` is [a, b, c]); a given flag replaces its default.
+    Free text, paths and KEY=VALUE pairs may hold commas: those flags repeat, one value each."""
+
+    def __init__(self, *args: Any, kind: type = str, **kwargs: Any) -> None:
+        self.kind = kind
+        super().__init__(*args, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, flag: Any = None
+    ) -> None:
+        so_far = getattr(namespace, self.dest, None)
+        so_far = [] if so_far is None or so_far is self.default else so_far
+        try:
+            parts = [self.kind(part.strip()) for part in str(values).split(",") if part.strip()]
+        except ValueError:
+            what = "integers" if self.kind is int else "numbers"
+            parser.error(f"{flag} takes comma-separated {what}, got {values!r}")
+        if not parts:
+            parser.error(f"{flag} got no value")
+        setattr(namespace, self.dest, [*so_far, *parts])
+
+
 def _no_shared_report(_results: Sequence[BenchResult], _out: Path) -> None:
     """Each plan's own report is all there is."""
 
@@ -57,7 +81,9 @@ def mode_of(args: argparse.Namespace, default: str) -> Any:
 
 
 def fewl_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reference", action="append", metavar="SPEC", help="a reference model (repeat for several)")
+    p.add_argument(
+        "--reference", action=ListFlag, metavar="SPEC", help="reference models (comma-separated, repeatable)"
+    )
     p.add_argument("--diversify", dest="n", type=int, metavar="N", help="ask the one reference model for N answers")
     p.add_argument("--neighbours", type=int, default=5, metavar="K", help="nearest questions of the penalty (5)")
     p.add_argument("--wrong-model", metavar="SPEC", help="the model that writes IW/CO answers (default: 1st reference)")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
-from halluscope.bench.arguments import numbers
+from halluscope.bench.arguments import ListFlag, numbers
 from halluscope.bench.metrics import auc_pr, auc_roc
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
 from halluscope.calibration import (
@@ -163,7 +163,7 @@ def describe(calibration: Calibration) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", required=True, help="one method, or several (comma-separated) to stack")
+    p.add_argument("--method", action=ListFlag, required=True, help="one method, or several to stack")
     p.add_argument("--bench", default="wikibio", choices=("wikibio",), help="labelled data to fit on")
     p.add_argument("--fit", required=True, metavar="FIRST-LAST", help="passages to fit on, e.g. 0-119")
     p.add_argument("--test", required=True, metavar="FIRST-LAST", help="held-out passages, e.g. 120-237")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
-from halluscope.bench.arguments import Benchmark, numbers
+from halluscope.bench.arguments import Benchmark, ListFlag
 from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.report import markdown_table
 from halluscope.bench.runner import BenchResult, Plan, run
@@ -416,14 +416,16 @@ def _plot(path: Path, result: BenchResult) -> None:
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, choices=tuple(LOADERS))
-    p.add_argument("--n", default="2,4,8,16", help="context sizes, comma-separated (default 2,4,8,16)")
+    p.add_argument("--n", action=ListFlag, kind=int, default=[2, 4, 8, 16], help="context sizes (default 2,4,8,16)")
     p.add_argument("--contexts", type=int, default=50, help="contexts D_n per n (default 50)")
     p.add_argument("--queries", type=int, default=10, help="queries per context (default 10)")
     p.add_argument("--M", type=int, default=10, help="imagined completions per context (default 10)")
     p.add_argument("--K", type=int, default=50, help="responses per draw where drawn (default 50)")
     p.add_argument("--imagined", type=int, default=5, help="N - n, imagined pairs per completion (default 5)")
     p.add_argument("--eval-size", type=int, help="|D_eval| for the MHR (default: N - n)")
-    p.add_argument("--epsilon", default="0.05,0.75", help="low (vs MHR) and high (vs error) epsilon")
+    p.add_argument(
+        "--epsilon", action=ListFlag, kind=float, default=[0.05, 0.75], help="low (vs MHR) and high (vs error) epsilon"
+    )
     p.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="a log-prob model spec (local:, transformers:)")
     p.add_argument("--draws", action="store_true", help="K draws from the next-token distribution, not exact")
     p.add_argument("--sampled", action="store_true", help="K sampled responses scored by teacher forcing")
@@ -433,8 +435,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     return [phr_plan(
-        args.task, model=args.model, ns=numbers(args.n, "--n", int), contexts=args.contexts, queries=args.queries,
-        m=args.M, k=args.K, n_imagined=args.imagined, epsilons=numbers(args.epsilon, "--epsilon", float),
+        args.task, model=args.model, ns=args.n, contexts=args.contexts, queries=args.queries,
+        m=args.M, k=args.K, n_imagined=args.imagined, epsilons=args.epsilon,
         eval_size=args.eval_size, exact=not args.draws and not args.sampled,
         responses="sampled" if args.sampled else "distribution", reuse_prefix=not args.no_prefix_reuse,
         seed=args.seed, data=args.data, gateway=gateway(),

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.bench.arguments import Benchmark, numbers
+from halluscope.bench.arguments import Benchmark, ListFlag
 from halluscope.bench.report import markdown_table
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError
@@ -144,7 +144,7 @@ def _plot(path: Path, rows: list[dict[str, Any]], epsilon: float) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", default="2,8,32", help="context sizes, comma-separated (default 2,8,32)")
+    p.add_argument("--n", action=ListFlag, kind=int, default=[2, 8, 32], help="context sizes (default 2,8,32)")
     p.add_argument("--problems", type=int, default=100, help="problems per n (default 100)")
     p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
     p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
@@ -154,7 +154,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _plans(args: argparse.Namespace, _gateway: Any) -> list[Plan]:
-    ns = numbers(args.n, "--n", int)
+    ns = args.n
     return [phr_synthetic_plan(ns, args.problems, args.M, args.K, args.imagined, args.epsilon, args.seed)]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark, fewl_arguments, fewl_options
+from halluscope.bench.arguments import Benchmark, ListFlag, fewl_arguments, fewl_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import markdown_table
 from halluscope.bench.runner import BenchResult, Plan, run
@@ -489,8 +489,7 @@ def _rank_report(result: BenchResult) -> str:
     )
 
 
-def _variant_list(methods: str) -> list[str]:
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+def _variant_list(chosen: list[str]) -> list[str]:
     unknown = [m for m in chosen if m not in VARIANTS]
     if unknown or not chosen:
         raise ConfigError(f"unknown --method {', '.join(unknown) or '(none)'}; known: {', '.join(VARIANTS)}")
@@ -498,7 +497,7 @@ def _variant_list(methods: str) -> list[str]:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", default=",".join(VARIANTS), help="variants to report")
+    p.add_argument("--method", action=ListFlag, default=list(VARIANTS), help="variants to report (default: all)")
     p.add_argument("--limit", type=int, help="only the first K questions")
     fewl_arguments(p)
 
@@ -509,16 +508,15 @@ def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Pla
 
 
 def _rank_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", required=True, help="models to rank, comma-separated specs")
+    p.add_argument("--models", action=ListFlag, required=True, metavar="SPEC", help="models to rank")
     p.add_argument("--mc", default="auto", choices=MC_MODES, help="how MC1 is read (default auto)")
     p.add_argument("--limit", type=int, help="only the first K questions")
     fewl_arguments(p)
 
 
 def _rank_plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
     options = fewl_options(args)
-    return [rank_plan(models=models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **options)]
+    return [rank_plan(models=args.models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **options)]
 
 
 BENCHMARK = Benchmark(

@@ -25,7 +25,7 @@ import numpy as np
 
 from halluscope.backends.entailment import entailment_judge
 from halluscope.backends.gateway import CallStats, model_name
-from halluscope.bench.arguments import Benchmark, judge_options
+from halluscope.bench.arguments import Benchmark, ListFlag, judge_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.metrics import auc_pr, auc_roc
@@ -448,7 +448,7 @@ def describe(results: Sequence[BenchResult]) -> str:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", required=True, help="methods, comma-separated: " + ", ".join(BENCH_METHODS))
+    p.add_argument("--method", action=ListFlag, required=True, help="methods: " + ", ".join(BENCH_METHODS))
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
     judge_options(p, "semantic-entropy-paragraph", strictness=False)
     p.add_argument("--limit", type=int, help="only the first K passages")
@@ -463,7 +463,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     gw = gateway()
     judge = entailment_judge(args.judge, gw) if args.judge else None
-    return wikibio_plans(args.method.split(","), args.data, args.limit, args.samples, args.model, gw, judge)
+    return wikibio_plans(args.method, args.data, args.limit, args.samples, args.model, gw, judge)
 
 
 BENCHMARK = Benchmark(

@@ -76,7 +76,7 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     calibration = calibrate.calibrate_wikibio(
-        [m.strip() for m in args.method.split(",") if m.strip()],
+        args.method,
         calibrate.passage_range(args.fit, "--fit"),
         calibrate.passage_range(args.test, "--test"),
         args.out,

@@ -14,6 +14,7 @@ import yaml
 from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
+from halluscope.bench.arguments import ListFlag
 from halluscope.errors import ConfigError, redact_credentials
 from halluscope.prompts.registry import PromptRegistry
 
@@ -36,10 +37,10 @@ def _prompt_flags(g: Any) -> None:
     )
     g.add_argument(
         "--prompt",
-        action="append",
+        action=ListFlag,
         default=[],
         metavar="ID@VERSION",
-        help="use this version of a prompt, e.g. fibe.create@2 (repeatable)",
+        help="use these prompt versions, e.g. fibe.create@2,fibe.check@2",
     )
 
 

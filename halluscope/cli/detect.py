@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
+from halluscope.bench.arguments import ListFlag
 from halluscope.cli.common import check_samples, gateway_of, key_values, print_json
 from halluscope.detector import METHODS, detector
 from halluscope.errors import ConfigError
@@ -32,6 +33,8 @@ def _add_option(p: argparse.ArgumentParser, index: int, option: Option) -> None:
     kwargs: dict[str, Any] = {"dest": _dest(index), "help": option.help}
     if option.const is not None:
         kwargs |= {"action": "store_const", "const": option.const}
+    elif option.listed:
+        kwargs |= {"action": ListFlag, "kind": option.type, "metavar": option.metavar}
     else:
         kwargs |= {"type": option.type, "metavar": option.metavar, "choices": option.choices}
         if option.append:
@@ -78,7 +81,17 @@ def cmd_detect(args: argparse.Namespace) -> int:
     calibration = getattr(args, "calibration", None)  # the ensemble takes its own as a method option
     found = detector(method.name, gateway=gateway_of(args), calibration=calibration, **kwargs)
     with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
-        result = found.detect(stats=CallStats(on_reply=bar.update))
+
+        def planned(total: int) -> None:  # the method announces its calls as it learns them
+            bar.total = max(total, bar.n)
+            bar.refresh()
+
+        def replied() -> None:
+            bar.update()
+            if bar.total is not None and bar.n > bar.total:  # a retry or re-ask the plan did not count
+                bar.total = bar.n
+
+        result = found.detect(stats=CallStats(on_reply=replied, on_plan=planned))
     if args.json:
         print(result.to_json())
         return 0
@@ -124,7 +137,7 @@ def show_verdict(result: DetectionResult, threshold: float | None) -> None:
 
 def cmd_diversity(args: argparse.Namespace) -> int:
     outputs = read_texts(args.outputs_file, "--outputs-file", "outputs")
-    subconcepts = [c.strip() for c in args.subconcepts.split(",") if c.strip()]
+    subconcepts = args.subconcepts
     gateway = gateway_of(args)
     stats = CallStats()
     out = clue.diversity(outputs, subconcepts, zero_shot_judge(args.judge, gateway), stats)
@@ -180,7 +193,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--outputs-file", required=True, help="the outputs: a JSON list, or texts separated by '---' lines")
     p.add_argument("--concept", required=True, help="the upper-level concept, e.g. tone")
-    p.add_argument("--subconcepts", required=True, help='lower-level concepts, comma-separated: "happy tone,sad tone"')
+    p.add_argument("--subconcepts", action=ListFlag, required=True, help='lower-level concepts: "happy tone,sad tone"')
     p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_diversity)

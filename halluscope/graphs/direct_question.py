@@ -24,7 +24,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question
 from halluscope.graphs.method import Method, start
-from halluscope.graphs.stages import stats_of
+from halluscope.graphs.stages import plan_calls, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -56,10 +56,11 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
     gw = gateway or default_gateway()
     asks = gw.gives_logprobs(model) if logprobs is None else logprobs
 
-    def split(state: DQState) -> dict[str, Any]:
+    def split(state: DQState, config: RunnableConfig) -> dict[str, Any]:
         found = state.get("sentences") or split_sentences(state.get("text", ""))
         if not found:
             raise ConfigError("Direct Question needs a non-empty text (no sentence found)")
+        plan_calls(config, len(found))
         return {"sentences": found}
 
     def fan_out(state: DQState) -> list[Send]:

@@ -519,8 +519,8 @@ METHOD = Method(
         Option(
             "references",
             ("--reference",),
-            "a reference model (repeat for N models; default: the default local model asked for 5 answers)",
-            append=True,
+            "reference models, comma-separated or repeated (default: the default local model asked for 5 answers)",
+            listed=True,
             metavar="SPEC",
         ),
         options.samples(DIVERSIFY, "diversified answers of the one reference model", ("--diversify", "--samples")),

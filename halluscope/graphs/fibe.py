@@ -33,7 +33,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_g
 from halluscope.errors import ConfigError
 from halluscope.graphs import options, selfcheck_prompt
 from halluscope.graphs.method import Method, RunContext, start
-from halluscope.graphs.stages import stats_of
+from halluscope.graphs.stages import plan_calls, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import (
     THETA,
@@ -238,10 +238,12 @@ def build(
         dq_logprobs = gw.gives_logprobs(model)
     scgp = selfcheck_prompt.build(model, gw, n=n) if v.selfcheck else None
 
-    def split(state: FIBEState) -> dict[str, Any]:
+    def split(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
         found = state.get("sentences") or split_sentences(state.get("text", ""))
         if not found:
             raise ConfigError("FIBE needs a non-empty text (no sentence found)")
+        selfcheck = n * len(found) if v.selfcheck else 0  # the SelfCheck-Prompt subgraph announces its own
+        plan_calls(config, planned_calls(variant, n, len(found)) - selfcheck)
         return {"sentences": found}
 
     def create(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:

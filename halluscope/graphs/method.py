@@ -26,8 +26,9 @@ Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the 
 class Option:
     """One keyword of a method's ``detect`` as the command line offers it: ``flags`` name it there
     (``--samples-file`` reads a file into ``samples``), ``read`` turns the flag's text into the
-    value, ``append`` collects a repeated flag into a list; a flag with a ``const`` takes no value
-    and sets the keyword to it (``--strict`` sets ``mode='strict'``)."""
+    value, ``append`` collects a repeated flag into a list (free text), ``listed`` takes names
+    comma-separated or repeated; a flag with a ``const`` takes no value and sets the keyword to it
+    (``--strict`` sets ``mode='strict'``)."""
 
     param: str
     flags: tuple[str, ...]
@@ -36,6 +37,7 @@ class Option:
     type: type = str
     choices: tuple[str, ...] | None = None
     append: bool = False
+    listed: bool = False
     const: Any = None
     metavar: str | None = None
 

@@ -34,7 +34,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_g
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import regenerate_passages, stats_of
+from halluscope.graphs.stages import plan_calls, regenerate_passages, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -107,10 +107,12 @@ def build(
     asks = scoring == "prob" and gw.gives_logprobs(model)
     probability: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asks else {}
 
-    def split(state: SCGPState) -> dict[str, Any]:
+    def split(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
         found = state.get("sentences") or split_sentences(state.get("text", ""))
         if not found:
             raise ConfigError("SelfCheck-Prompt needs a non-empty text (no sentence found)")
+        given = len(state.get("samples") or [])
+        plan_calls(config, len(found) * given if given else n + n * len(found))
         return {"sentences": found}
 
     def regenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:

@@ -41,6 +41,7 @@ def detect(
     if not samples:
         if model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
+        ctx.stats.plan(n)
         samples = regenerate_passages(ctx.gateway, model, concept or "", len(found), n, ctx.stats, question)
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [

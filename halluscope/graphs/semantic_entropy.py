@@ -25,7 +25,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_g
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, start
-from halluscope.graphs.stages import cluster_answers, run_streamed, sample_answer, stats_of
+from halluscope.graphs.stages import cluster_answers, plan_calls, run_streamed, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
     ClusterRule,
@@ -116,11 +116,12 @@ def build(
     if logprobs is None:
         logprobs = model is not None and gw.gives_logprobs(model)
 
-    def start(state: SEState) -> dict[str, Any]:
+    def start(state: SEState, config: RunnableConfig) -> dict[str, Any]:
         if not (state.get("question") or "").strip():
             raise ConfigError("semantic entropy needs the question that the answers answer")
         if not state.get("given") and model is None:
             raise ConfigError("semantic entropy needs a model to sample answers, or the answers")
+        plan_calls(config, 0 if state.get("given") else n)  # the judge's calls are announced as it clusters
         return {}
 
     def route(state: SEState) -> list[Send] | list[str]:

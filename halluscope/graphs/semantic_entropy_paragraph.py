@@ -39,7 +39,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_g
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import cluster_answers, sample_answer, stats_of
+from halluscope.graphs.stages import cluster_answers, plan_calls, sample_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
@@ -169,11 +169,12 @@ def build(
     gw = gateway or default_gateway()
     max_entropy = math.log(1 + REGENERATE) / math.log(base)  # a claim with no question to ask
 
-    def start(state: ParagraphState) -> dict[str, Any]:
+    def start(state: ParagraphState, config: RunnableConfig) -> dict[str, Any]:
         if not (state.get("question") or "").strip():
             raise ConfigError("paragraph semantic entropy needs the question (prompt) the text answers")
         if not (state.get("text") or "").strip():
             raise ConfigError("the text to check is empty")
+        plan_calls(config, 1)  # the decomposition; the rest is known once the claims are
         return {"sentences": state.get("sentences") or split_sentences(state["text"])}
 
     def decompose(state: ParagraphState, config: RunnableConfig) -> dict[str, Any]:
@@ -184,9 +185,13 @@ def build(
             stats=stats_of(config),
             max_tokens=decompose_max_tokens(state["text"]),
         )
-        if reply.ok:
-            return {"claims": list(reply.parsed)}
-        return {"claims": list(state["sentences"]), "events": [{"k": -1, "kind": "decompose_unparsed"}]}
+        update: dict[str, Any] = (
+            {"claims": list(reply.parsed)}
+            if reply.ok
+            else {"claims": list(state["sentences"]), "events": [{"k": -1, "kind": "decompose_unparsed"}]}
+        )
+        plan_calls(config, planned_calls(len(update["claims"])) - 1)
+        return update
 
     def route_questions(state: ParagraphState) -> list[Send]:
         claims = state["claims"]
@@ -219,6 +224,7 @@ def build(
                 asked = Asked(k=state["k"], batch=state["batch"], pairs=list(reply.parsed)[:PER_BATCH])
                 return {"asked": [asked], "events": events}
             events.append({"k": state["k"], "kind": "questions_unparsed"})
+            plan_calls(config, 1 if attempt + 1 < QUESTION_ATTEMPTS else 0)  # the next attempt
         return {"asked": [Asked(k=state["k"], batch=state["batch"], pairs=[])], "events": events}
 
     def route_answers(state: ParagraphState) -> list[Send] | list[str]:

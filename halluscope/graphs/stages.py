@@ -75,6 +75,14 @@ def stats_of(config: RunnableConfig | None) -> CallStats | None:
     return ((config or {}).get("configurable") or {}).get("stats")
 
 
+def plan_calls(config: RunnableConfig | None, calls: int) -> None:
+    """Announce the replies a graph now knows it will take (its own, not its subgraphs'): the total of
+    the run's progress bar."""
+    stats = stats_of(config)
+    if stats is not None and calls > 0:
+        stats.plan(calls)
+
+
 def run_streamed(
     graph: CompiledStateGraph,
     state: Mapping[str, Any],
@@ -123,6 +131,8 @@ def cluster_answers(
         if a.strip() == b.strip():
             return True
         if (a, b) not in verdicts:
+            if stats is not None:
+                stats.plan(entailment.replies_for(2))
             forward, backward = entailment.judge_many([(a, b), (b, a)], question, stats)
             verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
             if on_pair is not None:
