@@ -13,7 +13,7 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ModelUnavailableError
 
-KEYS = {"bench", "params", "meta", "metrics", "items", "failures"}
+KEYS = {"bench", "params", "meta", "metrics", "intervals", "items", "failures"}
 
 
 class Refused(Exception):

@@ -14,7 +14,7 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci
+from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, bootstrap_metrics
 from halluscope.bench.qa import is_correct, load_qa, normalise, run_qa_bench
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
@@ -63,6 +63,41 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_estimate() -> None:
     assert point is not None and low < point < high and high - low < 30
     assert bootstrap_ci(auc_roc, y, s) == (low, high)
     assert bootstrap_ci(auc_roc, np.ones(5, dtype=bool), np.arange(5.0)) is None  # never defined
+
+
+def test_every_metric_of_a_run_gets_an_interval_over_resampled_items() -> None:
+    """What results.json's ``intervals`` hold: whole items resampled, every real-valued metric."""
+    rng = np.random.default_rng(2)
+
+    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+        y = np.array([lab for r in records for lab in r["labels"]])
+        s = np.array([x for r in records for x in r["scores"]])
+        rare = [r for r in records if r["rare"]]
+        return {
+            "auc": {"roc": auc_roc(y, s)},
+            "mean": float(s.mean()),
+            "n_items": len(records),
+            "rare_mean": float(np.mean([r["scores"][0] for r in rare])) if len(rare) > 5 else None,
+        }
+
+    def records(n: int) -> list[dict[str, Any]]:
+        out = []
+        for i in range(n):
+            labels = rng.random(8) < 0.5
+            out.append({"labels": labels.tolist(), "scores": (labels + rng.normal(0, 1, 8)).tolist(), "rare": i < 3})
+        return out
+
+    few, many = records(25), records(400)
+    intervals = bootstrap_metrics(summarise, few, n_resamples=400)
+    point = summarise(few)
+    assert set(intervals) == {"auc.roc", "mean"}  # a count gets none; a metric mostly undefined gets none
+    assert intervals["auc.roc"][0] < point["auc"]["roc"] < intervals["auc.roc"][1]
+    assert intervals["mean"][0] < point["mean"] < intervals["mean"][1]
+    assert bootstrap_metrics(summarise, few, n_resamples=400) == intervals  # seeded
+    wide = intervals["auc.roc"][1] - intervals["auc.roc"][0]
+    narrow = bootstrap_metrics(summarise, many, n_resamples=400)["auc.roc"]
+    assert narrow[1] - narrow[0] < wide / 2  # 16 times the items: about a quarter of the width
+    assert bootstrap_metrics(summarise, few[:1]) == {}
 
 
 def scripted_answerer(seen: list[dict[str, Any]]) -> Any:

@@ -36,7 +36,13 @@ def report(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
 
 def test_the_page_holds_cost_metrics_curves_with_their_auc_and_every_item(report: Path) -> None:
     page = (report / "report.html").read_text(encoding="utf-8")
-    metrics = json.loads((report / "selfcheck-unigram" / "results.json").read_text())["metrics"]
+    saved = json.loads((report / "selfcheck-unigram" / "results.json").read_text())
+    metrics = saved["metrics"]
+    low, high = saved["intervals"]["pearson"]  # the metrics table: each value with its bootstrap interval
+    assert (
+        low <= metrics["pearson"] <= high
+        and f"{metrics['pearson']:.4g} <span class='ci'>[{low:.4g}, {high:.4g}]" in page
+    )
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     assert page.count("<svg") == 4  # PR and ROC, NonFact and NonFact*
     legends = re.findall(r"selfcheck-unigram: AUC ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]", page)

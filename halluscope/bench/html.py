@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from halluscope import __version__
-from halluscope.bench.metrics import auc_pr, auc_roc, bootstrap_ci
+from halluscope.bench.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, bootstrap_ci, flat_metrics
 from halluscope.bench.report import CURVES
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import redact_credentials
@@ -26,7 +26,7 @@ _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
 h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
-th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}.ci{color:#666;font-size:90%}
 .muted{color:#666}.curves{display:flex;flex-wrap:wrap;gap:1.5em}figure{margin:0}
 details{margin:.3em 0}summary{cursor:pointer}pre{background:#f7f7f7;padding:.8em;overflow-x:auto}
 .bad{color:#b00020;font-weight:600}
@@ -95,31 +95,27 @@ def _cost_table(results: Sequence[BenchResult]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def _scalars(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """The metrics a table can show: numbers and short strings, nested ones under 'outer.inner'."""
-    flat: dict[str, Any] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat |= _scalars(value, f"{name}.")
-        elif isinstance(value, int | float | str | bool) or value is None:
-            flat[name] = value
-    return flat
-
-
 def _metrics_table(results: Sequence[BenchResult]) -> str:
-    flat = [_scalars(r.metrics) for r in results]
+    flat = [flat_metrics(r.metrics) for r in results]
     names = list(dict.fromkeys(k for f in flat for k in f))
     if not names:
         return "<p class='muted'>no metrics</p>"
     head = "<tr><th>metric</th>" + "".join(f"<th>{_e(r.params.get('method', r.bench))}</th>" for r in results)
+
+    def cell(result: BenchResult, values: dict[str, Any], name: str) -> str:
+        interval = result.intervals.get(name)
+        shown = f" <span class='ci'>[{_number(interval[0])}, {_number(interval[1])}]</span>" if interval else ""
+        return f"<td class='num'>{_number(values.get(name, '-'))}{shown}</td>"
+
     rows = [
-        f"<tr><td>{_e(name)}</td>"
-        + "".join(f"<td class='num'>{_number(f.get(name, '-'))}</td>" for f in flat)
-        + "</tr>"
+        f"<tr><td>{_e(name)}</td>" + "".join(cell(r, f, name) for r, f in zip(results, flat, strict=True)) + "</tr>"
         for name in names
     ]
-    return f"<table>{head}</tr>{''.join(rows)}</table>"
+    note = (
+        "<p class='muted'>[95% interval]: a percentile bootstrap over the items (passages, questions), "
+        f"{BOOTSTRAP_RESAMPLES:,} resamples, seed 0; a metric undefined in most resamples has none.</p>"
+    )
+    return f"<table>{head}</tr>{''.join(rows)}</table>{note}"
 
 
 def _curves_section(curves: dict[str, Any]) -> str:

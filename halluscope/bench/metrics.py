@@ -1,10 +1,16 @@
-"""Detection metrics shared by the benchmarks: AUC-PR, AUC-ROC, AURAC and bootstrap intervals."""
+"""Detection metrics shared by the benchmarks: AUC-PR, AUC-ROC, AURAC and bootstrap intervals (of one
+metric over scored units, and of every metric of a run over its items)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+
+Record = dict[str, Any]
 
 
 def both_classes(y: np.ndarray) -> bool:
@@ -72,3 +78,54 @@ def bootstrap_ci(
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The metrics a table can show: numbers and short strings, nested ones under 'outer.inner'."""
+    flat: dict[str, Any] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat |= flat_metrics(value, f"{name}.")
+        elif isinstance(value, int | float | str | bool) or value is None:
+            flat[name] = value
+    return flat
+
+
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def bootstrap_metrics(
+    summarise: Callable[[list[Record]], dict[str, Any]],
+    records: Sequence[Record],
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """A percentile bootstrap interval for every real-valued metric of ``summarise(records)``, resampling
+    whole items (a passage's sentences move together: they are not independent draws). Fixed seed, so a
+    rerun gives the same intervals; counts (integers) get none, and a metric defined in fewer than half
+    the resamples (one class only) gets none."""
+    if len(records) < 2:
+        return {}
+    names = [k for k, v in flat_metrics(summarise(list(records))).items() if isinstance(v, float)]
+    rng = np.random.default_rng(seed)
+    values: dict[str, list[float]] = {name: [] for name in names}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a resample of constant scores: scipy warns, the metric is None or nan
+        for _ in range(n_resamples):
+            drawn = [records[i] for i in rng.integers(0, len(records), len(records))]
+            try:
+                flat = flat_metrics(summarise(drawn))
+            except (ValueError, ZeroDivisionError, FloatingPointError):  # undefined on this resample
+                continue
+            for name in names:
+                value = flat.get(name)
+                if isinstance(value, float) and math.isfinite(value):
+                    values[name].append(value)
+    tail = (1 - level) / 2 * 100
+    return {
+        name: [float(x) for x in np.percentile(found, [tail, 100 - tail])]
+        for name, found in values.items()
+        if len(found) >= n_resamples / 2
+    }

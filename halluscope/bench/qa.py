@@ -194,6 +194,7 @@ def qa_plan(
         params=params,
         report=_write_report,
         stats=stats,
+        bootstrap=False,  # its metrics carry their own intervals (accuracy_ci95, auroc_ci95, aurac_ci95)
     )
 
 

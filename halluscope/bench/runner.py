@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from halluscope.backends.stats import CallStats
 from halluscope.bench.failures import Failures
+from halluscope.bench.metrics import Record, bootstrap_metrics
 from halluscope.bench.report import write_json
 from halluscope.errors import ModelUnavailableError, redact_credentials
 from halluscope.results import RunMeta
@@ -44,6 +45,10 @@ class BenchResult(BaseModel):
     params: dict[str, Any] = Field(description="what was asked: method, model, data, sizes")
     meta: RunMeta = Field(description="what it cost: calls, cache hits, tokens, seconds, models, prompts, events")
     metrics: dict[str, Any]
+    intervals: dict[str, list[float]] = Field(
+        default_factory=dict,
+        description="95% percentile-bootstrap interval of each real-valued metric, resampling items (seed 0)",
+    )
     items: list[BenchItem]
     failures: list[dict[str, Any]] = Field(description="items whose model calls failed for good, with the reason")
 
@@ -61,16 +66,14 @@ class BenchResult(BaseModel):
         return cls.model_validate_json((Path(out) / RESULTS).read_text(encoding="utf-8"))
 
 
-Record = dict[str, Any]
-
-
 @dataclass
 class Plan:
     """One benchmark run, prepared: ``score`` turns an item into its record (with ``scores``),
     ``summarise`` the records into metrics, ``events`` into the bad answers handled, ``report``
     writes report.md and plots beside results.json. ``counts_calls``: the bar counts model calls
     (the judge's included: a long item moves it) instead of items, against ``planned_calls`` per
-    item where that is known up front."""
+    item where that is known up front. ``bootstrap``: the run's ``intervals``, resampling the items;
+    off where the metrics carry their own (a bootstrap inside a bootstrap)."""
 
     bench: str
     method: str
@@ -85,6 +88,7 @@ class Plan:
     events: Callable[[list[Record]], dict[str, int]] = field(default=lambda records: summed_events(records))
     counts_calls: bool = False
     planned_calls: Callable[[Any], int] | None = None
+    bootstrap: bool = True
 
 
 def summed_events(records: Sequence[Record]) -> dict[str, int]:
@@ -196,6 +200,7 @@ def run(
     order = sorted(kept)
     records = [dict(kept[i]) for i in order]
     metrics = plan.summarise(records)
+    intervals = bootstrap_metrics(plan.summarise, records) if plan.bootstrap else {}
     items = [
         BenchItem(id=ids[i], scores=record.pop("scores"), record=record)
         for i, record in zip(order, records, strict=True)
@@ -206,6 +211,7 @@ def run(
         params=plan.params,
         meta=plan.stats.meta(plan.method, plan.events(records), **resumed),
         metrics=metrics,
+        intervals=intervals,
         items=items,
         failures=failures.items,
     )
