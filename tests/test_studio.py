@@ -4,6 +4,7 @@ against the stub server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
+from halluscope.errors import ConfigError
+from halluscope.graphs import studio
 from tests.stub_servers import StubAPI, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,3 +77,25 @@ def test_a_method_runs_through_the_server_with_its_model_from_configurable(serve
 def test_an_unknown_configurable_key_fails_the_run_instead_of_running_with_defaults(server: Any) -> None:
     with pytest.raises(Exception, match="ConfigError"):
         server.runs.wait(None, "selfcheck-prompt", input={"text": TEXT}, config={"configurable": {"modle": "x"}})
+
+
+def test_phr_runs_through_the_server_on_a_local_log_prob_model(server: Any) -> None:
+    """PHR's in-context model is made from the configurable's spec string (the server passes no objects)."""
+    out = server.runs.wait(
+        None,
+        "phr",
+        input={"context": [["great movie", "positive"], ["awful film", "negative"]], "query": "a fine film", "seed": 0},
+        config={"configurable": {"model": "local:smollm2-135m", "m": 2, "k": 5, "n_imagined": 1}},
+    )
+    estimate = out["estimate"]
+    assert 0.0 <= estimate["phr"] <= 1.0 and len(estimate["thr"]) == len(estimate["imagined"]) == 2  # M = 2
+
+
+def test_clue_and_fewl_take_their_judge_and_references_as_spec_strings() -> None:
+    clue = asyncio.run(
+        studio.clue_graph({"configurable": {"model": "local:smollm2-135m", "judge": "local:smollm2-135m"}})
+    )
+    fewl = asyncio.run(studio.fewl_graph({"configurable": {"references": ["local:smollm2-135m"], "n": 2}}))
+    assert (clue.name, fewl.name) == ("clue", "fewl")
+    with pytest.raises(ConfigError, match="unknown configurable scorer; this graph accepts: model, n, threshold"):
+        asyncio.run(studio.clue_graph({"configurable": {"scorer": "x"}}))

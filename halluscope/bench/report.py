@@ -45,7 +45,8 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
         ax.set_xlabel("false positive rate")
         ax.set_ylabel("true positive rate")
     ax.set_title(title)
-    ax.legend(loc="lower left" if kind == "pr" else "lower right", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # one class only: no curve and no random line to name
+        ax.legend(loc="lower left" if kind == "pr" else "lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

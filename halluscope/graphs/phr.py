@@ -299,11 +299,14 @@ def run(
     return dict(run_streamed(graph, state, stats, on_step=on_step)["estimate"])
 
 
+DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"  # fast and gives log-probs: the model of the PHR runs
+
+
 def detect(
     context: Sequence[Pair],
     query: str,
     *,
-    model: str | LogProbModel = "local:qwen2.5-coder-0.5b",
+    model: str | LogProbModel = DEFAULT_MODEL,
     truth: str | None = None,
     evaluation: Sequence[Pair] = (),
     n: int = 10,
