@@ -189,6 +189,17 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         a chat message: the answer for a method that checks one, else the question)."""
         return self._call_with_config(lambda value: self.detect(**self.item(value)), input, config, run_type="chain")
 
+    async def ainvoke(
+        self,
+        input: DetectorInput,  # noqa: A002
+        config: RunnableConfig | None = None,
+        **kwargs: Any,
+    ) -> DetectionResult:
+        """``adetect`` on one item, under the config's callbacks, tags and run name."""
+        return await self._acall_with_config(
+            lambda value: self.adetect(**self.item(value)), input, config, run_type="chain"
+        )
+
     def item(self, value: DetectorInput) -> dict[str, Any]:
         """The keyword arguments a Runnable input stands for."""
         if isinstance(value, Mapping):
@@ -213,8 +224,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         return result
 
     async def adetect(self, **item: Any) -> DetectionResult:
-        """``detect`` off the event loop: the graphs run synchronously, so a thread keeps the loop free."""
-        return await asyncio.to_thread(self.detect, **item)
+        """``detect`` on the event loop: a method whose graph has async nodes awaits the provider's async
+        client (SelfCheck-Prompt, Direct Question); the others run ``detect`` on a thread, which keeps
+        the loop free."""
+        if self.spec.adetect is None:
+            return await asyncio.to_thread(self.detect, **item)
+        return self._calibrated(await self.spec.adetect(**self.arguments(item)))
 
     def detect_many(
         self,

@@ -9,13 +9,15 @@ from uuid import UUID
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableLambda
 
 import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
+from tests.scripted import ScriptedChatModel
 from tests.stub_servers import StubAPI
 
 TEXT = "Paris is in France. It has a tower."
@@ -102,6 +104,44 @@ def test_a_detector_composes_in_a_chain_and_batches(spec: str) -> None:
     runs = Runs()
     det.with_config(run_name="check-answer").invoke({"text": TEXT, "samples": ["x"]}, {"callbacks": [runs]})
     assert [run["name"] for run in runs.roots()] == ["check-answer"]
+
+
+class AsyncOnly(ScriptedChatModel):
+    """A chat model whose synchronous path fails: a detector that ran ``detect`` on a thread would call it."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise AssertionError("the synchronous client ran")
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        return ScriptedChatModel._generate(self, messages, stop, None, **kwargs)
+
+
+def yes_to_paris(prompt: str, _params: dict[str, Any]) -> str:
+    return "Yes" if "Answer Yes or No" in prompt and "tower" not in prompt.split("\n")[-1] else "No"
+
+
+@pytest.mark.parametrize(
+    ("method", "item"),
+    [
+        ("selfcheck-prompt", {"text": TEXT, "samples": ["Paris, France.", "Paris is French."]}),
+        ("direct-question", {"text": TEXT, "prompt": "Paris"}),
+    ],
+)
+async def test_ainvoke_awaits_the_providers_async_client(method: str, item: dict[str, Any]) -> None:
+    """True async: the graph's model calls await the chat model's async path on the event loop, in one
+    trace named after the method, and score as the synchronous run does."""
+    det = halluscope.detector(method, model=AsyncOnly(respond=yes_to_paris), gateway=Gateway(cache=None))
+    runs = Runs()
+    result = await det.ainvoke(item, config={"callbacks": [runs]})
+    assert result.ok and [run["name"] for run in runs.roots()] == [method]
+    assert len(runs.chats()) == result.meta.calls > 0
+    synchronous = halluscope.detector(
+        method, model=ScriptedChatModel(respond=yes_to_paris), gateway=Gateway(cache=None)
+    )
+    assert [u.score for u in result.units] == [u.score for u in synchronous.detect(**item).units]
+    assert [u.score for u in (await det.adetect(**item)).units] == [u.score for u in result.units]
 
 
 async def test_ainvoke_and_abatch(spec: str) -> None:

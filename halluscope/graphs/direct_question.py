@@ -14,7 +14,7 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
@@ -22,8 +22,8 @@ from langgraph.types import Send
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question
-from halluscope.graphs.method import Method, start
+from halluscope.graphs.fibe import Known, KnownInput, aask_direct_question, ask_direct_question
+from halluscope.graphs.method import Method, RunContext, start
 from halluscope.graphs.stages import plan_calls, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
@@ -70,13 +70,17 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
     def ask(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
         return {"asked": [ask_direct_question(gw, model, state, asks, stats_of(config))]}
 
+    async def aask(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
+        return {"asked": [await aask_direct_question(gw, model, state, asks, stats_of(config))]}
+
     def score(state: DQState) -> dict[str, Any]:
         known = sorted(state["asked"], key=lambda k: k["i"])
         return {"scored_sentences": state["sentences"], "known": known, "scores": [1.0 - k["known"] for k in known]}
 
     graph = StateGraph(DQState, input_schema=DQInput, output_schema=DQOutput)
     graph.add_node("split", split)
-    graph.add_node("ask", ask, input_schema=KnownInput)
+    # sync and async forms: invoke runs the first, ainvoke awaits the provider's async client
+    graph.add_node("ask", RunnableLambda(ask, afunc=aask, name="ask"), input_schema=KnownInput)
     graph.add_node("score", score)
     graph.add_edge(START, "split")
     graph.add_conditional_edges("split", fan_out, ["ask"])
@@ -99,13 +103,47 @@ def detect(
 ) -> DetectionResult:
     """H_D of each sentence (higher = more likely hallucinated): the model's own answer to whether the
     sentence is true, with its probability where the model gives log-probs."""
+    ctx, graph, state = _prepare(**locals())
+    return _result(ctx.stream(graph, state), ctx)
+
+
+async def adetect(
+    text: str | None = None,
+    *,
+    model: ModelLike,
+    prompt: str | None = None,
+    sentences: list[str] | None = None,
+    logprobs: bool | None = None,
+    gateway: Gateway | None = None,
+    max_concurrency: int | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """``detect`` on the event loop: the questions await the provider's async client."""
+    ctx, graph, state = _prepare(**locals())
+    return _result(await ctx.astream(graph, state), ctx)
+
+
+def _prepare(
+    text: str | None,
+    model: ModelLike,
+    prompt: str | None,
+    sentences: list[str] | None,
+    logprobs: bool | None,
+    gateway: Gateway | None,
+    max_concurrency: int | None,
+    stats: CallStats | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, DQInput]:
     text, sentences, _ = checked_passage(text, sentences, None)
     ctx = start(gateway, stats, max_concurrency, on_step)
     state: DQInput = {"text": text or "", "prompt": prompt or ""}
     if sentences:
         state["sentences"] = sentences
-    graph = build(model, ctx.gateway, logprobs)
-    out = ctx.stream(graph, state)
+    return ctx, build(model, ctx.gateway, logprobs), state
+
+
+def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
     units = [
         Unit(
             text=sentence,
@@ -124,6 +162,7 @@ def detect(
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="Direct Question: does the model itself hold each sentence true (FIBE paper, Appendix E.4)",
     inputs=("text", "prompt"),
     question_field="prompt",

@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options, selfcheck_prompt
 from halluscope.graphs.method import Method, RunContext, start
@@ -175,18 +175,29 @@ def _context_line(prompt: str) -> str:
     return f"{quoted(prompt)}\n" if prompt.strip() else ""
 
 
+def _direct_question_call(question: KnownInput, logprobs: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """E.4's variables for one claim, and the call's parameters."""
+    variables = {"context": quoted(question["prompt"]), "claim": question["claim"]}
+    return variables, {"max_tokens": DIRECT_QUESTION_MAX_TOKENS, **({"logprobs": True} if logprobs else {})}
+
+
 def ask_direct_question(
     gateway: Gateway, model: ModelLike, question: KnownInput, logprobs: bool, stats: CallStats | None
 ) -> Known:
     """E.4 for one claim: the answer, p_1 of its first token (with ``logprobs``), and known()."""
-    reply = gateway.call(
-        model,
-        DIRECT_QUESTION,
-        {"context": quoted(question["prompt"]), "claim": question["claim"]},
-        stats=stats,
-        max_tokens=DIRECT_QUESTION_MAX_TOKENS,
-        **({"logprobs": True} if logprobs else {}),
-    )
+    variables, params = _direct_question_call(question, logprobs)
+    return _known(question, gateway.call(model, DIRECT_QUESTION, variables, stats=stats, **params), logprobs)
+
+
+async def aask_direct_question(
+    gateway: Gateway, model: ModelLike, question: KnownInput, logprobs: bool, stats: CallStats | None
+) -> Known:
+    """``ask_direct_question`` on the event loop."""
+    variables, params = _direct_question_call(question, logprobs)
+    return _known(question, await gateway.acall(model, DIRECT_QUESTION, variables, stats=stats, **params), logprobs)
+
+
+def _known(question: KnownInput, reply: ChatReply, logprobs: bool) -> Known:
     said = reply.parsed if reply.ok else None
     p_first = first_token_probability(reply.logprobs) if logprobs else None
     return {

@@ -9,14 +9,14 @@ CLI, the tool, the guard and the evaluators at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
-from halluscope.graphs.stages import run_streamed
+from halluscope.graphs.stages import arun_streamed, run_streamed
 from halluscope.results import DetectionResult, RunMeta
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
@@ -73,7 +73,8 @@ class Method:
     goes ('answers', a list, for FEWL); ``model_field``: where ``detector(model=...)`` goes;
     ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked
     before any model is loaded; ``describe``: the lines a person reads for one result (default:
-    every unit and the run's cost)."""
+    every unit and the run's cost); ``adetect``: the same run on the event loop, where the method's
+    graph has async nodes (None: ``Detector.adetect`` runs ``detect`` on a thread)."""
 
     name: str
     detect: Callable[..., DetectionResult]
@@ -86,6 +87,7 @@ class Method:
     model_field: str = "model"
     check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None
     describe: Callable[[DetectionResult], str] = field(default=lambda result: result.report())
+    adetect: Callable[..., Awaitable[DetectionResult]] | None = None
 
     def problem(self, kwargs: Mapping[str, Any], label: Callable[[str], str] = python_label) -> str | None:
         """What keeps ``kwargs`` from running, as a sentence naming the keywords through ``label``
@@ -120,6 +122,9 @@ class RunContext:
 
     def stream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
         return run_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
+
+    async def astream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
+        return await arun_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
 
     def meta(self, method: str, events: Mapping[str, int] | None = None, **params: Any) -> RunMeta:
         return self.stats.meta(method, dict(events or {}), **params)

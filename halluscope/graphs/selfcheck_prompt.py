@@ -24,17 +24,17 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.entailment import yes_probability
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import plan_calls, regenerate_passages, stats_of
+from halluscope.graphs.method import Method, Option, RunContext, start
+from halluscope.graphs.stages import aregenerate_passages, plan_calls, regenerate_passages, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -121,6 +121,12 @@ def build(
         )
         return {"samples": samples}
 
+    async def aregenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
+        samples = await aregenerate_passages(
+            gw, model, state.get("concept", ""), len(state["sentences"]), n, stats_of(config), state.get("question")
+        )
+        return {"samples": samples}
+
     def needs_samples(state: SCGPState) -> str:
         return "check_all" if state.get("samples") else "regenerate"
 
@@ -133,16 +139,23 @@ def build(
             for i, sentence in enumerate(state["sentences"])
         ]
 
+    def check_variables(state: CheckInput) -> dict[str, Any]:
+        return {"context": state["context"], "sentence": state["sentence"]}
+
     def check(state: CheckInput, config: RunnableConfig) -> dict[str, Any]:
         """One (sentence, sample) check; a Send target receives its own payload as its state."""
         reply = gw.call(
-            model,
-            CHECK,
-            {"context": state["context"], "sentence": state["sentence"]},
-            stats=stats_of(config),
-            max_tokens=check_max_tokens,
-            **probability,
+            model, CHECK, check_variables(state), stats=stats_of(config), max_tokens=check_max_tokens, **probability
         )
+        return verdict_of(state, reply)
+
+    async def acheck(state: CheckInput, config: RunnableConfig) -> dict[str, Any]:
+        reply = await gw.acall(
+            model, CHECK, check_variables(state), stats=stats_of(config), max_tokens=check_max_tokens, **probability
+        )
+        return verdict_of(state, reply)
+
+    def verdict_of(state: CheckInput, reply: ChatReply) -> dict[str, Any]:
         verdict: Verdict = {
             "i": state["i"],
             "j": state["j"],
@@ -169,9 +182,10 @@ def build(
 
     graph = StateGraph(SCGPState, input_schema=SCGPInput, output_schema=SCGPOutput)
     graph.add_node("split", split)
-    graph.add_node("regenerate", regenerate)
+    # sync and async forms: invoke runs the first, ainvoke awaits the provider's async client
+    graph.add_node("regenerate", RunnableLambda(regenerate, afunc=aregenerate, name="regenerate"))
     graph.add_node("check_all", lambda state: {})  # a join point the fan-out starts from
-    graph.add_node("check", check, input_schema=CheckInput)
+    graph.add_node("check", RunnableLambda(check, afunc=acheck, name="check"), input_schema=CheckInput)
     graph.add_node("score", score)
     graph.add_edge(START, "split")
     graph.add_conditional_edges("split", needs_samples, ["regenerate", "check_all"])
@@ -200,6 +214,45 @@ def detect(
     """Run SCGP on one passage and return per-sentence scores with their evidence and run metadata
     (``stats`` accumulates across calls when a benchmark passes one; ``on_step`` hears each node run
     from the graph's stream, e.g. to drive a progress bar)."""
+    ctx, graph, state, given = _prepare(**locals())
+    return _result(ctx.stream(graph, state), ctx, scoring, given)
+
+
+async def adetect(
+    text: str | None = None,
+    *,
+    model: ModelLike,
+    sentences: list[str] | None = None,
+    samples: list[str] | None = None,
+    question: str | None = None,
+    concept: str | None = None,
+    n: int = 5,
+    scoring: Scoring = "discrete",
+    gateway: Gateway | None = None,
+    max_concurrency: int | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DetectionResult:
+    """``detect`` on the event loop: the regenerations and checks await the provider's async client."""
+    ctx, graph, state, given = _prepare(**locals())
+    return _result(await ctx.astream(graph, state), ctx, scoring, given)
+
+
+def _prepare(
+    text: str | None,
+    model: ModelLike,
+    sentences: list[str] | None,
+    samples: list[str] | None,
+    question: str | None,
+    concept: str | None,
+    n: int,
+    scoring: Scoring,
+    gateway: Gateway | None,
+    max_concurrency: int | None,
+    stats: CallStats | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, SCGPState, bool]:
+    """The run's context, graph and input state, and whether the samples were given."""
     text, sentences, samples = checked_passage(text, sentences, samples)
     ctx = start(gateway, stats, max_concurrency, on_step)
     state: SCGPState = {"text": text or "", "concept": concept or ""}
@@ -210,7 +263,10 @@ def detect(
     if samples:
         state["samples"] = samples
     graph = build(model, ctx.gateway, n=len(samples) if samples else n, scoring=scoring)
-    out = ctx.stream(graph, state)
+    return ctx, graph, state, bool(samples)
+
+
+def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_given: bool) -> DetectionResult:
     verdicts = out["verdicts"]
     units = [
         Unit(
@@ -226,13 +282,14 @@ def detect(
     ]
     fallbacks = sum(v["p_yes"] is None for v in verdicts) if scoring == "prob" else 0
     events = {"no_probability": fallbacks} if fallbacks else {}
-    meta = ctx.meta(NAME, events, n=len(out["samples"]), samples_given=bool(samples), scoring=scoring)
+    meta = ctx.meta(NAME, events, n=len(out["samples"]), samples_given=samples_given, scoring=scoring)
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": out["samples"]})
 
 
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)",
     inputs=("text", "question", "concept"),
     question_field="question",

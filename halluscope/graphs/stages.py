@@ -27,6 +27,19 @@ def concept_from_prompt(prompt: str) -> str:
     return m.group(1) if m else prompt.strip()
 
 
+def regeneration_prompt(concept: str, n_sentences: int, question: str | None) -> tuple[str, dict[str, Any]]:
+    """The prompt and variables of the N comparison passages: the user's ``question`` asked again when
+    the caller has one (a tool, a guard, an evaluator: the samples answer what the text answered), else
+    the FIBE paper's E.1 prompt about the concept (a question of the WikiBio form 'This is a
+    Wikipedia passage about X:' asks E.1 about X, as the papers' benchmark did)."""
+    if question and question.strip() and not _WIKIBIO_PROMPT.search(question):
+        return RESAMPLE, {"question": question.strip()}
+    concept = concept_from_prompt(question or concept)
+    if not concept:
+        raise ConfigError("regenerating samples needs the concept or the question; or pass samples")
+    return REGENERATE, {"n_sentences": n_sentences, "concept": concept}
+
+
 def regenerate_passages(
     gateway: Gateway,
     model: ModelLike,
@@ -36,18 +49,23 @@ def regenerate_passages(
     stats: CallStats | None = None,
     question: str | None = None,
 ) -> list[str]:
-    """N comparison passages (sample indexes 0..N-1): the user's ``question`` asked again when the
-    caller has one (a tool, a guard, an evaluator: the samples answer what the text answered), else
-    the FIBE paper's E.1 prompt about the concept (a question of the WikiBio form 'This is a
-    Wikipedia passage about X:' asks E.1 about X, as the papers' benchmark did)."""
-    if question and question.strip() and not _WIKIBIO_PROMPT.search(question):
-        replies = gateway.sample(model, RESAMPLE, {"question": question.strip()}, n, stats=stats)
-        return [r.text for r in replies]
-    concept = concept_from_prompt(question or concept)
-    if not concept:
-        raise ConfigError("regenerating samples needs the concept or the question; or pass samples")
-    replies = gateway.sample(model, REGENERATE, {"n_sentences": n_sentences, "concept": concept}, n, stats=stats)
-    return [r.text for r in replies]
+    """N comparison passages (sample indexes 0..N-1), see ``regeneration_prompt``."""
+    prompt, variables = regeneration_prompt(concept, n_sentences, question)
+    return [r.text for r in gateway.sample(model, prompt, variables, n, stats=stats)]
+
+
+async def aregenerate_passages(
+    gateway: Gateway,
+    model: ModelLike,
+    concept: str,
+    n_sentences: int,
+    n: int,
+    stats: CallStats | None = None,
+    question: str | None = None,
+) -> list[str]:
+    """``regenerate_passages`` on the event loop (the provider's async client)."""
+    prompt, variables = regeneration_prompt(concept, n_sentences, question)
+    return [r.text for r in await gateway.asample(model, prompt, variables, n, stats=stats)]
 
 
 def sample_answer(
@@ -83,6 +101,35 @@ def plan_calls(config: RunnableConfig | None, calls: int) -> None:
         stats.plan(calls)
 
 
+def _run_config(stats: CallStats, max_concurrency: int | None) -> RunnableConfig:
+    config: RunnableConfig = {"configurable": {"stats": stats}}
+    if max_concurrency:
+        config["max_concurrency"] = max_concurrency
+    return config
+
+
+class _Folded:
+    """A streamed run folded as it goes: ``on_step`` hears every node run (subgraphs' included), and
+    ``out`` is the graph's own final state.
+
+    Inside a node of a host graph (a detector in an agent), LangGraph runs the graph as the host's
+    subgraph and names its events under the host node's namespace; the graph's own state is the one
+    under the shortest namespace, whichever that is."""
+
+    def __init__(self, on_step: Callable[[str], None] | None) -> None:
+        self.on_step = on_step
+        self.out: dict[str, Any] = {}
+        self._root: tuple[str, ...] | None = None
+
+    def add(self, namespace: Any, mode: Any, chunk: Any) -> None:
+        if mode == "values" and (self._root is None or len(namespace) <= len(self._root)):
+            self._root = cast(tuple[str, ...], namespace)
+            self.out = cast(dict[str, Any], chunk)
+        elif mode == "updates" and self.on_step is not None:
+            for node in chunk:
+                self.on_step(node)
+
+
 def run_streamed(
     graph: CompiledStateGraph,
     state: Mapping[str, Any],
@@ -90,24 +137,29 @@ def run_streamed(
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a graph to its final state, telling ``on_step`` of every node run (subgraphs' included).
-
-    Inside a node of a host graph (a detector in an agent), LangGraph runs this graph as the host's
-    subgraph and names its events under the host node's namespace; the graph's own state is the one
-    under the shortest namespace, whichever that is."""
-    config: RunnableConfig = {"configurable": {"stats": stats}}
-    if max_concurrency:
-        config["max_concurrency"] = max_concurrency
-    out: dict[str, Any] = {}
-    root: tuple[str, ...] | None = None
+    """Run a graph to its final state, telling ``on_step`` of every node run."""
+    folded = _Folded(on_step)
+    config = _run_config(stats, max_concurrency)
     for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
-        if mode == "values" and (root is None or len(namespace) <= len(root)):
-            root = cast(tuple[str, ...], namespace)
-            out = cast(dict[str, Any], chunk)
-        elif mode == "updates" and on_step is not None:
-            for node in chunk:
-                on_step(node)
-    return out
+        folded.add(namespace, mode, chunk)
+    return folded.out
+
+
+async def arun_streamed(
+    graph: CompiledStateGraph,
+    state: Mapping[str, Any],
+    stats: CallStats,
+    max_concurrency: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """``run_streamed`` on the event loop: a node with an async form awaits the provider's async
+    client; one without runs on LangGraph's threads."""
+    folded = _Folded(on_step)
+    config = _run_config(stats, max_concurrency)
+    stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
+    async for namespace, mode, chunk in stream:
+        folded.add(namespace, mode, chunk)
+    return folded.out
 
 
 def cluster_answers(
