@@ -38,7 +38,7 @@ class Pinned:
 
     host: Host
     repo: str  # "owner/name" on the Hub or on GitHub
-    revision: str  # a commit
+    revision: str  # a commit; or a branch, where the sha256 alone pins the bytes (the model GGUFs)
     path: str  # inside the repository
     sha256: str
     size: int

@@ -91,11 +91,19 @@ def test_phr_runs_through_the_server_on_a_local_log_prob_model(server: Any) -> N
     assert 0.0 <= estimate["phr"] <= 1.0 and len(estimate["thr"]) == len(estimate["imagined"]) == 2  # M = 2
 
 
-def test_clue_and_fewl_take_their_judge_and_references_as_spec_strings() -> None:
+def test_judges_and_references_are_spec_strings_in_the_configurable() -> None:
     clue = asyncio.run(
         studio.clue_graph({"configurable": {"model": "local:smollm2-135m", "judge": "local:smollm2-135m"}})
     )
     fewl = asyncio.run(studio.fewl_graph({"configurable": {"references": ["local:smollm2-135m"], "n": 2}}))
-    assert (clue.name, fewl.name) == ("clue", "fewl")
+    local = {"model": "local:smollm2-135m", "judge": "local:smollm2-135m"}
+    se = asyncio.run(studio.semantic_entropy_graph({"configurable": local}))
+    paragraph = asyncio.run(studio.semantic_entropy_paragraph_graph({"configurable": local}))
+    assert [g.name for g in (clue, fewl, se, paragraph)] == [
+        "clue",
+        "fewl",
+        "semantic-entropy",
+        "semantic-entropy-paragraph",
+    ]
     with pytest.raises(ConfigError, match="unknown configurable scorer; this graph accepts: model, n, threshold"):
         asyncio.run(studio.clue_graph({"configurable": {"scorer": "x"}}))

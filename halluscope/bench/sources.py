@@ -312,7 +312,7 @@ def source(name: str) -> DatasetSource:
     return SOURCES[name]
 
 
-def state(name: str, folder: Path) -> str:
+def presence(name: str, folder: Path) -> str:
     """present (every file there with its pinned size), partial, or missing; sizes only, no hashing."""
     files = source(name).files
     there = sum((folder / f.target).is_file() and (folder / f.target).stat().st_size == f.pin.size for f in files)

@@ -21,7 +21,7 @@ from halluscope.backends.cache import (
 from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import REGISTRY, ModelNotInstalledError, default_local_model, pull, registry_rows
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
-from halluscope.bench.sources import SOURCES, fetch, source, state
+from halluscope.bench.sources import SOURCES, fetch, presence
 from halluscope.cli.common import (
     cache_parser,
     data_option,
@@ -206,7 +206,7 @@ def cmd_data_list(args: argparse.Namespace) -> int:
         rows.append(
             {
                 "name": name,
-                "state": state(name, folder) if known else "present",
+                "state": presence(name, folder) if known else "present",
                 "path": str(folder),
                 "source": source_summary(name, args.data) if name in found else SOURCES[name].title,
                 "fetch": f"halluscope data fetch {name}" if known else None,
@@ -225,10 +225,8 @@ def cmd_data_list(args: argparse.Namespace) -> int:
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:
     names = list(SOURCES) if args.names == ["all"] else args.names
-    for name in names:
-        source(name)  # an unknown name is refused before anything is downloaded
     root, origin = chosen_data_dir(args.data)
-    if origin != DATA_ENV and origin != "--data":
+    if origin not in (DATA_ENV, "--data"):
         print(f"writing to {root}; the loaders find it there (or set {DATA_ENV})", file=sys.stderr)
     root.mkdir(parents=True, exist_ok=True)
     written = 0
