@@ -310,7 +310,8 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> ChatReply:
-        req = self._begin(model, prompt, variables, params, sample_index, stats)
+        # the cache is disk (or Redis) I/O and a model's first use builds its client: off the event loop
+        req = await asyncio.to_thread(self._begin, model, prompt, variables, params, sample_index, stats)
         if isinstance(req, ChatReply):
             return req
         limiter = self.limiter(req.model.key)
@@ -324,7 +325,7 @@ class Gateway:
             return self._read(req, message)
 
         data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
-        return self._finish(req, data, time.perf_counter() - started, stats)
+        return await asyncio.to_thread(self._finish, req, data, time.perf_counter() - started, stats)
 
     def _read(self, req: _Request, message: BaseMessage) -> dict[str, Any]:
         """The reply's cacheable data; a reply that is not a real answer raises BadReplyError (retried):
