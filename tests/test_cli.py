@@ -181,19 +181,8 @@ def test_bench_wikibio_writes_results_report_and_curves(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
 ) -> None:
     out = tmp_path / "wb"
-    code, stdout, _ = run(
-        capsys,
-        "bench",
-        "wikibio",
-        "--method",
-        "selfcheck-unigram",
-        "--limit",
-        "12",
-        "--data",
-        str(data_dir),
-        "--out",
-        str(out),
-    )
+    argv = ["bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "12", "--data", str(data_dir)]
+    code, stdout, _ = run(capsys, *argv, "--out", str(out))
     assert code == 0 and "WikiBio: 12 passages" in stdout
     results = json.loads((out / "selfcheck-unigram" / "results.json").read_text())
     assert set(results) == set(BenchResult.model_fields) and results["bench"] == "wikibio"
@@ -209,20 +198,7 @@ def test_bench_wikibio_writes_results_report_and_curves(
         "spearman",
     } <= results["metrics"].keys()
     assert len(results["items"]) == 12
-    code, stdout, _ = run(
-        capsys,
-        "bench",
-        "wikibio",
-        "--method",
-        "selfcheck-unigram",
-        "--limit",
-        "12",
-        "--json",
-        "--data",
-        str(data_dir),
-        "--out",
-        str(out),
-    )
+    code, stdout, _ = run(capsys, *argv, "--json", "--out", str(out))
     printed = json.loads(stdout)  # one object, whatever the number of methods
     assert code == 0 and printed["bench"] == "wikibio" and printed["out"] == str(out)
     assert [r["metrics"] for r in printed["results"]] == [results["metrics"]] and "items" not in printed["results"][0]

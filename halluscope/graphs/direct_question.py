@@ -23,7 +23,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_g
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.fibe import Known, KnownInput, aask_direct_question, ask_direct_question
-from halluscope.graphs.method import Method, RunContext, start
+from halluscope.graphs.method import Method, RunContext, bound_arguments, start
 from halluscope.graphs.stages import plan_calls, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
@@ -107,20 +107,10 @@ def detect(
     return _result(ctx.stream(graph, state), ctx)
 
 
-async def adetect(
-    text: str | None = None,
-    *,
-    model: ModelLike,
-    prompt: str | None = None,
-    sentences: list[str] | None = None,
-    logprobs: bool | None = None,
-    gateway: Gateway | None = None,
-    max_concurrency: int | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
-    """``detect`` on the event loop: the questions await the provider's async client."""
-    ctx, graph, state = _prepare(**locals())
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the questions await the provider's async
+    client."""
+    ctx, graph, state = _prepare(**bound_arguments(detect, args, kwargs))
     return _result(await ctx.astream(graph, state), ctx)
 
 

@@ -9,6 +9,7 @@ CLI, the tool, the guard and the evaluators at once.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,13 @@ class RunContext:
 
     def meta(self, method: str, events: Mapping[str, int] | None = None, **params: Any) -> RunMeta:
         return self.stats.meta(method, dict(events or {}), **params)
+
+
+def bound_arguments(detect: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """An async twin's arguments as its ``detect`` binds them, defaults filled in: one signature for both."""
+    bound = inspect.signature(detect).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def start(

@@ -33,7 +33,7 @@ from halluscope.backends.entailment import yes_probability
 from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, start
+from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
 from halluscope.graphs.stages import aregenerate_passages, plan_calls, regenerate_passages, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
@@ -218,24 +218,12 @@ def detect(
     return _result(ctx.stream(graph, state), ctx, scoring, given)
 
 
-async def adetect(
-    text: str | None = None,
-    *,
-    model: ModelLike,
-    sentences: list[str] | None = None,
-    samples: list[str] | None = None,
-    question: str | None = None,
-    concept: str | None = None,
-    n: int = 5,
-    scoring: Scoring = "discrete",
-    gateway: Gateway | None = None,
-    max_concurrency: int | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
-    """``detect`` on the event loop: the regenerations and checks await the provider's async client."""
-    ctx, graph, state, given = _prepare(**locals())
-    return _result(await ctx.astream(graph, state), ctx, scoring, given)
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the regenerations and checks await the
+    provider's async client."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx, graph, state, given = _prepare(**arguments)
+    return _result(await ctx.astream(graph, state), ctx, arguments["scoring"], given)
 
 
 def _prepare(
