@@ -137,10 +137,9 @@ def show_verdict(result: DetectionResult, threshold: float | None) -> None:
 
 def cmd_diversity(args: argparse.Namespace) -> int:
     outputs = read_texts(args.outputs_file, "--outputs-file", "outputs")
-    subconcepts = args.subconcepts
     gateway = gateway_of(args)
     stats = CallStats()
-    out = clue.diversity(outputs, subconcepts, zero_shot_judge(args.judge, gateway), stats)
+    out = clue.diversity(outputs, args.subconcepts, zero_shot_judge(args.judge, gateway), stats)
     summary = {"concept": args.concept, **{k: v for k, v in out.items() if k != "matrix"}, "calls": stats.calls}
     if args.json:
         print_json({**summary, "matrix": out["matrix"]})

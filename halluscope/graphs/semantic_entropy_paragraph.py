@@ -224,7 +224,8 @@ def build(
                 asked = Asked(k=state["k"], batch=state["batch"], pairs=list(reply.parsed)[:PER_BATCH])
                 return {"asked": [asked], "events": events}
             events.append({"k": state["k"], "kind": "questions_unparsed"})
-            plan_calls(config, 1 if attempt + 1 < QUESTION_ATTEMPTS else 0)  # the next attempt
+            if attempt + 1 < QUESTION_ATTEMPTS:
+                plan_calls(config, 1)  # the next attempt
         return {"asked": [Asked(k=state["k"], batch=state["batch"], pairs=[])], "events": events}
 
     def route_answers(state: ParagraphState) -> list[Send] | list[str]:
