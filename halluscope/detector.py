@@ -225,8 +225,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
     async def adetect(self, **item: Any) -> DetectionResult:
         """``detect`` on the event loop: a method whose graph has async nodes awaits the provider's async
-        client (SelfCheck-Prompt, Direct Question); the others run ``detect`` on a thread, which keeps
-        the loop free."""
+        client (SelfCheck-Prompt, Direct Question, semantic entropy's samples); the others run ``detect``
+        on a thread, which keeps the loop free."""
         if self.spec.adetect is None:
             return await asyncio.to_thread(self.detect, **item)
         return self._calibrated(await self.spec.adetect(**self.arguments(item)))

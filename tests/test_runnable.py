@@ -3,6 +3,7 @@ run and its parent, offline, against the stub server (the real OpenAI client on 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
@@ -14,6 +15,7 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableLambda
 
 import halluscope
+from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
@@ -177,3 +179,28 @@ async def test_astream_events_reports_progress_node_by_node(spec: str) -> None:
     assert started[0] == "selfcheck-prompt" and {"split", "check", "score"} <= set(started)
     assert sum(e["event"] == "on_chat_model_end" for e in events) == 2
     assert events[-1]["event"] == "on_chain_end" and isinstance(events[-1]["data"]["output"], DetectionResult)
+
+
+async def test_semantic_entropy_samples_on_the_event_loop() -> None:
+    """The samples await the async client; the judge's clustering runs on a thread with its own model."""
+
+    def capital(_prompt: str, params: dict[str, Any]) -> str:
+        return "Paris" if params.get("seed", 0) % 2 else "Lyon"
+
+    def judge() -> LLMEntailment:
+        return LLMEntailment(ScriptedChatModel(respond=lambda _p, _k: "Contradiction"), gateway=Gateway(cache=None))
+
+    question = "What is the capital of France?"
+    uncached = Gateway(cache=None)  # the synchronous run below must call its model, not replay this one
+    det = halluscope.detector(
+        "semantic-entropy",
+        model=AsyncOnly(respond=capital, model_id="scripted:async"),
+        judge=judge(),
+        n=4,
+        gateway=uncached,
+    )
+    result = await det.ainvoke(question)
+    assert result.ok and result.units[0].evidence["answers"] == ["Lyon", "Paris", "Lyon", "Paris"]
+    scripted = ScriptedChatModel(respond=capital)
+    synchronous = halluscope.detector("semantic-entropy", model=scripted, judge=judge(), n=4, gateway=uncached)
+    assert result.units[0].score == synchronous.detect(question=question).units[0].score == pytest.approx(math.log(2))

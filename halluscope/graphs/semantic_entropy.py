@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
@@ -24,8 +24,16 @@ from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, start
-from halluscope.graphs.stages import cluster_answers, plan_calls, run_streamed, sample_answer, stats_of
+from halluscope.graphs.method import Method, RunContext, bound_arguments, start
+from halluscope.graphs.stages import (
+    answer_params,
+    cluster_answers,
+    plan_calls,
+    read_answer,
+    run_streamed,
+    sample_answer,
+    stats_of,
+)
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
     ClusterRule,
@@ -143,6 +151,13 @@ def build(
         )
         return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
 
+    async def asample(state: SampleInput, config: RunnableConfig) -> dict[str, Any]:
+        assert model is not None
+        params = answer_params(state["j"], ANSWER_MAX_TOKENS, logprobs)
+        reply = await gw.acall(model, ANSWER, {"question": state["question"]}, stats=stats_of(config), **params)
+        text, ll = read_answer(reply, logprobs)
+        return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
+
     def cluster(state: SEState, config: RunnableConfig) -> dict[str, Any]:
         if state.get("given"):
             answers = list(state["given"])
@@ -163,7 +178,9 @@ def build(
 
     graph = StateGraph(SEState, input_schema=SEInput, output_schema=SEOutput)
     graph.add_node("start", start)
-    graph.add_node("sample", sample, input_schema=SampleInput)
+    # sync and async forms: invoke runs the first, ainvoke awaits the provider's async client (the
+    # judge's clustering runs on a thread either way)
+    graph.add_node("sample", RunnableLambda(sample, afunc=asample, name="sample"), input_schema=SampleInput)
     graph.add_node("cluster", cluster)
     graph.add_edge(START, "start")
     graph.add_conditional_edges("start", route, ["sample", "cluster"])
@@ -201,6 +218,32 @@ def detect(
 ) -> DetectionResult:
     """Semantic entropy of the answers to one question: the unit's score is the discrete SE (higher =
     more likely confabulated); the evidence holds the answers, clusters and the other estimates."""
+    ctx, graph, state, judge = _prepare(**locals())
+    return _result(ctx.stream(graph, state), ctx, state, judge, mode, cluster_rule, base)
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the samples await the provider's async client."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx, graph, state, judge = _prepare(**arguments)
+    out = await ctx.astream(graph, state)
+    return _result(out, ctx, state, judge, arguments["mode"], arguments["cluster_rule"], arguments["base"])
+
+
+def _prepare(
+    question: str,
+    model: ModelLike | None,
+    answers: Sequence[str] | None,
+    judge: Entailment | str | None,
+    n: int,
+    mode: Mode,
+    cluster_rule: ClusterRule,
+    base: float,
+    logprobs: bool | None,
+    gateway: Gateway | None,
+    stats: CallStats | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, SEInput, Entailment]:
     question = checked_text(question, "question")  # bad input fails before any model is loaded
     if isinstance(answers, str | bytes):
         raise ConfigError("answers must be a list of texts, got one string")
@@ -208,12 +251,23 @@ def detect(
     if answers is not None and not given:
         raise ConfigError("the answers given are all empty")
     ctx = start(gateway, stats, on_step=on_step)
-    judge = entailment_judge(judge, ctx.gateway)
-    graph = build(model, judge, ctx.gateway, n=n, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
-    out = ctx.stream(graph, SEInput(question=question, given=given))
+    judged = entailment_judge(judge, ctx.gateway)
+    graph = build(model, judged, ctx.gateway, n=n, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
+    return ctx, graph, SEInput(question=question, given=given), judged
+
+
+def _result(
+    out: dict[str, Any],
+    ctx: RunContext,
+    state: SEInput,
+    judge: Entailment,
+    mode: Mode,
+    cluster_rule: ClusterRule,
+    base: float,
+) -> DetectionResult:
     scores = out["scores"]
     unit = Unit(
-        text=question,
+        text=state["question"],
         score=scores["semantic_entropy"],
         evidence={
             "answers": out["answers"],
@@ -225,7 +279,7 @@ def detect(
     meta = ctx.meta(
         NAME,
         n=len(out["answers"]),
-        answers_given=bool(given),
+        answers_given=bool(state["given"]),
         judge=judge.name,
         mode=mode,
         cluster_rule=cluster_rule,
@@ -254,6 +308,7 @@ def describe(result: DetectionResult) -> str:
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="semantic entropy of sampled answers to a short question (Farquhar et al., Nature 2024)",
     inputs=("question",),
     question_field="question",

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.entailment import Entailment, Mode, equivalent
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.scoring import ClusterRule, greedy_cluster, length_normalised
 
@@ -80,10 +80,22 @@ def sample_answer(
 ) -> tuple[str, float | None]:
     """One sampled answer for semantic entropy (seed 0 + sample index, so each sample is its own cache
     entry) and, with ``logprobs``, its length-normalised log-likelihood (None without token log-probs)."""
-    params: dict[str, Any] = {"logprobs": True} if logprobs else {}
-    reply = gateway.call(
-        model, prompt, variables, sample_index=sample_index, stats=stats, max_tokens=max_tokens, seed=0, **params
-    )
+    params = answer_params(sample_index, max_tokens, logprobs)
+    return read_answer(gateway.call(model, prompt, variables, stats=stats, **params), logprobs)
+
+
+def answer_params(sample_index: int, max_tokens: int, logprobs: bool) -> dict[str, Any]:
+    """The gateway parameters of one sampled answer (sync or async)."""
+    return {
+        "sample_index": sample_index,
+        "max_tokens": max_tokens,
+        "seed": 0,
+        **({"logprobs": True} if logprobs else {}),
+    }
+
+
+def read_answer(reply: ChatReply, logprobs: bool) -> tuple[str, float | None]:
+    """A sampled answer's text and, with ``logprobs``, its length-normalised log-likelihood."""
     tokens = [float(t["logprob"]) for t in reply.logprobs or []]
     return reply.text.strip(), (length_normalised(tokens) if logprobs and tokens else None)
 
