@@ -34,7 +34,7 @@ from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
-from halluscope.graphs.stages import aregenerate_passages, plan_calls, regenerate_passages, stats_of
+from halluscope.graphs.stages import plan_calls, regenerate_passages, regeneration_prompt, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -122,10 +122,11 @@ def build(
         return {"samples": samples}
 
     async def aregenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
-        samples = await aregenerate_passages(
-            gw, model, state.get("concept", ""), len(state["sentences"]), n, stats_of(config), state.get("question")
+        prompt, variables = regeneration_prompt(
+            state.get("concept", ""), len(state["sentences"]), state.get("question")
         )
-        return {"samples": samples}
+        replies = await gw.asample(model, prompt, variables, n, stats=stats_of(config))
+        return {"samples": [r.text for r in replies]}
 
     def needs_samples(state: SCGPState) -> str:
         return "check_all" if state.get("samples") else "regenerate"

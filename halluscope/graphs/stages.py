@@ -54,20 +54,6 @@ def regenerate_passages(
     return [r.text for r in gateway.sample(model, prompt, variables, n, stats=stats)]
 
 
-async def aregenerate_passages(
-    gateway: Gateway,
-    model: ModelLike,
-    concept: str,
-    n_sentences: int,
-    n: int,
-    stats: CallStats | None = None,
-    question: str | None = None,
-) -> list[str]:
-    """``regenerate_passages`` on the event loop (the provider's async client)."""
-    prompt, variables = regeneration_prompt(concept, n_sentences, question)
-    return [r.text for r in await gateway.asample(model, prompt, variables, n, stats=stats)]
-
-
 def sample_answer(
     gateway: Gateway,
     model: ModelLike,
