@@ -3,6 +3,7 @@ and the transformers NLI path on a tiny randomly initialised classifier built he
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from pathlib import Path
@@ -88,6 +89,9 @@ def test_llm_judge_through_the_gateway(gateway: Gateway, scripted: Any) -> None:
     calls = len(seen)
     judge.judge_many([("Paris is the capital.", "The capital is Paris.")], q)
     assert len(seen) == calls  # judged before: served from the cache
+    pairs = [("Paris is the capital.", "Lyon is the capital."), ("Berlin is big.", "Berlin is a city.")]
+    awaited = asyncio.run(judge.ajudge_many(pairs, q))
+    assert awaited == judge.judge_many(pairs, q) and len(seen) == calls + 1  # one new pair, then cached
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +136,7 @@ def test_nli_labels_follow_the_configs_label_order(tiny_nli: Path, tmp_path: Pat
     logits = nli.logits(PAIRS)
     stats = CallStats()
     judgements = nli.judge_many(PAIRS, stats=stats)
+    assert asyncio.run(nli.ajudge_many(PAIRS)) == judgements  # a local judge's async form: a thread
     # every batch is a forward pass counted like a model call (the same signature as the LLM judge's)
     assert stats.forward_passes == stats.calls == -(-len(PAIRS) // 3) and stats.prompt_tokens > 0
     order = {0: "contradiction", 1: "neutral", 2: "entailment"}
@@ -244,6 +249,7 @@ def test_llm_zero_shot_reads_p_yes_from_a_real_model(gateway: Gateway) -> None:
     assert score is not None and 0.0 < score < 1.0
     reply = gateway.call("local:smollm2-135m", "clue.zero_shot", {"premise": pair[0], "hypothesis": pair[1]})
     assert reply.cached and yes_probability(reply.logprobs) == score  # every pair is cached
+    assert asyncio.run(scorer.ascores([pair])) == [score]  # the async form reads the same entry
 
 
 def test_llm_zero_shot_refuses_a_provider_without_logprobs(monkeypatch: pytest.MonkeyPatch, gateway: Gateway) -> None:

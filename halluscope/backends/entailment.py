@@ -11,6 +11,7 @@ strict = both directions entailment; lax = no contradiction either way and not b
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
@@ -20,9 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.runnables.config import ContextThreadPoolExecutor
-
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.backends.logprobs import hf_directory
 from halluscope.errors import ConfigError
 
@@ -61,6 +60,13 @@ class Entailment(ABC):
         self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
     ) -> list[Judgement]:
         """One judgement per (premise, hypothesis) pair, in order; ``stats`` counts the model use."""
+
+    async def ajudge_many(
+        self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+    ) -> list[Judgement]:
+        """``judge_many`` on the event loop: a local judge computes on a thread (an LLM judge awaits its
+        provider's async client instead)."""
+        return await asyncio.to_thread(self.judge_many, pairs, question, stats)
 
     def replies_for(self, pairs: int) -> int:
         """The replies ``judge_many`` of this many pairs records: one model call per pair."""
@@ -135,23 +141,24 @@ class LLMEntailment(Entailment):
     def judge_many(
         self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
     ) -> list[Judgement]:
+        return [self._judgement(r) for r in self.gateway.call_all(self._asks(pairs, question), stats)]
+
+    async def ajudge_many(
+        self, pairs: Sequence[tuple[str, str]], question: str | None = None, stats: CallStats | None = None
+    ) -> list[Judgement]:
+        return [self._judgement(r) for r in await self.gateway.acall_all(self._asks(pairs, question), stats)]
+
+    def _asks(self, pairs: Sequence[tuple[str, str]], question: str | None) -> list[Ask]:
         params: dict[str, Any] = {"max_tokens": self.max_tokens}
         if self.with_probs:
             params.update(logprobs=True, top_logprobs=self.top_logprobs)
+        return [
+            Ask(self.model, self.prompt, {"question": question or "", "text1": a, "text2": b}, params) for a, b in pairs
+        ]
 
-        def one(pair: tuple[str, str]) -> Judgement:
-            reply = self.gateway.call(
-                self.model,
-                self.prompt,
-                {"question": question or "", "text1": pair[0], "text2": pair[1]},
-                stats=stats,
-                **params,
-            )
-            probs = label_probabilities(reply.logprobs) if self.with_probs else None
-            return Judgement(reply.parsed if reply.ok else None, probs, reply.text)
-
-        with ContextThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
-            return list(pool.map(one, pairs))
+    def _judgement(self, reply: ChatReply) -> Judgement:
+        probs = label_probabilities(reply.logprobs) if self.with_probs else None
+        return Judgement(reply.parsed if reply.ok else None, probs, reply.text)
 
 
 class NLIEntailment(Entailment):
@@ -257,6 +264,11 @@ class ZeroShot(ABC):
     def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
         """One probability per pair, in order; None where the scorer's answer gave none (recorded by callers)."""
 
+    async def ascores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
+        """``scores`` on the event loop: a local scorer computes on a thread (an LLM scorer awaits its
+        provider's async client instead)."""
+        return await asyncio.to_thread(self.scores, pairs, stats)
+
 
 class NLIZeroShot(ZeroShot):
     """An NLI checkpoint as the zero-shot classifier (the paper's bart-large-mnli), batched."""
@@ -286,12 +298,13 @@ class LLMZeroShot(ZeroShot):
             )
 
     def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
-        def one(pair: tuple[str, str]) -> float | None:
-            reply = self.gateway.call(self.model, self.prompt, {"premise": pair[0], "hypothesis": pair[1]}, stats=stats)
-            return yes_probability(reply.logprobs)
+        return [yes_probability(r.logprobs) for r in self.gateway.call_all(self._asks(pairs), stats)]
 
-        with ContextThreadPoolExecutor(max_workers=max(1, min(len(pairs), self.gateway.concurrency))) as pool:
-            return list(pool.map(one, pairs))
+    async def ascores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
+        return [yes_probability(r.logprobs) for r in await self.gateway.acall_all(self._asks(pairs), stats)]
+
+    def _asks(self, pairs: Sequence[tuple[str, str]]) -> list[Ask]:
+        return [Ask(self.model, self.prompt, {"premise": premise, "hypothesis": h}) for premise, h in pairs]
 
 
 NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint directory

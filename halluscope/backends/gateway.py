@@ -21,9 +21,9 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -62,6 +62,17 @@ T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- the gateway
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One chat call as data (what ``Gateway.call`` takes), so a graph node names its calls once and
+    runs them either way: ``call_all`` on threads, ``acall_all`` on the event loop."""
+
+    model: ModelLike
+    prompt: str | PromptTemplate
+    variables: Mapping[str, Any] | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)  # sample_index and the call parameters
 
 
 @dataclass
@@ -452,6 +463,33 @@ class Gateway:
 
     # -- N samples
 
+    def call_all(
+        self,
+        asks: Sequence[Ask],
+        stats: CallStats | None = None,
+        on_reply: Callable[[ChatReply], None] | None = None,
+    ) -> list[ChatReply]:
+        """The calls run concurrently (at most ``concurrency`` threads), their replies in order;
+        ``on_reply`` is called as each reply arrives (to drive a progress bar)."""
+
+        def one(ask: Ask) -> ChatReply:
+            reply = self.call(ask.model, ask.prompt, ask.variables, stats=stats, **ask.params)
+            if on_reply is not None:
+                on_reply(reply)
+            return reply
+
+        if len(asks) <= 1:
+            return [one(ask) for ask in asks]
+        with ContextThreadPoolExecutor(max_workers=min(len(asks), self.concurrency)) as pool:
+            return list(pool.map(one, asks))
+
+    async def acall_all(self, asks: Sequence[Ask], stats: CallStats | None = None) -> list[ChatReply]:
+        """``call_all`` on the event loop: the calls await the provider's async client together (the
+        model's limiter still bounds how many are in flight)."""
+        return list(
+            await asyncio.gather(*(self.acall(a.model, a.prompt, a.variables, stats=stats, **a.params) for a in asks))
+        )
+
     def sample(
         self,
         model: ModelLike,
@@ -466,17 +504,7 @@ class Gateway:
         """N answers with sample indexes 0..N-1, each its own cache entry, run concurrently.
 
         ``on_reply`` is called as each answer arrives (to drive a progress bar)."""
-        if n < 1:
-            raise ConfigError(f"n must be at least 1, got {n}")
-
-        def one(i: int) -> ChatReply:
-            reply = self.call(model, prompt, variables, sample_index=i, stats=stats, **params)
-            if on_reply is not None:
-                on_reply(reply)
-            return reply
-
-        with ContextThreadPoolExecutor(max_workers=min(n, self.concurrency)) as pool:
-            return list(pool.map(one, range(n)))
+        return self.call_all(samples(model, prompt, variables, n, params), stats, on_reply)
 
     async def asample(
         self,
@@ -488,13 +516,21 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> list[ChatReply]:
-        if n < 1:
-            raise ConfigError(f"n must be at least 1, got {n}")
-        return list(
-            await asyncio.gather(
-                *(self.acall(model, prompt, variables, sample_index=i, stats=stats, **params) for i in range(n))
-            )
-        )
+        """``sample`` on the event loop."""
+        return await self.acall_all(samples(model, prompt, variables, n, params), stats)
+
+
+def samples(
+    model: ModelLike,
+    prompt: str | PromptTemplate,
+    variables: Mapping[str, Any] | None,
+    n: int,
+    params: Mapping[str, Any],
+) -> list[Ask]:
+    """N calls that differ only in their sample index (0..N-1): N samples of one prompt."""
+    if n < 1:
+        raise ConfigError(f"n must be at least 1, got {n}")
+    return [Ask(model, prompt, variables, {**params, "sample_index": i}) for i in range(n)]
 
 
 def _check_params(params: Mapping[str, Any]) -> None:

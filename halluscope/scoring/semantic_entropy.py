@@ -7,7 +7,7 @@ Pure functions; the judge is passed in."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Literal, TypeVar
 
 T = TypeVar("T")
@@ -18,7 +18,22 @@ CLUSTER_RULES: tuple[ClusterRule, ...] = ("paper", "official")
 def greedy_cluster(
     items: Sequence[T], same_meaning: Callable[[T, T], bool], rule: ClusterRule = "paper"
 ) -> list[list[int]]:
-    """Indexes of items grouped greedily by ``same_meaning``.
+    """Indexes of items grouped greedily by ``same_meaning`` (see ``cluster_steps`` for the rules)."""
+    steps = cluster_steps(len(items), rule)
+    verdict: bool | None = None
+    while True:
+        try:
+            i, j = steps.send(verdict)
+        except StopIteration as done:
+            return done.value
+        verdict = same_meaning(items[i], items[j])
+
+
+def cluster_steps(n_items: int, rule: ClusterRule = "paper") -> Generator[tuple[int, int], bool, list[list[int]]]:
+    """Greedy clustering of ``n_items`` items as steps: it yields the (i, j) index pairs it must know
+    the equivalence of, one at a time, is sent each answer, and returns the clusters' indexes; a
+    caller decides how to judge a pair (``greedy_cluster`` calls a function, an async graph node
+    awaits a judge).
 
     ``paper`` (the default, the paper's Algorithm 1): each new item is compared with the first member
     of each existing cluster in order and joins the FIRST equivalent one, else opens a new cluster.
@@ -29,21 +44,21 @@ def greedy_cluster(
     if rule not in CLUSTER_RULES:
         raise ValueError(f"unknown cluster rule {rule!r}; known: {', '.join(CLUSTER_RULES)}")
     if rule == "official":
-        ids = [-1] * len(items)
+        ids = [-1] * n_items
         next_id = 0
-        for i, item in enumerate(items):
+        for i in range(n_items):
             if ids[i] != -1:
                 continue
             ids[i] = next_id
-            for j in range(i + 1, len(items)):
-                if same_meaning(item, items[j]):
+            for j in range(i + 1, n_items):
+                if (yield (i, j)):
                     ids[j] = next_id
             next_id += 1
         return [[i for i, c in enumerate(ids) if c == cid] for cid in range(next_id)]  # a leader never moves
     clusters: list[list[int]] = []
-    for i, item in enumerate(items):
+    for i in range(n_items):
         for cluster in clusters:
-            if same_meaning(items[cluster[0]], item):
+            if (yield (cluster[0], i)):
                 cluster.append(i)
                 break
         else:
