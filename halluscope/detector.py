@@ -224,9 +224,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         return result
 
     async def adetect(self, **item: Any) -> DetectionResult:
-        """``detect`` on the event loop: a method whose graph has async nodes awaits the provider's async
-        client (SelfCheck-Prompt, Direct Question, semantic entropy's samples); the others run ``detect``
-        on a thread, which keeps the loop free."""
+        """``detect`` on the event loop: the method's model calls await the provider's async client
+        (a local model's work, PHR's forward passes and a local NLI judge, runs on a thread)."""
         if self.spec.adetect is None:
             return await asyncio.to_thread(self.detect, **item)
         return self._calibrated(await self.spec.adetect(**self.arguments(item)))

@@ -50,3 +50,16 @@ class ScriptedChatModel(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class AsyncOnly(ScriptedChatModel):
+    """A chat model whose synchronous path fails: a run that called it off the event loop (``detect`` on
+    a thread) would fail."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise AssertionError("the synchronous client ran")
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        return ScriptedChatModel._generate(self, messages, stop, None, **kwargs)

@@ -3,6 +3,7 @@ calibration round-trip through a file into a detector, and the refusals of a mis
 
 from __future__ import annotations
 
+import asyncio
 import math
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 import halluscope
+from halluscope.backends.gateway import Gateway
 from halluscope.bench.calibrate import calibrate_wikibio, passage_range
 from halluscope.bench.runner import BenchResult
 from halluscope.calibration import (
@@ -22,6 +24,7 @@ from halluscope.calibration import (
 )
 from halluscope.cli import main
 from halluscope.errors import ConfigError
+from tests.scripted import AsyncOnly
 
 Y = np.array([True, False, True, True])
 P = np.array([0.9, 0.2, 0.6, 0.95])
@@ -188,6 +191,14 @@ def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
         scores = unit.evidence["scores"]
         assert unit.probability == unit.score == pytest.approx(cal.probability(scores))
     assert result.units[0].evidence["scores"]["direct-question"] == 1.0  # 'born in 1815' doubted
+    # true async: the members run on the event loop, their calls through the async client only
+    async_model = AsyncOnly(respond=doubts_digits, model_id="scripted:dq")
+    det_async = halluscope.detector("ensemble", model=async_model, calibration=path, gateway=Gateway(cache=None))
+    awaited = asyncio.run(
+        det_async.adetect(text=text, prompt="This is a Wikipedia passage about Ada Lovelace:", samples=samples)
+    )
+    assert [u.probability for u in awaited.units] == [u.probability for u in result.units]
+    assert awaited.meta.calls == 2
     with pytest.raises(ConfigError, match="this calibration stacks selfcheck-unigram, direct-question, not"):
         halluscope.detector("ensemble", model=model, calibration=path, methods=["direct-question"]).detect(text=text)
     with pytest.raises(ConfigError, match="ensemble needs calibration"):

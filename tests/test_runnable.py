@@ -4,14 +4,13 @@ run and its parent, offline, against the stub server (the real OpenAI client on 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
 import halluscope
@@ -19,7 +18,7 @@ from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
-from tests.scripted import ScriptedChatModel
+from tests.scripted import AsyncOnly, ScriptedChatModel
 from tests.stub_servers import StubAPI
 
 TEXT = "Paris is in France. It has a tower."
@@ -108,18 +107,6 @@ def test_a_detector_composes_in_a_chain_and_batches(spec: str) -> None:
     assert [run["name"] for run in runs.roots()] == ["check-answer"]
 
 
-class AsyncOnly(ScriptedChatModel):
-    """A chat model whose synchronous path fails: a detector that ran ``detect`` on a thread would call it."""
-
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        raise AssertionError("the synchronous client ran")
-
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        return ScriptedChatModel._generate(self, messages, stop, None, **kwargs)
-
-
 def yes_to_paris(prompt: str, _params: dict[str, Any]) -> str:
     return "Yes" if "Answer Yes or No" in prompt and "tower" not in prompt.split("\n")[-1] else "No"
 
@@ -144,6 +131,65 @@ async def test_ainvoke_awaits_the_providers_async_client(method: str, item: dict
     )
     assert [u.score for u in result.units] == [u.score for u in synchronous.detect(**item).units]
     assert [u.score for u in (await det.adetect(**item)).units] == [u.score for u in result.units]
+
+
+Options = Callable[[Callable[..., Any], Gateway], dict[str, Any]]
+
+
+def _async_cases() -> dict[str, tuple[Options, dict[str, Any]]]:
+    """Per method: the detector's options from a chat-model maker (``make(respond, model_id)``) and the
+    run's gateway, and the item. One maker gives synchronous models, the other async-only ones."""
+    from tests.test_clue import OUTPUTS, QUESTION, TableScorer
+    from tests.test_clue import _responder as clue_model
+    from tests.test_fewl import WordEmbedder
+    from tests.test_fewl import _reference as reference_model
+    from tests.test_fibe import generic_model
+    from tests.test_semantic_entropy_paragraph import CLAIMS, Writer, judge_model
+
+    def paris(_prompt: str, _params: dict[str, Any]) -> str:
+        return "Paris is in France. It has a tower and a river."
+
+    def exam(make: Callable[..., Any], _gateway: Gateway) -> dict[str, Any]:
+        return {"model": make(generic_model([]))}
+
+    def judged(make: Callable[..., Any], gateway: Gateway) -> dict[str, Any]:
+        judge = LLMEntailment(make(judge_model([]), "scripted:judge"), gateway)
+        return {"model": make(Writer()), "judge": judge}
+
+    fewl_item = {"question": "What colour is the sky on a clear day?", "answers": ["Blue.", "Green."]}
+    return {
+        "fibe": (exam, {"text": TEXT, "prompt": "Tell me about Paris."}),
+        "fibe+sbc+dq": (exam, {"text": TEXT, "prompt": "Tell me about Paris."}),
+        "fibe+selfcheck+sbc+dq": (exam, {"text": TEXT, "prompt": "Tell me about Paris."}),
+        "selfcheck-unigram": (lambda make, _: {"model": make(paris), "n": 3}, {"text": TEXT, "concept": "Paris"}),
+        "semantic-entropy-paragraph": (judged, {"text": " ".join(CLAIMS), "question": "Who was Ada Lovelace?"}),
+        "clue": (
+            lambda make, _: {"model": make(clue_model), "judge": TableScorer(), "n": len(OUTPUTS)},
+            {"question": QUESTION},
+        ),
+        "fewl": (lambda make, _: {"model": make(reference_model), "embedder": WordEmbedder()}, fewl_item),
+    }
+
+
+@pytest.mark.parametrize("method", list(_async_cases()))
+async def test_every_method_awaits_the_async_client(method: str) -> None:
+    """True async beyond the two above: every model call (the judge's too) awaits the async client, and
+    the run gives the synchronous run's scores from as many calls, in one trace named after the method."""
+    options, item = _async_cases()[method]
+
+    def asynchronous(respond: Callable[..., str], model_id: str = "scripted:async") -> AsyncOnly:
+        return AsyncOnly(respond=respond, model_id=model_id)
+
+    def synchronous(respond: Callable[..., str], model_id: str = "scripted:sync") -> ScriptedChatModel:
+        return ScriptedChatModel(respond=respond, model_id=model_id)
+
+    runs, uncached, again = Runs(), Gateway(cache=None), Gateway(cache=None)
+    det = halluscope.detector(method, gateway=uncached, **options(asynchronous, uncached))
+    result = await det.ainvoke(item, config={"callbacks": [runs]})
+    expected = halluscope.detector(method, gateway=again, **options(synchronous, again)).detect(**item)
+    assert result.ok and result.meta.calls == expected.meta.calls > 0
+    assert [u.score for u in result.units] == [u.score for u in expected.units]
+    assert [run["name"] for run in runs.roots()] == [method] and len(runs.chats()) == result.meta.calls
 
 
 async def test_ainvoke_and_abatch(spec: str) -> None:
@@ -181,26 +227,28 @@ async def test_astream_events_reports_progress_node_by_node(spec: str) -> None:
     assert events[-1]["event"] == "on_chain_end" and isinstance(events[-1]["data"]["output"], DetectionResult)
 
 
-async def test_semantic_entropy_samples_on_the_event_loop() -> None:
-    """The samples await the async client; the judge's clustering runs on a thread with its own model."""
+async def test_semantic_entropy_samples_and_judges_on_the_event_loop() -> None:
+    """The samples and the LLM judge's calls await the async client."""
 
     def capital(_prompt: str, params: dict[str, Any]) -> str:
         return "Paris" if params.get("seed", 0) % 2 else "Lyon"
 
-    def judge() -> LLMEntailment:
-        return LLMEntailment(ScriptedChatModel(respond=lambda _p, _k: "Contradiction"), gateway=Gateway(cache=None))
+    def contradiction(_prompt: str, _params: dict[str, Any]) -> str:
+        return "Contradiction"
 
     question = "What is the capital of France?"
     uncached = Gateway(cache=None)  # the synchronous run below must call its model, not replay this one
     det = halluscope.detector(
         "semantic-entropy",
         model=AsyncOnly(respond=capital, model_id="scripted:async"),
-        judge=judge(),
+        judge=LLMEntailment(AsyncOnly(respond=contradiction, model_id="scripted:judge-async"), gateway=uncached),
         n=4,
         gateway=uncached,
     )
     result = await det.ainvoke(question)
     assert result.ok and result.units[0].evidence["answers"] == ["Lyon", "Paris", "Lyon", "Paris"]
+    assert result.meta.calls == 4 + 2  # one pair judged both ways: Lyon vs Paris
+    judge = LLMEntailment(ScriptedChatModel(respond=contradiction, model_id="scripted:judge"), gateway=uncached)
     scripted = ScriptedChatModel(respond=capital)
-    synchronous = halluscope.detector("semantic-entropy", model=scripted, judge=judge(), n=4, gateway=uncached)
+    synchronous = halluscope.detector("semantic-entropy", model=scripted, judge=judge, n=4, gateway=uncached)
     assert result.units[0].score == synchronous.detect(question=question).units[0].score == pytest.approx(math.log(2))

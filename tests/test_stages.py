@@ -33,12 +33,11 @@ class CityJudge(Entailment):
 def test_greedy_clusters_judge_each_pair_once_and_skip_identical_answers() -> None:
     answers = ["Paris.", "It is Paris.", "Paris.", "Lyon.", "It is Paris.", "Nice, surely.", "Lyon."]
     judge = CityJudge()
-    judged: list[None] = []
-    clusters, pairs = cluster_answers(answers, judge, "Capital of France?", on_pair=lambda: judged.append(None))
+    clusters, pairs = cluster_answers(answers, judge, "Capital of France?")
     assert clusters == [[0, 1, 2, 4], [3, 6], [5]]
     # 'It is Paris.' vs 'Paris.' (once: its repeat is remembered), 'Lyon.' vs 'Paris.', 'Nice' vs 'Paris.'
     # and vs 'Lyon.'; identical texts need no judge
-    assert pairs == 4 == len(judged) and len(judge.pairs) == 2 * 4
+    assert pairs == 4 and len(judge.pairs) == 2 * 4
     assert ("Paris.", "It is Paris.") in judge.pairs and ("It is Paris.", "Paris.") in judge.pairs  # both ways
     assert judge.questions == {"Capital of France?"}
 

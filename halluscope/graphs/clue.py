@@ -27,17 +27,17 @@ from langgraph.types import Send
 
 from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.entailment import ZeroShot, zero_shot_judge
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import run_streamed, sample_answer, stats_of
+from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs.stages import Calls, Scored, Steps, answer_ask, finish, node, read_answer, run_streamed
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
     assignment_counts,
+    cluster_steps,
     concept_uncertainties,
     entropy_diversity,
-    greedy_cluster,
     harmonic_mean_diversity,
 )
 from halluscope.scoring.clue import FLOOR
@@ -113,6 +113,17 @@ def merge_concepts(
     embedder: Embedder | None = None,
     stats: CallStats | None = None,
 ) -> tuple[list[str], dict[str, list[str]], int]:
+    """``merging`` run to its end on this thread."""
+    return finish(merging(concepts, scorer, threshold, prefilter, embedder), stats)
+
+
+def merging(
+    concepts: Sequence[str],
+    scorer: ZeroShot,
+    threshold: float = MERGE_THRESHOLD,
+    prefilter: float | None = None,
+    embedder: Embedder | None = None,
+) -> Steps[tuple[list[str], dict[str, list[str]], int]]:
     """Greedy consolidation (Section 4.1): a concept joins the first kept concept with which both
     mutual scores exceed ``threshold``. ``prefilter``: pairs whose embedding cosine is below it are
     taken as different without asking the scorer (an option; the paper asks for every pair).
@@ -121,24 +132,27 @@ def merge_concepts(
     if prefilter is not None and embedder is None:
         raise ConfigError("the merge pre-filter needs an embedder")
     cosine = embedder.similarity(concepts, concepts) if prefilter is not None and embedder and concepts else None
-    index = {c: k for k, c in enumerate(concepts)}
     asked = 0
-
-    def same(kept: str, new: str) -> bool:
-        nonlocal asked
-        if cosine is not None and prefilter is not None and cosine[index[kept], index[new]] < prefilter:
-            return False
+    walk = cluster_steps(len(concepts))
+    same: bool | None = None
+    while True:
+        try:
+            k, j = walk.send(same)  # the kept concept k, the new concept j
+        except StopIteration as done:
+            clusters: list[list[int]] = done.value
+            break
+        kept, new = concepts[k], concepts[j]
+        same = False
+        if cosine is not None and prefilter is not None and cosine[k, j] < prefilter:
+            continue
         asked += 1
-        (forward,) = scorer.scores([(new, SIMILAR.format(kept))], stats)
-        if forward is None or forward <= threshold:
-            return False
-        (backward,) = scorer.scores([(kept, SIMILAR.format(new))], stats)
-        return backward is not None and backward > threshold
-
-    clusters = greedy_cluster(list(concepts), same)
-    kept = [concepts[c[0]] for c in clusters]
+        (forward,) = yield Scored(scorer, [(new, SIMILAR.format(kept))])
+        if forward is not None and forward > threshold:
+            (backward,) = yield Scored(scorer, [(kept, SIMILAR.format(new))])
+            same = backward is not None and backward > threshold
+    kept_concepts = [concepts[c[0]] for c in clusters]
     merged = {concepts[c[0]]: [concepts[i] for i in c[1:]] for c in clusters if len(c) > 1}
-    return kept, merged, asked
+    return kept_concepts, merged, asked
 
 
 def build(
@@ -172,11 +186,10 @@ def build(
             return [Send("extract", {"i": i, "text": t}) for i, t in enumerate(state["given"])]
         return [Send("sample", {"j": j, "question": state["question"]}) for j in range(n)]
 
-    def sample(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def sample(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
         assert model is not None
-        text, _ = sample_answer(
-            gw, model, SAMPLE, {"question": state["question"]}, state["j"], SAMPLE_MAX_TOKENS, stats=stats_of(config)
-        )
+        ask = answer_ask(model, SAMPLE, {"question": state["question"]}, state["j"], SAMPLE_MAX_TOKENS)
+        text, _ = read_answer((yield Calls(gw, ask)))
         return {"sampled": [(state["j"], text)]}
 
     def collect(state: ClueState) -> dict[str, Any]:
@@ -185,24 +198,22 @@ def build(
     def fan_extract(state: ClueState) -> list[Send]:
         return [Send("extract", {"i": j, "text": text}) for j, text in sorted(state["sampled"])]
 
-    def extract(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def extract(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
         assert model is not None
         if not state["text"].strip():
             return {"extracted": [Extracted(i=state["i"], concepts=[], raw="", parsed=False)]}
-        reply = gw.call(
-            model, CONCEPTS, {"output": state["text"]}, stats=stats_of(config), max_tokens=CONCEPTS_MAX_TOKENS
-        )
+        reply = yield Calls(gw, Ask(model, CONCEPTS, {"output": state["text"]}, {"max_tokens": CONCEPTS_MAX_TOKENS}))
         concepts = list(reply.parsed) if reply.ok else []
         return {"extracted": [Extracted(i=state["i"], concepts=concepts, raw=reply.text, parsed=reply.ok)]}
 
-    def merge(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
+    def merge(state: ClueState, config: RunnableConfig) -> Steps[dict[str, Any]]:
         outputs = list(state["given"]) if state.get("given") else [t for _, t in sorted(state["sampled"])]
-        pool, merged, asked = merge_concepts(
-            pooled_concepts(state["extracted"]), scorer, threshold, prefilter, embedder, stats_of(config)
+        pool, merged, asked = yield from merging(
+            pooled_concepts(state["extracted"]), scorer, threshold, prefilter, embedder
         )
         return {"outputs": outputs, "pool": pool, "merged": merged, "merge_pairs": asked}
 
-    def score(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
+    def score(state: ClueState, config: RunnableConfig) -> Steps[dict[str, Any]]:
         """One batch, premise by premise: an NLI scorer fills its batches, and a local LLM scorer keeps
         each premise's KV prefix across its hypotheses (parallel nodes would interleave premises)."""
         pool = state["pool"]
@@ -213,7 +224,7 @@ def build(
         jobs = [(name, text, about) for name, text in premises.items()]
         if state.get("baseline"):
             jobs.append((BASELINE, state["question"], [RELEVANT.format(c) for c in pool]))
-        probs = scorer.scores([(text, h) for _, text, hyps in jobs for h in hyps], stats_of(config))
+        probs = yield Scored(scorer, [(text, h) for _, text, hyps in jobs for h in hyps])
         rows = []
         for k, (name, _, _) in enumerate(jobs):
             part = probs[k * len(pool) : (k + 1) * len(pool)]
@@ -223,11 +234,12 @@ def build(
 
     graph = StateGraph(ClueState, input_schema=ClueInput, output_schema=ClueOutput)
     graph.add_node("start", start)
-    graph.add_node("sample", sample)
+    # the model's and an LLM scorer's calls run on threads under invoke, on the event loop under ainvoke
+    graph.add_node("sample", node("sample", sample))
     graph.add_node("collect", collect)
-    graph.add_node("extract", extract)
-    graph.add_node("merge", merge)
-    graph.add_node("score", score)
+    graph.add_node("extract", node("extract", extract))
+    graph.add_node("merge", node("merge", merge))
+    graph.add_node("score", node("score", score))
     graph.add_edge(START, "start")
     graph.add_conditional_edges("start", route, ["sample", "extract"])
     graph.add_edge("sample", "collect")
@@ -250,16 +262,26 @@ def run(
     """One question through a built graph. Returns outputs, extracted concepts, the pool (kept
     concepts), merged, merge_pairs, the N x |pool| ``matrix``, ``uncertainty`` per kept concept,
     ``references`` {name: scores} and ``baseline`` (question relevance) where asked, and ``events``."""
+    state = _input(question, outputs, references, baseline)
+    return _read(run_streamed(graph, state, stats, on_step=on_step), references)
+
+
+def _input(
+    question: str, outputs: Sequence[str] | None, references: Mapping[str, str] | None, baseline: bool
+) -> ClueState:
     clash = [k for k in references or {} if k == BASELINE or k.startswith("output:")]
     if clash:
         raise ConfigError(f"reference names {clash} are taken (BASELINE and 'output:i' name the graph's own rows)")
-    state: ClueState = {
+    return {
         "question": question,
         "given": list(outputs or []),
         "references": dict(references or {}),
         "baseline": baseline,
     }
-    out = run_streamed(graph, state, stats, on_step=on_step)
+
+
+def _read(out: dict[str, Any], references: Mapping[str, str] | None) -> dict[str, Any]:
+    """What ``run`` returns, from the graph's final state."""
     rows = {r["name"]: r for r in out.get("rows", [])}
     outputs_used = out["outputs"]
     extracted = sorted(out["extracted"], key=lambda e: e["i"])
@@ -301,13 +323,43 @@ def detect(
     most uncertain first; a unit's score is U(c) in nats (higher = more likely hallucinated), its
     evidence the per-output scores, the concepts merged into it and, with ``baseline``, the question
     relevance f(question, "This question is relevant to c"), one more scorer call per concept."""
+    arguments = dict(locals())
+    ctx, graph, state, scorer = _prepare(**arguments)
+    return _result(_read(ctx.stream(graph, state), None), ctx, scorer, arguments)
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the samples, the extractions and an LLM
+    scorer's calls await the provider's async client (a local NLI scorer computes on a thread)."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx, graph, state, scorer = _prepare(**arguments)
+    return _result(_read(await ctx.astream(graph, state), None), ctx, scorer, arguments)
+
+
+def _prepare(
+    question: str,
+    model: ModelLike | None,
+    outputs: Sequence[str] | None,
+    judge: ZeroShot | str | None,
+    n: int,
+    threshold: float,
+    prefilter: float | None,
+    baseline: bool,
+    gateway: Gateway | None,
+    stats: CallStats | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, ClueState, ZeroShot]:
     ctx = start(gateway, stats, on_step=on_step)
     scorer = zero_shot_judge(judge, ctx.gateway)
     given = [o for o in outputs or [] if o.strip()]
     if outputs is not None and not given:
         raise ConfigError("the outputs given are all empty")
     graph = build(model, scorer, ctx.gateway, n=n, threshold=threshold, prefilter=prefilter)
-    out = run(graph, question, ctx.stats, given, baseline=baseline, on_step=ctx.on_step)
+    return ctx, graph, _input(question, given, None, baseline), scorer
+
+
+def _result(out: dict[str, Any], ctx: RunContext, scorer: ZeroShot, arguments: Mapping[str, Any]) -> DetectionResult:
+    """The result of one run, from ``_read``'s output and ``detect``'s arguments."""
     units = []
     for j, concept in enumerate(out["pool"]):
         evidence: dict[str, Any] = {
@@ -322,10 +374,10 @@ def detect(
         NAME,
         events=out["events"],
         n=len(out["outputs"]),
-        outputs_given=bool(given),
+        outputs_given=any(o.strip() for o in arguments["outputs"] or []),
         scorer=scorer.name,
-        merge_threshold=threshold,
-        merge_prefilter=prefilter,
+        merge_threshold=arguments["threshold"],
+        merge_prefilter=arguments["prefilter"],
         merge_pairs=out["merge_pairs"],
         concepts_extracted=sum(len(e["concepts"]) for e in out["extracted"]),
         concepts_kept=len(out["pool"]),
@@ -335,7 +387,7 @@ def detect(
         method=NAME,
         units=units,
         meta=meta,
-        evidence={"question": question, "outputs": out["outputs"], "extracted": out["extracted"]},
+        evidence={"question": arguments["question"], "outputs": out["outputs"], "extracted": out["extracted"]},
     )
 
 
@@ -354,6 +406,7 @@ def describe(result: DetectionResult) -> str:
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="CLUE: uncertainty of each concept in a model's outputs for one prompt (Wang et al.)",
     inputs=("question",),
     question_field="question",

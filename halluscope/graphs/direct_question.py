@@ -14,7 +14,7 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
@@ -22,9 +22,9 @@ from langgraph.types import Send
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.fibe import Known, KnownInput, aask_direct_question, ask_direct_question
+from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question
 from halluscope.graphs.method import Method, RunContext, bound_arguments, start
-from halluscope.graphs.stages import plan_calls, stats_of
+from halluscope.graphs.stages import Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -67,11 +67,9 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
         prompt = state.get("prompt", "")
         return [Send("ask", KnownInput(i=i, prompt=prompt, claim=s)) for i, s in enumerate(state["sentences"])]
 
-    def ask(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
-        return {"asked": [ask_direct_question(gw, model, state, asks, stats_of(config))]}
-
-    async def aask(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
-        return {"asked": [await aask_direct_question(gw, model, state, asks, stats_of(config))]}
+    def ask(state: KnownInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        known = yield from ask_direct_question(gw, model, state, asks)
+        return {"asked": [known]}
 
     def score(state: DQState) -> dict[str, Any]:
         known = sorted(state["asked"], key=lambda k: k["i"])
@@ -79,8 +77,7 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
 
     graph = StateGraph(DQState, input_schema=DQInput, output_schema=DQOutput)
     graph.add_node("split", split)
-    # sync and async forms: invoke runs the first, ainvoke awaits the provider's async client
-    graph.add_node("ask", RunnableLambda(ask, afunc=aask, name="ask"), input_schema=KnownInput)
+    graph.add_node("ask", node("ask", ask), input_schema=KnownInput)
     graph.add_node("score", score)
     graph.add_edge(START, "split")
     graph.add_conditional_edges("split", fan_out, ["ask"])

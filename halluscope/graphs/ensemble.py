@@ -9,6 +9,7 @@ name such as ``selfcheck-prompt:prob`` (``method.configured``), as the benchmark
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_nam
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, configured, start
+from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, configured, start
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -64,6 +65,35 @@ def detect(
     """Each member on the same sentences (``prompt`` is the prompt that produced the text: FIBE's and
     DQ's context, the concept SelfCheck regenerates from), then each sentence's stacked probability;
     the evidence holds every member's score."""
+    cal, found, ctx, members = _prepare(**locals())
+    return _result(cal, found, ctx, [spec.detect(**kwargs) for spec, kwargs in members])
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the members run together, each through its
+    own ``adetect`` where it has one (else its ``detect`` on a thread)."""
+    cal, found, ctx, members = _prepare(**bound_arguments(detect, args, kwargs))
+    runs = [
+        spec.adetect(**kwargs) if spec.adetect is not None else asyncio.to_thread(spec.detect, **kwargs)
+        for spec, kwargs in members
+    ]
+    return _result(cal, found, ctx, list(await asyncio.gather(*runs)))
+
+
+def _prepare(
+    text: str | None,
+    model: ModelLike | None,
+    calibration: str | Path | Calibration | None,
+    methods: Sequence[str],
+    prompt: str | None,
+    sentences: list[str] | None,
+    samples: list[str] | None,
+    n: int,
+    gateway: Gateway | None,
+    stats: CallStats | None,
+) -> tuple[Calibration, list[str], RunContext, list[tuple[Method, dict[str, Any]]]]:
+    """The calibration, the sentences, the run's context and each member's contract and arguments (in
+    ``cal.methods`` order)."""
     cal = _calibration(calibration, methods)
     if cal.model is not None and model is not None and model_name(model) != cal.model:
         raise ConfigError(f"this calibration was fitted on {cal.model}'s scores, not {model_name(model)}'s")
@@ -72,7 +102,7 @@ def detect(
     if not found:
         raise ConfigError("the ensemble needs a non-empty text (no sentence found)")
     ctx = start(gateway, stats)
-    member_scores: dict[str, list[float | None]] = {}
+    members: list[tuple[Method, dict[str, Any]]] = []
     for member in cal.methods:
         spec, kwargs = _member(member)
         accepted = inspect.signature(spec.detect).parameters
@@ -85,8 +115,13 @@ def detect(
             "n": n,
         }
         kwargs |= {k: v for k, v in given.items() if k in accepted and v is not None}
-        result = spec.detect(**kwargs)
-        member_scores[member] = [fitted_score(u) for u in result.units]
+        members.append((spec, kwargs))
+    return cal, found, ctx, members
+
+
+def _result(cal: Calibration, found: list[str], ctx: RunContext, results: list[DetectionResult]) -> DetectionResult:
+    """Each sentence's stacked probability from the members' results (in ``cal.methods`` order)."""
+    member_scores = {m: [fitted_score(u) for u in r.units] for m, r in zip(cal.methods, results, strict=True)}
     cal.check_prompts(sorted(ctx.stats.prompts))
     units = []
     for i, sentence in enumerate(found):
@@ -101,6 +136,7 @@ def detect(
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="a learned ensemble: sentence-level methods stacked by a calibration fitted for them",
     inputs=("text", "prompt"),
     question_field="prompt",

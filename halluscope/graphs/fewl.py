@@ -31,12 +31,12 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway, model_name
+from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway, model_name
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import run_streamed, stats_of
+from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs.stages import Calls, Steps, node, run_streamed
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fewl import VARIANTS, expertise_score, expertise_weights, fewl_terms, variant_scores
 
@@ -151,20 +151,15 @@ def build(
         sends += [Send("respond", {"question": q, "model": m}) for q in batch for m in candidates]
         return sends
 
-    def answer(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        reply = gw.call(references[state["i"]], ANSWER, {"question": state["question"]}, stats=stats_of(config))
+    def answer(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+        reply = yield Calls(gw, Ask(references[state["i"]], ANSWER, {"question": state["question"]}))
         text = reply.parsed if reply.ok else None
         return {"references": [ReferenceAnswer(question=state["question"], i=state["i"], text=text, raw=reply.text)]}
 
-    def diversified(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def diversified(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
         assert n is not None
-        reply = gw.call(
-            references[0],
-            DIVERSE,
-            {"question": state["question"], "n": n},
-            stats=stats_of(config),
-            max_tokens=DIVERSE_TOKENS_PER_ANSWER * n,
-        )
+        variables = {"question": state["question"], "n": n}
+        reply = yield Calls(gw, Ask(references[0], DIVERSE, variables, {"max_tokens": DIVERSE_TOKENS_PER_ANSWER * n}))
         # an answer that is not a list is still one answer (the rest are recorded as missing)
         listed = list(reply.parsed)[:n] if reply.ok else [reply.text.strip()] if reply.text.strip() else []
         texts: list[str | None] = [*listed, *[None] * (n - len(listed))]
@@ -174,15 +169,13 @@ def build(
             ]
         }
 
-    def wrong(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        reply = gw.call(
-            writer, IW_CO, {"question": state["question"]}, stats=stats_of(config), max_tokens=IW_CO_MAX_TOKENS
-        )
+    def wrong(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+        reply = yield Calls(gw, Ask(writer, IW_CO, {"question": state["question"]}, {"max_tokens": IW_CO_MAX_TOKENS}))
         pairs = list(reply.parsed) if reply.ok else []
         return {"wrongs": [WrongAnswers(question=state["question"], pairs=pairs, raw=reply.text, parsed=reply.ok)]}
 
-    def respond(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        reply = gw.call(state["model"], ANSWER, {"question": state["question"]}, stats=stats_of(config))
+    def respond(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+        reply = yield Calls(gw, Ask(state["model"], ANSWER, {"question": state["question"]}))
         return {
             "responses": [
                 Response(
@@ -209,15 +202,16 @@ def build(
 
     graph = StateGraph(FewlState, input_schema=FewlInput, output_schema=FewlOutput)
     graph.add_node("plan", plan)
-    graph.add_node("answer", answer)
-    graph.add_node("diversified", diversified)
-    graph.add_node("wrong", wrong)
-    graph.add_node("respond", respond)
+    # the model calls run on threads under invoke, on the event loop under ainvoke
+    graph.add_node("answer", node("answer", answer))
+    graph.add_node("diversified", node("diversified", diversified))
+    graph.add_node("wrong", node("wrong", wrong))
+    graph.add_node("respond", node("respond", respond))
     graph.add_node("score", score)
     graph.add_edge(START, "plan")
     graph.add_conditional_edges("plan", fan_out, ["answer", "diversified", "wrong", "respond"])
-    for node in ("answer", "diversified", "wrong", "respond"):
-        graph.add_edge(node, "score")
+    for asking in ("answer", "diversified", "wrong", "respond"):
+        graph.add_edge(asking, "score")
     graph.add_edge("score", END)
     return graph.compile(name=NAME)
 
@@ -326,11 +320,18 @@ def run(
     """A batch through a built graph. Returns ``scored`` (per question: references, expertise r,
     weights, neighbours, and every answer's FEWL, terms and ablations), the IW/CO answers, the
     candidate responses and ``events``."""
-    state: FewlState = {
+    return _read(run_streamed(graph, _input(items, pool), stats, max_concurrency=max_concurrency, on_step=on_step))
+
+
+def _input(items: Sequence[Item], pool: Sequence[str]) -> FewlState:
+    return {
         "items": [Item(question=it["question"], answers=list(it["answers"])) for it in items],
         "pool": list(pool),
     }
-    out = run_streamed(graph, state, stats, max_concurrency=max_concurrency, on_step=on_step)
+
+
+def _read(out: dict[str, Any]) -> dict[str, Any]:
+    """What ``run`` returns, from the graph's final state."""
     return {
         "scored": out["scored"],
         "wrongs": sorted(out.get("wrongs", []), key=lambda w: w["question"]),
@@ -377,13 +378,44 @@ def detect(
     hallucinated); its evidence holds FEWL, the truthfulness and penalty terms per reference and the
     ablations. One reference model is asked for ``n`` diversified answers (default 5, the paper's
     setting); several are asked once each. Without a ``pool`` there is no laziness penalty."""
+    ctx, graph, state, asked = _prepare(**locals())
+    return _result(_read(ctx.stream(graph, state)), ctx, asked, neighbours)
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the reference, IW/CO and candidate calls await
+    the provider's async client (the embedder computes on a thread)."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx, graph, state, asked = _prepare(**arguments)
+    return _result(_read(await ctx.astream(graph, state)), ctx, asked, arguments["neighbours"])
+
+
+def _prepare(
+    question: str,
+    answers: Sequence[str],
+    references: Sequence[ModelLike] | None,
+    n: int | None,
+    pool: Sequence[str],
+    neighbours: int,
+    wrong_model: ModelLike | None,
+    embedder: Embedder | None,
+    gateway: Gateway | None,
+    stats: CallStats | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, FewlState, dict[str, Any]]:
+    """The run's context, graph and input state, and how the references are asked (``reference_params``)."""
     answers = [a.strip() for a in answers]
     if not answers or not all(answers):
         raise ConfigError("FEWL needs at least one non-empty answer to score")
     refs, n = reference_setup(references, n)
     ctx = start(gateway, stats, on_step=on_step)
     graph = build(refs, n=n, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=ctx.gateway)
-    out = run(graph, [Item(question=question, answers=answers)], ctx.stats, pool, ctx.on_step)
+    state = _input([Item(question=question, answers=answers)], pool)
+    return ctx, graph, state, reference_params(refs, n, wrong_model)
+
+
+def _result(out: dict[str, Any], ctx: RunContext, asked: dict[str, Any], neighbours: int) -> DetectionResult:
+    """The result of one run, from ``_read``'s output."""
     scored = out["scored"][0]
     units = []
     for row in scored["answers"]:
@@ -395,7 +427,7 @@ def detect(
         events=out["events"],
         neighbours=neighbours if out["penalty"] else 0,
         penalty=out["penalty"],
-        **reference_params(refs, n, wrong_model),
+        **asked,
     )
     evidence = {k: v for k, v in scored.items() if k != "answers"}
     evidence["wrong_answers"] = out["wrongs"][0]["pairs"] if out["wrongs"] else []
@@ -508,6 +540,7 @@ def _check(kwargs: Mapping[str, Any], label: Callable[[str], str]) -> str | None
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="FEWL: each answer against reference models weighted by their expertise (Wei et al.)",
     inputs=("question", "answers"),
     question_field="question",

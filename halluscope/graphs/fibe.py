@@ -29,11 +29,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options, selfcheck_prompt
-from halluscope.graphs.method import Method, RunContext, start
-from halluscope.graphs.stages import plan_calls, stats_of
+from halluscope.graphs.method import Method, RunContext, bound_arguments, start
+from halluscope.graphs.stages import Calls, Steps, Subgraph, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import (
     THETA,
@@ -175,29 +175,11 @@ def _context_line(prompt: str) -> str:
     return f"{quoted(prompt)}\n" if prompt.strip() else ""
 
 
-def _direct_question_call(question: KnownInput, logprobs: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """E.4's variables for one claim, and the call's parameters."""
-    variables = {"context": quoted(question["prompt"]), "claim": question["claim"]}
-    return variables, {"max_tokens": DIRECT_QUESTION_MAX_TOKENS, **({"logprobs": True} if logprobs else {})}
-
-
-def ask_direct_question(
-    gateway: Gateway, model: ModelLike, question: KnownInput, logprobs: bool, stats: CallStats | None
-) -> Known:
+def ask_direct_question(gateway: Gateway, model: ModelLike, question: KnownInput, logprobs: bool) -> Steps[Known]:
     """E.4 for one claim: the answer, p_1 of its first token (with ``logprobs``), and known()."""
-    variables, params = _direct_question_call(question, logprobs)
-    return _known(question, gateway.call(model, DIRECT_QUESTION, variables, stats=stats, **params), logprobs)
-
-
-async def aask_direct_question(
-    gateway: Gateway, model: ModelLike, question: KnownInput, logprobs: bool, stats: CallStats | None
-) -> Known:
-    """``ask_direct_question`` on the event loop."""
-    variables, params = _direct_question_call(question, logprobs)
-    return _known(question, await gateway.acall(model, DIRECT_QUESTION, variables, stats=stats, **params), logprobs)
-
-
-def _known(question: KnownInput, reply: ChatReply, logprobs: bool) -> Known:
+    variables = {"context": quoted(question["prompt"]), "claim": question["claim"]}
+    params = {"max_tokens": DIRECT_QUESTION_MAX_TOKENS, **({"logprobs": True} if logprobs else {})}
+    reply = yield Calls(gateway, Ask(model, DIRECT_QUESTION, variables, params))
     said = reply.parsed if reply.ok else None
     p_first = first_token_probability(reply.logprobs) if logprobs else None
     return {
@@ -257,15 +239,10 @@ def build(
         plan_calls(config, planned_calls(variant, n, len(found)) - selfcheck)
         return {"sentences": found}
 
-    def create(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
+    def create(state: FIBEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
         sentences = state["sentences"]
-        reply = gw.call(
-            model,
-            CREATE,
-            create_variables(state.get("prompt", ""), sentences),
-            stats=stats_of(config),
-            max_tokens=create_max_tokens(len(sentences)),
-        )
+        variables = create_variables(state.get("prompt", ""), sentences)
+        reply = yield Calls(gw, Ask(model, CREATE, variables, {"max_tokens": create_max_tokens(len(sentences))}))
         events: list[dict[str, Any]] = []
         created = reply.parsed if reply.ok else []
         if not reply.ok:
@@ -281,15 +258,10 @@ def build(
     def fan_answers(state: FIBEState) -> list[Send]:
         return [Send("answer", AnswerInput(j=j, prompt=state.get("prompt", ""), exam=state["exam"])) for j in range(n)]
 
-    def answer(state: AnswerInput, config: RunnableConfig) -> dict[str, Any]:
-        reply = gw.call(
-            model,
-            ANSWER,
-            answer_variables(state["prompt"], state["exam"]),
-            sample_index=state["j"],
-            stats=stats_of(config),
-            max_tokens=answer_max_tokens(len(state["exam"])),
-        )
+    def answer(state: AnswerInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        variables = answer_variables(state["prompt"], state["exam"])
+        params = {"sample_index": state["j"], "max_tokens": answer_max_tokens(len(state["exam"]))}
+        reply = yield Calls(gw, Ask(model, ANSWER, variables, params))
         filled = reply.parsed if reply.ok else {}
         sheet: AnswerSheet = {
             "j": state["j"],
@@ -318,15 +290,10 @@ def build(
                 sends.append(Send("grade", GradeInput(i=i, correct=sentence, students=students)))
         return sends or [after_grading]
 
-    def grade(state: GradeInput, config: RunnableConfig) -> dict[str, Any]:
+    def grade(state: GradeInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         lines = "\n".join(f"[{STUDENTS[int(j)]}] {answer}" for j, answer in state["students"].items())
-        reply = gw.call(
-            model,
-            SCORE,
-            {"correct_answer": state["correct"], "student_answers": lines},
-            stats=stats_of(config),
-            max_tokens=_score_max_tokens(len(state["students"])),
-        )
+        variables = {"correct_answer": state["correct"], "student_answers": lines}
+        reply = yield Calls(gw, Ask(model, SCORE, variables, {"max_tokens": _score_max_tokens(len(state["students"]))}))
         by_name = {name.lower(): score for name, score in (reply.parsed if reply.ok else {}).items()}
         scores = {
             j: by_name[STUDENTS[int(j)].lower()] for j in state["students"] if STUDENTS[int(j)].lower() in by_name
@@ -347,10 +314,11 @@ def build(
             for i, sentence in enumerate(state["sentences"])
         ]
 
-    def direct_question(state: KnownInput, config: RunnableConfig) -> dict[str, Any]:
-        return {"known": [ask_direct_question(gw, model, state, dq_logprobs, stats_of(config))]}
+    def direct_question(state: KnownInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        known = yield from ask_direct_question(gw, model, state, dq_logprobs)
+        return {"known": [known]}
 
-    def selfcheck(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
+    def selfcheck(state: FIBEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
         assert scgp is not None
         scgp_state: dict[str, Any] = {
             "sentences": state["sentences"],
@@ -358,7 +326,7 @@ def build(
         }
         if state.get("samples"):
             scgp_state["samples"] = state["samples"]
-        out = scgp.invoke(scgp_state, config)
+        out = yield Subgraph(scgp, scgp_state, config)
         return {"selfcheck": out["scores"], "samples": out["used_samples"], "selfcheck_verdicts": out["verdicts"]}
 
     def combine(state: FIBEState) -> dict[str, Any]:
@@ -389,10 +357,11 @@ def build(
 
     graph = StateGraph(FIBEState, input_schema=FIBEInput, output_schema=FIBEOutput)
     graph.add_node("split", split)
-    graph.add_node("create", create)
-    graph.add_node("answer", answer, input_schema=AnswerInput)
+    # each model-calling node runs its calls on threads under invoke, on the event loop under ainvoke
+    graph.add_node("create", node("create", create))
+    graph.add_node("answer", node("answer", answer), input_schema=AnswerInput)
     graph.add_node("grade_all", lambda state: {})  # join: all N answers are in
-    graph.add_node("grade", grade, input_schema=GradeInput)
+    graph.add_node("grade", node("grade", grade), input_schema=GradeInput)
     graph.add_node("combine", combine)
     graph.add_edge(START, "split")
     graph.add_edge("split", "create")
@@ -402,11 +371,11 @@ def build(
     graph.add_edge("grade", after_grading)
     if v.direct_question:
         graph.add_node("direct_question_all", lambda state: {})
-        graph.add_node("direct_question", direct_question, input_schema=KnownInput)
+        graph.add_node("direct_question", node("direct_question", direct_question), input_schema=KnownInput)
         graph.add_conditional_edges("direct_question_all", fan_direct_questions, ["direct_question"])
         graph.add_edge("direct_question", after_direct_question)
     if v.selfcheck:
-        graph.add_node("selfcheck", selfcheck)
+        graph.add_node("selfcheck", node("selfcheck", selfcheck))
         graph.add_edge("selfcheck", "combine")
     graph.add_edge("combine", END)
     return graph.compile(name=variant)
@@ -433,6 +402,36 @@ def detect(
 
     ``prompt`` is the prompt that produced the text (the exam's context; SCGP regenerates from it
     when no ``samples`` are given). ``on_step`` hears every node run, the SCGP checks included."""
+    ctx, graph, state = _prepare(**locals())
+    return _result(variant, ctx.stream(graph, state), ctx, n=n, theta=theta, samples_given="samples" in state)
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: every model call of the exam, the Direct
+    Questions and SelfCheck-Prompt awaits the provider's async client."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx, graph, state = _prepare(**arguments)
+    out = await ctx.astream(graph, state)
+    return _result(
+        arguments["variant"], out, ctx, n=arguments["n"], theta=arguments["theta"], samples_given="samples" in state
+    )
+
+
+def _prepare(
+    text: str | None,
+    model: ModelLike,
+    variant: str,
+    sentences: list[str] | None,
+    prompt: str | None,
+    samples: list[str] | None,
+    n: int,
+    theta: float,
+    dq_logprobs: bool | None,
+    gateway: Gateway | None,
+    max_concurrency: int | None,
+    stats: CallStats | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, FIBEState]:
     if variant not in VARIANTS:
         raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
     text, sentences, samples = checked_passage(text, sentences, samples)
@@ -444,9 +443,7 @@ def detect(
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    graph = build(model, ctx.gateway, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs)
-    out = ctx.stream(graph, state)
-    return _result(variant, out, ctx, n=n, theta=theta, samples_given=bool(samples))
+    return ctx, build(model, ctx.gateway, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs), state
 
 
 def _result(variant: str, out: dict[str, Any], ctx: RunContext, **params: Any) -> DetectionResult:
@@ -502,6 +499,7 @@ def _method(variant: str) -> Method:
     return Method(
         name=variant,
         detect=partial(detect, variant=variant),
+        adetect=partial(adetect, variant=variant),
         summary=f"FIBE: {', '.join(parts)} (Hirano et al.)",
         inputs=("text", "prompt"),
         question_field="prompt",

@@ -74,8 +74,9 @@ class Method:
     goes ('answers', a list, for FEWL); ``model_field``: where ``detector(model=...)`` goes;
     ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked
     before any model is loaded; ``describe``: the lines a person reads for one result (default:
-    every unit and the run's cost); ``adetect``: the same run on the event loop, where the method's
-    graph has async nodes (None: ``Detector.adetect`` runs ``detect`` on a thread)."""
+    every unit and the run's cost); ``adetect``: the same run on the event loop, its model calls
+    awaiting the provider's async client (None: ``Detector.adetect`` runs ``detect`` on a thread, as
+    for PHR, whose work is a local model's forward passes)."""
 
     name: str
     detect: Callable[..., DetectionResult]

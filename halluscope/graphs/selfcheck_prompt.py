@@ -24,17 +24,17 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.entailment import yes_probability
-from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
-from halluscope.graphs.stages import plan_calls, regenerate_passages, regeneration_prompt, stats_of
+from halluscope.graphs.stages import Calls, Steps, node, plan_calls, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -115,18 +115,11 @@ def build(
         plan_calls(config, len(found) * given if given else n + n * len(found))
         return {"sentences": found}
 
-    def regenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
-        samples = regenerate_passages(
-            gw, model, state.get("concept", ""), len(state["sentences"]), n, stats_of(config), state.get("question")
+    def regenerate(state: SCGPState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        samples = yield from regenerate_passages(
+            gw, model, state.get("concept", ""), len(state["sentences"]), n, state.get("question")
         )
         return {"samples": samples}
-
-    async def aregenerate(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
-        prompt, variables = regeneration_prompt(
-            state.get("concept", ""), len(state["sentences"]), state.get("question")
-        )
-        replies = await gw.asample(model, prompt, variables, n, stats=stats_of(config))
-        return {"samples": [r.text for r in replies]}
 
     def needs_samples(state: SCGPState) -> str:
         return "check_all" if state.get("samples") else "regenerate"
@@ -140,23 +133,10 @@ def build(
             for i, sentence in enumerate(state["sentences"])
         ]
 
-    def check_variables(state: CheckInput) -> dict[str, Any]:
-        return {"context": state["context"], "sentence": state["sentence"]}
-
-    def check(state: CheckInput, config: RunnableConfig) -> dict[str, Any]:
+    def check(state: CheckInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         """One (sentence, sample) check; a Send target receives its own payload as its state."""
-        reply = gw.call(
-            model, CHECK, check_variables(state), stats=stats_of(config), max_tokens=check_max_tokens, **probability
-        )
-        return verdict_of(state, reply)
-
-    async def acheck(state: CheckInput, config: RunnableConfig) -> dict[str, Any]:
-        reply = await gw.acall(
-            model, CHECK, check_variables(state), stats=stats_of(config), max_tokens=check_max_tokens, **probability
-        )
-        return verdict_of(state, reply)
-
-    def verdict_of(state: CheckInput, reply: ChatReply) -> dict[str, Any]:
+        variables = {"context": state["context"], "sentence": state["sentence"]}
+        reply = yield Calls(gw, Ask(model, CHECK, variables, {"max_tokens": check_max_tokens, **probability}))
         verdict: Verdict = {
             "i": state["i"],
             "j": state["j"],
@@ -183,10 +163,9 @@ def build(
 
     graph = StateGraph(SCGPState, input_schema=SCGPInput, output_schema=SCGPOutput)
     graph.add_node("split", split)
-    # sync and async forms: invoke runs the first, ainvoke awaits the provider's async client
-    graph.add_node("regenerate", RunnableLambda(regenerate, afunc=aregenerate, name="regenerate"))
+    graph.add_node("regenerate", node("regenerate", regenerate))
     graph.add_node("check_all", lambda state: {})  # a join point the fan-out starts from
-    graph.add_node("check", RunnableLambda(check, afunc=acheck, name="check"), input_schema=CheckInput)
+    graph.add_node("check", node("check", check), input_schema=CheckInput)
     graph.add_node("score", score)
     graph.add_edge(START, "split")
     graph.add_conditional_edges("split", needs_samples, ["regenerate", "check_all"])

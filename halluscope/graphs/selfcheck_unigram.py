@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, start
-from halluscope.graphs.stages import regenerate_passages
+from halluscope.graphs.method import Method, RunContext, bound_arguments, start
+from halluscope.graphs.stages import Steps, afinish, finish, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import unigram_scores
 from halluscope.text import checked_passage, passage_tokens, tokens
@@ -31,9 +32,30 @@ def detect(
 ) -> DetectionResult:
     """Score each sentence by the max over its tokens of -log p under unigram counts of the text and
     its samples; an unseen token scores as infinitely surprising (reported as score None)."""
+    ctx = start(gateway, stats)
+    return finish(_steps(ctx, text, samples, model, question, concept, n, sentences), ctx.stats)
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the regenerations await the provider's async
+    client."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx = start(arguments.pop("gateway"), arguments.pop("stats"))
+    return await afinish(_steps(ctx, **arguments), ctx.stats)
+
+
+def _steps(
+    ctx: RunContext,
+    text: str,
+    samples: list[str] | None,
+    model: ModelLike | None,
+    question: str | None,
+    concept: str | None,
+    n: int,
+    sentences: list[str] | None,
+) -> Steps[DetectionResult]:
     checked, sentences, samples = checked_passage(text, sentences, samples)
     text = checked or ""
-    ctx = start(gateway, stats)
     given = bool(samples)
     found = sentences or split_sentences(text)
     if not found:
@@ -42,7 +64,7 @@ def detect(
         if model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
         ctx.stats.plan(n)
-        samples = regenerate_passages(ctx.gateway, model, concept or "", len(found), n, ctx.stats, question)
+        samples = yield from regenerate_passages(ctx.gateway, model, concept or "", len(found), n, question)
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [
         Unit(
@@ -62,6 +84,7 @@ def detect(
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="SelfCheck-Unigram (max): how surprising each sentence's rarest token is under the samples",
     inputs=("text", "question", "concept"),
     question_field="question",

@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
@@ -26,12 +26,14 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, RunContext, bound_arguments, start
 from halluscope.graphs.stages import (
-    answer_params,
-    cluster_answers,
+    Calls,
+    Steps,
+    answer_ask,
+    clustering,
+    node,
     plan_calls,
     read_answer,
     run_streamed,
-    sample_answer,
     stats_of,
 )
 from halluscope.results import DetectionResult, Unit
@@ -137,35 +139,20 @@ def build(
             return ["cluster"]
         return [Send("sample", SampleInput(j=j, question=state["question"])) for j in range(n)]
 
-    def sample(state: SampleInput, config: RunnableConfig) -> dict[str, Any]:
+    def sample(state: SampleInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         assert model is not None
-        text, ll = sample_answer(
-            gw,
-            model,
-            ANSWER,
-            {"question": state["question"]},
-            state["j"],
-            ANSWER_MAX_TOKENS,
-            logprobs,
-            stats_of(config),
-        )
+        ask = answer_ask(model, ANSWER, {"question": state["question"]}, state["j"], ANSWER_MAX_TOKENS, logprobs)
+        text, ll = read_answer((yield Calls(gw, ask)), logprobs)
         return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
 
-    async def asample(state: SampleInput, config: RunnableConfig) -> dict[str, Any]:
-        assert model is not None
-        params = answer_params(state["j"], ANSWER_MAX_TOKENS, logprobs)
-        reply = await gw.acall(model, ANSWER, {"question": state["question"]}, stats=stats_of(config), **params)
-        text, ll = read_answer(reply, logprobs)
-        return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
-
-    def cluster(state: SEState, config: RunnableConfig) -> dict[str, Any]:
+    def cluster(state: SEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
         if state.get("given"):
             answers = list(state["given"])
             lls: list[float | None] = [None] * len(answers)
         else:
             ordered = sorted(state["sampled"], key=lambda s: s["j"])
             answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
-        clusters, pairs = cluster_answers(
+        clusters, pairs = yield from clustering(
             answers, judge, state["question"], mode, rule=cluster_rule, stats=stats_of(config)
         )
         return {
@@ -178,10 +165,9 @@ def build(
 
     graph = StateGraph(SEState, input_schema=SEInput, output_schema=SEOutput)
     graph.add_node("start", start)
-    # sync and async forms: invoke runs the first, ainvoke awaits the provider's async client (the
-    # judge's clustering runs on a thread either way)
-    graph.add_node("sample", RunnableLambda(sample, afunc=asample, name="sample"), input_schema=SampleInput)
-    graph.add_node("cluster", cluster)
+    # the samples and an LLM judge's calls run on threads under invoke, on the event loop under ainvoke
+    graph.add_node("sample", node("sample", sample), input_schema=SampleInput)
+    graph.add_node("cluster", node("cluster", cluster))
     graph.add_edge(START, "start")
     graph.add_conditional_edges("start", route, ["sample", "cluster"])
     graph.add_edge("sample", "cluster")
@@ -223,7 +209,8 @@ def detect(
 
 
 async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the samples await the provider's async client."""
+    """``detect`` (the same arguments) on the event loop: the samples and an LLM judge's calls await
+    the provider's async client (a local NLI judge computes on a thread)."""
     arguments = bound_arguments(detect, args, kwargs)
     ctx, graph, state, judge = _prepare(**arguments)
     out = await ctx.astream(graph, state)

@@ -26,7 +26,7 @@ import math
 import operator
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -35,11 +35,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import cluster_answers, plan_calls, sample_answer, stats_of
+from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, read_answer, stats_of
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
@@ -177,14 +177,9 @@ def build(
         plan_calls(config, 1)  # the decomposition; the rest is known once the claims are
         return {"sentences": state.get("sentences") or split_sentences(state["text"])}
 
-    def decompose(state: ParagraphState, config: RunnableConfig) -> dict[str, Any]:
-        reply = gw.call(
-            model,
-            DECOMPOSE,
-            {"text": state["text"]},
-            stats=stats_of(config),
-            max_tokens=decompose_max_tokens(state["text"]),
-        )
+    def decompose(state: ParagraphState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        params = {"max_tokens": decompose_max_tokens(state["text"])}
+        reply = yield Calls(gw, Ask(model, DECOMPOSE, {"text": state["text"]}, params))
         update: dict[str, Any] = (
             {"claims": list(reply.parsed)}
             if reply.ok
@@ -206,20 +201,17 @@ def build(
             for b in range(BATCHES)
         ]
 
-    def questions(state: QuestionsInput, config: RunnableConfig) -> dict[str, Any]:
+    def questions(state: QuestionsInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         first = not state["text_so_far"]
         variables = {"claim": state["claim"]} | ({} if first else {"text_so_far": state["text_so_far"]})
         events: list[dict[str, Any]] = []
         for attempt in range(QUESTION_ATTEMPTS):
-            reply = gw.call(
-                model,
-                QUESTIONS_FIRST if first else QUESTIONS,
-                variables,
-                sample_index=state["batch"] + BATCHES * attempt,  # a retry is a new sample
-                stats=stats_of(config),
-                max_tokens=QUESTIONS_MAX_TOKENS,
-                seed=0,
-            )
+            params = {
+                "sample_index": state["batch"] + BATCHES * attempt,  # a retry is a new sample
+                "max_tokens": QUESTIONS_MAX_TOKENS,
+                "seed": 0,
+            }
+            reply = yield Calls(gw, Ask(model, QUESTIONS_FIRST if first else QUESTIONS, variables, params))
             if reply.ok:
                 asked = Asked(k=state["k"], batch=state["batch"], pairs=list(reply.parsed)[:PER_BATCH])
                 return {"asked": [asked], "events": events}
@@ -244,20 +236,19 @@ def build(
                     sends.append(Send("new_answer", item))
         return sends or ["score"]
 
-    def new_answer(state: AnswerInput, config: RunnableConfig) -> dict[str, Any]:
+    def new_answer(state: AnswerInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         first = not state["text_so_far"]
         variables = {"question": state["question"], "claim_question": state["claim_question"]}
         if not first:
             variables["text_so_far"] = state["text_so_far"]
-        text, _ = sample_answer(
-            gw,
+        ask = answer_ask(
             model,
             NEW_ANSWER_FIRST if first else NEW_ANSWER,
             variables,
             REGENERATE * state["q"] + state["r"],  # the same question asked twice gets its own samples
             NEW_ANSWER_MAX_TOKENS,
-            stats=stats_of(config),
         )
+        text, _ = read_answer((yield Calls(gw, ask)))
         return {"new_answers": [NewAnswer(k=state["k"], q=state["q"], r=state["r"], text=text)]}
 
     def route_clusters(state: ParagraphState) -> list[Send]:
@@ -271,9 +262,9 @@ def build(
                 sends.append(Send("cluster", ClusterInput(k=k, q=q, claim_question=qa["question"], answers=answers)))
         return sends
 
-    def cluster(state: ClusterInput, config: RunnableConfig) -> dict[str, Any]:
+    def cluster(state: ClusterInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         answers = state["answers"]
-        clusters, pairs = cluster_answers(
+        clusters, pairs = yield from clustering(
             answers, judge, state["claim_question"], mode, rule=cluster_rule, stats=stats_of(config)
         )
         entropy = question_entropy(answers, [len(c) for c in clusters], base=base)
@@ -308,12 +299,13 @@ def build(
 
     graph = StateGraph(ParagraphState, input_schema=ParagraphInput, output_schema=ParagraphOutput)
     graph.add_node("start", start)
-    graph.add_node("decompose", decompose)
-    graph.add_node("questions", questions, input_schema=QuestionsInput)
+    # each model-calling node runs its calls on threads under invoke, on the event loop under ainvoke
+    graph.add_node("decompose", node("decompose", decompose))
+    graph.add_node("questions", node("questions", questions), input_schema=QuestionsInput)
     graph.add_node("ask", lambda _state: {})
-    graph.add_node("new_answer", new_answer, input_schema=AnswerInput)
+    graph.add_node("new_answer", node("new_answer", new_answer), input_schema=AnswerInput)
     graph.add_node("judge", lambda _state: {})
-    graph.add_node("cluster", cluster, input_schema=ClusterInput)
+    graph.add_node("cluster", node("cluster", cluster), input_schema=ClusterInput)
     graph.add_node("score", score)
     graph.add_edge(START, "start")
     graph.add_edge("start", "decompose")
@@ -345,13 +337,44 @@ def detect(
     """Sentence scores of a paragraph (higher = more likely confabulated): each sentence scores as
     the most uncertain of its claims; the evidence holds those claims, their questions, answers and
     clusters. Give ``sentences`` to score a benchmark's own sentence split."""
+    arguments = dict(locals())
+    ctx, graph, state, judged = _prepare(**arguments)
+    return _result(ctx.stream(graph, state), ctx, judged, arguments)
+
+
+async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
+    """``detect`` (the same arguments) on the event loop: the decomposition, questions, answers and an
+    LLM judge's calls await the provider's async client (a local NLI judge computes on a thread)."""
+    arguments = bound_arguments(detect, args, kwargs)
+    ctx, graph, state, judged = _prepare(**arguments)
+    return _result(await ctx.astream(graph, state), ctx, judged, arguments)
+
+
+def _prepare(
+    text: str | None,
+    question: str,
+    model: ModelLike,
+    sentences: list[str] | None,
+    judge: Entailment | str | None,
+    mode: Mode,
+    cluster_rule: ClusterRule,
+    base: float,
+    gateway: Gateway | None,
+    stats: CallStats | None,
+    max_concurrency: int | None,
+    on_step: Callable[[str], None] | None,
+) -> tuple[RunContext, CompiledStateGraph, ParagraphInput, Entailment]:
     if text is None and not sentences:
         raise ConfigError("paragraph semantic entropy needs the text or its sentences")
     ctx = start(gateway, stats, max_concurrency, on_step)
-    judge = entailment_judge(judge, ctx.gateway)
+    judged = entailment_judge(judge, ctx.gateway)
     paragraph = text if text is not None else " ".join(sentences or [])
-    graph = build(model, judge, ctx.gateway, mode=mode, cluster_rule=cluster_rule, base=base)
-    out = ctx.stream(graph, ParagraphInput(question=question, text=paragraph, sentences=list(sentences or [])))
+    graph = build(model, judged, ctx.gateway, mode=mode, cluster_rule=cluster_rule, base=base)
+    return ctx, graph, ParagraphInput(question=question, text=paragraph, sentences=list(sentences or [])), judged
+
+
+def _result(out: dict[str, Any], ctx: RunContext, judge: Entailment, arguments: Mapping[str, Any]) -> DetectionResult:
+    """The result of one run, from the graph's final state and ``detect``'s arguments."""
     claims: list[ScoredClaim] = out["scored_claims"]
     events = out.get("events", [])
     units = []
@@ -370,11 +393,11 @@ def detect(
     meta = ctx.meta(
         NAME,
         events=Counter(e["kind"] for e in events),
-        question=question,
+        question=arguments["question"],
         judge=judge.name,
-        mode=mode,
-        cluster_rule=cluster_rule,
-        base=base,
+        mode=arguments["mode"],
+        cluster_rule=arguments["cluster_rule"],
+        base=arguments["base"],
         claims=len(claims),
         questions=sum(len(c["questions"]) for c in claims),
         pairs_judged=sum(q["pairs_judged"] for c in claims for q in c["questions"]),
@@ -400,6 +423,7 @@ def describe(result: DetectionResult) -> str:
 METHOD = Method(
     name=NAME,
     detect=detect,
+    adetect=adetect,
     summary="semantic entropy of a paragraph: decompose, question, resample, cluster (Farquhar et al.)",
     inputs=("question", "text"),
     question_field="question",

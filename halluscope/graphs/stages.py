@@ -3,20 +3,143 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.state import CompiledStateGraph
 
-from halluscope.backends.entailment import Entailment, Mode, equivalent
-from halluscope.backends.gateway import CallStats, ChatReply, Gateway, ModelLike
+from halluscope.backends.entailment import Entailment, Judgement, Mode, ZeroShot, equivalent
+from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, samples
 from halluscope.errors import ConfigError
-from halluscope.scoring import ClusterRule, greedy_cluster, length_normalised
+from halluscope.scoring import ClusterRule, cluster_steps, length_normalised
 
 REGENERATE = "selfcheck.regenerate"
 RESAMPLE = "selfcheck.resample"
 
+
+# ---------------------------------------------------------------- nodes written once, run both ways
+
+T = TypeVar("T")
+
+
+class Step(ABC):
+    """Work a graph node waits on, in both forms: ``run`` on the node's thread (``invoke``), ``arun``
+    on the event loop (``ainvoke``, where a provider's async client is awaited)."""
+
+    @abstractmethod
+    def run(self, stats: CallStats | None) -> Any: ...
+
+    @abstractmethod
+    async def arun(self, stats: CallStats | None) -> Any: ...
+
+
+Steps = Generator[Step, Any, T]  # yields the steps it waits on, is sent each one's result, returns T
+
+
+@dataclass(frozen=True)
+class Calls(Step):
+    """Chat calls through the gateway, run together: their replies in order (the reply, for one Ask)."""
+
+    gateway: Gateway
+    asks: Ask | list[Ask]
+
+    def run(self, stats: CallStats | None) -> Any:
+        return self._shaped(self.gateway.call_all(self._listed(), stats))
+
+    async def arun(self, stats: CallStats | None) -> Any:
+        return self._shaped(await self.gateway.acall_all(self._listed(), stats))
+
+    def _listed(self) -> list[Ask]:
+        return self.asks if isinstance(self.asks, list) else [self.asks]
+
+    def _shaped(self, replies: list[ChatReply]) -> ChatReply | list[ChatReply]:
+        return replies if isinstance(self.asks, list) else replies[0]
+
+
+@dataclass(frozen=True)
+class Judged(Step):
+    """An entailment judge's verdicts on (premise, hypothesis) pairs, in order."""
+
+    judge: Entailment
+    pairs: list[tuple[str, str]]
+    question: str | None = None
+
+    def run(self, stats: CallStats | None) -> list[Judgement]:
+        return self.judge.judge_many(self.pairs, self.question, stats)
+
+    async def arun(self, stats: CallStats | None) -> list[Judgement]:
+        return await self.judge.ajudge_many(self.pairs, self.question, stats)
+
+
+@dataclass(frozen=True)
+class Scored(Step):
+    """A zero-shot scorer's probabilities for (premise, hypothesis) pairs, in order."""
+
+    scorer: ZeroShot
+    pairs: list[tuple[str, str]]
+
+    def run(self, stats: CallStats | None) -> list[float | None]:
+        return self.scorer.scores(self.pairs, stats)
+
+    async def arun(self, stats: CallStats | None) -> list[float | None]:
+        return await self.scorer.ascores(self.pairs, stats)
+
+
+@dataclass(frozen=True)
+class Subgraph(Step):
+    """A compiled graph run inside a node, under the node's config (its stats and callbacks)."""
+
+    graph: CompiledStateGraph
+    state: Mapping[str, Any]
+    config: RunnableConfig
+
+    def run(self, stats: CallStats | None) -> dict[str, Any]:
+        return cast(dict[str, Any], self.graph.invoke(self.state, self.config))
+
+    async def arun(self, stats: CallStats | None) -> dict[str, Any]:
+        return cast(dict[str, Any], await self.graph.ainvoke(self.state, self.config))
+
+
+def finish(steps: Steps[T], stats: CallStats | None = None) -> T:
+    """Run steps to their end on this thread."""
+    result: Any = None
+    while True:
+        try:
+            step = steps.send(result)
+        except StopIteration as done:
+            return cast(T, done.value)
+        result = step.run(stats)
+
+
+async def afinish(steps: Steps[T], stats: CallStats | None = None) -> T:
+    """Run steps to their end on the event loop."""
+    result: Any = None
+    while True:
+        try:
+            step = steps.send(result)
+        except StopIteration as done:
+            return cast(T, done.value)
+        result = await step.arun(stats)
+
+
+def node(name: str, steps: Callable[[Any, RunnableConfig], Steps[dict[str, Any]]]) -> RunnableLambda:
+    """A graph node written once as steps (``steps(state, config)`` yields what it waits on and returns
+    the state update): ``invoke`` runs them on the node's thread, ``ainvoke`` awaits them on the event
+    loop, so a graph's model calls use the provider's async client without a second copy of the node."""
+
+    def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return finish(steps(state, config), stats_of(config))
+
+    async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return await afinish(steps(state, config), stats_of(config))
+
+    return RunnableLambda(run, afunc=arun, name=name)
+
+
+# ---------------------------------------------------------------- shared stages
 
 _WIKIBIO_PROMPT = re.compile(r"passage about (.+?):?\s*$")
 
@@ -46,42 +169,31 @@ def regenerate_passages(
     concept: str,
     n_sentences: int,
     n: int,
-    stats: CallStats | None = None,
     question: str | None = None,
-) -> list[str]:
+) -> Steps[list[str]]:
     """N comparison passages (sample indexes 0..N-1), see ``regeneration_prompt``."""
     prompt, variables = regeneration_prompt(concept, n_sentences, question)
-    return [r.text for r in gateway.sample(model, prompt, variables, n, stats=stats)]
+    replies = yield Calls(gateway, samples(model, prompt, variables, n, {}))
+    return [r.text for r in replies]
 
 
-def sample_answer(
-    gateway: Gateway,
+def answer_ask(
     model: ModelLike,
     prompt: str,
     variables: Mapping[str, Any],
     sample_index: int,
     max_tokens: int,
     logprobs: bool = False,
-    stats: CallStats | None = None,
-) -> tuple[str, float | None]:
-    """One sampled answer for semantic entropy (seed 0 + sample index, so each sample is its own cache
-    entry) and, with ``logprobs``, its length-normalised log-likelihood (None without token log-probs)."""
-    params = answer_params(sample_index, max_tokens, logprobs)
-    return read_answer(gateway.call(model, prompt, variables, stats=stats, **params), logprobs)
+) -> Ask:
+    """One sampled answer (semantic entropy, CLUE): seed 0 + sample index, so each sample is its own
+    cache entry; with ``logprobs``, the tokens' log-probs too."""
+    params = {"sample_index": sample_index, "max_tokens": max_tokens, "seed": 0}
+    return Ask(model, prompt, variables, params | ({"logprobs": True} if logprobs else {}))
 
 
-def answer_params(sample_index: int, max_tokens: int, logprobs: bool) -> dict[str, Any]:
-    """The gateway parameters of one sampled answer (sync or async)."""
-    return {
-        "sample_index": sample_index,
-        "max_tokens": max_tokens,
-        "seed": 0,
-        **({"logprobs": True} if logprobs else {}),
-    }
-
-
-def read_answer(reply: ChatReply, logprobs: bool) -> tuple[str, float | None]:
-    """A sampled answer's text and, with ``logprobs``, its length-normalised log-likelihood."""
+def read_answer(reply: ChatReply, logprobs: bool = False) -> tuple[str, float | None]:
+    """A sampled answer's text and, with ``logprobs``, its length-normalised log-likelihood (None
+    without token log-probs)."""
     tokens = [float(t["logprob"]) for t in reply.logprobs or []]
     return reply.text.strip(), (length_normalised(tokens) if logprobs and tokens else None)
 
@@ -160,34 +272,44 @@ async def arun_streamed(
     return folded.out
 
 
+def clustering(
+    answers: Sequence[str],
+    entailment: Entailment,
+    question: str | None = None,
+    mode: Mode = "strict",
+    rule: ClusterRule = "paper",
+    stats: CallStats | None = None,
+) -> Steps[tuple[list[list[int]], int]]:
+    """Greedy clustering by bidirectional entailment (semantic entropy), conditioned on the question.
+
+    Identical answers join without a judge call (a small judge may call such a pair "neutral"); a
+    pair of texts already judged in this run is never judged again; the two directions of one
+    comparison are one judge step. ``rule``: ``cluster_steps``'s (the paper's first match, or the
+    official code's last). Returns the clusters and the number of pairs sent to the judge."""
+    verdicts: dict[tuple[str, str], bool] = {}
+    walk = cluster_steps(len(answers), rule)
+    same: bool | None = None
+    while True:
+        try:
+            i, j = walk.send(same)
+        except StopIteration as done:
+            return done.value, len(verdicts) // 2
+        a, b = answers[i], answers[j]
+        if a.strip() != b.strip() and (a, b) not in verdicts:
+            if stats is not None:
+                stats.plan(entailment.replies_for(2))
+            forward, backward = yield Judged(entailment, [(a, b), (b, a)], question)
+            verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
+        same = a.strip() == b.strip() or verdicts[(a, b)]
+
+
 def cluster_answers(
     answers: Sequence[str],
     entailment: Entailment,
     question: str | None = None,
     mode: Mode = "strict",
-    on_pair: Callable[[], None] | None = None,
     rule: ClusterRule = "paper",
     stats: CallStats | None = None,
 ) -> tuple[list[list[int]], int]:
-    """Greedy clustering by bidirectional entailment (semantic entropy), conditioned on the question.
-
-    Identical answers join without a judge call (a small judge may call such a pair "neutral"); a
-    pair of texts already judged in this run is never judged again; the two directions of one
-    comparison run concurrently. ``rule``: ``greedy_cluster``'s (the paper's first match, or the
-    official code's last). Returns the clusters and the number of pairs sent to the judge."""
-    verdicts: dict[tuple[str, str], bool] = {}
-
-    def same(a: str, b: str) -> bool:
-        if a.strip() == b.strip():
-            return True
-        if (a, b) not in verdicts:
-            if stats is not None:
-                stats.plan(entailment.replies_for(2))
-            forward, backward = entailment.judge_many([(a, b), (b, a)], question, stats)
-            verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
-            if on_pair is not None:
-                on_pair()
-        return verdicts[(a, b)]
-
-    clusters = greedy_cluster(list(answers), same, rule)
-    return clusters, len(verdicts) // 2
+    """``clustering`` run to its end on this thread."""
+    return finish(clustering(answers, entailment, question, mode, rule, stats), stats)
