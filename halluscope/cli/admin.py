@@ -10,6 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from halluscope.backends import ollama
 from halluscope.backends.cache import (
     REDIS_SCHEMES,
     CallCache,
@@ -32,7 +33,7 @@ from halluscope.cli.common import (
     registry,
 )
 from halluscope.demo import print_report, run_demo
-from halluscope.errors import CacheError
+from halluscope.errors import CacheError, ConfigError
 from halluscope.prompts.registry import prompt_diff
 from halluscope.results import DetectionResult, Unit
 
@@ -177,7 +178,8 @@ def cmd_models_list(args: argparse.Namespace) -> int:
         print(f"{'*' if r['installed'] else ' '} local:{r['name']:<20} {state}")
         print(f"    {r['about']}")
         if not r["installed"]:
-            print(f"    halluscope models pull {r['name']}  (or ollama:{r['ollama']}; offline: {r['install']})")
+            via = f"or --via ollama, then ollama:{r['ollama']}; " if r["ollama"] else ""
+            print(f"    halluscope models pull {r['name']}  ({via}offline: {r['install']})")
     try:
         print(f"\ndefault model: local:{default_local_model()}")
     except ModelNotInstalledError as exc:
@@ -187,6 +189,8 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 
 def cmd_models_pull(args: argparse.Namespace) -> int:
     names = list(REGISTRY) if args.names == ["all"] else args.names
+    if args.via == "ollama":
+        return _pull_with_ollama(names)
     for name in names:
         model = REGISTRY[name]
         if model.hub is not None:
@@ -194,6 +198,45 @@ def cmd_models_pull(args: argparse.Namespace) -> int:
         path, downloaded = pull(name)
         print(f"local:{name} {'downloaded and checked' if downloaded else 'already present, sha256 checked'}: {path}")
     return 0
+
+
+def _pull_with_ollama(names: list[str]) -> int:
+    """Each model's Ollama tag pulled by the Ollama server, a bar per layer as it streams."""
+    tags = {name: REGISTRY[name].ollama for name in names}
+    missing = [name for name, tag in tags.items() if tag is None]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} has no Ollama tag: pull it from the Hub without --via ollama")
+    for name, tag in tags.items():
+        assert tag is not None
+        print(f"local:{name}: ollama:{tag} through the Ollama server at {ollama.server_url()}", file=sys.stderr)
+        with _LayerBars() as bars:
+            ollama.pull(tag, bars.show)
+        print(f"local:{name} pulled by Ollama: run it as --model ollama:{tag}")
+    return 0
+
+
+class _LayerBars:
+    """Ollama's pull progress on stderr: a status line, or a byte bar per layer (digest)."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, tqdm[Any]] = {}
+
+    def show(self, event: dict[str, Any]) -> None:
+        digest, total = event.get("digest"), event.get("total")
+        if digest is None or not total:
+            print(f"  {event.get('status')}", file=sys.stderr)
+            return
+        if digest not in self.bars:
+            self.bars[digest] = tqdm(total=total, unit="B", unit_scale=True, desc=f"  {digest[:19]}", file=sys.stderr)
+        bar = self.bars[digest]
+        bar.update(event.get("completed", 0) - bar.n)
+
+    def __enter__(self) -> _LayerBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for bar in self.bars.values():
+            bar.close()
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
@@ -302,6 +345,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "checked by size and sha256. Offline, the `local` extra's packages carry the same files.",
     )
     p.add_argument("names", nargs="+", metavar="NAME", choices=[*REGISTRY, "all"], help="a registry model, or all")
+    p.add_argument(
+        "--via",
+        choices=("hub", "ollama"),
+        default="hub",
+        help="hub: the GGUF from the Hugging Face Hub (default); ollama: have the Ollama server at OLLAMA_HOST "
+        "pull the model's Ollama tag, then run it as --model ollama:TAG",
+    )
     p.set_defaults(func=cmd_models_pull)
 
     data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
