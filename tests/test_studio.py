@@ -74,6 +74,25 @@ def test_a_method_runs_through_the_server_with_its_model_from_configurable(serve
     assert out["scores"] == [1.0, 1.0] and out["scored_sentences"] == ["Paris is in France.", "It has a tower."]
 
 
+def test_the_exam_and_an_llm_judge_are_awaited_on_the_servers_event_loop(server: Any) -> None:
+    """The server runs a graph on its event loop, where its blocking-call guard refuses a synchronous
+    model call or disk read: FIBE's exam and semantic entropy's LLM judge await them instead."""
+    with StubAPI(answer="Contradiction") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        out = server.runs.wait(
+            None,
+            "semantic-entropy",
+            input={"question": "What is the capital of France?", "given": ["Paris", "Lyon"]},
+            config={"configurable": {"model": spec, "judge": spec}},
+        )
+        assert out["clusters"] == [[0], [1]] and len(stub.requests) == 2  # one pair, judged both ways
+        out = server.runs.wait(
+            None, "fibe", input={"text": TEXT, "prompt": "Paris"}, config={"configurable": {"model": spec, "n": 2}}
+        )
+        assert len(stub.requests) == 2 + 1 + 2  # the exam's creation (unreadable: no blanks), two answers
+    assert out["scored_sentences"] == ["Paris is in France.", "It has a tower."]
+
+
 def test_an_unknown_configurable_key_fails_the_run_instead_of_running_with_defaults(server: Any) -> None:
     with pytest.raises(Exception, match="ConfigError"):
         server.runs.wait(None, "selfcheck-prompt", input={"text": TEXT}, config={"configurable": {"modle": "x"}})
