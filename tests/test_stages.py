@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from halluscope.backends.entailment import Entailment, Judgement
 from halluscope.backends.gateway import CallStats
-from halluscope.graphs.stages import cluster_answers
+from halluscope.graphs.stages import clustering, finish
 
 
 class CityJudge(Entailment):
@@ -33,7 +33,7 @@ class CityJudge(Entailment):
 def test_greedy_clusters_judge_each_pair_once_and_skip_identical_answers() -> None:
     answers = ["Paris.", "It is Paris.", "Paris.", "Lyon.", "It is Paris.", "Nice, surely.", "Lyon."]
     judge = CityJudge()
-    clusters, pairs = cluster_answers(answers, judge, "Capital of France?")
+    clusters, pairs = finish(clustering(answers, judge, "Capital of France?"))
     assert clusters == [[0, 1, 2, 4], [3, 6], [5]]
     # 'It is Paris.' vs 'Paris.' (once: its repeat is remembered), 'Lyon.' vs 'Paris.', 'Nice' vs 'Paris.'
     # and vs 'Lyon.'; identical texts need no judge
@@ -49,6 +49,6 @@ def test_lax_mode_accepts_neutral_one_way() -> None:
         ) -> list[Judgement]:
             return [Judgement("entailment" if a < b else "neutral") for a, b in pairs]
 
-    strict, _ = cluster_answers(["a", "b"], OneWay(), mode="strict")
-    lax, _ = cluster_answers(["a", "b"], OneWay(), mode="lax")
+    strict, _ = finish(clustering(["a", "b"], OneWay(), mode="strict"))
+    lax, _ = finish(clustering(["a", "b"], OneWay(), mode="lax"))
     assert strict == [[0], [1]] and lax == [[0, 1]]

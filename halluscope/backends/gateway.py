@@ -461,7 +461,7 @@ class Gateway:
             stats.record_forward(model.name, token_count(model, prompt), time.perf_counter() - started)
         return out
 
-    # -- N samples
+    # -- many calls at once
 
     def call_all(
         self,

@@ -31,11 +31,20 @@ from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, defa
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
-from halluscope.graphs.stages import Calls, Scored, Steps, answer_ask, finish, node, read_answer, run_streamed
+from halluscope.graphs.stages import (
+    Calls,
+    Scored,
+    Steps,
+    answer_ask,
+    cluster_by,
+    finish,
+    node,
+    read_answer,
+    run_streamed,
+)
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
     assignment_counts,
-    cluster_steps,
     concept_uncertainties,
     entropy_diversity,
     harmonic_mean_diversity,
@@ -133,26 +142,23 @@ def merging(
         raise ConfigError("the merge pre-filter needs an embedder")
     cosine = embedder.similarity(concepts, concepts) if prefilter is not None and embedder and concepts else None
     asked = 0
-    walk = cluster_steps(len(concepts))
-    same: bool | None = None
-    while True:
-        try:
-            k, j = walk.send(same)  # the kept concept k, the new concept j
-        except StopIteration as done:
-            clusters: list[list[int]] = done.value
-            break
-        kept, new = concepts[k], concepts[j]
-        same = False
+
+    def same(k: int, j: int) -> Steps[bool]:  # the kept concept k, the new concept j
+        nonlocal asked
         if cosine is not None and prefilter is not None and cosine[k, j] < prefilter:
-            continue
+            return False
         asked += 1
+        kept, new = concepts[k], concepts[j]
         (forward,) = yield Scored(scorer, [(new, SIMILAR.format(kept))])
-        if forward is not None and forward > threshold:
-            (backward,) = yield Scored(scorer, [(kept, SIMILAR.format(new))])
-            same = backward is not None and backward > threshold
-    kept_concepts = [concepts[c[0]] for c in clusters]
+        if forward is None or forward <= threshold:
+            return False
+        (backward,) = yield Scored(scorer, [(kept, SIMILAR.format(new))])
+        return backward is not None and backward > threshold
+
+    clusters = yield from cluster_by(len(concepts), same)
+    kept = [concepts[c[0]] for c in clusters]
     merged = {concepts[c[0]]: [concepts[i] for i in c[1:]] for c in clusters if len(c) > 1}
-    return kept_concepts, merged, asked
+    return kept, merged, asked
 
 
 def build(

@@ -272,6 +272,21 @@ async def arun_streamed(
     return folded.out
 
 
+def cluster_by(
+    n_items: int, same: Callable[[int, int], Steps[bool]], rule: ClusterRule = "paper"
+) -> Steps[list[list[int]]]:
+    """``cluster_steps`` with each pair (i, j) decided by steps of its own, ``same(i, j)`` (a judge's,
+    a scorer's): one clustering algorithm for every node that clusters, sync or async."""
+    walk = cluster_steps(n_items, rule)
+    verdict: bool | None = None
+    while True:
+        try:
+            i, j = walk.send(verdict)
+        except StopIteration as done:
+            return cast(list[list[int]], done.value)
+        verdict = yield from same(i, j)
+
+
 def clustering(
     answers: Sequence[str],
     entailment: Entailment,
@@ -287,29 +302,15 @@ def clustering(
     comparison are one judge step. ``rule``: ``cluster_steps``'s (the paper's first match, or the
     official code's last). Returns the clusters and the number of pairs sent to the judge."""
     verdicts: dict[tuple[str, str], bool] = {}
-    walk = cluster_steps(len(answers), rule)
-    same: bool | None = None
-    while True:
-        try:
-            i, j = walk.send(same)
-        except StopIteration as done:
-            return done.value, len(verdicts) // 2
+
+    def same(i: int, j: int) -> Steps[bool]:
         a, b = answers[i], answers[j]
         if a.strip() != b.strip() and (a, b) not in verdicts:
             if stats is not None:
                 stats.plan(entailment.replies_for(2))
             forward, backward = yield Judged(entailment, [(a, b), (b, a)], question)
             verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
-        same = a.strip() == b.strip() or verdicts[(a, b)]
+        return a.strip() == b.strip() or verdicts[(a, b)]
 
-
-def cluster_answers(
-    answers: Sequence[str],
-    entailment: Entailment,
-    question: str | None = None,
-    mode: Mode = "strict",
-    rule: ClusterRule = "paper",
-    stats: CallStats | None = None,
-) -> tuple[list[list[int]], int]:
-    """``clustering`` run to its end on this thread."""
-    return finish(clustering(answers, entailment, question, mode, rule, stats), stats)
+    clusters = yield from cluster_by(len(answers), same, rule)
+    return clusters, len(verdicts) // 2
