@@ -208,8 +208,9 @@ class OllamaServer(_Served):
     progress step (manifest, each layer's bytes, verification, success), or an ``error`` line for a
     tag it does not know. ``pulled`` lists the tags asked for."""
 
-    def __init__(self, known: dict[str, int]) -> None:
+    def __init__(self, known: dict[str, int], stall: float = 0.0) -> None:
         self.known = known  # tag -> layer size in bytes
+        self.stall = stall  # seconds of silence after the first line (a stalled download)
         self.pulled: list[str] = []
         server = self
 
@@ -234,12 +235,16 @@ class OllamaServer(_Served):
                         {"status": "writing manifest"},
                         {"status": "success"},
                     ]
-                body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+                body = [json.dumps(line).encode() + b"\n" for line in lines]
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(sum(map(len, body))))
                 self.end_headers()
-                self.wfile.write(body)
+                self.wfile.write(body[0])
+                self.wfile.flush()
+                time.sleep(server.stall)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that gave up
+                    self.wfile.write(b"".join(body[1:]))
 
         self._serve(Handler)
 

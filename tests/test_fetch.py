@@ -176,6 +176,17 @@ def test_models_pull_via_ollama_without_a_server_names_the_way_out(
     assert "without --via ollama" in err and "Traceback" not in err
 
 
+def test_a_stalled_ollama_pull_is_named_as_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(ollama, "PULL_TIMEOUT", 0.2)
+    with OllamaServer({"smollm2:135m": 1000}, stall=1.0) as server:
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{server.port}")
+        assert main(["models", "pull", "smollm2-135m", "--via", "ollama"]) == 2
+    err = capsys.readouterr().err
+    assert "sent no progress on smollm2:135m for 0.2 s" in err and "no Ollama server" not in err
+
+
 @pytest.mark.parametrize(
     ("host", "url"),
     [

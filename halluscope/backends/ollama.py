@@ -58,6 +58,10 @@ def pull(tag: str, on_progress: Callable[[dict[str, Any]], None] | None = None) 
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace").strip()
         raise DownloadError(f"the Ollama server at {base} answered HTTP {exc.code} to pulling {tag}: {detail}") from exc
+    except TimeoutError as exc:
+        raise DownloadError(
+            f"the Ollama server at {base} sent no progress on {tag} for {PULL_TIMEOUT:g} s: try again"
+        ) from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise DownloadError(
