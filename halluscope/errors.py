@@ -46,9 +46,27 @@ class CacheError(ConfigError):
 
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@#?]+@")
+# a query parameter whose name says it holds a secret (api_key, apiKey, token, sig, X-Amz-Signature,
+# client_secret, password, auth ...), after '?', '&', ';' or an HTML-escaped '&amp;'
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[\w.\-\[\]]+)=(?P<value>[^&#\s'\"<>;]+)")
+_SECRET_WORDS = re.compile(
+    r"(?:^|[_.\-\[\]])(?:api)?(?:key|keys|token|tokens|secret|password|passwd|pwd|pass|sig|signature|auth|"
+    r"authorization|credential|credentials|session|sessionid|jwt|bearer)(?:$|[_.\-\[\]])",
+    re.IGNORECASE,
+)
+REDACTED = "***"
 
 
 def redact_credentials(text: str) -> str:
-    """Text fit to show or store: credentials written into URLs (``http://user:KEY@host``) are replaced
-    by ``***``. Model specs, run metadata, results and error messages pass through this."""
-    return _URL_USERINFO.sub(r"\g<scheme>***@", text)
+    """Text fit to show or store: credentials written into URLs, as user info (``http://user:KEY@host``)
+    or as a query parameter named like a secret (``?api_key=KEY``), are replaced by ``***``. Every
+    printout and every file halluscope writes passes through this one function."""
+    text = _URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
+    return _QUERY_PARAM.sub(_redacted_param, text)
+
+
+def _redacted_param(match: re.Match[str]) -> str:
+    name = re.sub(r"([a-z])([A-Z])", r"\1_\2", match["name"])  # apiKey, accessToken: words of their own
+    if not _SECRET_WORDS.search(name):
+        return match[0]
+    return f"{match['lead']}{match['name']}={REDACTED}"

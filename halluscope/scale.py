@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from halluscope.backends.gateway import DEFAULT_TIMEOUT
 from halluscope.backends.limits import use_shared_limits
-from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 
 RAY_INSTALL = "pip install 'halluscope[ray]'"
 NAMESPACE = "halluscope"
@@ -212,7 +212,8 @@ def _limit_actor_class() -> Any:
 
 
 def _limit_name(model: str, limit: int) -> str:
-    return f"limit:{model}:{limit}"
+    """The limit actor's name, which Ray's dashboard and state API show: no credential in it."""
+    return f"limit:{redact_credentials(model)}:{limit}"
 
 
 def limit_actor(model: str, limit: int) -> Any:

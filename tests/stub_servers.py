@@ -85,20 +85,21 @@ class StubAPI(_Served):
                     )
                     fault = stub._faults.popleft() if stub._faults else None
                     status = stub._failures.popleft() if stub._failures and fault is None else 200
+                route = self.path.partition("?")[0]  # a query string (a proxy's ?api_key=) is not the route
                 if fault is not None:
-                    self._send(*fault.reply(stub, body, self.path))
+                    self._send(*fault.reply(stub, body, route))
                     return
-                if self.path == "/api/chat":  # Ollama's native API (what langchain-ollama speaks)
+                if route == "/api/chat":  # Ollama's native API (what langchain-ollama speaks)
                     payload = stub._ollama(body) if status == 200 else {"error": f"stub {status}"}
-                elif self.path.endswith("/chat/completions"):
+                elif route.endswith("/chat/completions"):
                     payload = (
                         stub._openai(body)
                         if status == 200
                         else {"error": {"message": f"stub {status}", "type": "stub_error"}}
                     )
-                elif self.path.endswith("/completions"):
+                elif route.endswith("/completions"):
                     payload = stub.completion if status == 200 else {"error": {"message": f"stub {status}"}}
-                elif self.path.endswith("/messages"):
+                elif route.endswith("/messages"):
                     payload = (
                         stub._anthropic(body)
                         if status == 200
@@ -294,7 +295,8 @@ class FileHost(_Served):
 @dataclass(frozen=True)
 class Fault:
     """One injected fault: an HTTP status (with headers, e.g. Retry-After), a slow reply, or a 200 whose
-    body is malformed JSON, has no choices, null content, or no log-probs although they were asked for."""
+    body is malformed JSON, an empty object, has no choices, null content, or no log-probs although they
+    were asked for."""
 
     kind: str
     status: int = 200
@@ -313,6 +315,8 @@ class Fault:
             return self.status, json.dumps(error).encode(), headers
         if self.kind == "malformed_json":
             return 200, b'{"id": "chatcmpl-stub", "choices": [', headers
+        if self.kind == "empty_object":
+            return 200, b"{}", headers
         if path.endswith("/messages"):
             payload = stub._anthropic(body)
             if self.kind in ("no_choices", "null_content"):

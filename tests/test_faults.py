@@ -26,7 +26,7 @@ from tests.stub_servers import Fault, StubAPI
 SCGP = "selfcheck.prompt"
 VARS = {"context": "Paris is the capital of France.", "sentence": "The capital of France is Paris."}
 SECRET = "sk-test-secret-0123456789"
-BAD_REPLIES = ("malformed_json", "no_choices", "null_content")
+BAD_REPLIES = ("malformed_json", "empty_object", "no_choices", "null_content")
 
 
 @pytest.fixture
@@ -71,6 +71,7 @@ def test_a_bad_reply_that_persists_is_one_sentence_and_never_cached(
     expected = {
         "malformed_json": r"sent an unreadable reply \(JSONDecodeError",
         "no_choices": "sent (a reply with no choices|an empty reply)",
+        "empty_object": "sent (a reply with no choices|a reply its client could not read)",
         "null_content": r"sent an empty reply \(no content\)",
     }[kind]
     with pytest.raises(
@@ -294,3 +295,92 @@ def test_a_bad_context_size_in_the_environment_is_a_clear_error(monkeypatch: pyt
         n_ctx_default()
     monkeypatch.setenv("HALLUSCOPE_LOCAL_N_CTX", "2048")
     assert n_ctx_default() == 2048
+
+
+# ---------------------------------------------------------------- issue 32: a key in a URL's query string
+
+
+QUERY_SPECS = ("api_key", "token", "sig", "password", "X-Amz-Signature", "apiKey", "client_secret", "auth")
+
+
+@pytest.mark.parametrize("name", QUERY_SPECS)
+def test_a_secret_query_parameter_is_redacted_and_others_are_kept(name: str) -> None:
+    from halluscope.errors import redact_credentials
+
+    url = f"openai-compatible:http://127.0.0.1:8000/v1?model=m&{name}={SECRET}&region=eu#m"
+    assert redact_credentials(url) == f"openai-compatible:http://127.0.0.1:8000/v1?model=m&{name}=***&region=eu#m"
+    escaped = f"http://h/v1?x=1&amp;{name}={SECRET}&amp;y=2"  # as report.html escapes it
+    assert SECRET not in redact_credentials(escaped) and "y=2" in redact_credentials(escaped)
+    assert redact_credentials("http://h/?keyword=ada&monkey=1") == "http://h/?keyword=ada&monkey=1"
+
+
+def _secret_spec(stub: StubAPI) -> str:
+    return f"openai-compatible:http://127.0.0.1:{stub.port}/v1?api_key={SECRET}#m"
+
+
+def test_a_query_string_key_never_reaches_errors_progress_or_any_bench_file(
+    stub: StubAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    """One spec with ?api_key= through a bench (results.json, report.md, report.html, items.jsonl,
+    curves.json, the printed lines and the progress on stderr) and through a refused call (the error)."""
+    from halluscope.cli import main
+
+    spec = _secret_spec(stub)
+    out = tmp_path / "bench"
+    argv = ["bench", "wikibio", "--method", "selfcheck-prompt", "--model", spec, "--limit", "1", "--samples", "1"]
+    assert main([*argv, "--out", str(out), "--data", str(data_dir)]) == 0
+    printed = capsys.readouterr()
+    written = {
+        p.name: p.read_text(encoding="utf-8") for p in out.rglob("*") if p.suffix in (".json", ".jsonl", ".md", ".html")
+    }
+    assert {"results.json", "report.md", "report.html", "items.jsonl", "curves.json"} <= set(written)
+    for name, text in [*written.items(), ("stdout", printed.out), ("stderr (progress)", printed.err)]:
+        assert SECRET not in text, name
+    assert "api_key=***" in written["items.jsonl"] and "api_key=***" in written["report.html"]
+    stub.fail_next(400)
+    code = main(["detect", "direct-question", "--text", "Ada wrote.", "--model", spec, "--no-cache"])
+    err = capsys.readouterr().err
+    assert code == 2 and "refused the call (400)" in err and "api_key=***" in err and SECRET not in err
+
+
+def test_a_query_string_key_never_reaches_a_failed_item_or_the_log(
+    stub: StubAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """detect_many records a failed item's error, and the cache warns on stderr: neither shows the key."""
+    import warnings
+
+    import halluscope
+
+    stub.fail_next(400)
+    det = halluscope.detector("direct-question", model=_secret_spec(stub), gateway=_gateway(None))
+    failed = det.detect_many([{"text": "Ada wrote."}], progress=False)[0]
+    assert failed.error is not None and "api_key=***" in failed.error and SECRET not in failed.error
+    from halluscope.backends.cache import RedisCache
+
+    cache = object.__new__(RedisCache)  # a cache that lost its server mid-run, as its warning names it
+    cache.url, cache._down, cache._lock = (
+        f"redis://127.0.0.1:1/0?password={SECRET}",
+        False,
+        __import__("threading").Lock(),
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache._lost(ConnectionError("gone"))
+    assert caught and SECRET not in str(caught[0].message) and "password=***" in str(caught[0].message)
+
+
+def test_a_query_string_key_never_reaches_cache_stats(capsys: pytest.CaptureFixture[str]) -> None:
+    from halluscope.cli import main
+    from tests.stub_servers import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0?password={SECRET}"
+    assert main(["cache", "stats", "--cache", url]) == 2
+    err = capsys.readouterr().err
+    assert "password=***" in err and SECRET not in err
+
+
+def test_a_query_string_key_never_names_a_ray_limit_actor() -> None:
+    from halluscope.scale import _limit_name
+
+    name = _limit_name(f"openai-compatible:http://h/v1?api_key={SECRET}#m", 4)
+    assert name == "limit:openai-compatible:http://h/v1?api_key=***#m:4"

@@ -17,6 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
@@ -100,6 +101,13 @@ def parse_model_spec(spec: str) -> ModelSpec:
     return ModelSpec(provider, rest)
 
 
+def split_query(url: str) -> tuple[str, dict[str, str]]:
+    """A base URL's query string (a proxy's ``?api_key=``, Azure's ``?api-version=``) apart from it: the
+    OpenAI client appends its paths to the base URL, and would write them after the query."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query="")), dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
 def _require_env(name: str, spec: ModelSpec) -> str:
     value = os.environ.get(name)
     if not value:
@@ -118,10 +126,12 @@ def make_chat_model(spec: ModelSpec, timeout: float = 120.0) -> BaseChatModel:
             api_key = _require_env("OPENAI_API_KEY", spec)
         else:
             api_key = os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed"
+        base_url, query = split_query(spec.base_url) if spec.base_url else (None, {})
         return ChatOpenAI(
             model=spec.model,
             api_key=SecretStr(api_key),
-            base_url=spec.base_url,
+            base_url=base_url,
+            default_query=query or None,
             max_retries=0,
             timeout=timeout,
             cache=False,

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from halluscope.backends.chat import split_query
 from halluscope.backends.retry import BadReplyError, RetryPolicy, call_with_retries
 from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError, redact_credentials
 
@@ -423,7 +424,10 @@ class OpenAICompatibleLogProbModel(LogProbModel):
         self.model = model
         self.retry = retry or RetryPolicy.from_env()
         # the client's own retries are off: the one retry policy (HALLUSCOPE_MAX_ATTEMPTS) applies here too
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+        base_url, query = split_query(base_url)
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, default_query=query or None
+        )
 
     def _complete(self, **kwargs: Any) -> Any:
         def attempt() -> Any:

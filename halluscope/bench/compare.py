@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench.report import write_json
+from halluscope.bench.report import write_json, write_text
 from halluscope.bench.runner import RESULTS, BenchResult
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import PromptRegistry, PromptTemplate, parse_ref, prompt_diff
@@ -111,7 +111,7 @@ def compare_runs(
         "prompt_diff": diff,
     }
     write_json(out / "compare.json", report)
-    (out / "compare.md").write_text(_markdown(report, top), encoding="utf-8")
+    write_text(out / "compare.md", _markdown(report, top))
     return report
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from halluscope.errors import ModelUnavailableError
+from halluscope.errors import ModelUnavailableError, redact_credentials
 
 
 class Failures:
@@ -17,7 +17,7 @@ class Failures:
         self.items: list[dict[str, Any]] = []
 
     def add(self, item: str, error: str | None) -> None:
-        self.items.append({"item": item, "error": error})
+        self.items.append({"item": item, "error": None if error is None else redact_credentials(error)})
 
     def __len__(self) -> int:
         return len(self.items)

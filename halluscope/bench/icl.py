@@ -28,7 +28,7 @@ import numpy as np
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.bench.arguments import Benchmark, ListFlag
 from halluscope.bench.datasets import dataset_dir
-from halluscope.bench.report import markdown_table
+from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.scoring.phr import Pair
@@ -368,7 +368,7 @@ def _counter(model: Any) -> Callable[[str], int]:
 
 def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
     _plot(out_dir / "phr_icl.png", result)
-    (out_dir / "report.md").write_text(_report(result) + failed, encoding="utf-8")
+    write_text(out_dir / "report.md", _report(result) + failed)
 
 
 def _report(result: BenchResult) -> str:

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from halluscope.bench.arguments import Benchmark, ListFlag
-from halluscope.bench.report import markdown_table
-from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.bench.report import markdown_table, write_text
+from halluscope.bench.runner import BenchResult, Plan
+from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
 from halluscope.scoring.phr import BayesianLinearRegression, phr_estimate
 
@@ -103,21 +104,16 @@ def phr_synthetic_plan(
     )
 
 
-def run_phr_synthetic(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
-    """The exactness check (``phr_synthetic_plan``'s options); writes results.json, report.md, phr_vs_n.png."""
-    return run(phr_synthetic_plan(**options), out, progress)
-
-
 def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
     p, rows = result.params, result.metrics["rows"]
     _plot(out_dir / "phr_vs_n.png", rows, p["epsilon"])
-    (out_dir / "report.md").write_text(
+    write_text(
+        out_dir / "report.md",
         f"# PHR exactness check\n\n{p['setting']}; {p['problems']} problems per n; M = {p['M']}, K = {p['K']}, "
         f"N - n = {p['imagined']}, epsilon = {p['epsilon']}, seed {p['seed']}.\n\n"
         f"{markdown_table(rows, COLUMNS, digits=4)}\n\n"
         "Definition 4 and the THR of the true mechanism are computed by quadrature; Algorithm 1 sees only "
         "the CGM's samples and log-probabilities.\n\n![PHR vs n](phr_vs_n.png)\n" + failed,
-        encoding="utf-8",
     )
 
 
@@ -149,7 +145,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
     p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
     p.add_argument("--imagined", type=int, default=100, help="N - n, imagined pairs per completion (default 100)")
-    p.add_argument("--epsilon", type=float, default=0.05, help="the likely set's epsilon (default 0.05)")
+    p.add_argument("--epsilon", type=finite_number, default=0.05, help="the likely set's epsilon (default 0.05)")
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.detector import METHODS, SENTENCE_METHODS, detector
 from halluscope.errors import ConfigError
@@ -207,12 +208,12 @@ def describe(result: BenchResult) -> str:
 
 
 def _write_report(result: BenchResult, out: Path, failed: str) -> None:
-    (out / "report.md").write_text(
+    write_text(
+        out / "report.md",
         f"# Planted falsehoods: {result.params['method']} on {result.params['model']}\n\n"
         + describe(result).replace("\n", "\n\n")
         + "\n"
         + failed,
-        encoding="utf-8",
     )
 
 

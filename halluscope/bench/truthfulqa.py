@@ -27,7 +27,7 @@ from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark, ListFlag, fewl_arguments, fewl_options
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.report import markdown_table
+from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
@@ -209,7 +209,7 @@ def run_truthfulqa_bench(out: str | Path, progress: bool = True, **options: Any)
 
 
 def _write_truthfulqa_report(result: BenchResult, out_dir: Path, failed: str) -> None:
-    (out_dir / "report.md").write_text(_truthfulqa_report(result) + failed, encoding="utf-8")
+    write_text(out_dir / "report.md", _truthfulqa_report(result) + failed)
 
 
 def describe_truthfulqa(result: BenchResult, shown: Sequence[str] = VARIANTS) -> str:
@@ -454,7 +454,7 @@ def run_rank_bench(out: str | Path, progress: bool = True, **options: Any) -> Be
 
 
 def _write_rank_report(result: BenchResult, out_dir: Path, failed: str) -> None:
-    (out_dir / "report.md").write_text(_rank_report(result) + failed, encoding="utf-8")
+    write_text(out_dir / "report.md", _rank_report(result) + failed)
 
 
 def describe_rank(result: BenchResult) -> str:

@@ -4,8 +4,10 @@ line and exit 2; each command group lives in its own module (detect, bench, admi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn, TextIO
 
 from halluscope import __version__
 from halluscope.cli import admin, bench, detect
@@ -13,11 +15,17 @@ from halluscope.cli.common import check_counts, check_models, common_parser
 from halluscope.errors import HalluscopeError, redact_credentials
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad flag or value refused in one line (the problem and where to read more), not
+    the usage block before it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = common_parser()
-    parser = argparse.ArgumentParser(
-        prog="halluscope", description="Measure and detect LLM hallucinations with published methods."
-    )
+    parser = _Parser(prog="halluscope", description="Measure and detect LLM hallucinations with published methods.")
     parser.add_argument("--version", action="version", version=f"halluscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     admin.add_parsers(sub, common)
@@ -26,7 +34,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Redacting:
+    """A text stream that redacts credentials from everything written to it (a model spec's URL in an
+    error, a progress line, a warning, a printed report), passing everything else to the stream below."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact_credentials(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding ...: the stream's own
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _redacted_output() -> Iterator[None]:
+    """stdout and stderr redacted for the length of one command."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Redacting(sys.stdout), _Redacting(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _redacted_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_counts(args)
