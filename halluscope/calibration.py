@@ -20,7 +20,8 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from halluscope.bench.metrics import auc_pr, auc_roc
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, redact_credentials
+from halluscope.readers import read_file
 from halluscope.results import Unit
 
 Kind = Literal["isotonic", "platt", "stacked"]
@@ -75,15 +76,14 @@ class Calibration(BaseModel):
     def save(self, path: str | Path) -> Path:
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        out.write_text(redact_credentials(self.model_dump_json(indent=2)) + "\n", encoding="utf-8")
         return out
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
+        text = read_file(str(path), "the calibration file")  # binary, non-UTF-8 or missing: one line
         try:
-            return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot read calibration file {path}: {exc}") from exc
+            return cls.model_validate_json(text)
         except (ValidationError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{path} is not a halluscope calibration file: {exc}") from exc
 

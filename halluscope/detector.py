@@ -27,7 +27,8 @@ from tqdm.auto import tqdm
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.backends.limits import PROCESS_LOCAL_MODELS
 from halluscope.calibration import Calibration, fitted_score
-from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.checks import check_arguments, check_value
+from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.graphs import (
     clue,
     direct_question,
@@ -40,7 +41,8 @@ from halluscope.graphs import (
     semantic_entropy,
     semantic_entropy_paragraph,
 )
-from halluscope.graphs.method import CONFIGURED, Method
+from halluscope.graphs.method import CONFIGURED, Method, call_limit
+from halluscope.graphs.stages import MAX_CALLS, CallBudget
 from halluscope.results import DetectionResult, RunMeta
 from halluscope.scale import WorkerLost
 from halluscope.text import checked_text, checked_texts
@@ -75,6 +77,10 @@ _TEXT_LISTS = ("samples", "answers", "sentences")
 
 def method_name(method: str) -> str:
     """The method's registered name ('selfcheck_prompt' and 'SelfCheck-Prompt' are 'selfcheck-prompt')."""
+    if not isinstance(method, str):
+        raise ConfigError(
+            f"method takes a method's name, got {type(method).__name__} {method!r}; available: {', '.join(METHODS)}"
+        )
     name = method.strip().lower().replace("_", "-")
     if name not in METHODS:
         raise ConfigError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
@@ -97,11 +103,14 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     method: str
     options: Mapping[str, Any] = field(default_factory=dict)
     calibration: Calibration | None = None  # gives every unit a probability beside its score
+    max_calls: int | None = MAX_CALLS  # the model calls one run may plan (None: no limit)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", method_name(self.method))
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        CallBudget(self.max_calls)  # a bad limit is refused now, not at the first run
         self._check_names(self.options, "option")
+        check_arguments(self.method, self.options, self.spec.detect)
         if self.calibration is not None:
             model = self.options.get(self.spec.model_field)
             self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
@@ -137,6 +146,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         for name in _TEXT_LISTS:
             if kwargs.get(name) is not None:
                 checked_texts(kwargs[name], f"{self.method}: {name}")
+        check_arguments(self.method, item, self.spec.detect)
         problem = self.spec.problem(kwargs)
         if problem:
             raise ConfigError(problem)
@@ -160,7 +170,11 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
     def detect(self, **item: Any) -> DetectionResult:
         """Run the method on one item (the same keyword arguments as the method's own ``detect``)."""
-        return self._calibrated(self.spec.detect(**self.arguments(item)))
+        return self._detect(item)
+
+    def _detect(self, item: Mapping[str, Any]) -> DetectionResult:
+        with call_limit(self.max_calls):
+            return self._calibrated(self.spec.detect(**self.arguments(item)))
 
     # -- as a LangChain Runnable
 
@@ -228,7 +242,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         (a local model's work, PHR's forward passes and a local NLI judge, runs on a thread)."""
         if self.spec.adetect is None:
             return await asyncio.to_thread(self.detect, **item)
-        return self._calibrated(await self.spec.adetect(**self.arguments(item)))
+        with call_limit(self.max_calls):
+            return self._calibrated(await self.spec.adetect(**self.arguments(item)))
 
     def detect_many(
         self,
@@ -248,7 +263,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         items spread over ``workers`` Ray actors (default: the cluster's CPUs), ``concurrency`` at a time
         in each; ``address`` is an existing cluster ('auto', 'ray://host:port'), None starts a local one.
         The detector travels to the workers as settings, so its models must be spec strings."""
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise ConfigError(
+                f"detect_many takes a list of items (dicts of {self.method} arguments), got {type(items).__name__}"
+            )
         batch = list(items)
+        check_value("detect_many", "concurrency", concurrency, int)
         if concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
         if executor not in EXECUTORS:
@@ -277,13 +297,15 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         """``detect(**item)``, with a bad input or a provider that gave up recorded on the result."""
         started = time.monotonic()
         try:
-            return self._calibrated(self.spec.detect(**self.arguments(item)))
+            return self._detect(item)
         except HalluscopeError as exc:
             return self._failed(exc, time.monotonic() - started)
 
     def _failed(self, exc: Exception, seconds: float) -> DetectionResult:
         meta = RunMeta(method=self.method, seconds=seconds)
-        return DetectionResult(method=self.method, units=[], meta=meta, error=f"{type(exc).__name__}: {exc}")
+        return DetectionResult(
+            method=self.method, units=[], meta=meta, error=redact_credentials(f"{type(exc).__name__}: {exc}")
+        )
 
     def _on_ray(
         self,
@@ -316,7 +338,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         )
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (Detector, (self.method, dict(self.options), self.calibration))
+        return (Detector, (self.method, dict(self.options), self.calibration, self.max_calls))
 
 
 EXECUTORS = ("thread", "ray")
@@ -333,17 +355,27 @@ class _DetectJob:
 
 
 def detector(
-    method: str, model: Any = None, calibration: str | Path | Calibration | None = None, **options: Any
+    method: str,
+    model: Any = None,
+    calibration: str | Path | Calibration | None = None,
+    *,
+    max_calls: int | None = MAX_CALLS,
+    yes: bool = False,
+    **options: Any,
 ) -> Detector:
     """A detector for ``method`` (e.g. 'fibe', 'semantic-entropy', 'fewl') on ``model`` (a model spec
     such as 'local:qwen2.5-coder-1.5b' or 'openai:gpt-4o-mini', or a chat model); options are the
     method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...). ``calibration``:
-    a file from `halluscope calibrate` (or a Calibration) fitted for this method and model."""
+    a file from `halluscope calibrate` (or a Calibration) fitted for this method and model.
+    ``max_calls``: a run that plans more model calls is refused before its first (default 10,000);
+    ``yes=True`` lifts the limit."""
     spec = METHODS[method_name(method)]
+    check_value("detector", "calibration", calibration, str | Path | Calibration | None)
+    check_value("detector", "yes", yes, bool)
     if model is not None:
         options[spec.model_field] = [model] if spec.model_field == "references" else model
     if calibration is not None and "calibration" in _parameters(spec):  # the ensemble's own stacking
         options["calibration"], calibration = calibration, None
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
-    return Detector(method, options, calibration)
+    return Detector(method, options, calibration, None if yes else max_calls)

@@ -32,9 +32,21 @@ def read_file(path: str, flag: str) -> str:
 
 
 def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
-    """A user's file as (its JSON, its text) when it opens with '[', else (None, its text)."""
+    """A user's file as (its JSON, its text) when it opens with '[', else (None, its text). A file that is a
+    JSON object is refused: read as text it would become one item holding the whole JSON."""
     text = read_file(path, flag)
-    if not text.lstrip().startswith("["):
+    opening = text.lstrip()[:1]
+    if opening == "{":
+        try:
+            found = json.loads(text)
+        except json.JSONDecodeError:
+            return None, text  # text that happens to open with a brace
+        keys = ", ".join(map(repr, list(found)[:3])) if isinstance(found, dict) else ""
+        raise ConfigError(
+            f"{flag} {path} holds a JSON object ({keys or 'no keys'}), not a list: give a JSON list, or texts "
+            "separated by '---' lines"
+        )
+    if opening != "[":
         return None, text
     try:
         return json.loads(text), text

@@ -11,7 +11,7 @@ import pytest
 
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.errors import ModelUnavailableError
+from halluscope.errors import ConfigError, ModelUnavailableError
 
 KEYS = {"bench", "params", "meta", "metrics", "intervals", "items", "failures"}
 
@@ -151,3 +151,133 @@ def test_a_resumed_record_keeps_the_order_of_its_scores(gateway: Gateway, tmp_pa
     resumed = run(plan(), tmp_path, progress=False)
     assert fresh.metrics == resumed.metrics == {"first_scores": [0.0, 1.0, 2.0]}
     assert list(resumed.items[0].scores) == names
+
+
+# ---------------------------------------------------------------- issue 32: a damaged journal
+
+
+def _toy(items: list[str], asked: list[str]) -> Plan:
+    def score(item: str) -> dict[str, Any]:
+        asked.append(item)
+        return {"scores": {"length": float(len(item)), "half": len(item) / 2}}
+
+    return Plan(
+        bench="toy",
+        method="toy",
+        what="question",
+        items=items,
+        item_id=lambda item: f"question {items.index(item)}",
+        score=score,
+        summarise=lambda records: {"mean": sum(r["scores"]["length"] for r in records) / len(records)},
+        params={},
+        report=lambda result, out, failed: None,
+    )
+
+
+ITEMS = ["Q zero?", "Q one, longer?", "Q two, the longest one?"]
+
+
+def _damage(journal: Path, line: int, new: bytes) -> None:
+    lines = journal.read_bytes().split(b"\n")
+    lines[line - 1] = new
+    journal.write_bytes(b"\n".join(lines))
+
+
+def _record(journal: Path, line: int) -> dict[str, Any]:
+    return json.loads(journal.read_bytes().split(b"\n")[line - 1])
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda entry: b"\xff\xfe not utf-8", "line 3: is not UTF-8 text"),
+        (lambda entry: b"{}", "line 3: is not a journal record"),
+        (lambda entry: b"[1, 2", "line 3: is not JSON"),
+        (
+            lambda entry: json.dumps({**entry, "record": {**entry["record"], "scores": {"length": 999.0}}}).encode(),
+            "line 3: record of 'question 1' does not match its checksum (edited or damaged)",
+        ),
+        (
+            lambda entry: json.dumps({**entry, "record": {"scores": {"length": "long"}}}).encode(),
+            "line 3: record of 'question 1' does not match its checksum",
+        ),
+        (
+            lambda entry: json.dumps({**entry, "record": {"scores": {}}}).encode(),  # fewer scores
+            "line 3: record of 'question 1' does not match its checksum",
+        ),
+    ],
+)
+def test_a_damaged_journal_line_is_named_and_its_item_scored_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, why: str
+) -> None:
+    asked: list[str] = []
+    clean = run(_toy(ITEMS, asked), tmp_path, progress=False)
+    journal = tmp_path / "items.jsonl"
+    _damage(journal, 3, damage(_record(journal, 3)))
+    asked.clear()
+    again = run(_toy(ITEMS, asked), tmp_path, progress=False)
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err
+    assert asked == [ITEMS[1]] and again.items == clean.items and again.metrics == clean.metrics
+    assert len(list(tmp_path.glob("items.jsonl.damaged-*"))) == 1  # kept aside, not deleted
+    asked.clear()
+    assert run(_toy(ITEMS, asked), tmp_path, progress=False).items == clean.items and asked == []  # clean now
+    assert capsys.readouterr().err.count("warning") == 0
+
+
+def test_a_record_with_its_checksum_but_a_score_that_is_not_a_number_is_scored_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record written with a valid checksum over a non-numeric score (a bug, or a forged line)."""
+    from halluscope.bench.runner import _checksum, _digest, _header
+
+    asked: list[str] = []
+    plan = _toy(ITEMS, asked)
+    run(plan, tmp_path, progress=False)
+    journal = tmp_path / "items.jsonl"
+    record = {"scores": {"length": "long"}}
+    seal = _digest(_header(plan, ""))
+    forged = {"id": "question 1", "record": record, "sum": _checksum("question 1", record, seal)}
+    _damage(journal, 3, json.dumps(forged).encode())
+    asked.clear()
+    run(_toy(ITEMS, asked), tmp_path, progress=False)
+    assert "line 3: record of 'question 1' has no scores, or a score that is not a number" in capsys.readouterr().err
+    assert asked == [ITEMS[1]]
+
+
+def test_a_repeated_item_keeps_its_first_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[str] = []
+    clean = run(_toy(ITEMS, asked), tmp_path, progress=False)
+    journal = tmp_path / "items.jsonl"
+    lines = journal.read_bytes().split(b"\n")
+    journal.write_bytes(b"\n".join([*lines[:-1], lines[2], b""]))  # question 1 again at the end
+    asked.clear()
+    again = run(_toy(ITEMS, asked), tmp_path, progress=False)
+    assert "line 5: repeats 'question 1' (line 3 kept)" in capsys.readouterr().err
+    assert asked == [] and again.items == clean.items
+
+
+def test_a_torn_last_line_is_cut_off_before_appending(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[str] = []
+    plan = _toy(ITEMS, asked)
+    score = plan.score
+    plan.score = lambda q: (_ for _ in ()).throw(KeyboardInterrupt()) if q == ITEMS[2] else score(q)
+    with pytest.raises(KeyboardInterrupt):
+        run(plan, tmp_path, progress=False)
+    journal = tmp_path / "items.jsonl"
+    with journal.open("ab") as f:
+        f.write(b'{"id": "question 2", "rec')  # a kill mid-write
+    asked.clear()
+    run(_toy(ITEMS, asked), tmp_path, progress=False)
+    assert "line 4: was cut off mid-write (a crash)" in capsys.readouterr().err and asked == [ITEMS[2]]
+    lines = journal.read_text().splitlines()
+    assert [json.loads(line).get("id") for line in lines] == [None, "question 0", "question 1", "question 2"]
+    asked.clear()
+    run(_toy(ITEMS, asked), tmp_path, progress=False)  # the next rerun scores nothing again
+    assert asked == [] and "warning" not in capsys.readouterr().err
+
+
+def test_a_journal_that_is_not_a_file_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "items.jsonl").mkdir()
+    with pytest.raises(ConfigError, match=r"the resume journal .*items.jsonl is not a file"):
+        run(_toy(ITEMS, []), tmp_path, progress=False)

@@ -269,6 +269,10 @@ class ZeroShot(ABC):
         provider's async client instead)."""
         return await asyncio.to_thread(self.scores, pairs, stats)
 
+    def replies_for(self, pairs: int) -> int:
+        """The replies ``scores`` of this many pairs records: one model call per pair."""
+        return pairs
+
 
 class NLIZeroShot(ZeroShot):
     """An NLI checkpoint as the zero-shot classifier (the paper's bart-large-mnli), batched."""
@@ -279,6 +283,9 @@ class NLIZeroShot(ZeroShot):
 
     def scores(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float | None]:
         return list(self.nli.entail_probs(pairs, stats))
+
+    def replies_for(self, pairs: int) -> int:
+        return self.nli.replies_for(pairs)
 
 
 class LLMZeroShot(ZeroShot):

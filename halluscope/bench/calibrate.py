@@ -26,6 +26,7 @@ from halluscope.calibration import (
     reliability_diagram,
     threshold_for_precision,
 )
+from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
 
 TARGET_PRECISION = 0.8
@@ -171,5 +172,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-passages", type=int, metavar="K", help="only the first K passages of each split")
     p.add_argument("--samples", type=int, help="as bench wikibio --samples")
     p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
-    p.add_argument("--target-precision", type=float, default=TARGET_PRECISION, help="for the reported threshold")
+    p.add_argument(
+        "--target-precision", type=finite_number, default=TARGET_PRECISION, help="for the reported threshold"
+    )
     p.add_argument("--out", default="out/calibration.json", help="the calibration file (default out/calibration.json)")

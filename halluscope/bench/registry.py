@@ -12,7 +12,7 @@ from halluscope.backends.gateway import Gateway
 from halluscope.bench import clue, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.html import write_html_report
-from halluscope.bench.runner import BenchResult, Executor, run
+from halluscope.bench.runner import BenchResult, Executor, checked_out, run
 
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
@@ -42,6 +42,7 @@ def run_benchmark(
     """Every plan of ``benchmark`` for these flags, each into its folder (resuming the items found
     there unless ``fresh``), then what they share. ``ray``: a cluster address ('auto',
     'ray://host:port') or LOCAL_CLUSTER, to score the items on ``workers`` Ray actors."""
+    checked_out(args.out)  # before any data is read or model loaded
     shared = functools.cache(gateway)  # every plan of a run shares one gateway
     plans = benchmark.plans(args, shared)
     fingerprint = shared().prompt_fingerprint() if benchmark.calls_models else ""

@@ -9,6 +9,7 @@ earlier run finished is replayed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -21,9 +22,9 @@ from pydantic import BaseModel, Field
 
 from halluscope.backends.stats import CallStats
 from halluscope.bench.failures import Failures
-from halluscope.bench.metrics import Record, bootstrap_metrics
+from halluscope.bench.metrics import Record, Resampled, bootstrap_metrics
 from halluscope.bench.report import write_json
-from halluscope.errors import ModelUnavailableError, redact_credentials
+from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
 from halluscope.results import RunMeta
 
 RESULTS = "results.json"
@@ -73,7 +74,8 @@ class Plan:
     writes report.md and plots beside results.json. ``counts_calls``: the bar counts model calls
     (the judge's included: a long item moves it) instead of items, against ``planned_calls`` per
     item where that is known up front. ``bootstrap``: the run's ``intervals``, resampling the items;
-    off where the metrics carry their own (a bootstrap inside a bootstrap)."""
+    off where the metrics carry their own (a bootstrap inside a bootstrap). ``resampled``: the metrics
+    of every resample at once (``metrics.Resampled``), where the protocol has them vectorised."""
 
     bench: str
     method: str
@@ -89,6 +91,7 @@ class Plan:
     counts_calls: bool = False
     planned_calls: Callable[[Any], int] | None = None
     bootstrap: bool = True
+    resampled: Resampled | None = None
 
 
 def summed_events(records: Sequence[Record]) -> dict[str, int]:
@@ -150,7 +153,7 @@ def run(
     Ctrl-C loses none. ``fresh``: score every item again (through the cache)."""
     from tqdm import tqdm  # looked up per run: a caller (a test) may swap the bar
 
-    out_dir = Path(out)
+    out_dir = checked_out(out)
     ids = [plan.item_id(item) for item in plan.items]
     journal = Journal(out_dir / JOURNAL, _header(plan, fingerprint), fresh)
     finished = {i for i, item_id in enumerate(ids) if item_id in journal.records}
@@ -200,7 +203,7 @@ def run(
     order = sorted(kept)
     records = [dict(kept[i]) for i in order]
     metrics = plan.summarise(records)
-    intervals = bootstrap_metrics(plan.summarise, records) if plan.bootstrap else {}
+    intervals = bootstrap_metrics(plan.summarise, records, resampled=plan.resampled) if plan.bootstrap else {}
     items = [
         BenchItem(id=ids[i], scores=record.pop("scores"), record=record)
         for i, record in zip(order, records, strict=True)
@@ -220,6 +223,17 @@ def run(
     return result
 
 
+def checked_out(out: str | Path) -> Path:
+    """An output directory that exists or can be made: neither it nor a folder above it is a file."""
+    path = Path(out)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError(f"cannot write the results into {path}: {folder} is a file; give another --out")
+            break
+    return path
+
+
 JOURNAL = "items.jsonl"
 
 
@@ -228,14 +242,15 @@ JOURNAL = "items.jsonl"
 SIZE_PARAMS = ("limit", "passages", "problems")
 
 
-# 2: records keep their keys' order (version 1 sorted them, and "sentence 10" came before "sentence 2":
-# a resumed WikiBio record's scores no longer lined up with its labels), so a version-1 journal is
-# moved aside, never resumed
-JOURNAL_VERSION = 2
+# 3: each record carries a checksum over its content and the run's header, so a damaged or hand-edited
+# record is scored again, never believed (version 2 kept the records' key order; version 1 sorted them,
+# and "sentence 10" came before "sentence 2"). A journal of another version is moved aside, never resumed.
+JOURNAL_VERSION = 3
 
 
 def _header(plan: Plan, fingerprint: str) -> dict[str, Any]:
-    """What an item's record depends on besides the item: a journal of another header is not resumed."""
+    """What an item's record depends on besides the item: a journal of another header is not resumed.
+    As it is written: credentials redacted, JSON types."""
     params = {k: v for k, v in plan.params.items() if k not in SIZE_PARAMS}
     body = {
         "journal": JOURNAL_VERSION,
@@ -244,42 +259,116 @@ def _header(plan: Plan, fingerprint: str) -> dict[str, Any]:
         "params": params,
         "fingerprint": fingerprint,
     }
-    return json.loads(json.dumps(body, sort_keys=True, default=str))
+    return json.loads(redact_credentials(json.dumps(body, sort_keys=True, default=str)))
 
 
 class Journal:
-    """OUT/items.jsonl: a header line, then one line per scored item ({"id", "record"}), appended and
-    flushed as each item finishes. A journal of another run (another header) is moved aside, never
-    deleted; a torn last line (a kill mid-write) is ignored."""
+    """OUT/items.jsonl: a header line, then one line per scored item ({"id", "record", "sum"}), appended
+    and flushed as each item finishes. A journal of another run (another header) is moved aside, never
+    deleted. A line that cannot be trusted (not UTF-8, not JSON, not a record, a checksum that does not
+    match, a repeated item, a torn last line) is named in one warning and its item scored again; the
+    journal it was found in is kept aside and a clean one written in its place."""
 
     def __init__(self, path: Path, header: dict[str, Any], fresh: bool) -> None:
         self.path = path
         self.records: dict[str, Record] = {}
-        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        self._seal = _digest(header)
+        if path.exists() and not path.is_file():
+            raise ConfigError(f"the resume journal {path} is not a file: move it away, or give another --out")
+        lines = path.read_bytes().split(b"\n") if path.is_file() else []
         if lines and (fresh or _line(lines[0]) != header):
-            aside = _unused(path.with_name(f"{path.name}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
-            path.rename(aside)
+            aside = _aside(path, "old")
             if not fresh:
                 print(f"{path} is of another run (other settings): moved aside to {aside.name}", file=sys.stderr)
             lines = []
-        for line in lines[1:]:
-            entry = _line(line)
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("record"), dict):
-                self.records[entry["id"]] = entry["record"]
+        damaged = self._read(lines[1:])
+        if damaged:
+            aside = _aside(path, "damaged")
+            print(
+                f"halluscope: warning: {path} had {damaged} damaged line(s); kept aside as {aside.name}, the "
+                "good records carried over, and the items of the damaged ones are scored again",
+                file=sys.stderr,
+            )
+        elif lines and lines[-1]:  # a whole last record without its newline: the next would be glued to it
+            path.unlink()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("a", encoding="utf-8")
-        if not lines:
+        if not path.stat().st_size:
             self._write(header)
+            for item_id, record in self.records.items():
+                self.add(item_id, record)
+
+    def _read(self, lines: list[bytes]) -> int:
+        """The trusted records of the lines after the header; returns how many lines were damaged."""
+        damaged = 0
+        first_line: dict[str, int] = {}
+        for number, raw in enumerate(lines, start=2):
+            if number == len(lines) + 1 and not raw:
+                break  # the file ends with a newline: the last line is complete
+            problem, entry = self._problem(raw, number == len(lines) + 1)
+            if problem is None and entry["id"] in first_line:
+                problem = f"repeats {entry['id']!r} (line {first_line[entry['id']]} kept)"
+            if problem is not None:
+                damaged += 1
+                print(f"halluscope: warning: {self.path} line {number}: {problem}", file=sys.stderr)
+                continue
+            first_line[entry["id"]] = number
+            self.records[entry["id"]] = entry["record"]
+        return damaged
+
+    def _problem(self, raw: bytes, last: bool) -> tuple[str | None, dict[str, Any]]:
+        """Why a journal line cannot be trusted (None when it can), and its entry."""
+        try:
+            entry = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return "is not UTF-8 text", {}
+        except ValueError:
+            return ("was cut off mid-write (a crash)" if last else "is not JSON"), {}
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("id"), str)
+            and isinstance(entry.get("record"), dict)
+            and isinstance(entry.get("sum"), str)
+        ):
+            return "is not a journal record (an id, a record and its checksum)", {}
+        if entry["sum"] != _checksum(entry["id"], entry["record"], self._seal):
+            return f"record of {entry['id']!r} does not match its checksum (edited or damaged)", {}
+        scores = entry["record"].get("scores")
+        if not isinstance(scores, dict) or not all(_score(v) for v in scores.values()):
+            return f"record of {entry['id']!r} has no scores, or a score that is not a number", {}
+        return None, entry
 
     def _write(self, entry: dict[str, Any]) -> None:
-        self._file.write(redact_credentials(json.dumps(entry, ensure_ascii=False)) + "\n")
+        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self._file.flush()
 
     def add(self, item_id: str, record: Record) -> None:
-        self._write({"id": item_id, "record": record})
+        body = json.loads(redact_credentials(json.dumps({"id": item_id, "record": record}, ensure_ascii=False)))
+        self._write({**body, "sum": _checksum(body["id"], body["record"], self._seal)})
 
     def close(self) -> None:
         self._file.close()
+
+
+def _digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _checksum(item_id: str, record: Record, seal: str) -> str:
+    """A record's checksum: its content and the run's header (a record moved between runs fails it)."""
+    return _digest({"id": item_id, "record": record, "run": seal})[:32]
+
+
+def _score(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _aside(path: Path, why: str) -> Path:
+    """Move the journal to ``items.jsonl.WHY-<time>`` (never over a kept one) and return where."""
+    aside = _unused(path.with_name(f"{path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}"))
+    path.rename(aside)
+    return aside
 
 
 def replies(counts: dict[str, Any]) -> int:
@@ -296,8 +385,8 @@ def _unused(path: Path) -> Path:
     return candidate
 
 
-def _line(text: str) -> Any:
+def _line(raw: bytes) -> Any:
     try:
-        return json.loads(text)
-    except ValueError:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError included
         return None

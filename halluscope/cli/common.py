@@ -15,6 +15,7 @@ from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.bench.arguments import ListFlag
+from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, redact_credentials
 from halluscope.prompts.registry import PromptRegistry
 
@@ -75,7 +76,12 @@ def common_parser() -> argparse.ArgumentParser:
     _cache_flag(g)
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the model-call cache")
     g.add_argument("--concurrency", type=int, help="concurrent calls per model (default: HALLUSCOPE_CONCURRENCY or 4)")
-    g.add_argument("--yes", action="store_true", help=f"run even with more than {SAMPLES_WITHOUT_YES} samples per item")
+    g.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"run even when it is large: detect, past --max-calls planned calls; bench, past {SAMPLES_WITHOUT_YES} "
+        "samples per item",
+    )
     g.add_argument(
         "--delimit",
         action="store_true",
@@ -84,7 +90,7 @@ def common_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--timeout",
-        type=float,
+        type=finite_number,
         metavar="SECONDS",
         help="seconds one model request may take before it is retried "
         f"(default: HALLUSCOPE_TIMEOUT or {DEFAULT_TIMEOUT:g})",
@@ -153,14 +159,24 @@ def print_json(obj: Any) -> None:
 
 
 def key_values(pairs: Sequence[str], what: str, typed: bool = False) -> dict[str, Any]:
-    """KEY=VALUE pairs of a repeated flag; ``typed`` reads each value as YAML (3 -> 3, true -> True)."""
+    """KEY=VALUE pairs of a repeated flag; ``typed`` reads each value as YAML (3 -> 3, true -> True, [1, 2]
+    -> a list): a value that is not valid YAML, or carries a tag (!!python/...), is refused, never
+    passed on as a string."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"{what} {pair!r} must be KEY=VALUE")
-        try:
-            out[key] = yaml.safe_load(value) if typed else value
-        except yaml.YAMLError:
+        if not typed:
             out[key] = value
+            continue
+        try:
+            if any(isinstance(token, yaml.TagToken) for token in yaml.scan(value, Loader=yaml.SafeLoader)):
+                raise ConfigError(f"{what} {key}: {value!r} carries a YAML tag; give a plain value")
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            problem = str(exc).splitlines()[0]
+            raise ConfigError(
+                f"{what} {key}: {value!r} is not valid YAML ({problem}); quote a text: {what} '{key}=\"...\"'"
+            ) from exc
     return out

@@ -14,11 +14,13 @@ from tqdm import tqdm
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
 from halluscope.bench.arguments import ListFlag
+from halluscope.checks import finite_number
 from halluscope.cli.common import check_samples, gateway_of, key_values, print_json
 from halluscope.detector import METHODS, detector
 from halluscope.errors import ConfigError
 from halluscope.graphs import clue
 from halluscope.graphs.method import Method, Option
+from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import read_texts
 from halluscope.results import DetectionResult
 
@@ -68,7 +70,7 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
     if taken:
         raise ConfigError(f"--opt {', '.join(taken)} repeats a flag of {method.name}; give it once")
     kwargs |= extra
-    check_samples(kwargs.get("n"), label("n"), args.yes)
+    check_samples(kwargs.get("n"), label("n"), yes=True)  # how many a run may make is --max-calls's rule
     problem = method.problem(kwargs, label)
     if problem:
         raise ConfigError(problem)
@@ -78,8 +80,9 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
 def cmd_detect(args: argparse.Namespace) -> int:
     method = METHODS[args.method]
     kwargs = arguments(method, args)
-    calibration = getattr(args, "calibration", None)  # the ensemble takes its own as a method option
-    found = detector(method.name, gateway=gateway_of(args), calibration=calibration, **kwargs)
+    if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
+        kwargs["calibration"] = getattr(args, "calibration", None)
+    found = detector(method.name, gateway=gateway_of(args), max_calls=args.max_calls, yes=args.yes, **kwargs)
     with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
 
         def planned(total: int) -> None:  # the method announces its calls as it learns them
@@ -177,10 +180,18 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             )
         p.add_argument(
             "--threshold",
-            type=float,
+            type=finite_number,
             metavar="T",
             help="flag the units whose probability (calibrated) or score is at least T "
             f"(default: {DEFAULT_PROBABILITY_THRESHOLD:g} on probabilities; none on raw scores)",
+        )
+        p.add_argument(
+            "--max-calls",
+            type=int,
+            default=MAX_CALLS,
+            metavar="N",
+            help=f"refuse a run that plans more model calls than N before its first (default {MAX_CALLS:,}; "
+            "--yes lifts the limit)",
         )
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(func=cmd_detect)

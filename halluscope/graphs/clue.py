@@ -28,6 +28,7 @@ from langgraph.types import Send
 from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
@@ -39,6 +40,7 @@ from halluscope.graphs.stages import (
     cluster_by,
     finish,
     node,
+    plan_calls,
     read_answer,
     run_streamed,
 )
@@ -180,11 +182,13 @@ def build(
     if prefilter is not None and embedder is None:
         embedder = default_embedder()
 
-    def start(state: ClueState) -> dict[str, Any]:
+    def start(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
         if not (state.get("question") or "").strip():
             raise ConfigError("CLUE needs the question (the prompt that the outputs answer)")
         if model is None:
             raise ConfigError("CLUE needs a model: it extracts the concepts, and samples the outputs unless given")
+        given = len(state.get("given") or [])
+        plan_calls(config, given if given else 2 * n)  # the samples and their extractions; scoring once merged
         return {}
 
     def route(state: ClueState) -> list[Send]:
@@ -230,7 +234,9 @@ def build(
         jobs = [(name, text, about) for name, text in premises.items()]
         if state.get("baseline"):
             jobs.append((BASELINE, state["question"], [RELEVANT.format(c) for c in pool]))
-        probs = yield Scored(scorer, [(text, h) for _, text, hyps in jobs for h in hyps])
+        pairs = [(text, h) for _, text, hyps in jobs for h in hyps]
+        plan_calls(config, scorer.replies_for(len(pairs)))
+        probs = yield Scored(scorer, pairs)
         rows = []
         for k, (name, _, _) in enumerate(jobs):
             part = probs[k * len(pool) : (k + 1) * len(pool)]
@@ -427,7 +433,7 @@ METHOD = Method(
             "prefilter",
             ("--prefilter",),
             "ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
-            type=float,
+            type=finite_number,
             metavar="COS",
         ),
     ),

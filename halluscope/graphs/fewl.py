@@ -36,7 +36,7 @@ from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
-from halluscope.graphs.stages import Calls, Steps, node, run_streamed
+from halluscope.graphs.stages import Calls, Steps, node, plan_calls, run_streamed
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fewl import VARIANTS, expertise_score, expertise_weights, fewl_terms, variant_scores
 
@@ -125,7 +125,7 @@ def build(
     def embed() -> Embedder:  # loaded on first use: a graph that never embeds needs no model
         return embedder or default_embedder()
 
-    def plan(state: FewlState) -> dict[str, Any]:
+    def plan(state: FewlState, config: RunnableConfig) -> dict[str, Any]:
         items = state.get("items") or []
         if not items:
             raise ConfigError("FEWL needs at least one question")
@@ -138,11 +138,15 @@ def build(
             questions = [it["question"] for it in items]
             near = embed().nearest(questions, pool, neighbours)
             found = {q: [(pool[j], cos) for j, cos in picked] for q, picked in zip(questions, near, strict=True)}
+        plan_calls(config, len(calls(items, found)))  # one model call each
         return {"neighbours": found, "pool": pool}
 
     def fan_out(state: FewlState) -> list[Send]:
-        batch = list(dict.fromkeys(it["question"] for it in state["items"]))
-        needed = list(dict.fromkeys(batch + [q for q in batch for q, _ in state["neighbours"].get(q, [])]))
+        return calls(state["items"], state["neighbours"])
+
+    def calls(items: Sequence[Item], neighbours: dict[str, list[tuple[str, float]]]) -> list[Send]:
+        batch = list(dict.fromkeys(it["question"] for it in items))
+        needed = list(dict.fromkeys(batch + [q for q in batch for q, _ in neighbours.get(q, [])]))
         if n is None:
             sends = [Send("answer", {"question": q, "i": i}) for q in needed for i in range(len(references))]
         else:

@@ -10,14 +10,16 @@ CLI, the tool, the guard and the evaluators at once.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
-from halluscope.graphs.stages import arun_streamed, run_streamed
+from halluscope.graphs.stages import MAX_CALLS, CallBudget, arun_streamed, run_streamed
 from halluscope.results import DetectionResult, RunMeta
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
@@ -115,18 +117,25 @@ def _given(value: Any) -> bool:
 @dataclass
 class RunContext:
     """The setup every ``detect`` repeated: the gateway (the process's by default), the run's call
-    counters, its concurrency and the progress hook; ``stream`` runs a built graph with them."""
+    counters, its concurrency, the progress hook and the calls it may plan; ``stream`` runs a built
+    graph with them."""
 
     gateway: Gateway
     stats: CallStats
     max_concurrency: int | None = None
     on_step: Callable[[str], None] | None = None
+    budget: CallBudget = field(default_factory=CallBudget)
 
     def stream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
-        return run_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
+        return run_streamed(graph, state, self.stats, self.max_concurrency, self.on_step, self.budget)
 
     async def astream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
-        return await arun_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
+        return await arun_streamed(graph, state, self.stats, self.max_concurrency, self.on_step, self.budget)
+
+    def plan(self, calls: int) -> None:
+        """Calls a method that runs no graph now knows it will make (``stages.plan_calls``'s rule)."""
+        self.budget.plan(calls)
+        self.stats.plan(calls)
 
     def meta(self, method: str, events: Mapping[str, int] | None = None, **params: Any) -> RunMeta:
         return self.stats.meta(method, dict(events or {}), **params)
@@ -145,5 +154,25 @@ def start(
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> RunContext:
-    """A run on ``gateway`` (default: the process's) counting into ``stats`` (default: its own)."""
-    return RunContext(gateway or default_gateway(), stats or CallStats(), max_concurrency, on_step)
+    """A run on ``gateway`` (default: the process's) counting into ``stats`` (default: its own), planning
+    at most the calls ``call_limit`` allows (MAX_CALLS unless a detector says otherwise)."""
+    return RunContext(gateway or default_gateway(), stats or CallStats(), max_concurrency, on_step, _budget())
+
+
+_max_calls: ContextVar[int | None] = ContextVar("halluscope_max_calls", default=MAX_CALLS)
+
+
+@contextmanager
+def call_limit(max_calls: int | None) -> Iterator[None]:
+    """The runs started inside may plan at most ``max_calls`` model calls each (None: no limit): how a
+    detector's ``max_calls`` / ``yes`` reach every method's run without each signature repeating them."""
+    CallBudget(max_calls)  # checked here, where the caller set it
+    token = _max_calls.set(max_calls)
+    try:
+        yield
+    finally:
+        _max_calls.reset(token)
+
+
+def _budget() -> CallBudget:
+    return CallBudget(_max_calls.get())

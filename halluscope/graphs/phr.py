@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
 import numpy as np
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
@@ -37,7 +38,7 @@ from halluscope.backends.logprobs import LogProbModel
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import run_streamed
+from halluscope.graphs.stages import CallBudget, plan_calls, run_streamed
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.phr import (
     Pair,
@@ -209,7 +210,7 @@ def build(
     if exact and cgm.responses != "distribution":
         raise ConfigError("exact PHR needs the whole next-token distribution (responses='distribution')")
 
-    def start(state: PHRState) -> dict[str, Any]:
+    def start(state: PHRState, config: RunnableConfig) -> dict[str, Any]:
         if not state.get("query", "").strip():
             raise ConfigError("PHR needs a query x")
         if not state.get("context"):
@@ -217,6 +218,7 @@ def build(
         for pair in state["context"]:
             if len(pair) != 2 or not str(pair[0]).strip() or not str(pair[1]).strip():
                 raise ConfigError(f"each in-context example is a non-empty (x, y) pair, got {pair!r}")
+        plan_calls(config, m * n_imagined)  # the imagined completions; forward passes follow from them
         cgm.forget()
         return {}
 
@@ -284,6 +286,7 @@ def run(
     evaluation: Sequence[Pair] = (),
     seed: int = 0,
     on_step: Callable[[str], None] | None = None,
+    budget: CallBudget | None = None,
 ) -> dict[str, Any]:
     """One query through a built graph (reused across a benchmark's queries): the estimate dict.
     ``stats`` is the one the graph's TextICL counts into. The M completions run concurrently under
@@ -296,7 +299,7 @@ def run(
         "evaluation": [tuple(p) for p in evaluation],  # type: ignore[misc]
         "seed": seed,
     }
-    return dict(run_streamed(graph, state, stats, on_step=on_step)["estimate"])
+    return dict(run_streamed(graph, state, stats, on_step=on_step, budget=budget)["estimate"])
 
 
 DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"  # fast and gives log-probs: the model of the PHR runs
@@ -327,7 +330,7 @@ def detect(
     ctx = start(gateway, stats, on_step=on_step)
     cgm = TextICL(ctx.gateway.logprob_model(model), ctx.gateway, responses, seed, ctx.stats)
     graph = build(cgm, n, k, n_imagined, epsilon, exact)
-    out = run(graph, context, query, ctx.stats, truth, evaluation, seed, ctx.on_step)
+    out = run(graph, context, query, ctx.stats, truth, evaluation, seed, ctx.on_step, ctx.budget)
     events = out.pop("events")
     unit = Unit(text=query, score=out["phr"], evidence=out)
     meta = ctx.meta(

@@ -63,7 +63,7 @@ def _steps(
     if not samples:
         if model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
-        ctx.stats.plan(n)
+        ctx.plan(n)
         samples = yield from regenerate_passages(ctx.gateway, model, concept or "", len(found), n, question)
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [

@@ -32,9 +32,9 @@ from halluscope.graphs.stages import (
     clustering,
     node,
     plan_calls,
+    planner,
     read_answer,
     run_streamed,
-    stats_of,
 )
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
@@ -153,7 +153,7 @@ def build(
             ordered = sorted(state["sampled"], key=lambda s: s["j"])
             answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
         clusters, pairs = yield from clustering(
-            answers, judge, state["question"], mode, rule=cluster_rule, stats=stats_of(config)
+            answers, judge, state["question"], mode, rule=cluster_rule, plan=planner(config)
         )
         return {
             "answers": answers,

@@ -39,7 +39,7 @@ from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, defa
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
-from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, read_answer, stats_of
+from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, planner, read_answer
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
@@ -265,7 +265,7 @@ def build(
     def cluster(state: ClusterInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
         answers = state["answers"]
         clusters, pairs = yield from clustering(
-            answers, judge, state["claim_question"], mode, rule=cluster_rule, stats=stats_of(config)
+            answers, judge, state["claim_question"], mode, rule=cluster_rule, plan=planner(config)
         )
         entropy = question_entropy(answers, [len(c) for c in clusters], base=base)
         scored = Scored(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -203,16 +204,60 @@ def stats_of(config: RunnableConfig | None) -> CallStats | None:
     return ((config or {}).get("configurable") or {}).get("stats")
 
 
+MAX_CALLS = 10_000  # a run that plans more model calls than this is refused unless allowed
+
+
+class BudgetError(ConfigError):
+    """A run that plans more model calls than it is allowed: refused before they are made."""
+
+
+class CallBudget:
+    """The model calls one run may plan (None: no limit). A method announces its calls as soon as it knows
+    them (``plan_calls``), before it makes them; the announcement that passes the limit raises, naming
+    the count and how to allow it."""
+
+    def __init__(self, limit: int | None = MAX_CALLS) -> None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"max_calls takes a whole number of at least 1 (or None: no limit), got {limit!r}")
+        self.limit = limit
+        self.planned = 0
+        self._lock = threading.Lock()
+
+    def plan(self, calls: int) -> None:
+        with self._lock:
+            self.planned += calls
+            planned = self.planned
+        if self.limit is not None and planned > self.limit:
+            raise BudgetError(
+                f"this run plans {planned:,} model calls, more than the limit of {self.limit:,}; allow it with "
+                f"max_calls={planned} or yes=True (on the command line: --max-calls {planned} or --yes)"
+            )
+
+
+def budget_of(config: RunnableConfig | None) -> CallBudget | None:
+    """The run's CallBudget, passed as ``{"configurable": {"budget": ...}}``."""
+    return ((config or {}).get("configurable") or {}).get("budget")
+
+
 def plan_calls(config: RunnableConfig | None, calls: int) -> None:
-    """Announce the replies a graph now knows it will take (its own, not its subgraphs'): the total of
-    the run's progress bar."""
-    stats = stats_of(config)
-    if stats is not None and calls > 0:
+    """Announce the replies a graph now knows it will take (its own, not its subgraphs'), before it makes
+    them: the run's budget refuses a run past its limit, and the total of the run's progress bar grows."""
+    if calls <= 0:
+        return
+    budget, stats = budget_of(config), stats_of(config)
+    if budget is not None:
+        budget.plan(calls)
+    if stats is not None:
         stats.plan(calls)
 
 
-def _run_config(stats: CallStats, max_concurrency: int | None) -> RunnableConfig:
-    config: RunnableConfig = {"configurable": {"stats": stats}}
+def planner(config: RunnableConfig | None) -> Callable[[int], None]:
+    """``plan_calls`` bound to a run's config, for a stage that learns its calls as it goes (clustering)."""
+    return lambda calls: plan_calls(config, calls)
+
+
+def _run_config(stats: CallStats, max_concurrency: int | None, budget: CallBudget | None) -> RunnableConfig:
+    config: RunnableConfig = {"configurable": {"stats": stats, "budget": budget}}
     if max_concurrency:
         config["max_concurrency"] = max_concurrency
     return config
@@ -246,10 +291,11 @@ def run_streamed(
     stats: CallStats,
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    budget: CallBudget | None = None,
 ) -> dict[str, Any]:
     """Run a graph to its final state, telling ``on_step`` of every node run."""
     folded = _Folded(on_step)
-    config = _run_config(stats, max_concurrency)
+    config = _run_config(stats, max_concurrency, budget)
     for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
         folded.add(namespace, mode, chunk)
     return folded.out
@@ -261,11 +307,12 @@ async def arun_streamed(
     stats: CallStats,
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    budget: CallBudget | None = None,
 ) -> dict[str, Any]:
     """``run_streamed`` on the event loop: a node with an async form awaits the provider's async
     client; one without runs on LangGraph's threads."""
     folded = _Folded(on_step)
-    config = _run_config(stats, max_concurrency)
+    config = _run_config(stats, max_concurrency, budget)
     stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
     async for namespace, mode, chunk in stream:
         folded.add(namespace, mode, chunk)
@@ -293,21 +340,22 @@ def clustering(
     question: str | None = None,
     mode: Mode = "strict",
     rule: ClusterRule = "paper",
-    stats: CallStats | None = None,
+    plan: Callable[[int], None] | None = None,
 ) -> Steps[tuple[list[list[int]], int]]:
     """Greedy clustering by bidirectional entailment (semantic entropy), conditioned on the question.
 
     Identical answers join without a judge call (a small judge may call such a pair "neutral"); a
     pair of texts already judged in this run is never judged again; the two directions of one
     comparison are one judge step. ``rule``: ``cluster_steps``'s (the paper's first match, or the
-    official code's last). Returns the clusters and the number of pairs sent to the judge."""
+    official code's last); ``plan`` hears each pair's judge calls before they are made. Returns the clusters
+    and the number of pairs sent to the judge."""
     verdicts: dict[tuple[str, str], bool] = {}
 
     def same(i: int, j: int) -> Steps[bool]:
         a, b = answers[i], answers[j]
         if a.strip() != b.strip() and (a, b) not in verdicts:
-            if stats is not None:
-                stats.plan(entailment.replies_for(2))
+            if plan is not None:
+                plan(entailment.replies_for(2))
             forward, backward = yield Judged(entailment, [(a, b), (b, a)], question)
             verdicts[(a, b)] = verdicts[(b, a)] = equivalent(forward.label, backward.label, mode)
         return a.strip() == b.strip() or verdicts[(a, b)]

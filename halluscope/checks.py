@@ -1,0 +1,109 @@
+"""Python values checked against a signature's type hints before a run starts: ``n="5"``, ``n=2.5``,
+``n=True`` or ``gateway="x"`` is one ``ConfigError`` naming the parameter, the type it got and what it
+takes, instead of a TypeError deep inside a graph (or a run that silently reads True as 1)."""
+
+from __future__ import annotations
+
+import argparse
+import collections.abc
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from halluscope.errors import ConfigError
+
+
+def hints(function: Callable[..., Any]) -> dict[str, Any]:
+    """The type hints of ``function``'s parameters (none where a hint cannot be resolved)."""
+    try:
+        return get_type_hints(function)
+    except (NameError, TypeError):
+        return {}
+
+
+def check_arguments(owner: str, values: Mapping[str, Any], function: Callable[..., Any]) -> None:
+    """Each of ``values`` against ``function``'s hint for it; the first mismatch is a ConfigError."""
+    found = hints(function)
+    for name, value in values.items():
+        if name in found:
+            check_value(owner, name, value, found[name])
+
+
+def check_value(owner: str, name: str, value: Any, hint: Any) -> None:
+    """``value`` must be of type ``hint``: else one error, e.g. "selfcheck-prompt: n takes a whole
+    number, got str '5'"."""
+    if not _matches(value, hint):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ConfigError(f"{owner}: {name} takes {describe(hint)}, got {type(value).__name__} {shown}")
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    if hint is Any or hint is inspect.Parameter.empty or isinstance(hint, typing.TypeVar):
+        return True
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, member) for member in get_args(hint))
+    if hint is None or hint is type(None):
+        return value is None
+    if origin is Literal:
+        return value in get_args(hint)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # a whole number is a number; NaN is none
+        return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple, collections.abc.Sequence):
+        if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+            return False
+        item = get_args(hint)[:1]
+        return not item or item[0] is Ellipsis or all(_matches(v, item[0]) for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        return isinstance(value, Mapping)
+    if origin is collections.abc.Callable or hint is collections.abc.Callable:
+        return callable(value)
+    if origin is not None:
+        return isinstance(value, origin) if isinstance(origin, type) else True
+    if isinstance(hint, type) and not typing.is_typeddict(hint):
+        return isinstance(value, hint)
+    return True  # a hint this check does not read (a TypedDict, a forward reference): the method checks it
+
+
+def describe(hint: Any) -> str:
+    """What a hint takes, in words: 'a whole number', 'a list of texts', "one of 'discrete', 'prob'"."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(dict.fromkeys(describe(member) for member in get_args(hint)))
+    if hint is None or hint is type(None):
+        return "None"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(v) for v in get_args(hint))
+    words = {bool: "True or False", int: "a whole number", float: "a number", str: "a text"}
+    if hint in words:
+        return words[hint]
+    if origin in (list, tuple, collections.abc.Sequence):
+        item = get_args(hint)[:1]
+        if not item or item[0] is Ellipsis:
+            return "a list"
+        return "a list of texts" if item[0] is str else f"a list of ({describe(item[0])})"
+    if origin in (dict, collections.abc.Mapping):
+        return "a dict"
+    if origin is collections.abc.Callable:
+        return "a function"
+    return getattr(hint, "__name__", str(hint))
+
+
+def finite_number(text: str) -> float:
+    """A command-line number (argparse's ``type``): 'inf', 'nan' and words are refused, naming the value."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"takes a finite number, got {text!r}")
+    return value
