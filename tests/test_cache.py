@@ -168,3 +168,83 @@ def test_a_damaged_database_is_one_clear_error_and_cache_clear_moves_it_aside(
     assert len(fresh) == 0
     fresh.set("k", {"text": "Paris"})
     assert fresh.get("k") == {"text": "Paris"}
+
+
+# ---------------------------------------------------------------- issue 32: one miss, one request
+
+
+_ASKER = """
+import sys, time
+from halluscope.backends.cache import open_cache
+from halluscope.backends.gateway import Ask, Gateway
+from halluscope.prompts.registry import PromptRegistry
+
+location, spec, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+gateway = Gateway(cache=open_cache(location), registry=PromptRegistry(), concurrency=4, timeout=30)
+asks = [Ask(spec, "semantic_entropy.answer", {"question": f"Question {i}?"}) for i in range(24)]
+time.sleep(max(0.0, start - time.time()))  # both processes begin together
+replies = gateway.call_all(asks)
+print(sum(r.cached for r in replies), sum(not r.cached for r in replies))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["disk", "redis"])
+def test_two_processes_on_one_cache_ask_each_distinct_call_once(tmp_path: Path, store: str) -> None:
+    """Two processes, the same 24 calls, one cache: the server sees each call once (it once saw 40)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.stub_servers import StubAPI, redis_server
+
+    server = None
+    location = str(tmp_path / "calls")
+    if store == "redis":
+        server, location = redis_server(tmp_path)
+    try:
+        with StubAPI(answer="An answer.", latency=0.2) as stub:
+            spec = f"openai-compatible:{stub.base_url}/v1#m"
+            start = str(time.time() + 4)
+            argv = [sys.executable, "-c", _ASKER, location, spec, start]
+            procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+            outs = [p.communicate(timeout=120)[0].split() for p in procs]
+            assert [p.returncode for p in procs] == [0, 0]
+            assert len(stub.requests) == 24
+            assert sum(int(asked) for _, asked in outs) == 24  # each call asked by one of the two
+            assert sum(int(hit) for hit, _ in outs) == 24  # the other process's answers, read from the cache
+    finally:
+        if server is not None:
+            server.kill()
+
+
+def test_a_claim_held_by_a_crashed_process_blocks_no_longer_than_the_request_timeout(
+    tmp_path: Path, scripted: Any
+) -> None:
+    """A process that claimed a call and died never releases it: the next one waits out the claim (one
+    request timeout), then asks the call itself."""
+    import time
+
+    from halluscope.backends.cache import call_key
+    from halluscope.backends.gateway import Gateway
+    from halluscope.prompts.registry import PromptRegistry
+
+    cache = CallCache(tmp_path / "calls")
+    assert cache.claim("k", 0.3) and not cache.claim("k", 0.3)  # held
+    time.sleep(0.35)
+    assert cache.claim("k", 0.3)  # expired: the holder is gone
+    cache.release("k")
+    asked: list[str] = []
+    model = scripted(lambda prompt, _p: asked.append(prompt) or "Paris", "scripted:flight")
+    gateway = Gateway(cache=cache, registry=PromptRegistry(), timeout=0.5)
+    tpl = gateway.prompt("semantic_entropy.answer")
+    messages = tpl.render(question="Capital of France?")
+    key = call_key("scripted:flight", {**tpl.params, "n": 1}, messages, 0)
+    assert cache.claim(key, 0.5)  # a process that claimed this very call, then crashed
+    started = time.monotonic()
+    reply = gateway.call(model, "semantic_entropy.answer", {"question": "Capital of France?"})
+    waited = time.monotonic() - started
+    assert reply.text == "Paris" and len(asked) == 1 and 0.4 < waited < 5
+    assert gateway.call(model, "semantic_entropy.answer", {"question": "Capital of France?"}).cached
+    assert cache.claim(key, 0.5)  # released once answered
+    cache.close()

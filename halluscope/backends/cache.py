@@ -35,6 +35,7 @@ CACHE_ENV = "HALLUSCOPE_CACHE_DIR"
 CACHE_URL_ENV = "HALLUSCOPE_CACHE_URL"  # a directory or redis://host:port/db; wins over CACHE_ENV
 KEY_VERSION = "call-v1"
 DATABASE = "cache.db"  # diskcache's file name for its SQLite database
+FLIGHTS = "flights"  # the sub-directory holding which process asks which call now (single-flight claims)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -109,6 +110,7 @@ class CallCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             # eviction off: a cached sample is evidence of a past run, not a disposable speed-up
             self._store = diskcache.Cache(str(self.directory), eviction_policy="none", timeout=60, disk=JSONTextDisk)
+            self._flights = diskcache.Cache(str(self.directory / FLIGHTS), timeout=60, disk=JSONTextDisk)
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -135,6 +137,17 @@ class CallCache:
         with self._errors("write to"):
             self._store.set(key, json.dumps(value, ensure_ascii=False))
 
+    def claim(self, key: str, seconds: float) -> bool:
+        """Become the one process (or thread) that asks this call, for at most ``seconds`` (a holder that
+        crashed blocks no one longer); False while another holds it. Atomic across processes (SQLite)."""
+        with self._errors("write to"):
+            return bool(self._flights.add(key, "asking", expire=seconds))
+
+    def release(self, key: str) -> None:
+        """The call is answered (and cached) or failed for good: another process may ask it now."""
+        with self._errors("write to"):
+            self._flights.delete(key)
+
     def __len__(self) -> int:
         with self._errors("read"):
             return len(self._store)
@@ -153,6 +166,7 @@ class CallCache:
 
     def close(self) -> None:
         self._store.close()
+        self._flights.close()
 
 
 def _json_object(raw: str | None, where: str) -> dict[str, Any] | None:
@@ -176,6 +190,7 @@ class RedisCache:
     with one warning, and the calls go on uncached (a batch never dies with its cache)."""
 
     PREFIX = "halluscope:call:"
+    FLIGHT = "halluscope:flight:"  # which process asks which call now (SET NX with an expiry)
 
     def __init__(self, url: str) -> None:
         try:
@@ -239,6 +254,25 @@ class RedisCache:
             return
         try:
             self._client.set(self.PREFIX + key, json.dumps(value, ensure_ascii=False))
+        except self._server_errors as exc:
+            self._lost(exc)
+
+    def claim(self, key: str, seconds: float) -> bool:
+        """``CallCache.claim`` on the server (SET NX EX): one process of the cluster asks the call; a
+        server that fails lets every process ask (the calls go on, uncached)."""
+        if self._down:
+            return True
+        try:
+            return bool(self._client.set(self.FLIGHT + key, "asking", nx=True, px=max(1, int(seconds * 1000))))
+        except self._server_errors as exc:
+            self._lost(exc)
+            return True
+
+    def release(self, key: str) -> None:
+        if self._down:
+            return
+        try:
+            self._client.delete(self.FLIGHT + key)
         except self._server_errors as exc:
             self._lost(exc)
 

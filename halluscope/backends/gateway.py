@@ -46,6 +46,8 @@ from halluscope.errors import ConfigError, ParseError, PromptError, redact_crede
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
 
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
+FLIGHT_POLL_S, FLIGHT_POLL_MAX_S = 0.05, 1.0  # how often a process waiting on another's call looks again
+_WAIT = object()  # another process asks this call now: look again soon
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 LOGPROB_PROVIDERS = ("local", "openai", "openai-compatible")  # the routes whose token log-probs halluscope reads
 # what init_chat_model's classes call a call parameter, where it is not its own name
@@ -54,8 +56,10 @@ ModelLike = str | BaseChatModel
 
 
 def model_name(model: ModelLike) -> str:
-    """How results name a model: its spec, or a chat model object's id or class (never its repr)."""
-    return model if isinstance(model, str) else (getattr(model, "model_id", None) or type(model).__name__)
+    """How results name a model: its spec (credentials in its URL redacted), or a chat model object's id or
+    class (never its repr)."""
+    name = model if isinstance(model, str) else (getattr(model, "model_id", None) or type(model).__name__)
+    return redact_credentials(str(name))
 
 
 T = TypeVar("T")
@@ -300,16 +304,25 @@ class Gateway:
         req = self._begin(model, prompt, variables, params, sample_index, stats)
         if isinstance(req, ChatReply):
             return req
-        started = time.perf_counter()
+        delay = FLIGHT_POLL_S
+        while (answered := self._flight(req, stats)) is _WAIT:  # another process asks it now
+            time.sleep(delay)
+            delay = min(2 * delay, FLIGHT_POLL_MAX_S)
+        if isinstance(answered, ChatReply):
+            return answered
+        try:
+            started = time.perf_counter()
 
-        def attempt() -> dict[str, Any]:
-            with _no_choices_is_a_bad_reply():
-                chat, kwargs = self._invocation(req.model, req.kwargs)
-                message = self._limited(req.model.key, lambda: chat.invoke(req.messages, **kwargs))
-            return self._read(req, message)
+            def attempt() -> dict[str, Any]:
+                with _no_choices_is_a_bad_reply():
+                    chat, kwargs = self._invocation(req.model, req.kwargs)
+                    message = self._limited(req.model.key, lambda: chat.invoke(req.messages, **kwargs))
+                return self._read(req, message)
 
-        data = call_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
-        return self._finish(req, data, time.perf_counter() - started, stats)
+            data = call_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
+            return self._finish(req, data, time.perf_counter() - started, stats)
+        finally:
+            self._land(req)
 
     async def acall(
         self,
@@ -325,18 +338,48 @@ class Gateway:
         req = await asyncio.to_thread(self._begin, model, prompt, variables, params, sample_index, stats)
         if isinstance(req, ChatReply):
             return req
-        limiter = self.limiter(req.model.key)
-        started = time.perf_counter()
+        delay = FLIGHT_POLL_S
+        while (answered := await asyncio.to_thread(self._flight, req, stats)) is _WAIT:
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, FLIGHT_POLL_MAX_S)
+        if isinstance(answered, ChatReply):
+            return answered
+        try:
+            limiter = self.limiter(req.model.key)
+            started = time.perf_counter()
 
-        async def attempt() -> dict[str, Any]:
-            async with limiter.aslot():
-                with _no_choices_is_a_bad_reply():
-                    chat, kwargs = self._invocation(req.model, req.kwargs)
-                    message = await chat.ainvoke(req.messages, **kwargs)
-            return self._read(req, message)
+            async def attempt() -> dict[str, Any]:
+                async with limiter.aslot():
+                    with _no_choices_is_a_bad_reply():
+                        chat, kwargs = self._invocation(req.model, req.kwargs)
+                        message = await chat.ainvoke(req.messages, **kwargs)
+                return self._read(req, message)
 
-        data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
-        return await asyncio.to_thread(self._finish, req, data, time.perf_counter() - started, stats)
+            retried = _retry_counter(stats)
+            data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, retried)
+            return await asyncio.to_thread(self._finish, req, data, time.perf_counter() - started, stats)
+        finally:
+            await asyncio.to_thread(self._land, req)
+
+    def _flight(self, req: _Request, stats: CallStats | None) -> ChatReply | object | None:
+        """Single-flight across the processes (and threads) sharing the cache: claim the call and ask it
+        (None), or, while another holds it, ``_WAIT``; the answer once the holder has cached it (a
+        reply). A claim lasts one request timeout, so a holder that crashed blocks no one longer."""
+        if self.cache is None:
+            return None
+        claimed = self.cache.claim(req.key, self.timeout)
+        logprobs = bool(req.kwargs.get("logprobs"))
+        answered = self._cached(req.key, req.model.key, req.prompt, req.sample_index, logprobs, stats)
+        if answered is not None:  # answered while this process looked (or before it claimed)
+            if claimed:
+                self.cache.release(req.key)
+            return answered
+        return None if claimed else _WAIT
+
+    def _land(self, req: _Request) -> None:
+        """The claimed call is answered and cached, or failed for good: others may ask it now."""
+        if self.cache is not None:
+            self.cache.release(req.key)
 
     def _read(self, req: _Request, message: BaseMessage) -> dict[str, Any]:
         """The reply's cacheable data; a reply that is not a real answer raises BadReplyError (retried):
@@ -549,17 +592,29 @@ def _real_answer(data: Mapping[str, Any], logprobs: bool) -> bool:
 
 @contextmanager
 def _no_choices_is_a_bad_reply() -> Iterator[None]:
-    """A 200 with an empty ``choices`` list surfaces as LangChain's IndexError on ``generations[0]``:
-    a bad reply (retried), not a crash. IndexErrors raised anywhere else are left alone."""
+    """A 200 with an empty ``choices`` list surfaces as LangChain's IndexError on ``generations[0]``, and
+    one without ``choices`` or ``content`` at all (``{}``) as langchain-openai's or langchain-anthropic's
+    TypeError: a bad reply (retried), not a crash. The same errors raised anywhere else are left alone."""
     try:
         yield
     except IndexError as exc:
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        if tb is not None and "langchain_core" in tb.tb_frame.f_code.co_filename:
+        if _raised_in(exc, "langchain_core"):
             raise BadReplyError("sent a reply with no choices") from exc
         raise
+    except TypeError as exc:
+        if _raised_in(exc, "langchain_openai") and "'choices'" in str(exc):
+            raise BadReplyError("sent a reply with no choices") from exc
+        if _raised_in(exc, "langchain_anthropic"):
+            raise BadReplyError(f"sent a reply its client could not read ({exc})") from exc
+        raise
+
+
+def _raised_in(exc: BaseException, package: str) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is ``package``'s code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and package in tb.tb_frame.f_code.co_filename
 
 
 def _retry_counter(stats: CallStats | None) -> Callable[[], None] | None:
