@@ -52,6 +52,9 @@ def test_the_page_holds_cost_metrics_curves_with_their_auc_and_every_item(report
     ]
     assert shown == pytest.approx([round(x, 1) for x in expected], abs=0.051)
     assert all(float(low) <= float(auc) <= float(high) for auc, low, high in legends)
+    names = ("auc_pr_nonfact", "auc_roc_nonfact", "auc_pr_nonfact_star", "auc_roc_nonfact_star")
+    drawn = [[float(low), float(high)] for _, low, high in legends]  # one interval per metric, computed once
+    assert drawn == [[round(v, 1) for v in saved["intervals"][name]] for name in names]
     items = json.loads((report / "selfcheck-unigram" / "results.json").read_text())["items"]
     assert len(items) == 4 and all(len(i["record"]["sentences"]) == len(i["scores"]) for i in items)
     assert page.count("<details>") == 4 and items[0]["record"]["sentences"][0][:40] in page

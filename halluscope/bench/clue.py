@@ -32,8 +32,9 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_nam
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.metrics import auc_pr, auc_roc, fraction
-from halluscope.bench.report import markdown_table, write_curves
+from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import clue
 from halluscope.scoring import concept_labels
@@ -272,17 +273,20 @@ def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
         )
     d = summary["detection"]["CLUE"]
     _correlation_plot(out_dir / "correlation.png", summary)
-    curves = []
-    for method, key in (("CLUE", "uncertainty"), ("question relevance", "baseline_risk")):
-        y = [label for r in records for label in r["labels"] if label != -1]
-        s = [r[key][j] for r in records for j, label in enumerate(r["labels"]) if label != -1]
-        curves.append((method, np.array(y, dtype=int), np.array(s, dtype=np.float64)))
     title = f"QNLI D_R: hallucinated concepts, {d['concepts_labelled']} labelled"
-    write_curves(out_dir / "roc.png", curves, "roc", title)
-    write_curves(out_dir / "pr.png", curves, "pr", title)
+    for kind, metric in (("roc", "micro_auroc"), ("pr", "micro_auprc")):
+        curves = []
+        for method, key, name in (("CLUE", "uncertainty", "CLUE"), ("question relevance", "baseline_risk", "baseline")):
+            y = [label for r in records for label in r["labels"] if label != -1]
+            s = [r[key][j] for r in records for j, label in enumerate(r["labels"]) if label != -1]
+            ci = result.intervals.get(f"detection.{name}.{metric}")  # a fraction, resampling the questions
+            interval = None if ci is None else [100 * ci[0], 100 * ci[1]]
+            curves.append(Curve(method, np.array(y, dtype=int), np.array(s, dtype=np.float64), interval))
+        write_curves(out_dir / f"{kind}.png", curves, kind, title)
     events = ", ".join(f"{k} {v}" for k, v in sorted(result.meta.events.items())) or "none"
     prefilter = summary["merge_prefilter"]
-    (out_dir / "report.md").write_text(
+    write_text(
+        out_dir / "report.md",
         f"# CLUE on QNLI\n\n"
         f"{summary['questions']} questions (the first QNLI dev questions with both an entailment and a "
         f"not_entailment sentence); N = {summary['n']} outputs by {summary['model']} at temperature 1, concepts "
@@ -318,7 +322,6 @@ def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
         f"{result.meta.calls} model calls ({summary['merge_pairs']} concept pairs asked in merging), "
         f"{result.meta.cache_hits} cache hits, {result.meta.seconds / 60:.1f} minutes; bad answers handled: {events}.\n"
         + failed,
-        encoding="utf-8",
     )
 
 
@@ -350,9 +353,13 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
     p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
     p.add_argument("--samples", type=int, default=5, help="N outputs per question (default 5)")
-    p.add_argument("--theta-h", type=float, default=THETA_H, help=f"S^a above it: entailed concept ({THETA_H})")
-    p.add_argument("--theta-l", type=float, default=THETA_L, help=f"S^a below it: hallucinated concept ({THETA_L})")
-    p.add_argument("--prefilter", type=float, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS")
+    p.add_argument("--theta-h", type=finite_number, default=THETA_H, help=f"S^a above it: entailed concept ({THETA_H})")
+    p.add_argument(
+        "--theta-l", type=finite_number, default=THETA_L, help=f"S^a below it: hallucinated concept ({THETA_L})"
+    )
+    p.add_argument(
+        "--prefilter", type=finite_number, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS"
+    )
 
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:

@@ -1,6 +1,7 @@
 """report.html: one self-contained page per benchmark run (no script, no link outside it) that a person
 can open, send or archive: what ran and what it cost, the metrics, the PR and ROC curves drawn as steps
-with each AUC and its bootstrap interval in the legend, and every item's scores to drill into."""
+with each AUC and its bootstrap interval (results.json's, computed once) in the legend, and every item's
+scores to drill into."""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from halluscope import __version__
-from halluscope.bench.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, bootstrap_ci, flat_metrics
-from halluscope.bench.report import CURVES
+from halluscope.bench.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
+from halluscope.bench.report import CURVES, write_text
 from halluscope.bench.runner import BenchResult
-from halluscope.errors import redact_credentials
 
 REPORT = "report.html"
 SHOWN_CHARS = 4000  # of an item's other record fields, in its drill-down
@@ -60,7 +60,7 @@ def write_html_report(results: Sequence[BenchResult], out: Path) -> Path:
         + "</body></html>\n"
     )
     path = out / REPORT
-    path.write_text(redact_credentials(page), encoding="utf-8")
+    write_text(path, page)
     return path
 
 
@@ -122,8 +122,8 @@ def _curves_section(curves: dict[str, Any]) -> str:
     figures = [_svg(name, entry) for name, entry in curves.items()]
     note = (
         "<p class='muted'>AUC as the report computes it (x100; PR by SelfCheckGPT's trapezoid over the "
-        "curve's points); [95% interval] by a percentile bootstrap over the scored units, 1,000 "
-        "resamples, seed 0.</p>"
+        "curve's points); [95% interval]: the run's own, as in the metrics table (a percentile bootstrap "
+        "over the items).</p>"
     )
     return f"<div class='curves'>{''.join(figures)}</div>{note}"
 
@@ -174,7 +174,7 @@ def _svg(name: str, entry: dict[str, Any]) -> str:
         if value is None:
             legend.append(f"<li style='color:{colour}'>{_e(curve['name'])}: undefined (one class only)</li>")
             continue
-        ci = bootstrap_ci(metric, y, scores)
+        ci = curve.get("interval")  # the run's own (results.json): the same interval as the metrics table
         interval = f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""
         path = " ".join(at(x, v) for x, v in _step_points(kind, y, scores))
         shapes.append(f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='1.8'/>")

@@ -19,22 +19,118 @@ def both_classes(y: np.ndarray) -> bool:
 
 
 def auc_pr(y: np.ndarray, scores: np.ndarray) -> float | None:
-    """sklearn's precision_recall_curve, then auc(recall, precision), x100 (the SelfCheckGPT protocol)."""
-    from sklearn.metrics import auc, precision_recall_curve
-
+    """sklearn's precision_recall_curve, then auc(recall, precision), x100 (the SelfCheckGPT protocol);
+    None with one class only. Computed by ``auc_pr_resampled`` on one unweighted row: equal to
+    scikit-learn's to 1e-12 (tests/test_metrics.py), without its per-call validation."""
+    y = np.asarray(y, dtype=bool)
     if not both_classes(y):
         return None
-    precision, recall, _ = precision_recall_curve(y, scores)
-    return float(auc(recall, precision) * 100)
+    return float(auc_pr_resampled(y, np.asarray(scores, dtype=np.float64), np.ones((1, y.size)))[0] * 100)
 
 
 def auc_roc(y: np.ndarray, scores: np.ndarray) -> float | None:
-    """Area under the ROC curve, x100; None with one class only."""
-    from sklearn.metrics import roc_auc_score
-
+    """Area under the ROC curve (sklearn's roc_auc_score), x100; None with one class only."""
+    y = np.asarray(y, dtype=bool)
     if not both_classes(y):
         return None
-    return float(roc_auc_score(y, scores) * 100)
+    return float(auc_roc_resampled(y, np.asarray(scores, dtype=np.float64), np.ones((1, y.size)))[0] * 100)
+
+
+# ---------------------------------------------------------------- metrics of many resamples at once
+#
+# A bootstrap resample of items is a row of counts (how often each item was drawn); a unit weighs its
+# item's count. Repeating a unit w times and weighing it by w give the same curves, so one sort of the
+# scores serves every row, and the whole bootstrap is a few matrix operations instead of a thousand
+# scikit-learn calls. Each function returns one value per row (NaN where the metric is undefined).
+
+
+def _tied_counts(y: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """True and false positives at each distinct threshold, highest first: (rows, thresholds) each."""
+    order = np.argsort(-scores, kind="mergesort")
+    ranked, positive = scores[order], y[order]
+    ends = np.r_[np.flatnonzero(np.diff(ranked)), ranked.size - 1]  # the last unit of each run of ties
+    w = weights[:, order]
+    tps = np.cumsum(w * positive, axis=1)[:, ends]
+    fps = np.cumsum(w * ~positive, axis=1)[:, ends]
+    return tps, fps
+
+
+def auc_roc_resampled(y: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """AUC-ROC (a fraction) of each row of unit ``weights``: the trapezoid under (FPR, TPR) from (0, 0)."""
+    if not scores.size:
+        return np.full(weights.shape[0], np.nan)
+    tps, fps = _tied_counts(y, scores, weights)
+    zero = np.zeros((tps.shape[0], 1))
+    tps, fps = np.hstack([zero, tps]), np.hstack([zero, fps])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpr, fpr = tps / tps[:, -1:], fps / fps[:, -1:]
+        return np.sum(np.diff(fpr, axis=1) * (tpr[:, 1:] + tpr[:, :-1]) / 2, axis=1)
+
+
+def auc_pr_resampled(y: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """AUC-PR (a fraction) of each row as sklearn computes it: precision and recall at each threshold
+    from the highest, the point (recall 0, precision 1) before them, and the trapezoid over recall.
+    A threshold whose units all weigh 0 repeats the point before it (it adds no area). NaN for a row
+    of one class only, as ``auc_pr`` has none."""
+    if not scores.size:
+        return np.full(weights.shape[0], np.nan)
+    tps, fps = _tied_counts(y, scores, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        predicted = tps + fps
+        precision = np.where(predicted > 0, tps / np.where(predicted > 0, predicted, 1), 1.0)
+        recall = tps / tps[:, -1:]
+    one, zero = np.ones((tps.shape[0], 1)), np.zeros((tps.shape[0], 1))
+    precision, recall = np.hstack([one, precision]), np.hstack([zero, recall])
+    area = np.sum(np.diff(recall, axis=1) * (precision[:, 1:] + precision[:, :-1]) / 2, axis=1)
+    return np.where((tps[:, -1] > 0) & (fps[:, -1] > 0), area, np.nan)  # one class only: undefined
+
+
+def mean_resampled(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The weighted mean of ``x`` in each row."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights @ x) / weights.sum(axis=1)
+
+
+def pearson_resampled(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Pearson's r of (x, y) with each item repeated its row's count (scipy's pearsonr of the drawn
+    items); NaN where the drawn x or y are constant. x and y: one value per item, or per row and item."""
+    x, y = np.broadcast_to(x, weights.shape), np.broadcast_to(y, weights.shape)
+    total = weights.sum(axis=1, keepdims=True)
+    dx = x - (weights * x).sum(axis=1, keepdims=True) / total
+    dy = y - (weights * y).sum(axis=1, keepdims=True) / total
+    cov, vx, vy = (weights * dx * dy).sum(axis=1), (weights * dx**2).sum(axis=1), (weights * dy**2).sum(axis=1)
+    drawn = weights > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0)
+    return np.where(_constant(x, drawn) | _constant(y, drawn), np.nan, r)
+
+
+def spearman_resampled(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Spearman's rho with each item repeated its row's count: Pearson's r of the average ranks that
+    the repeated items take (ties share their mean rank, as scipy's spearmanr ranks them)."""
+    return pearson_resampled(_ranks(x, weights), _ranks(y, weights), weights)
+
+
+def _ranks(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Each item's average rank (1-based) among the repeated items of each row: (rows, items)."""
+    order = np.argsort(x, kind="mergesort")
+    ranked = x[order]
+    group = np.r_[0, np.cumsum(np.diff(ranked) != 0)]  # the tie group of each sorted item
+    groups = group[-1] + 1
+    counts = np.zeros((weights.shape[0], groups))
+    np.add.at(counts.T, group, weights[:, order].T)
+    below = np.cumsum(counts, axis=1) - counts
+    mean_rank = below + (counts + 1) / 2
+    ranks = np.empty_like(weights, dtype=np.float64)
+    ranks[:, order] = mean_rank[:, group]
+    return ranks
+
+
+def _constant(x: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """Whether the drawn items of each row all share one value (x: per item, or per row and item)."""
+    high = np.where(drawn, x, -np.inf).max(axis=1)
+    low = np.where(drawn, x, np.inf).min(axis=1)
+    return high == low
 
 
 def fraction(x100: float | None) -> float | None:
@@ -93,6 +189,9 @@ def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 BOOTSTRAP_RESAMPLES = 1000
+CHUNK_CELLS = 2_000_000  # rows x units computed at once by a vectorised bootstrap (memory stays bounded)
+# a protocol's metrics for rows of item counts (resamples x items): name -> one value per row, NaN undefined
+Resampled = Callable[[list[Record], np.ndarray], dict[str, np.ndarray]]
 
 
 def bootstrap_metrics(
@@ -101,20 +200,43 @@ def bootstrap_metrics(
     n_resamples: int = BOOTSTRAP_RESAMPLES,
     level: float = 0.95,
     seed: int = 0,
+    resampled: Resampled | None = None,
 ) -> dict[str, list[float]]:
     """A percentile bootstrap interval for every real-valued metric of ``summarise(records)``, resampling
     whole items (a passage's sentences move together: they are not independent draws). Fixed seed, so a
     rerun gives the same intervals; counts (integers) get none, and a metric defined in fewer than half
-    the resamples (one class only) gets none."""
+    the resamples (one class only) gets none.
+
+    ``resampled``: the protocol's metrics computed for all resamples at once (rows of item counts), in
+    place of ``summarise`` called once per resample; the same draws, so the same intervals."""
     if len(records) < 2:
         return {}
     names = [k for k, v in flat_metrics(summarise(list(records))).items() if isinstance(v, float)]
     rng = np.random.default_rng(seed)
+    draws = [rng.integers(0, len(records), len(records)) for _ in range(n_resamples)]
+    if resampled is not None:
+        values = _vectorised(resampled, list(records), draws, names)
+    else:
+        values = _one_by_one(summarise, records, draws, names)
+    tail = (1 - level) / 2 * 100
+    return {
+        name: [float(x) for x in np.percentile(found, [tail, 100 - tail])]
+        for name, found in values.items()
+        if len(found) >= n_resamples / 2
+    }
+
+
+def _one_by_one(
+    summarise: Callable[[list[Record]], dict[str, Any]],
+    records: Sequence[Record],
+    draws: list[np.ndarray],
+    names: list[str],
+) -> dict[str, list[float]]:
     values: dict[str, list[float]] = {name: [] for name in names}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a resample of constant scores: scipy warns, the metric is None or nan
-        for _ in range(n_resamples):
-            drawn = [records[i] for i in rng.integers(0, len(records), len(records))]
+        for drawn_items in draws:
+            drawn = [records[i] for i in drawn_items]
             try:
                 flat = flat_metrics(summarise(drawn))
             except (ValueError, ZeroDivisionError, FloatingPointError):  # undefined on this resample
@@ -123,9 +245,18 @@ def bootstrap_metrics(
                 value = flat.get(name)
                 if isinstance(value, float) and math.isfinite(value):
                     values[name].append(value)
-    tail = (1 - level) / 2 * 100
-    return {
-        name: [float(x) for x in np.percentile(found, [tail, 100 - tail])]
-        for name, found in values.items()
-        if len(found) >= n_resamples / 2
-    }
+    return values
+
+
+def _vectorised(
+    resampled: Resampled, records: list[Record], draws: list[np.ndarray], names: list[str]
+) -> dict[str, list[float]]:
+    counts = np.stack([np.bincount(d, minlength=len(records)) for d in draws]).astype(np.float64)
+    units = max(1, sum(len(r.get("scores") or {}) for r in records))
+    rows = max(1, CHUNK_CELLS // units)
+    found: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for start in range(0, len(draws), rows):
+        computed = resampled(records, counts[start : start + rows])
+        for name in names:
+            found[name].append(np.asarray(computed[name], dtype=np.float64))
+    return {name: [float(v) for v in np.concatenate(parts) if np.isfinite(v)] for name, parts in found.items()}

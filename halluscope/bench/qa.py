@@ -24,7 +24,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_nam
 from halluscope.bench.arguments import Benchmark, judge_options, mode_of
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, fraction
-from halluscope.bench.report import markdown_table, write_curves
+from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import semantic_entropy
@@ -219,11 +219,14 @@ def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
             continue
         auroc = "n/a" if score["auroc"] is None else f"{score['auroc']:.3f} {_interval(score['auroc_ci95'])}"
         rows.append({"score": name, "auroc": auroc, "aurac": f"{score['aurac']:.3f} {_interval(score['aurac_ci95'])}"})
-        curves.append((name, incorrect, np.array([i.scores[key] for i in result.items], dtype=np.float64)))
+        scores = np.array([i.scores[key] for i in result.items], dtype=np.float64)
+        ci = score["auroc_ci95"]  # the bench's own bootstrap over the questions, as a fraction
+        curves.append(Curve(name, incorrect, scores, None if ci is None else [100 * ci[0], 100 * ci[1]]))
     table = markdown_table(rows, (("score", "score"), ("auroc", "AUROC [95% CI]"), ("aurac", "AURAC [95% CI]")))
     n = len(result.items)
     write_curves(out_dir / "roc.png", curves, "roc", f"{params['dataset']}: predicting wrong answers, {n} questions")
-    (out_dir / "report.md").write_text(
+    write_text(
+        out_dir / "report.md",
         f"# Semantic entropy on {params['dataset']}\n\n"
         f"{n} questions; answers by {params['model']} (M = {params['n']} at temperature 1, plus one at "
         f"{params['greedy_temperature']} that is graded); entailment judge {params['judge']} ({params['mode']}).\n"
@@ -236,7 +239,6 @@ def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
         f"{result.meta.cache_hits} cache hits, {result.meta.seconds / 60:.1f} minutes.\n"
         + failed
         + "\n![ROC](roc.png)\n",
-        encoding="utf-8",
     )
 
 

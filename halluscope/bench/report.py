@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -14,9 +14,19 @@ from halluscope.errors import redact_credentials
 CURVES = "curves.json"  # every curve a report drew, beside its PNG: report.html draws them again
 
 
-def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]], kind: str, title: str) -> None:
-    """One PNG with a PR or ROC curve per method; each curve is (name, y_true, scores). The labels and
-    scores go to curves.json in the same folder too, under the PNG's name, for report.html."""
+class Curve(NamedTuple):
+    """One method's PR or ROC curve: its labels and scores, and the AUC's 95% interval (x100) as the run's
+    results.json has it (a bootstrap over the items), so report.html shows the same interval."""
+
+    name: str
+    y: np.ndarray
+    scores: np.ndarray
+    interval: Sequence[float] | None = None
+
+
+def write_curves(path: Path, curves: Sequence[Curve], kind: str, title: str) -> None:
+    """One PNG with a PR or ROC curve per method. The labels, scores and intervals go to curves.json in
+    the same folder too, under the PNG's name, for report.html."""
     _keep_curves(path, curves, kind, title)
     import matplotlib
 
@@ -25,7 +35,7 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
     from sklearn.metrics import precision_recall_curve, roc_curve
 
     fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
-    for name, y, scores in curves:
+    for name, y, scores, _ in curves:
         if y.all() or not y.any():  # one class only: no curve is defined
             ax.text(0.5, 0.5, "undefined: every sentence has the same label", ha="center", transform=ax.transAxes)
             break
@@ -52,21 +62,35 @@ def write_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]
     plt.close(fig)
 
 
-def _keep_curves(path: Path, curves: Sequence[tuple[str, np.ndarray, np.ndarray]], kind: str, title: str) -> None:
+def _keep_curves(path: Path, curves: Sequence[Curve], kind: str, title: str) -> None:
     store = path.parent / CURVES
     kept = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else {}
     kept[path.stem] = {
         "kind": kind,
         "title": title,
-        "curves": [{"name": name, "y": [int(v) for v in y], "scores": [float(v) for v in s]} for name, y, s in curves],
+        "curves": [
+            {
+                "name": c.name,
+                "y": [int(v) for v in c.y],
+                "scores": [float(v) for v in c.scores],
+                "interval": None if c.interval is None else [float(v) for v in c.interval],
+            }
+            for c in curves
+        ],
     }
     write_json(store, kept)
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Results as JSON, with credentials written into any URL (a model spec's base URL) redacted."""
+    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """A report file (report.md, report.html, compare.md ...), with credentials in any URL redacted: every
+    file a benchmark writes goes through here or ``write_json``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(redact_credentials(json.dumps(obj, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
+    path.write_text(redact_credentials(text), encoding="utf-8")
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], digits: int = 2) -> str:

@@ -28,7 +28,13 @@ from halluscope.backends.gateway import CallStats, model_name
 from halluscope.bench.arguments import Benchmark, ListFlag, judge_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
-from halluscope.bench.metrics import auc_pr, auc_roc
+from halluscope.bench.metrics import (
+    auc_pr_resampled,
+    auc_roc_resampled,
+    mean_resampled,
+    pearson_resampled,
+    spearman_resampled,
+)
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import direct_question, fibe, selfcheck_prompt, semantic_entropy_paragraph
@@ -114,31 +120,47 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
     for p, s in zip(passages, scores, strict=True):
         if len(s) != len(p.sentences):
             raise ValueError(f"passage {p.index}: {len(s)} scores for {len(p.sentences)} sentences")
-    labels = np.array([lab for p in passages for lab in p.labels])
-    pooled = finite_scores(np.array([x for s in scores for x in s], dtype=np.float64))
-    nonfact = labels != "accurate"
-    star_keep = nonfact_star_mask([p.labels for p in passages])
-    major = labels == "major_inaccurate"
-    metrics: dict[str, Any] = {
-        "auc_pr_nonfact": auc_pr(nonfact, pooled),
-        "auc_pr_nonfact_star": auc_pr(major[star_keep], pooled[star_keep]),
-        "auc_pr_factual": auc_pr(~nonfact, -pooled),
-        "auc_roc_nonfact": auc_roc(nonfact, pooled),
-        "auc_roc_nonfact_star": auc_roc(major[star_keep], pooled[star_keep]),
-        "random_auc_pr_nonfact": float(nonfact.mean() * 100),
-        "random_auc_pr_factual": float((~nonfact).mean() * 100),
-    }
-    if len(passages) >= 3:
-        from scipy.stats import pearsonr, spearmanr
-
-        predicted = [float(np.mean(finite_scores(np.array(s, dtype=np.float64)))) for s in scores]
-        human = [float(np.mean([LABEL_VALUE[lab] for lab in p.labels])) for p in passages]
-        defined = float(np.std(predicted)) > 0 and float(np.std(human)) > 0  # constant input: undefined
-        metrics["pearson"] = float(pearsonr(predicted, human)[0] * 100) if defined else None
-        metrics["spearman"] = float(spearmanr(predicted, human)[0] * 100) if defined else None
+    protocol = Protocol([p.labels for p in passages], scores)
+    values = protocol.metrics(np.ones((1, len(passages))))
+    metrics: dict[str, Any] = {name: float(v[0]) if np.isfinite(v[0]) else None for name, v in values.items()}
     metrics["n_passages"] = len(passages)
-    metrics["n_sentences"] = int(labels.size)
+    metrics["n_sentences"] = int(protocol.nonfact.size)
     return metrics
+
+
+class Protocol:
+    """The protocol's metrics of passages' labels and sentence scores, for rows of passage weights: one
+    row of ones is the benchmark's number, the rows of a bootstrap (how often each passage was drawn)
+    are its resamples, all computed at once. AUCs equal scikit-learn's and correlations scipy's to 1e-12
+    (tests/test_metrics.py)."""
+
+    def __init__(self, labels: Sequence[Sequence[str]], scores: Sequence[Sequence[float]]) -> None:
+        pooled_labels = np.array([lab for passage in labels for lab in passage])
+        self.unit_passage = np.repeat(np.arange(len(labels)), [len(passage) for passage in labels])
+        self.pooled = finite_scores(np.array([x for s in scores for x in s], dtype=np.float64))
+        self.nonfact = pooled_labels != "accurate"
+        self.major = pooled_labels == "major_inaccurate"
+        self.star_keep = nonfact_star_mask(labels)
+        self.predicted = np.array([np.mean(finite_scores(np.array(s, dtype=np.float64))) for s in scores])
+        self.human = np.array([np.mean([LABEL_VALUE[lab] for lab in passage]) for passage in labels])
+
+    def metrics(self, weights: np.ndarray) -> dict[str, np.ndarray]:
+        """Each metric for each row of ``weights`` (rows x passages), x100; NaN where undefined."""
+        units = weights[:, self.unit_passage]
+        star, keep = units[:, self.star_keep], self.star_keep
+        out = {
+            "auc_pr_nonfact": auc_pr_resampled(self.nonfact, self.pooled, units) * 100,
+            "auc_pr_nonfact_star": auc_pr_resampled(self.major[keep], self.pooled[keep], star) * 100,
+            "auc_pr_factual": auc_pr_resampled(~self.nonfact, -self.pooled, units) * 100,
+            "auc_roc_nonfact": auc_roc_resampled(self.nonfact, self.pooled, units) * 100,
+            "auc_roc_nonfact_star": auc_roc_resampled(self.major[keep], self.pooled[keep], star) * 100,
+            "random_auc_pr_nonfact": mean_resampled(self.nonfact.astype(np.float64), units) * 100,
+            "random_auc_pr_factual": mean_resampled((~self.nonfact).astype(np.float64), units) * 100,
+        }
+        if len(self.human) >= 3:
+            out["pearson"] = pearson_resampled(self.predicted, self.human, weights) * 100
+            out["spearman"] = spearman_resampled(self.predicted, self.human, weights) * 100
+        return out
 
 
 # ---------------------------------------------------------------- the benchmark command
@@ -341,6 +363,10 @@ def _plan(
         scored = [passages_by_index[r["index"]] for r in records]
         return protocol_metrics(scored, [_sentence_list(r["scores"]) for r in records])
 
+    def resampled(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
+        scores = [_sentence_list(r["scores"]) for r in records]
+        return Protocol([passages_by_index[r["index"]].labels for r in records], scores).metrics(counts)
+
     passages_by_index = {p.index: p for p in passages}
     params = {
         "dataset": DATASET,
@@ -360,6 +386,7 @@ def _plan(
         item_id=lambda p: f"passage {p.index}",
         score=score,
         summarise=summarise,
+        resampled=resampled,
         params=params,
         report=lambda result, out, failed: None,  # one report for all methods: write_report
         stats=bench.stats,
@@ -402,35 +429,43 @@ def run_bench(
 
 def write_report(results: Sequence[BenchResult], out_dir: Path) -> None:
     """report.md with a row per method, and the pooled PR and ROC curves of every method."""
-    from halluscope.bench.report import markdown_table, write_curves
+    from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 
-    curves, star_curves, failed = [], [], []
+    # pr_nonfact, roc_nonfact, pr_nonfact_star, roc_nonfact_star: one curve per method each
+    curves: dict[str, list[Curve]] = {f"{k}_{s}": [] for s in ("nonfact", "nonfact_star") for k in ("pr", "roc")}
+    failed = []
     for result in results:
+        method = result.params["method"]
         labels = np.array([lab for r in result.records for lab in r["labels"]])
         pooled = finite_scores(np.array([x for s in sentence_scores(result) for x in s], dtype=np.float64))
-        curves.append((result.params["method"], labels != "accurate", pooled))
         keep = nonfact_star_mask([r["labels"] for r in result.records])
-        star_curves.append((result.params["method"], labels[keep] == "major_inaccurate", pooled[keep]))
-        failed.append(failure_paragraph(result.failures, len(result.items), f"{result.params['method']}: passages"))
+        for subset, y, scores in (
+            ("nonfact", labels != "accurate", pooled),
+            ("nonfact_star", labels[keep] == "major_inaccurate", pooled[keep]),
+        ):
+            for kind in ("pr", "roc"):  # each curve's interval is the run's (results.json), not drawn again
+                interval = result.intervals.get(f"auc_{kind}_{subset}")
+                curves[f"{kind}_{subset}"].append(Curve(method, y, scores, interval))
+        failed.append(failure_paragraph(result.failures, len(result.items), f"{method}: passages"))
     m = results[0].metrics
     size = f"{m['n_passages']} passages, {m['n_sentences']} sentences"
-    write_curves(out_dir / "pr_nonfact.png", curves, "pr", f"WikiBio NonFact, {size}")
-    write_curves(out_dir / "roc_nonfact.png", curves, "roc", f"WikiBio NonFact, {size}")
-    star_size = f"{int(star_curves[0][1].size)} sentences" if star_curves else ""
-    write_curves(out_dir / "pr_nonfact_star.png", star_curves, "pr", f"WikiBio NonFact*, {star_size}")
-    write_curves(out_dir / "roc_nonfact_star.png", star_curves, "roc", f"WikiBio NonFact*, {star_size}")
+    star_size = f"{int(curves['pr_nonfact_star'][0].y.size)} sentences" if results else ""
+    titles = {"nonfact": f"WikiBio NonFact, {size}", "nonfact_star": f"WikiBio NonFact*, {star_size}"}
+    for name, drawn in curves.items():
+        kind, subset = name.split("_", 1)
+        write_curves(out_dir / f"{name}.png", drawn, kind, titles[subset])
     table = markdown_table([{"method": r.params["method"], **r.metrics} for r in results], METRIC_COLUMNS)
     random_line = (
         f"Random AUC-PR on this data: NonFact {m['random_auc_pr_nonfact']:.2f}, "
         f"Factual {m['random_auc_pr_factual']:.2f}."
     )
-    (out_dir / "report.md").write_text(
+    write_text(
+        out_dir / "report.md",
         f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {results[0].params['samples']} samples per passage.\n"
         f"Protocol: SelfCheckGPT/FIBE (sentence-level AUC-PR and AUC-ROC x100 pooled over passages; "
         f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n"
         + "".join(failed)
         + "\n![PR](pr_nonfact.png) ![ROC](roc_nonfact.png)\n",
-        encoding="utf-8",
     )
 
 

@@ -1,0 +1,96 @@
+"""The metrics every bench reports, and their bootstrap intervals computed for all resamples at once:
+equal to scikit-learn's and scipy's on the same data to 1e-12 (issue 32, item 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import auc, precision_recall_curve, roc_auc_score
+
+from halluscope.bench.metrics import (
+    auc_pr,
+    auc_pr_resampled,
+    auc_roc,
+    auc_roc_resampled,
+    bootstrap_metrics,
+    both_classes,
+    mean_resampled,
+    pearson_resampled,
+    spearman_resampled,
+)
+from halluscope.bench.wikibio import load_wikibio, wikibio_plans
+
+TOLERANCE = 1e-12
+
+
+def _sklearn_auc_pr(y: np.ndarray, scores: np.ndarray) -> float:
+    precision, recall, _ = precision_recall_curve(y, scores)
+    return float(auc(recall, precision))
+
+
+def _cases(seed: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Labels and scores with ties (scores rounded), of many sizes and positive rates."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    while len(cases) < count:
+        n = int(rng.integers(2, 80))
+        y = rng.random(n) < rng.random()
+        if both_classes(y):
+            cases.append((y, np.round(rng.normal(size=n), int(rng.integers(0, 3)))))
+    return cases
+
+
+def test_auc_pr_and_auc_roc_equal_scikit_learn() -> None:
+    for y, scores in _cases(0, 300):
+        assert auc_pr(y, scores) == pytest.approx(_sklearn_auc_pr(y, scores) * 100, abs=TOLERANCE)
+        assert auc_roc(y, scores) == pytest.approx(roc_auc_score(y, scores) * 100, abs=TOLERANCE)
+    assert auc_pr(np.ones(3, bool), np.arange(3.0)) is None and auc_roc(np.zeros(3, bool), np.arange(3.0)) is None
+
+
+def test_each_resample_row_equals_the_metric_of_the_drawn_items() -> None:
+    """A row of counts is the resample: each metric equals scikit-learn's / scipy's on the drawn items
+    themselves (repeated as drawn), NaN where it is undefined there (one class, a constant)."""
+    rng = np.random.default_rng(1)
+    for y, scores in _cases(2, 60):
+        n = y.size
+        x2, y2 = np.round(rng.normal(size=n), 1), np.round(rng.normal(size=n), 1)
+        draws = [rng.integers(0, n, n) for _ in range(25)]
+        counts = np.stack([np.bincount(d, minlength=n) for d in draws]).astype(float)
+        pr, roc = auc_pr_resampled(y, scores, counts), auc_roc_resampled(y, scores, counts)
+        mean = mean_resampled(scores, counts)
+        pearson, spearman = pearson_resampled(x2, y2, counts), spearman_resampled(x2, y2, counts)
+        for row, drawn in enumerate(draws):
+            assert mean[row] == pytest.approx(scores[drawn].mean(), abs=TOLERANCE)
+            if both_classes(y[drawn]):
+                assert pr[row] == pytest.approx(_sklearn_auc_pr(y[drawn], scores[drawn]), abs=TOLERANCE)
+                assert roc[row] == pytest.approx(roc_auc_score(y[drawn], scores[drawn]), abs=TOLERANCE)
+            else:
+                assert np.isnan(roc[row]) and np.isnan(pr[row])
+            if len(set(x2[drawn])) > 1 and len(set(y2[drawn])) > 1:
+                assert pearson[row] == pytest.approx(pearsonr(x2[drawn], y2[drawn])[0], abs=TOLERANCE)
+                assert spearman[row] == pytest.approx(spearmanr(x2[drawn], y2[drawn])[0], abs=TOLERANCE)
+            else:
+                assert np.isnan(pearson[row]) and np.isnan(spearman[row])
+
+
+def test_wikibio_intervals_at_once_equal_one_resample_at_a_time(data_dir: Path) -> None:
+    """The vectorised bootstrap of the WikiBio protocol and the one that calls the protocol's summarise
+    for each resample: the same draws, the same intervals (SelfCheck-Unigram on 40 passages)."""
+    plan = wikibio_plans(["selfcheck-unigram"], data_dir, limit=40)[0]
+    records = [plan.score(p) for p in load_wikibio(data_dir)[:40]]
+    at_once = bootstrap_metrics(plan.summarise, records, resampled=plan.resampled)
+    one_by_one = bootstrap_metrics(plan.summarise, records)
+    assert plan.resampled is not None and set(at_once) == set(one_by_one) and len(at_once) == 9
+    for name, (low, high) in one_by_one.items():
+        assert at_once[name] == pytest.approx([low, high], abs=1e-9), name
+
+
+def test_no_units_is_undefined_not_an_error() -> None:
+    """A NonFact* subset can be empty (one passage, wholly major-inaccurate)."""
+    empty, weights = np.array([], dtype=bool), np.ones((3, 0))
+    assert np.isnan(auc_pr_resampled(empty, np.array([]), weights)).all()
+    assert np.isnan(auc_roc_resampled(empty, np.array([]), weights)).all()
+    assert auc_pr(empty, np.array([])) is None and auc_roc(empty, np.array([])) is None
