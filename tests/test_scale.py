@@ -13,7 +13,9 @@ import sys
 import threading
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -156,32 +158,57 @@ def _stopped(actor: Any) -> bool:
     return False
 
 
-def test_a_killed_worker_loses_no_item(cluster: Any) -> None:
-    """kill -9 of a worker's process mid-batch: Ray restarts the actor and retries its items; every item
-    comes back, scored or recorded as failed."""
-    with StubAPI(latency=0.2) as stub:
-        spec = f"openai-compatible:{stub.base_url}/v1#stub"
-        det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None, concurrency=8))
-        items = _items(16)
-        results: dict[int, Any] = {}
-        killed: list[int] = []
+def test_a_killed_worker_loses_no_item(cluster: Any, tmp_path: Path) -> None:
+    """kill -9 of a worker's process while it holds items: Ray restarts the actor and retries them. The
+    job logs which process started and finished which item, so the test shows that the killed process
+    held items when it died, that only those were lost or scored again, and every other item ran once."""
+    log = tmp_path / "items.log"
 
-        def kill_one(actors: list[Any]) -> None:
-            pid = ray.get(actors[0].pid.remote())
+    @dataclass(frozen=True)
+    class Logged:
+        path: str
 
-            def later() -> None:
-                time.sleep(1.0)
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+        def build(self) -> Any:
+            def score(item: int) -> int:
+                with open(self.path, "a") as f:
+                    f.write(f"start {os.getpid()} {item}\n")
+                time.sleep(0.4)
+                with open(self.path, "a") as f:
+                    f.write(f"done {os.getpid()} {item}\n")
+                return item * item
 
-            threading.Thread(target=later, daemon=True).start()
+            return score
 
-        scale.ray_map(
-            _DetectJob(det), items, results.__setitem__, workers=2, per_worker=2, cpus_per_worker=0, on_start=kill_one
-        )
-    assert killed and sorted(results) == list(range(16))
-    for value in results.values():
-        assert isinstance(value, scale.WorkerLost) or value.units or value.error
+    def lines() -> list[tuple[str, int, int]]:
+        text = log.read_text() if log.exists() else ""
+        return [(kind, int(pid), int(item)) for kind, pid, item in (line.split() for line in text.splitlines())]
+
+    results: dict[int, Any] = {}
+    held: list[int] = []  # started by the killed process and not finished when it died
+    started_there: list[int] = []  # every item the killed process started
+
+    def kill_one(actors: list[Any]) -> None:
+        pid = ray.get(actors[0].pid.remote())
+
+        def once_it_holds_an_item() -> None:
+            deadline = time.monotonic() + 30
+            while not any(kind == "start" and who == pid for kind, who, _ in lines()):
+                assert time.monotonic() < deadline, "the worker never started an item"
+                time.sleep(0.02)
+            os.kill(pid, signal.SIGKILL)
+            seen = lines()
+            done = {item for kind, who, item in seen if kind == "done" and who == pid}
+            started_there.extend(item for kind, who, item in seen if kind == "start" and who == pid)
+            held.extend(item for item in started_there if item not in done)
+
+        threading.Thread(target=once_it_holds_an_item, daemon=True).start()
+
+    scale.ray_map(Logged(str(log)), list(range(16)), results.__setitem__, workers=2, per_worker=2, on_start=kill_one)
+    assert held, "the killed worker held no item when it died"
+    assert results == {item: item * item for item in range(16)}  # Ray restarted it: nothing lost
+    starts = Counter(item for kind, _, item in lines() if kind == "start")
+    assert set(held) <= {item for item, count in starts.items() if count == 2}  # the held items ran again
+    assert all(count == 1 for item, count in starts.items() if item not in started_there)  # the rest once
 
 
 def test_a_rerun_on_another_process_replays_every_call_from_redis(cluster: Any, redis_url: str) -> None:
