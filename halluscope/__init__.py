@@ -1,82 +1,165 @@
 """halluscope: measure and detect LLM hallucinations with published methods.
 
-One import for the public API; each method is a module with ``detect()`` and ``build()`` (its
-LangGraph graph), e.g. ``halluscope.fibe.detect(text, model=..., variant="fibe+sbc+dq")``. Every
-model call goes through the gateway (``default_gateway()``); results are pydantic models whose unit
-scores are higher when more likely hallucinated.
+One import for the public API: ``halluscope.detector(method, model=..., **options)``, the results
+(``DetectionResult``, ``Unit``, ``RunMeta``), the gateway every model call goes through
+(``default_gateway()``), and each method's module by name (``halluscope.selfcheck_prompt.detect(...)``),
+as the registry finds them. Each is imported on first use, so ``import halluscope`` (and the CLI's
+``--help``) loads no model stack; unit scores are higher when more likely hallucinated.
 """
 
-from halluscope.backends import CallCache, CallStats, ChatReply, Gateway, RetryPolicy, default_gateway, parse_model_spec
-from halluscope.backends.embeddings import Embedder
-from halluscope.backends.entailment import Entailment, Judgement, LLMEntailment, NLIEntailment
-from halluscope.backends.local import default_local_model
-from halluscope.backends.logprobs import LogProbMismatchError, LogProbModel, Sample, load_logprob_model
-from halluscope.detector import Detector, detector
-from halluscope.errors import (
-    ConfigError,
-    DataError,
-    HalluscopeError,
-    ModelSpecError,
-    ModelUnavailableError,
-    ParseError,
-    PromptError,
-)
-from halluscope.graphs import (
-    clue,
-    direct_question,
-    fewl,
-    fibe,
-    phr,
-    selfcheck_prompt,
-    selfcheck_unigram,
-    semantic_entropy,
-    semantic_entropy_paragraph,
-)
-from halluscope.prompts import PromptRegistry, PromptTemplate
-from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "CallCache",
-    "CallStats",
-    "ChatReply",
-    "ConfigError",
-    "DataError",
-    "DetectionResult",
-    "Detector",
-    "Embedder",
-    "Entailment",
-    "Gateway",
-    "HalluscopeError",
-    "Judgement",
-    "LLMEntailment",
-    "LogProbMismatchError",
-    "LogProbModel",
-    "ModelSpecError",
-    "ModelUnavailableError",
-    "NLIEntailment",
-    "ParseError",
-    "PromptError",
-    "PromptRegistry",
-    "PromptTemplate",
-    "RetryPolicy",
-    "RunMeta",
-    "Sample",
-    "TokenUsage",
-    "Unit",
-    "default_gateway",
-    "clue",
-    "default_local_model",
-    "detector",
-    "direct_question",
-    "fewl",
-    "fibe",
-    "phr",
-    "load_logprob_model",
-    "parse_model_spec",
-    "selfcheck_prompt",
-    "selfcheck_unigram",
-    "semantic_entropy",
-    "semantic_entropy_paragraph",
-]
+from halluscope.version import __version__
+
+# public name -> the module that defines it
+_EXPORTS = {
+    **dict.fromkeys(
+        ("CallCache", "CallStats", "ChatReply", "Gateway", "RetryPolicy", "default_gateway", "parse_model_spec"),
+        "halluscope.backends",
+    ),
+    "Embedder": "halluscope.backends.embeddings",
+    **dict.fromkeys(("Entailment", "Judgement", "LLMEntailment", "NLIEntailment"), "halluscope.backends.entailment"),
+    "default_local_model": "halluscope.backends.local",
+    **dict.fromkeys(
+        ("LogProbMismatchError", "LogProbModel", "Sample", "load_logprob_model"), "halluscope.backends.logprobs"
+    ),
+    "Detector": "halluscope.detector",
+    **dict.fromkeys(
+        (
+            "ConfigError",
+            "DataError",
+            "HalluscopeError",
+            "ModelSpecError",
+            "ModelUnavailableError",
+            "ParseError",
+            "PromptError",
+        ),
+        "halluscope.errors",
+    ),
+    **dict.fromkeys(("PromptRegistry", "PromptTemplate"), "halluscope.prompts"),
+    **dict.fromkeys(("DetectionResult", "RunMeta", "TokenUsage", "Unit"), "halluscope.results"),
+}
+
+__all__ = ["__version__", "detector", *_EXPORTS]
+
+if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is imported on first use
+    from halluscope.backends import (
+        CallCache as CallCache,
+    )
+    from halluscope.backends import (
+        CallStats as CallStats,
+    )
+    from halluscope.backends import (
+        ChatReply as ChatReply,
+    )
+    from halluscope.backends import (
+        Gateway as Gateway,
+    )
+    from halluscope.backends import (
+        RetryPolicy as RetryPolicy,
+    )
+    from halluscope.backends import (
+        default_gateway as default_gateway,
+    )
+    from halluscope.backends import (
+        parse_model_spec as parse_model_spec,
+    )
+    from halluscope.backends.embeddings import (
+        Embedder as Embedder,
+    )
+    from halluscope.backends.entailment import (
+        Entailment as Entailment,
+    )
+    from halluscope.backends.entailment import (
+        Judgement as Judgement,
+    )
+    from halluscope.backends.entailment import (
+        LLMEntailment as LLMEntailment,
+    )
+    from halluscope.backends.entailment import (
+        NLIEntailment as NLIEntailment,
+    )
+    from halluscope.backends.local import (
+        default_local_model as default_local_model,
+    )
+    from halluscope.backends.logprobs import (
+        LogProbMismatchError as LogProbMismatchError,
+    )
+    from halluscope.backends.logprobs import (
+        LogProbModel as LogProbModel,
+    )
+    from halluscope.backends.logprobs import (
+        Sample as Sample,
+    )
+    from halluscope.backends.logprobs import (
+        load_logprob_model as load_logprob_model,
+    )
+    from halluscope.detector import (
+        Detector as Detector,
+    )
+    from halluscope.detector import detector as detector
+    from halluscope.errors import (
+        ConfigError as ConfigError,
+    )
+    from halluscope.errors import (
+        DataError as DataError,
+    )
+    from halluscope.errors import (
+        HalluscopeError as HalluscopeError,
+    )
+    from halluscope.errors import (
+        ModelSpecError as ModelSpecError,
+    )
+    from halluscope.errors import (
+        ModelUnavailableError as ModelUnavailableError,
+    )
+    from halluscope.errors import (
+        ParseError as ParseError,
+    )
+    from halluscope.errors import (
+        PromptError as PromptError,
+    )
+    from halluscope.prompts import (
+        PromptRegistry as PromptRegistry,
+    )
+    from halluscope.prompts import (
+        PromptTemplate as PromptTemplate,
+    )
+    from halluscope.results import (
+        DetectionResult as DetectionResult,
+    )
+    from halluscope.results import (
+        RunMeta as RunMeta,
+    )
+    from halluscope.results import (
+        TokenUsage as TokenUsage,
+    )
+    from halluscope.results import (
+        Unit as Unit,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use; a method's module by its name ('fibe', 'selfcheck_prompt')."""
+    if name == "detector":  # the module, which called is its detector function (halluscope.detector(...))
+        return importlib.import_module("halluscope.detector")
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # the next use is a plain lookup
+        return value
+    if name.startswith("_"):
+        raise AttributeError(f"module 'halluscope' has no attribute {name!r}")
+    if importlib.util.find_spec(f"halluscope.{name}") is not None:  # a submodule ('from halluscope import scale')
+        return importlib.import_module(f"halluscope.{name}")
+    found = importlib.import_module("halluscope.registry").modules()
+    if name in found:
+        return found[name]
+    raise AttributeError(f"module 'halluscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *importlib.import_module("halluscope.registry").modules()})

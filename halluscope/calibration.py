@@ -19,8 +19,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from halluscope.bench.metrics import auc_pr, auc_roc
 from halluscope.errors import ConfigError, redact_credentials
+from halluscope.metrics import auc_pr, auc_roc
 from halluscope.readers import read_file
 from halluscope.results import Unit
 

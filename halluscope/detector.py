@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import time
+import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,67 +26,24 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from pydantic import BaseModel, create_model
 from tqdm.auto import tqdm
 
+from halluscope import registry
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
-from halluscope.backends.limits import PROCESS_LOCAL_MODELS
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
-from halluscope.graphs import (
-    clue,
-    direct_question,
-    ensemble,
-    fewl,
-    fibe,
-    phr,
-    selfcheck_prompt,
-    selfcheck_unigram,
-    semantic_entropy,
-    semantic_entropy_paragraph,
-)
-from halluscope.graphs.method import CONFIGURED, Method, call_limit
+from halluscope.graphs.method import Method, call_limit
 from halluscope.graphs.stages import MAX_CALLS, CallBudget
 from halluscope.results import DetectionResult, RunMeta
-from halluscope.scale import WorkerLost
 from halluscope.text import checked_text, checked_texts
 
-# FIBE's variants are methods of their own ('fibe+sbc+dq'), as on the command line
-METHODS: dict[str, Method] = fibe.METHODS | {
-    module.METHOD.name: module.METHOD
-    for module in (
-        direct_question,
-        ensemble,
-        selfcheck_prompt,
-        selfcheck_unigram,
-        semantic_entropy,
-        semantic_entropy_paragraph,
-        clue,
-        fewl,
-        phr,
-    )
-}
-
-# The methods that score the sentences of a text (what an ensemble stacks and bench planted ranks),
-# and the configured names of some (selfcheck-prompt:prob); the ensemble itself is not its own member.
-SENTENCE_METHODS: tuple[str, ...] = tuple(
-    name for name, m in METHODS.items() if m.answer_field == "text" and name != ensemble.NAME
-) + tuple(CONFIGURED)
+# Every method by name, FIBE's variants included ('fibe+sbc+dq'), as the registry finds them: one
+# dict, kept current by the registry
+METHODS: dict[str, Method] = registry.methods()
 
 # Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.
 _TEXT_INPUTS = ("text", "question", "query")
 # Inputs that are lists of texts: a lone string (iterated as characters), None or a blank item is refused.
 _TEXT_LISTS = ("samples", "answers", "sentences")
-
-
-def method_name(method: str) -> str:
-    """The method's registered name ('selfcheck_prompt' and 'SelfCheck-Prompt' are 'selfcheck-prompt')."""
-    if not isinstance(method, str):
-        raise ConfigError(
-            f"method takes a method's name, got {type(method).__name__} {method!r}; available: {', '.join(METHODS)}"
-        )
-    name = method.strip().lower().replace("_", "-")
-    if name not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; available: {', '.join(METHODS)}")
-    return name
 
 
 def _parameters(method: Method) -> dict[str, inspect.Parameter]:
@@ -106,7 +65,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     max_calls: int | None = MAX_CALLS  # the model calls one run may plan (None: no limit)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "method", method_name(self.method))
+        object.__setattr__(self, "method", registry.name_of(self.method))
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         CallBudget(self.max_calls)  # a bad limit is refused now, not at the first run
         self._check_names(self.options, "option")
@@ -118,7 +77,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     @property
     def spec(self) -> Method:
         """The method's contract (its inputs, options, needs and how a result reads)."""
-        return METHODS[self.method]
+        return registry.get(self.method)
 
     def accepted(self) -> dict[str, inspect.Parameter]:
         """The keyword arguments the method's ``detect`` takes (options and item fields alike)."""
@@ -276,9 +235,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         results: list[DetectionResult | None] = [None] * len(batch)
         bar = tqdm(total=len(batch), desc=f"{self.method}", unit="item", disable=not progress)
 
-        def done(index: int, result: DetectionResult | WorkerLost) -> None:
-            if isinstance(result, WorkerLost):
-                result = self._failed(result, 0.0)
+        def done(index: int, result: DetectionResult) -> None:
             results[index] = result
             bar.update(1)
 
@@ -324,15 +281,17 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
                 f"the ray executor sends the {self.method} detector to its workers, and one of its options "
                 f"cannot travel ({type(exc).__name__}: {exc}); give models and judges as spec strings"
             ) from exc
-        model = self.options.get(self.spec.model_field)
-        local = isinstance(model, str) and model.startswith(PROCESS_LOCAL_MODELS)
+
+        def arrived(index: int, value: DetectionResult | scale.WorkerLost) -> None:
+            done(index, self._failed(value, 0.0) if isinstance(value, scale.WorkerLost) else value)
+
         scale.ray_map(
             _DetectJob(self),
             batch,
-            done,
+            arrived,
             workers=workers,
             per_worker=concurrency,
-            cpus_per_worker=1.0 if local else 0.0,  # a local model computes; an API model waits
+            cpus_per_worker=scale.cpus_for(self.options.get(self.spec.model_field)),
             request_timeout=float(getattr(self.options.get("gateway"), "timeout", DEFAULT_TIMEOUT)),
             address=address,
         )
@@ -369,7 +328,7 @@ def detector(
     a file from `halluscope calibrate` (or a Calibration) fitted for this method and model.
     ``max_calls``: a run that plans more model calls is refused before its first (default 10,000);
     ``yes=True`` lifts the limit."""
-    spec = METHODS[method_name(method)]
+    spec = registry.get(method)
     check_value("detector", "calibration", calibration, str | Path | Calibration | None)
     check_value("detector", "yes", yes, bool)
     if model is not None:
@@ -379,3 +338,14 @@ def detector(
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
     return Detector(method, options, calibration, None if yes else max_calls)
+
+
+class _CallableModule(types.ModuleType):
+    """``halluscope.detector`` names both this module and its ``detector`` function: whichever is imported
+    first, the module called is the function, so ``halluscope.detector("fibe", ...)`` always works."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Detector:
+        return detector(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

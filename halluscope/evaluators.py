@@ -1,8 +1,11 @@
 """Every method as an evaluator in the openevals / LangSmith convention, so a halluscope score can sit
 in a ``langsmith.evaluate(...)`` experiment (or any loop over examples):
 
-    evaluator = create_selfcheck_prompt_evaluator(model="openai:gpt-4o-mini", n=5)
+    evaluator = create_evaluator("selfcheck-prompt", model="openai:gpt-4o-mini", n=5)
     evaluator(inputs={"question": ...}, outputs={"answer": ...}) -> {"key", "score", "comment", "metadata"}
+
+``create_<method>_evaluator`` (``create_selfcheck_prompt_evaluator``) is the same with the method bound,
+for every registered method.
 
 ``score`` is the riskiest unit's score (higher = more likely hallucinated; for FEWL the risk -FEWL);
 ``comment`` is the result's summary; ``metadata`` holds every unit's score and the run's costs. The
@@ -15,10 +18,12 @@ ends an experiment. Both the sync and the async evaluators name their parameters
 
 from __future__ import annotations
 
-import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
+from halluscope import registry
 from halluscope.detector import Detector, detector
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.results import DetectionResult
@@ -97,7 +102,7 @@ def _failure(key: str, method: str, exc: Exception) -> EvaluatorResult:
 def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> Evaluator:
     """An evaluator for any method; ``options`` are ``halluscope.detector``'s (``model``, ``n`` ...)."""
     det = detector(method, **options)
-    name = key or f"halluscope_{det.method.replace('-', '_')}"
+    name = key or _key(det.method)
 
     def evaluate(
         *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
@@ -108,101 +113,48 @@ def create_evaluator(method: str, *, key: str | None = None, **options: Any) -> 
             return _failure(name, det.method, exc)
 
     evaluate.__name__ = name
+    evaluate.__doc__ = f"{det.spec.summary}: an openevals-style evaluator (inputs, outputs, reference_outputs)."
     return evaluate
 
 
 def create_async_evaluator(method: str, *, key: str | None = None, **options: Any) -> AsyncEvaluator:
-    """The async twin of ``create_evaluator``: the same evaluator in a worker thread (graphs run synchronously)."""
-    evaluate_sync = create_evaluator(method, key=key, **options)
+    """The async twin of ``create_evaluator``: the method's ``adetect``, its model calls awaiting the
+    provider's async client."""
+    det = detector(method, **options)
+    name = key or _key(det.method)
 
     async def evaluate(
         *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **_: Any
     ) -> EvaluatorResult:
-        return await asyncio.to_thread(
-            evaluate_sync, inputs=inputs, outputs=outputs, reference_outputs=reference_outputs
-        )
+        try:
+            arguments = example_arguments(det, inputs, outputs, reference_outputs)
+            return _result(name, await det.adetect(**arguments))
+        except HalluscopeError as exc:
+            return _failure(name, det.method, exc)
 
-    evaluate.__name__ = evaluate_sync.__name__
+    evaluate.__name__ = name
+    evaluate.__doc__ = f"{det.spec.summary}: an async openevals-style evaluator."
     return evaluate
 
 
-def create_fibe_evaluator(**options: Any) -> Evaluator:
-    """FIBE on the answer's sentences, the question as the original prompt P."""
-    return create_evaluator("fibe", **options)
+def _key(method: str) -> str:
+    """A method's name as an identifier: 'fibe+sbc+dq' is 'fibe_sbc_dq'."""
+    return "halluscope_" + re.sub(r"[^a-z0-9]+", "_", method)
 
 
-def create_async_fibe_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("fibe", **options)
+def __getattr__(name: str) -> Any:
+    """``create_<method>_evaluator`` and ``create_async_<method>_evaluator`` for every registered method
+    ('create_selfcheck_prompt_evaluator'): ``create_evaluator`` with the method bound, made on request."""
+    match = re.fullmatch(r"create_(async_)?([a-z0-9_]+)_evaluator", name)
+    by_key = {_key(method)[len("halluscope_") :]: method for method in registry.methods()}
+    if match is None or match.group(2) not in by_key:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    make = create_async_evaluator if match.group(1) else create_evaluator
+    return partial(make, by_key[match.group(2)])
 
 
-def create_direct_question_evaluator(**options: Any) -> Evaluator:
-    """Direct Question on the answer's sentences, the question as the original prompt P."""
-    return create_evaluator("direct-question", **options)
-
-
-def create_async_direct_question_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("direct-question", **options)
-
-
-def create_selfcheck_prompt_evaluator(**options: Any) -> Evaluator:
-    """SelfCheck-Prompt on the answer's sentences, samples regenerated about the question."""
-    return create_evaluator("selfcheck-prompt", **options)
-
-
-def create_async_selfcheck_prompt_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("selfcheck-prompt", **options)
-
-
-def create_selfcheck_unigram_evaluator(**options: Any) -> Evaluator:
-    """SelfCheck-Unigram on the answer's sentences."""
-    return create_evaluator("selfcheck-unigram", **options)
-
-
-def create_async_selfcheck_unigram_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("selfcheck-unigram", **options)
-
-
-def create_semantic_entropy_evaluator(**options: Any) -> Evaluator:
-    """Semantic entropy of the model's answers to the example's question (the run's answer is not
-    read: the method measures the model's uncertainty about the question)."""
-    return create_evaluator("semantic-entropy", **options)
-
-
-def create_async_semantic_entropy_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("semantic-entropy", **options)
-
-
-def create_semantic_entropy_paragraph_evaluator(**options: Any) -> Evaluator:
-    """Paragraph semantic entropy of the answer's claims, given the question."""
-    return create_evaluator("semantic-entropy-paragraph", **options)
-
-
-def create_async_semantic_entropy_paragraph_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("semantic-entropy-paragraph", **options)
-
-
-def create_clue_evaluator(**options: Any) -> Evaluator:
-    """CLUE concept uncertainty of the model's outputs for the question."""
-    return create_evaluator("clue", **options)
-
-
-def create_async_clue_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("clue", **options)
-
-
-def create_fewl_evaluator(**options: Any) -> Evaluator:
-    """FEWL of the answer against the reference models (``model`` or ``references``); score -FEWL."""
-    return create_evaluator("fewl", **options)
-
-
-def create_async_fewl_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("fewl", **options)
-
-
-def create_phr_evaluator(**options: Any) -> Evaluator:
-    """The posterior hallucination rate of inputs['query'] given inputs['context']."""
-    return create_evaluator("phr", **options)
-
-
-def create_async_phr_evaluator(**options: Any) -> AsyncEvaluator:
-    return create_async_evaluator("phr", **options)
+def __dir__() -> list[str]:
+    keys = [_key(method)[len("halluscope_") :] for method in registry.methods()]
+    return sorted(
+        [*globals(), *(f"create_{k}_evaluator" for k in keys), *(f"create_async_{k}_evaluator" for k in keys)]
+    )

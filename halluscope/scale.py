@@ -31,7 +31,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Protocol
 
 from halluscope.backends.gateway import DEFAULT_TIMEOUT
-from halluscope.backends.limits import use_shared_limits
+from halluscope.backends.limits import PROCESS_LOCAL_MODELS, use_shared_limits
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 
 RAY_INSTALL = "pip install 'halluscope[ray]'"
@@ -42,6 +42,11 @@ LINGER_S = 0.05  # a lease given back waits this long in its process for the nex
 
 class WorkerLost(HalluscopeError):
     """A Ray worker died while scoring an item, and Ray's retries did not bring it back."""
+
+
+def cpus_for(model: Any) -> float:
+    """The CPUs a worker reserves for ``model``: a local model computes (one), an API model waits (none)."""
+    return 1.0 if isinstance(model, str) and model.startswith(PROCESS_LOCAL_MODELS) else 0.0
 
 
 class Job(Protocol):

@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import auc, precision_recall_curve, roc_auc_score
 
-from halluscope.bench.metrics import (
+from halluscope.bench.wikibio import load_wikibio, wikibio_plans
+from halluscope.metrics import (
     auc_pr,
     auc_pr_resampled,
     auc_roc,
@@ -21,7 +22,6 @@ from halluscope.bench.metrics import (
     pearson_resampled,
     spearman_resampled,
 )
-from halluscope.bench.wikibio import load_wikibio, wikibio_plans
 
 TOLERANCE = 1e-12
 

@@ -14,10 +14,10 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, bootstrap_metrics
 from halluscope.bench.qa import is_correct, load_qa, normalise, run_qa_bench
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
+from halluscope.metrics import auc_roc, aurac, bootstrap_ci, bootstrap_metrics
 
 
 def test_datasets_load_with_their_accepted_answers(data_dir: Path) -> None:

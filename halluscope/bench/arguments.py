@@ -11,32 +11,9 @@ from typing import Any
 
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.runner import BenchResult, Plan
+from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError
 from halluscope.scoring import CLUSTER_RULES
-
-
-class ListFlag(argparse.Action):
-    """The one convention for a list of names, model specs or numbers: comma-separated values, and the
-    flag may be repeated (``--method a,b --method c`` is [a, b, c]); a given flag replaces its default.
-    Free text, paths and KEY=VALUE pairs may hold commas: those flags repeat, one value each."""
-
-    def __init__(self, *args: Any, kind: type = str, **kwargs: Any) -> None:
-        self.kind = kind
-        super().__init__(*args, **kwargs)
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, flag: Any = None
-    ) -> None:
-        so_far = getattr(namespace, self.dest, None)
-        so_far = [] if so_far is None or so_far is self.default else so_far
-        try:
-            parts = [self.kind(part.strip()) for part in str(values).split(",") if part.strip()]
-        except ValueError:
-            what = "integers" if self.kind is int else "numbers"
-            parser.error(f"{flag} takes comma-separated {what}, got {values!r}")
-        if not parts:
-            parser.error(f"{flag} got no value")
-        setattr(namespace, self.dest, [*so_far, *parts])
 
 
 def _no_shared_report(_results: Sequence[BenchResult], _out: Path) -> None:
@@ -95,12 +72,3 @@ def fewl_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.n is not None and len(refs) > 1:
         raise ConfigError(f"--diversify asks one --reference model for N answers; {len(refs)} references given")
     return {"references": refs, "n": args.n, "neighbours": args.neighbours, "wrong_model": args.wrong_model}
-
-
-def numbers(text: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
-    """A comma-separated --flag value as numbers of one kind; a bad one names the flag."""
-    try:
-        return [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        what = "integers" if kind is int else "numbers"
-        raise ConfigError(f"{flag} must be comma-separated {what}, got {text!r}") from exc

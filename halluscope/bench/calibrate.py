@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
-from halluscope.bench.arguments import ListFlag, numbers
-from halluscope.bench.metrics import auc_pr, auc_roc
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
 from halluscope.calibration import (
     KINDS,
@@ -27,7 +25,9 @@ from halluscope.calibration import (
     threshold_for_precision,
 )
 from halluscope.checks import finite_number
+from halluscope.cli.flags import ListFlag, numbers
 from halluscope.errors import ConfigError
+from halluscope.metrics import auc_pr, auc_roc
 
 TARGET_PRECISION = 0.8
 

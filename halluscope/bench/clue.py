@@ -31,12 +31,12 @@ from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.metrics import auc_pr, auc_roc, fraction
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import clue
+from halluscope.metrics import auc_pr, auc_roc, fraction
 from halluscope.scoring import concept_labels
 
 SUBSETS = (("D_R", "relevant"), ("D_L", "less relevant"), ("D_I", "irrelevant"))

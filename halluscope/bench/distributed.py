@@ -10,28 +10,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.runner import ItemOutcome, Plan, score_item
 
 
 @dataclass(frozen=True)
 class _PlanJob:
-    """What a worker needs to rebuild plan number ``position`` of a benchmark: its name, the parsed
+    """What a worker needs to rebuild plan number ``position`` of a benchmark: the benchmark, the parsed
     flags (plain values) and the driver's gateway (which travels as its settings)."""
 
-    benchmark: str
+    benchmark: Benchmark
     flags: dict[str, Any]
     gateway: Gateway | None
     position: int
 
     def build(self) -> Callable[[int], ItemOutcome]:
-        from halluscope.bench.registry import BENCHMARKS
-
         def gateway() -> Gateway:
             if self.gateway is None:
-                raise RuntimeError(f"bench {self.benchmark} asked for a gateway it was not given")
+                raise RuntimeError(f"bench {self.benchmark.name} asked for a gateway it was not given")
             return self.gateway
 
-        plan = BENCHMARKS[self.benchmark].plans(argparse.Namespace(**self.flags), gateway)[self.position]
+        plan = self.benchmark.plans(argparse.Namespace(**self.flags), gateway)[self.position]
         return lambda index: score_item(plan, plan.items[index])
 
 
@@ -40,7 +39,7 @@ class OnRay:
 
     def __init__(
         self,
-        benchmark: str,
+        benchmark: Benchmark,
         args: argparse.Namespace,
         gateway: Gateway | None,
         position: int,

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from halluscope import __version__
-from halluscope.bench.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
 from halluscope.bench.report import CURVES, write_text
 from halluscope.bench.runner import BenchResult
+from halluscope.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
 
 REPORT = "report.html"
 SHOWN_CHARS = 4000  # of an item's other record fields, in its drill-down

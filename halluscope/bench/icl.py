@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
-from halluscope.bench.arguments import Benchmark, ListFlag
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError, DataError
 from halluscope.scoring.phr import Pair
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.bench.arguments import Benchmark, ListFlag
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.checks import finite_number
+from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError
 from halluscope.scoring.phr import BayesianLinearRegression, phr_estimate
 

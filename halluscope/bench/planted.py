@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from halluscope import registry
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.detector import METHODS, SENTENCE_METHODS, detector
+from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.graphs.method import configured
 
 
 @dataclass(frozen=True)
@@ -143,12 +143,11 @@ def riskiest(scores: list[float | None]) -> list[int]:
 def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3) -> Plan:
     """Each biography scored by ``method`` (SelfCheck-Prompt regenerates ``n`` passages; FIBE's exam
     is answered ``n`` times); a hit when the planted sentence alone scores highest."""
-    if method not in SENTENCE_METHODS:
-        raise ConfigError(
-            f"bench planted scores sentences: {method!r} does not; available: {', '.join(SENTENCE_METHODS)}"
-        )
-    name, options = configured(method)
-    if "n" in inspect.signature(METHODS[name].detect).parameters:
+    if method not in registry.sentence_methods():
+        choices = ", ".join(registry.sentence_methods())
+        raise ConfigError(f"bench planted scores sentences: {method!r} does not; available: {choices}")
+    name, options = registry.configured(method)
+    if "n" in inspect.signature(registry.get(name).detect).parameters:
         options["n"] = n
     det = detector(name, model, gateway=gateway, **options)
     stats = CallStats()
@@ -218,7 +217,7 @@ def _write_report(result: BenchResult, out: Path, failed: str) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", required=True, choices=SENTENCE_METHODS)
+    p.add_argument("--method", required=True, choices=registry.sentence_methods())
     p.add_argument("--model", required=True, help="model spec, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument("--samples", type=int, default=3, help="N: SelfCheck's regenerated passages, FIBE's exam answers")
 

@@ -23,11 +23,11 @@ from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark, judge_options, mode_of
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import semantic_entropy
+from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.scoring import ClusterRule
 
 GREEDY_TEMPERATURE = 0.1

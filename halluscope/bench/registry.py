@@ -11,6 +11,7 @@ from pathlib import Path
 from halluscope.backends.gateway import Gateway
 from halluscope.bench import clue, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.distributed import OnRay
 from halluscope.bench.html import write_html_report
 from halluscope.bench.runner import BenchResult, Executor, checked_out, run
 
@@ -50,11 +51,9 @@ def run_benchmark(
     for position, plan in enumerate(plans):
         executor: Executor | None = None
         if ray is not None:
-            from halluscope.bench.distributed import OnRay
-
             address = None if ray == LOCAL_CLUSTER else ray
             gw = shared() if benchmark.calls_models else None
-            executor = OnRay(benchmark.name, args, gw, position, address, workers)
+            executor = OnRay(benchmark, args, gw, position, address, workers)
         out = benchmark.out_dir(plan, args.out)
         results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
     benchmark.finish(results, Path(args.out))

@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 
 from halluscope.backends.stats import CallStats
 from halluscope.bench.failures import Failures
-from halluscope.bench.metrics import Record, Resampled, bootstrap_metrics
 from halluscope.bench.report import write_json
 from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
+from halluscope.metrics import Record, Resampled, bootstrap_metrics
 from halluscope.results import RunMeta
 
 RESULTS = "results.json"

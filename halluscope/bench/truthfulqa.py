@@ -25,10 +25,11 @@ import numpy as np
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark, ListFlag, fewl_arguments, fewl_options
+from halluscope.bench.arguments import Benchmark, fewl_arguments, fewl_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS

@@ -25,19 +25,20 @@ import numpy as np
 
 from halluscope.backends.entailment import entailment_judge
 from halluscope.backends.gateway import CallStats, model_name
-from halluscope.bench.arguments import Benchmark, ListFlag, judge_options
+from halluscope.bench.arguments import Benchmark, judge_options
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
-from halluscope.bench.metrics import (
+from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.cli.flags import ListFlag
+from halluscope.errors import ConfigError, DataError
+from halluscope.graphs import direct_question, fibe, selfcheck_prompt, semantic_entropy_paragraph
+from halluscope.metrics import (
     auc_pr_resampled,
     auc_roc_resampled,
     mean_resampled,
     pearson_resampled,
     spearman_resampled,
 )
-from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import direct_question, fibe, selfcheck_prompt, semantic_entropy_paragraph
 from halluscope.results import DetectionResult
 
 DATASET = "wikibio_gpt3_hallucination"

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
-from halluscope import __version__
-from halluscope.cli import admin, bench, detect
-from halluscope.cli.common import check_counts, check_models, common_parser
+from halluscope.cli.commands import COMMANDS
 from halluscope.errors import HalluscopeError, redact_credentials
+from halluscope.version import __version__
+
+DESCRIPTION = "Measure and detect LLM hallucinations with published methods."
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,14 +25,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``command``'s group (its module's commands), or of every command: a command's
+    module is imported only when that command runs, so `--help` and `--version` load no model stack."""
+    from halluscope.cli.common import common_parser
+
     common = common_parser()
-    parser = _Parser(prog="halluscope", description="Measure and detect LLM hallucinations with published methods.")
+    parser = _Parser(prog="halluscope", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"halluscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    admin.add_parsers(sub, common)
-    detect.add_parsers(sub, common)
-    bench.add_parsers(sub, common)
+    groups = [COMMANDS[command][0]] if command in COMMANDS else dict.fromkeys(m for m, _ in COMMANDS.values())
+    for group in groups:
+        importlib.import_module(f"halluscope.cli.{group}").add_parsers(sub, common)
+    return parser
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    """`halluscope --help` and `--version`: the commands by name, none of their modules imported."""
+    parser = _Parser(prog="halluscope", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"halluscope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_module, line) in COMMANDS.items():
+        sub.add_parser(name, help=line)
     return parser
 
 
@@ -66,12 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in COMMANDS:  # --help, --version, or an unknown command: argparse says which
+        _top_parser().parse_args(argv)
+    args = build_parser(command).parse_args(argv)
+    from halluscope.cli.common import check_counts, check_models
+
     try:
         check_counts(args)
         check_models(args)
-        if getattr(args, "compare_prompt", None):
-            return bench.cmd_bench_compare(args)
         return int(args.func(args))
     except HalluscopeError as exc:
         print(f"halluscope: error: {redact_credentials(str(exc))}", file=sys.stderr)

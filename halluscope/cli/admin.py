@@ -23,6 +23,7 @@ from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import REGISTRY, ModelNotInstalledError, default_local_model, pull, registry_rows
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
 from halluscope.bench.sources import SOURCES, fetch, presence
+from halluscope.cli.commands import help_of
 from halluscope.cli.common import (
     cache_parser,
     data_option,
@@ -284,7 +285,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "demo",
         parents=[common],
-        help="the main job, offline: semantic entropy and SelfCheck-Prompt on the local model",
+        help=help_of("demo"),
         description="Semantic entropy for a question the model knows and one it cannot know, and "
         "SelfCheck-Prompt scores for a biography with a planted false sentence, on the embedded local "
         "model; a second run replays from the cache.",
@@ -294,7 +295,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_demo)
 
-    prompts = sub.add_parser("prompts", help="list, show, diff and try versioned prompts").add_subparsers(
+    prompts = sub.add_parser("prompts", help=help_of("prompts")).add_subparsers(
         dest="prompts_command", required=True, metavar="ACTION"
     )
     p = prompts.add_parser("list", parents=[prompts_parser()], help="every prompt: id, version, source")
@@ -322,7 +323,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_run)
 
-    cache = sub.add_parser("cache", help="the model-call cache").add_subparsers(
+    cache = sub.add_parser("cache", help=help_of("cache")).add_subparsers(
         dest="cache_command", required=True, metavar="ACTION"
     )
     p = cache.add_parser("stats", parents=[cache_parser()], help="entries and size")
@@ -331,7 +332,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = cache.add_parser("clear", parents=[cache_parser()], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
 
-    models = sub.add_parser("models", help="the local-model registry: list, pull").add_subparsers(
+    models = sub.add_parser("models", help=help_of("models")).add_subparsers(
         dest="models_command", required=True, metavar="ACTION"
     )
     p = models.add_parser("list", help="each registry model: installed or not, size, path, where to get it")
@@ -354,7 +355,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.set_defaults(func=cmd_models_pull)
 
-    data = sub.add_parser("data", help="benchmark data (HALLUSCOPE_DATA or --data)").add_subparsers(
+    data = sub.add_parser("data", help=help_of("data")).add_subparsers(
         dest="data_command", required=True, metavar="ACTION"
     )
     p = data.add_parser("list", help="each dataset: present, partial or missing, where, and its source")

@@ -15,6 +15,7 @@ from halluscope.bench import calibrate
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
 from halluscope.bench.runner import BenchResult
+from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import parse_ref
@@ -24,6 +25,8 @@ from halluscope.scale import RAY_INSTALL
 def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
     """Run it; print its lines (or one JSON object: the bench, OUT, and its BenchResults without their
     items) and each failed item on stderr; the exit code says whether any failed."""
+    if getattr(args, "compare_prompt", None):  # the exactness check has no prompts to compare
+        return cmd_bench_compare(args)
     if args.workers is not None and args.ray is None:
         raise ConfigError("--workers sizes the Ray actor pool: give it with --ray")
     results: Sequence[BenchResult] = run_benchmark(
@@ -118,7 +121,7 @@ def scale_options(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """`bench BENCHMARK` for each protocol."""
-    bench = sub.add_parser("bench", help="run a paper's benchmark protocol").add_subparsers(
+    bench = sub.add_parser("bench", help=help_of("bench")).add_subparsers(
         dest="bench_command", required=True, metavar="BENCHMARK"
     )
     for benchmark in BENCHMARKS.values():
@@ -143,7 +146,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "calibrate",
         parents=[common],
-        help="fit a probability of 'inaccurate' from a method's scores on labelled data; report it held out",
+        help=help_of("calibrate"),
         description=calibrate.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

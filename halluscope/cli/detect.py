@@ -11,12 +11,14 @@ from rich.console import Console
 from rich.text import Text
 from tqdm import tqdm
 
+from halluscope import registry
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
-from halluscope.bench.arguments import ListFlag
 from halluscope.checks import finite_number
+from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, gateway_of, key_values, print_json
-from halluscope.detector import METHODS, detector
+from halluscope.cli.flags import ListFlag
+from halluscope.detector import detector
 from halluscope.errors import ConfigError
 from halluscope.graphs import clue
 from halluscope.graphs.method import Method, Option
@@ -78,7 +80,7 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    method = METHODS[args.method]
+    method = registry.get(args.method)
     kwargs = arguments(method, args)
     if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
         kwargs["calibration"] = getattr(args, "calibration", None)
@@ -160,10 +162,10 @@ def cmd_diversity(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """`detect METHOD` for every method contract, and `diversity`."""
-    detect = sub.add_parser("detect", help="score one item with one method").add_subparsers(
+    detect = sub.add_parser("detect", help=help_of("detect")).add_subparsers(
         dest="method", required=True, metavar="METHOD"
     )
-    for name, method in METHODS.items():
+    for name, method in registry.methods().items():
         p = detect.add_parser(name, parents=[common], help=method.summary, description=method.summary)
         for index, option in enumerate(method.options):
             _add_option(p, index, option)
@@ -199,7 +201,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "diversity",
         parents=[common],
-        help="CLUE's conceptual diversity of outputs (harmonic mean and entropy over lower-level concepts)",
+        help=help_of("diversity"),
     )
     p.add_argument("--outputs-file", required=True, help="the outputs: a JSON list, or texts separated by '---' lines")
     p.add_argument("--concept", required=True, help="the upper-level concept, e.g. tone")

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from halluscope import registry
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, configured, start
+from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -41,12 +42,10 @@ def _calibration(calibration: str | Path | Calibration | None, methods: Sequence
 
 def _member(name: str) -> tuple[Method, dict[str, Any]]:
     """A member's contract and options; it must score the sentences of a text."""
-    from halluscope.detector import METHODS, SENTENCE_METHODS  # here: the detector reads this module's contract
-
-    if name not in SENTENCE_METHODS:
+    if name not in registry.sentence_methods():
         raise ConfigError(f"an ensemble member must be a method that scores a text's sentences, got {name!r}")
-    method, extra = configured(name)
-    return METHODS[method], extra
+    method, extra = registry.configured(name)
+    return registry.get(method), extra
 
 
 def detect(
@@ -152,4 +151,5 @@ METHOD = Method(
         ),
     ),
     needs=((("text", "{}"),), (("calibration", "{}"),)),
+    combines=True,
 )

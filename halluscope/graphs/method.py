@@ -50,19 +50,6 @@ class Option:
 Need = tuple[tuple[str, str], ...]
 
 
-# A name that stands for a method with options, as the benchmarks, calibrations and ensembles name it.
-CONFIGURED: dict[str, tuple[str, dict[str, Any]]] = {
-    "selfcheck-prompt:prob": ("selfcheck-prompt", {"scoring": "prob"}),
-}
-
-
-def configured(name: str) -> tuple[str, dict[str, Any]]:
-    """The method and options a name stands for ('selfcheck-prompt:prob' is SelfCheck-Prompt with
-    scoring='prob'; any other name is the method itself, with no options)."""
-    method, options = CONFIGURED.get(name, (name, {}))
-    return method, dict(options)
-
-
 def python_label(param: str) -> str:
     return param
 
@@ -78,7 +65,9 @@ class Method:
     before any model is loaded; ``describe``: the lines a person reads for one result (default:
     every unit and the run's cost); ``adetect``: the same run on the event loop, its model calls
     awaiting the provider's async client (None: ``Detector.adetect`` runs ``detect`` on a thread, as
-    for PHR, whose work is a local model's forward passes)."""
+    for PHR, whose work is a local model's forward passes); ``presets``: options by name, so
+    'selfcheck-prompt:prob' names SelfCheck-Prompt with scoring='prob' where benchmarks, calibrations
+    and ensembles name methods; ``combines``: it runs other methods (an ensemble is no member of one)."""
 
     name: str
     detect: Callable[..., DetectionResult]
@@ -92,6 +81,8 @@ class Method:
     check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None
     describe: Callable[[DetectionResult], str] = field(default=lambda result: result.report())
     adetect: Callable[..., Awaitable[DetectionResult]] | None = None
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    combines: bool = False
 
     def problem(self, kwargs: Mapping[str, Any], label: Callable[[str], str] = python_label) -> str | None:
         """What keeps ``kwargs`` from running, as a sentence naming the keywords through ``label``

@@ -281,4 +281,5 @@ METHOD = Method(
         (("model", "{}"),),
         (("samples", "{}"), ("question", "{} to regenerate samples"), ("concept", "{}")),
     ),
+    presets={"prob": {"scoring": "prob"}},
 )

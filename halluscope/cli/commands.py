@@ -1,0 +1,24 @@
+"""Every `halluscope` command: the module of halluscope.cli that builds it, and its one line of help.
+Read by `halluscope --help` without importing any of those modules (nor the model stack they load),
+and by the modules themselves for their help."""
+
+from __future__ import annotations
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("admin", "the main job, offline: semantic entropy and Direct Question on the local model"),
+    "prompts": ("admin", "list, show, diff and try versioned prompts"),
+    "cache": ("admin", "the model-call cache"),
+    "models": ("admin", "the local-model registry: list, pull"),
+    "data": ("admin", "benchmark data (HALLUSCOPE_DATA or --data)"),
+    "detect": ("detect", "score one item with one method"),
+    "diversity": ("detect", "CLUE's conceptual diversity of outputs (harmonic mean and entropy over sub-concepts)"),
+    "bench": ("bench", "run a paper's benchmark protocol"),
+    "calibrate": (
+        "bench",
+        "fit a probability of 'inaccurate' from a method's scores on labelled data; report it held out",
+    ),
+}
+
+
+def help_of(command: str) -> str:
+    return COMMANDS[command][1]

@@ -1,0 +1,119 @@
+"""The methods, found rather than listed: every module of ``halluscope.graphs`` that defines ``METHOD``
+(or ``METHODS``, a dict, for FIBE's variants), then every ``halluscope.methods`` entry point of an
+installed package (a module with a ``METHOD``, or a ``Method`` itself). Nothing else names them: the
+detector, the command line, Studio's graphs, the evaluators, the tool and the guard, the benches'
+method choices and the ensemble all read this registry. Found on first use, once per process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from halluscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from halluscope.graphs.method import Method
+
+ENTRY_POINTS = "halluscope.methods"  # the group a package declares its methods under
+SHARED = ("method", "options", "stages", "studio")  # halluscope.graphs' own parts, not methods
+
+_methods: dict[str, Method] = {}  # one dict, filled in place: a reader's reference stays current
+_modules: dict[str, ModuleType] = {}
+_lock = threading.RLock()
+_found = False
+
+
+def methods() -> dict[str, Method]:
+    """Every method by name, in the order found (halluscope's own, then the installed packages')."""
+    with _lock:
+        if not _found:
+            _find()
+        return _methods
+
+
+def modules() -> dict[str, ModuleType]:
+    """Each method module by its short name ('selfcheck_prompt'): ``halluscope.selfcheck_prompt``."""
+    methods()
+    return _modules
+
+
+def get(method: str) -> Method:
+    """The method of a name; 'selfcheck_prompt' and 'SelfCheck-Prompt' are 'selfcheck-prompt'."""
+    return methods()[name_of(method)]
+
+
+def name_of(method: str) -> str:
+    """The registered name a user's spelling stands for; an unknown one is an error listing them all."""
+    if not isinstance(method, str):
+        raise ConfigError(
+            f"method takes a method's name, got {type(method).__name__} {method!r}; available: {', '.join(methods())}"
+        )
+    name = method.strip().lower().replace("_", "-")
+    if name not in methods():
+        raise ConfigError(f"unknown method {method!r}; available: {', '.join(methods())}")
+    return name
+
+
+def configured(name: str) -> tuple[str, dict[str, Any]]:
+    """The method and options a configured name stands for ('selfcheck-prompt:prob' is SelfCheck-Prompt
+    with its preset 'prob', scoring='prob'); a plain method name stands for itself, with no options."""
+    method, sep, preset = name.partition(":")
+    if not sep:
+        return name, {}
+    presets = get(method).presets
+    if preset not in presets:
+        raise ConfigError(f"{method} has no preset {preset!r}; it has: {', '.join(presets) or 'none'}")
+    return name_of(method), dict(presets[preset])
+
+
+def sentence_methods() -> tuple[str, ...]:
+    """The methods that score the sentences of a text (what an ensemble stacks and `bench planted`
+    ranks), and their presets by name ('selfcheck-prompt:prob'); an ensemble is not its own member."""
+    found = [name for name, m in methods().items() if m.answer_field == "text" and not m.combines]
+    return (*found, *(f"{name}:{preset}" for name in found for preset in methods()[name].presets))
+
+
+def forget() -> None:
+    """Find the methods again on next use (a package installed in this process, a test's own method)."""
+    global _found
+    with _lock:
+        _found = False
+        _methods.clear()
+        _modules.clear()
+
+
+def _find() -> None:
+    global _found
+    import halluscope.graphs as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in SHARED and not info.name.startswith("_"):
+            _add(importlib.import_module(f"{package.__name__}.{info.name}"))
+    for point in entry_points(group=ENTRY_POINTS):
+        loaded = point.load()
+        if isinstance(loaded, ModuleType):
+            _add(loaded)
+        else:
+            _register(loaded, point.module)
+    _found = True
+
+
+def _add(module: ModuleType) -> None:
+    found = getattr(module, "METHODS", None) or {}
+    if getattr(module, "METHOD", None) is not None:
+        found = {module.METHOD.name: module.METHOD, **found}
+    if found:
+        _modules[module.__name__.rsplit(".", 1)[-1]] = module
+    for method in found.values():
+        _register(method, module.__name__)
+
+
+def _register(method: Method, where: str) -> None:
+    if method.name in _methods:
+        raise ConfigError(f"two methods are named {method.name!r} (the second in {where})")
+    _methods[method.name] = method
