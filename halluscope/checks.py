@@ -10,26 +10,17 @@ import inspect
 import math
 import types
 import typing
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, Literal, Union, get_args, get_origin
 
 from halluscope.errors import ConfigError
 
 
-def hints(function: Callable[..., Any]) -> dict[str, Any]:
-    """The type hints of ``function``'s parameters (none where a hint cannot be resolved)."""
-    try:
-        return get_type_hints(function)
-    except (NameError, TypeError):
-        return {}
-
-
-def check_arguments(owner: str, values: Mapping[str, Any], function: Callable[..., Any]) -> None:
-    """Each of ``values`` against ``function``'s hint for it; the first mismatch is a ConfigError."""
-    found = hints(function)
+def check_arguments(owner: str, values: Mapping[str, Any], hints: Mapping[str, Any]) -> None:
+    """Each of ``values`` against its type hint; the first mismatch is a ConfigError."""
     for name, value in values.items():
-        if name in found:
-            check_value(owner, name, value, found[name])
+        if name in hints:
+            check_value(owner, name, value, hints[name])
 
 
 def check_value(owner: str, name: str, value: Any, hint: Any) -> None:

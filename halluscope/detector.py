@@ -9,7 +9,6 @@ in a trace, named after the method.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import sys
 import time
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Union, get_type_hints
+from typing import Any, Union
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -40,16 +39,6 @@ from halluscope.text import checked_text, checked_texts
 # dict, kept current by the registry
 METHODS: dict[str, Method] = registry.methods()
 
-# Inputs that must not be blank: a blank one is a clear per-item failure, never a model call.
-_TEXT_INPUTS = ("text", "question", "query")
-# Inputs that are lists of texts: a lone string (iterated as characters), None or a blank item is refused.
-_TEXT_LISTS = ("samples", "answers", "sentences")
-
-
-def _parameters(method: Method) -> dict[str, inspect.Parameter]:
-    return dict(inspect.signature(method.detect).parameters)
-
-
 # What a detector takes as a Runnable: the method's keyword arguments, or the text to check.
 DetectorInput = Union[Mapping[str, Any], str, BaseMessage]  # noqa: UP007 (a runtime alias)
 
@@ -69,7 +58,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         CallBudget(self.max_calls)  # a bad limit is refused now, not at the first run
         self._check_names(self.options, "option")
-        check_arguments(self.method, self.options, self.spec.detect)
+        check_arguments(self.method, self.options, self.spec.hints)
         if self.calibration is not None:
             model = self.options.get(self.spec.model_field)
             self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
@@ -81,7 +70,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
     def accepted(self) -> dict[str, inspect.Parameter]:
         """The keyword arguments the method's ``detect`` takes (options and item fields alike)."""
-        return _parameters(self.spec)
+        return dict(self.spec.signature.parameters)
 
     def _check_names(self, names: Iterable[str], what: str) -> None:
         accepted = self.accepted()
@@ -98,14 +87,16 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             raise ConfigError(f"an item must be a dict of {self.method} keyword arguments, got {type(item).__name__}")
         self._check_names(item, "argument")
         kwargs = {**self.options, **item}
-        for name in _TEXT_INPUTS:
+        spec = self.spec
+        required = {spec.answer_field, spec.question_field, *spec.positional} & set(spec.text_fields())
+        for name in sorted(required - {None}):  # a blank one is a clear per-item failure, never a model call
             value = kwargs.get(name)
             if value is not None and not checked_text(value, f"{self.method}: the {name}").strip():
                 raise ConfigError(f"{self.method}: the {name} is empty")
-        for name in _TEXT_LISTS:
+        for name in spec.list_fields():  # a lone string, None or a blank item is refused
             if kwargs.get(name) is not None:
                 checked_texts(kwargs[name], f"{self.method}: {name}")
-        check_arguments(self.method, item, self.spec.detect)
+        check_arguments(self.method, item, spec.hints)
         problem = self.spec.problem(kwargs)
         if problem:
             raise ConfigError(problem)
@@ -122,7 +113,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         if spec.answer_field is not None:
             if answer is None:
                 raise ConfigError(f"{self.method} needs the answer to check")
-            item[spec.answer_field] = [answer] if spec.answer_field == "answers" else answer
+            item[spec.answer_field] = [answer] if spec.takes_list(spec.answer_field) else answer
         if question is not None and spec.question_field is not None:
             item[spec.question_field] = question
         return item
@@ -152,8 +143,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
     def get_input_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
         """The method's inputs, as the fields of an item (what a tool call, Studio or a chain fills)."""
-        hints = get_type_hints(self.spec.detect)
-        fields: dict[str, Any] = {name: (hints.get(name, Any) | None, None) for name in self.spec.inputs}
+        hints = self.spec.hints
+        fields: dict[str, Any] = {name: (hints[name] | None, None) for name in self.spec.input_names}
         title = "".join(part.capitalize() for part in self.method.replace("+", "-").split("-")) + "Input"
         return create_model(title, **fields)
 
@@ -199,8 +190,6 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     async def adetect(self, **item: Any) -> DetectionResult:
         """``detect`` on the event loop: the method's model calls await the provider's async client
         (a local model's work, PHR's forward passes and a local NLI judge, runs on a thread)."""
-        if self.spec.adetect is None:
-            return await asyncio.to_thread(self.detect, **item)
         with call_limit(self.max_calls):
             return self._calibrated(await self.spec.adetect(**self.arguments(item)))
 
@@ -332,8 +321,8 @@ def detector(
     check_value("detector", "calibration", calibration, str | Path | Calibration | None)
     check_value("detector", "yes", yes, bool)
     if model is not None:
-        options[spec.model_field] = [model] if spec.model_field == "references" else model
-    if calibration is not None and "calibration" in _parameters(spec):  # the ensemble's own stacking
+        options[spec.model_field] = [model] if spec.takes_list(spec.model_field) else model
+    if calibration is not None and "calibration" in spec.option_names:  # the ensemble's own stacking
         options["calibration"], calibration = calibration, None
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)

@@ -350,7 +350,7 @@ def test_detect_clue_and_diversity_from_the_command_line(capsys: pytest.CaptureF
         (["semantic-entropy-paragraph", "--question", "Q?"], "needs --text or --file"),
         (
             ["fibe+selfcheck+sbc", "--text", "A b.", "--model", "local:smollm2-135m"],
-            "pass samples, or the prompt",
+            "needs --samples-file, or --question to regenerate",
         ),
         (["fibe", "--text", "A b.", "--model", "local:smollm2-135m", "--samples", "11"], "1 to 10 exam answers"),
         (["selfcheck-prompt", "--text", "A b."], "needs --model"),
@@ -564,7 +564,7 @@ def test_a_calibrated_result_flags_on_probability() -> None:
         (["bench", "phr-synthetic", "--n", "4,16", "--n", "64"], "n", [4, 16, 64]),
         (["bench", "phr-synthetic"], "n", [2, 8, 32]),
         (["bench", "truthfulqa"], "method", ["single", "single+penalty", "multi", "fewl", "fewl-uniform"]),
-        (["detect", "fewl", "--reference", "local:a,local:b"], "option_2", ["local:a", "local:b"]),
+        (["detect", "fewl", "--reference", "local:a,local:b"], "references.0", ["local:a", "local:b"]),
         (["prompts", "list", "--prompt", "fibe.create@1,fibe.check@1", "--prompt", "x@2"], "prompt",
          ["fibe.create@1", "fibe.check@1", "x@2"]),
     ],

@@ -176,28 +176,28 @@ def _responder(prompt: str, params: dict[str, Any]) -> str:
 def test_clue_graph_samples_extracts_merges_and_scores(gateway: Gateway, scripted: Any) -> None:
     model = scripted(_responder)
     scorer = TableScorer()
-    graph = clue.build(model, scorer, gateway, n=3)
     stats = CallStats()
-    out = clue.run(graph, QUESTION, stats, references={"D_R": REFERENCE}, baseline=True)
+    result = clue.detect(
+        QUESTION, model=model, judge=scorer, n=3, references={"D_R": REFERENCE}, gateway=gateway, stats=stats
+    )
+    unit = {u.text: u for u in result.units}
 
-    assert out["outputs"] == OUTPUTS
+    assert result.evidence["outputs"] == OUTPUTS
     assert stats.calls == 3 + 3  # N samples + N extractions
     # 'founders of apple' equals 'Founders of Apple' but for case: pooled once, without a scorer call
-    assert out["pool"] == [
-        "Founders of Apple",
-        "Apple's founding year",
-        "Location of Apple's founding",
-        "Garage origin",
-    ]
-    assert out["merged"] == {"Founders of Apple": ["Apple founders"]}
+    pool = ["Founders of Apple", "Apple's founding year", "Location of Apple's founding", "Garage origin"]
+    assert sorted(unit) == sorted(pool)
+    assert {c: u.evidence["merged"] for c, u in unit.items() if u.evidence["merged"]} == {
+        "Founders of Apple": ["Apple founders"]
+    }
     # greedy against the kept concepts: year 1 pair, 'Apple founders' 1, location 2, garage 3 = 7 pairs;
     # only the synonym passes forward, so it alone costs a backward score
-    assert out["merge_pairs"] == 7
+    assert result.meta.params["merge_pairs"] == 7
     merge_calls = [p for p in scorer.asked if p[1].startswith("This concept is similar")]
     assert len(merge_calls) == 8
     assert len(scorer.asked) == 8 + 3 * 4 + 4 + 4  # merge + outputs x pool + reference + baseline
-    assert out["matrix"] == [[ABOUT[c][i] for c in out["pool"]] for i in range(3)]
-    assert out["uncertainty"] == pytest.approx(
+    assert [unit[c].evidence["scores"] for c in pool] == [[ABOUT[c][i] for i in range(3)] for c in pool]
+    assert [unit[c].score for c in pool] == pytest.approx(
         [
             -math.log(0.9),
             -(math.log(0.8) + 2 * math.log(0.1)) / 3,
@@ -205,14 +205,16 @@ def test_clue_graph_samples_extracts_merges_and_scores(gateway: Gateway, scripte
             -(math.log(1e-6) + math.log(0.05) + math.log(0.9)) / 3,  # f = 0 clipped
         ]
     )
-    assert out["references"] == {"D_R": [0.97, 0.02, 0.02, 0.02]}
-    assert out["baseline"] == [0.95, 0.3, 0.3, 0.3]
-    assert out["events"] == {}
+    assert [unit[c].evidence["references"] for c in pool] == [{"D_R": s} for s in (0.97, 0.02, 0.02, 0.02)]
+    assert [unit[c].evidence["question_relevance"] for c in pool] == [0.95, 0.3, 0.3, 0.3]
+    assert result.meta.events == {}
 
     again = CallStats()
-    replay = clue.run(graph, QUESTION, again, references={"D_R": REFERENCE}, baseline=True)
+    replay = clue.detect(
+        QUESTION, model=model, judge=scorer, n=3, references={"D_R": REFERENCE}, gateway=gateway, stats=again
+    )
     assert again.calls == 0 and again.cache_hits == 6  # samples and extractions replay from the cache
-    assert replay["pool"] == out["pool"] and replay["uncertainty"] == out["uncertainty"]
+    assert [(u.text, u.score) for u in replay.units] == [(u.text, u.score) for u in result.units]
 
 
 def test_detect_sorts_concepts_by_uncertainty_and_records_bad_answers(gateway: Gateway, scripted: Any) -> None:
@@ -263,15 +265,20 @@ def test_the_prefilter_asks_only_plausible_pairs() -> None:
 def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
     with pytest.raises(ConfigError, match="question"):
         clue.detect(" ", model=scripted(_responder), outputs=OUTPUTS, judge=TableScorer(), gateway=gateway)
-    with pytest.raises(ConfigError, match="all empty"):
+    with pytest.raises(ConfigError, match=r"outputs\[0\] must be a non-empty text"):
         clue.detect(QUESTION, model=scripted(_responder), outputs=[" "], judge=TableScorer(), gateway=gateway)
-    with pytest.raises(ConfigError, match="needs a model"):
+    with pytest.raises(ConfigError, match="clue needs model"):
         clue.detect(QUESTION, outputs=OUTPUTS, judge=TableScorer(), gateway=gateway)
     with pytest.raises(ConfigError, match="threshold"):
         clue.build(None, TableScorer(), gateway, threshold=1.5)
-    graph = clue.build(scripted(_responder), TableScorer(), gateway, n=3)
     with pytest.raises(ConfigError, match="are taken"):
-        clue.run(graph, QUESTION, CallStats(), references={"output:0": REFERENCE})
+        clue.detect(
+            QUESTION,
+            model=scripted(_responder),
+            judge=TableScorer(),
+            references={"output:0": REFERENCE},
+            gateway=gateway,
+        )
 
 
 def test_diversity_counts_each_output_once() -> None:

@@ -140,32 +140,38 @@ def _lazy(prompt: str, params: dict[str, Any]) -> str:
 
 def test_two_reference_models_weights_penalty_calls_and_cache(gateway: Gateway, scripted: Any) -> None:
     expert, lazy = scripted(_reference, "scripted:expert"), scripted(_lazy, "scripted:lazy")
-    embedder = WordEmbedder()
-    graph = fewl.build([expert, lazy], neighbours=2, wrong_model=expert, embedder=embedder, gateway=gateway)
     items = [
-        fewl.Item(question="What colour is the sky on a clear day?", answers=["The sky is blue.", "The sky is green."]),
-        fewl.Item(question="What colour is grass in spring?", answers=["Grass is green in spring."]),
+        ("What colour is the sky on a clear day?", ["The sky is blue.", "The sky is green."]),
+        ("What colour is grass in spring?", ["Grass is green in spring."]),
     ]
+
+    def run_all(stats: CallStats) -> list[Any]:
+        options = {"references": [expert, lazy], "neighbours": 2, "wrong_model": expert, "pool": list(QUESTIONS)}
+        return [
+            fewl.detect(q, answers, embedder=WordEmbedder(), gateway=gateway, stats=stats, **options)
+            for q, answers in items
+        ]
+
     stats = CallStats()
-    out = fewl.run(graph, items, stats, pool=list(QUESTIONS))
-    # needed: the 2 batch questions + their 2 neighbours each (colour questions, shared) = 3 questions
+    results = run_all(stats)
+    out = {"scored": [fewl.scored(r) for r in results]}
+    # needed: the 2 questions + their 2 neighbours each (colour questions, shared) = 3 questions
     needed = {q for s in out["scored"] for q in [s["question"], *(n["question"] for n in s["neighbours"])]}
     assert len(needed) == 3
-    assert stats.calls == 3 * 2 + 2  # every needed question once per reference, one IW/CO call per batch question
+    assert stats.calls == 3 * 2 + 2  # every needed question once per reference (the second question's are
+    assert stats.cache_hits == 3 * 2  # replayed from the cache), one IW/CO call per question
     sky = out["scored"][0]
-    assert sky["wrong_pairs"] == 2 and out["events"] == {"iw_co_short": 2}
+    assert sky["wrong_pairs"] == 2 and [r.meta.events for r in results] == [{"iw_co_short": 1}] * 2
     assert sky["weights"][0] > sky["weights"][1]  # the expert agrees with a corrected answer, the lazy one does not
     assert sum(sky["weights"]) == pytest.approx(1.0)
     blue, green = sky["answers"]
     assert blue["fewl"] > green["fewl"]
     assert blue["fewl"] == pytest.approx(fewl_score(blue["similarity"], sky["weights"], _lazy_sims(blue, sky, out)))
-    again = fewl.run(graph, items, CallStats(), pool=list(QUESTIONS))
-    assert [a["fewl"] for s in again["scored"] for a in s["answers"]] == [
-        a["fewl"] for s in out["scored"] for a in s["answers"]
-    ]
+    again = run_all(CallStats())
+    assert [u.score for r in again for u in r.units] == [u.score for r in results for u in r.units]
     replay = CallStats()
-    fewl.run(graph, items, replay, pool=list(QUESTIONS))
-    assert replay.calls == 0 and replay.cache_hits == 8
+    run_all(replay)
+    assert replay.calls == 0 and replay.cache_hits == 2 * (3 * 2 + 1)
 
 
 def _lazy_sims(answer: dict[str, Any], scored: dict[str, Any], out: dict[str, Any]) -> list[list[float]]:
@@ -227,7 +233,7 @@ def test_rank_models_puts_the_informed_model_first(gateway: Gateway, scripted: A
 
 def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
     model = scripted(_reference)
-    with pytest.raises(ConfigError, match="non-empty answer"):
+    with pytest.raises(ConfigError, match=r"answers\[0\] must be a non-empty text"):
         fewl.detect("What colour is snow in winter?", ["  "], references=[model], gateway=gateway)
     with pytest.raises(ConfigError, match="reference model"):
         fewl.build([], gateway=gateway)
@@ -235,7 +241,7 @@ def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
         fewl.build([model, model], n=3, gateway=gateway)
     with pytest.raises(ConfigError, match="K >= 1"):
         fewl.build([model], neighbours=0, gateway=gateway)
-    with pytest.raises(ConfigError, match="empty question"):
+    with pytest.raises(ConfigError, match="fewl needs question"):
         fewl.detect(" ", ["an answer"], references=[model], embedder=WordEmbedder(), gateway=gateway)
 
 

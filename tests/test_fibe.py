@@ -327,8 +327,8 @@ def test_unreadable_exam_leaves_sentences_unmasked(gateway: Gateway, scripted: A
     [
         ({"variant": "fibe+magic"}, "unknown FIBE variant"),
         ({"n": 11}, "1 to 10 exam answers"),
-        ({"variant": "fibe+selfcheck+sbc"}, "pass samples, or the prompt"),
-        ({"text": "   "}, "non-empty text"),
+        ({"variant": "fibe+selfcheck+sbc"}, "needs samples, or prompt to regenerate"),
+        ({"text": "   "}, "fibe needs text, or sentences"),
     ],
 )
 def test_bad_input_is_a_clear_error(gateway: Gateway, scripted: Any, kwargs: dict[str, Any], message: str) -> None:
@@ -425,7 +425,8 @@ def test_every_fibe_variant_is_a_detector_method(scripted: Any, gateway: Gateway
     text = "Albert Einstein was a physicist. He was born in Ulm."
     for variant in fibe.VARIANTS:
         det = halluscope.detector(variant, model=model, n=2, gateway=gateway)
-        result = det.detect(text=text, prompt="This is a Wikipedia passage about Albert Einstein:", samples=["x."])
+        samples = {"samples": ["x."]} if fibe.VARIANTS[variant].selfcheck else {}  # only +selfcheck reads them
+        result = det.detect(text=text, prompt="This is a Wikipedia passage about Albert Einstein:", **samples)
         assert det.method == variant == result.method == result.meta.method and len(result.units) == 2
 
 

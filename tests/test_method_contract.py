@@ -22,12 +22,14 @@ def test_every_method_and_fibe_variant_has_a_contract_and_a_detect_subcommand() 
     for name, method in METHODS.items():
         assert parser.parse_args(["detect", name, "--json"]).method == name
         accepted = inspect.signature(method.detect).parameters
-        for option in method.options:  # a flag that names no keyword of detect would be refused at run time
-            assert option.param in accepted, (name, option.param)
+        assert accepted == inspect.signature(method.adetect).parameters  # one declaration, both forms
+        for option in method.fields():  # every field is a keyword of detect, with the same type
+            assert option.name in accepted and accepted[option.name].annotation == option.hint, (name, option.name)
         for need in method.needs:
             assert all(param in accepted for param, _ in need), (name, need)
-        for field in (method.question_field, method.answer_field, method.model_field, *method.inputs):
+        for field in (method.question_field, method.answer_field, method.model_field, *method.input_names):
             assert field is None or field in accepted, (name, field)
+        assert {"gateway", "stats", "max_concurrency", "on_step"} <= accepted.keys()  # the same run settings
 
 
 def test_one_name_for_the_sample_count_and_for_the_judge() -> None:

@@ -186,9 +186,9 @@ def test_completions_are_cached_by_sample_index_with_the_prompts_parser(gw: Gate
 
 def test_bad_input_and_models_without_log_probs_are_clear_errors(gw: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
     model = DirichletICL(positive_pairs)
-    with pytest.raises(ConfigError, match="needs a query"):
+    with pytest.raises(ConfigError, match="phr needs query"):
         phr.detect(CONTEXT, " ", model=model, gateway=gw)
-    with pytest.raises(ConfigError, match="at least one"):
+    with pytest.raises(ConfigError, match="phr needs context"):
         phr.detect([], "q", model=model, gateway=gw)
     with pytest.raises(ConfigError, match="non-empty"):
         phr.detect([("x", "")], "q", model=model, gateway=gw)

@@ -212,7 +212,8 @@ def test_a_text_or_message_is_the_answer_or_the_question(spec: str) -> None:
 def test_the_input_schema_names_the_methods_inputs(spec: str) -> None:
     det = halluscope.detector("selfcheck-prompt", model=spec)
     schema = det.get_input_schema().model_json_schema()
-    assert schema["title"] == "SelfcheckPromptInput" and set(schema["properties"]) == {"text", "question", "concept"}
+    assert schema["title"] == "SelfcheckPromptInput"
+    assert set(schema["properties"]) == {"text", "sentences", "samples", "question", "concept"}
     assert det.OutputType is DetectionResult
 
 

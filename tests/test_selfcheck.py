@@ -108,9 +108,9 @@ def test_scgp_graph_state_and_fan_out_order(gateway: Gateway, scripted: Any) -> 
 
 def test_scgp_needs_a_text_and_samples_or_a_concept(gateway: Gateway, scripted: Any) -> None:
     model = scripted(checker([]))
-    with pytest.raises(ConfigError, match="non-empty text"):
+    with pytest.raises(ConfigError, match="selfcheck-prompt needs text, or sentences"):
         selfcheck_prompt.detect("   ", model=model, samples=SAMPLES, gateway=gateway)
-    with pytest.raises(ConfigError, match="needs the concept"):
+    with pytest.raises(ConfigError, match="needs samples, or question to regenerate samples, or concept"):
         selfcheck_prompt.detect(TEXT, model=model, gateway=gateway)
     assert concept_from_prompt("This is a Wikipedia passage about Bryan McClendon:") == "Bryan McClendon"
     assert concept_from_prompt("Ada Lovelace") == "Ada Lovelace"

@@ -139,9 +139,9 @@ def test_unreadable_claims_fall_back_to_sentences_and_bad_input_is_named(gateway
     assert result.meta.params["paragraph_events"] == ["decompose_unparsed"]
     assert [c["text"] for u in result.units for c in u.evidence["claims"]] == [u.text for u in result.units]
     assert all(u.score is not None for u in result.units)
-    with pytest.raises(ConfigError, match="needs the question"):
+    with pytest.raises(ConfigError, match="semantic-entropy-paragraph needs question"):
         paragraph.detect(TEXT, question=" ", model=model, judge=judge, gateway=gateway)
-    with pytest.raises(ConfigError, match="text to check is empty"):
+    with pytest.raises(ConfigError, match="semantic-entropy-paragraph needs text, or sentences"):
         paragraph.detect("  ", question=QUESTION, model=model, judge=judge, gateway=gateway)
 
 

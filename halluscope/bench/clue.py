@@ -36,6 +36,7 @@ from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import clue
+from halluscope.graphs.method import start
 from halluscope.metrics import auc_pr, auc_roc, fraction
 from halluscope.scoring import concept_labels
 
@@ -147,33 +148,37 @@ def clue_plan(
     items = load_qnli(data, limit)
     if not items:
         raise ConfigError("no QNLI question to run (--limit must be at least 1)")
-    graph = clue.build(model, scorer, gateway, n=n, prefilter=prefilter, embedder=embedder)
     stats = CallStats()
+    options = clue.Options(model=model, judge=scorer, n=n, prefilter=prefilter, embedder=embedder)
+    concepts = clue.METHOD.scorer(options, start(gateway, stats))
 
     def score(item: QnliItem) -> dict[str, Any]:
         before_calls, before_hits = stats.calls, stats.cache_hits
-        run = clue.run(graph, item.question, stats, references=item.answers(), baseline=True)
-        answer_scores = run["references"]
+        result = concepts(clue.Inputs(question=item.question, references=item.answers()))
+        units, outputs = result.units, result.evidence["outputs"]
+        uncertainty = [float(u.score or 0.0) for u in units]
+        answer_scores = {name: [u.evidence["references"][name] for u in units] for name in item.answers()}
+        relevance = [u.evidence["question_relevance"] for u in units]
         return {
             "index": item.index,
             "question": item.question,
             "answers": item.answers(),
-            "outputs": run["outputs"],
-            "extracted": run["extracted"],
-            "concepts": run["pool"],
-            "merged": run["merged"],
-            "merge_pairs": run["merge_pairs"],
-            "matrix": run["matrix"],
-            "uncertainty": run["uncertainty"],
+            "outputs": outputs,
+            "extracted": result.evidence["extracted"],
+            "concepts": [u.text for u in units],
+            "merged": {u.text: u.evidence["merged"] for u in units if u.evidence["merged"]},
+            "merge_pairs": result.meta.params["merge_pairs"],
+            "matrix": [[u.evidence["scores"][i] for u in units] for i in range(len(outputs))] if units else [],
+            "uncertainty": uncertainty,
             "answer_scores": answer_scores,
-            "question_relevance": run["baseline"],
-            "baseline_risk": [1.0 - s for s in run["baseline"] or []],
+            "question_relevance": relevance,
+            "baseline_risk": [1.0 - s for s in relevance],
             "labels": concept_labels(answer_scores.get("D_R", []), theta_h, theta_l),
-            "correlation": {k: pearson(run["uncertainty"], answer_scores[k]) for k, _ in SUBSETS if k in answer_scores},
-            "events": run["events"],
+            "correlation": {k: pearson(uncertainty, answer_scores[k]) for k, _ in SUBSETS if k in answer_scores},
+            "events": dict(result.meta.events),
             "calls": stats.calls - before_calls,
             "cache_hits": stats.cache_hits - before_hits,
-            "scores": {f"U({c})": u for c, u in zip(run["pool"], run["uncertainty"], strict=True)},
+            "scores": {f"U({u.text})": u.score for u in units},
         }
 
     params = {

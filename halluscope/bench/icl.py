@@ -282,6 +282,7 @@ def phr_plan(
     from halluscope.backends.gateway import CallStats, default_gateway
     from halluscope.backends.logprobs import LlamaCppLogProbModel
     from halluscope.graphs import phr
+    from halluscope.graphs.method import start
 
     if not ns or min(ns) < 1 or contexts < 1 or queries < 1:
         raise ConfigError("need context sizes >= 1, --contexts >= 1 and --queries >= 1")
@@ -294,13 +295,16 @@ def phr_plan(
         lm.reuse_prefix = reuse_prefix
     task = load_icl_task(task_name, data).filtered(_counter(lm))
     stats = CallStats()
-    cgm = phr.TextICL(lm, gw, responses, seed, stats)  # type: ignore[arg-type]
-    graph = phr.build(cgm, m, k, n_imagined, epsilons, exact)
+    options = phr.Options(
+        model=lm, n=m, k=k, n_imagined=n_imagined, epsilon=epsilons, exact=exact, responses=responses, seed=seed
+    )
+    rate = phr.METHOD.scorer(options, start(gw, stats))
     low, high = (str(e) for e in epsilons)
 
     def score(item: ICLQuery) -> dict[str, Any]:
         began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
-        est = phr.run(graph, item.context, item.x, stats, item.truth, item.evaluation, seed=seed)
+        result = rate(phr.Inputs(context=item.context, query=item.x, truth=item.truth, evaluation=item.evaluation))
+        est = {**result.units[0].evidence, "events": dict(result.meta.events)}
         est.pop("imagined")
         return {
             "n": item.n,

@@ -27,6 +27,7 @@ from halluscope.bench.report import Curve, markdown_table, write_curves, write_t
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import semantic_entropy
+from halluscope.graphs.method import start
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
 from halluscope.scoring import ClusterRule
 
@@ -146,7 +147,8 @@ def qa_plan(
         raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {n}")
     items = load_qa(dataset, data, limit)
     stats = CallStats()
-    graph = semantic_entropy.build(model, judge, gateway, n=n, mode=mode, cluster_rule=cluster_rule)
+    options = semantic_entropy.Options(model=model, judge=judge, n=n, mode=mode, cluster_rule=cluster_rule)
+    entropy = semantic_entropy.METHOD.scorer(options, start(gateway, stats))
 
     def score(item: QAItem) -> dict[str, Any]:
         greedy = gateway.call(
@@ -158,17 +160,18 @@ def qa_plan(
             max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
             seed=0,
         )
-        se = semantic_entropy.run(graph, item.question, stats)
+        se = entropy(semantic_entropy.Inputs(question=item.question))
+        evidence = se.units[0].evidence
         return {
             "index": item.index,
             "question": item.question,
             "accepted": item.answers,
             "answer": greedy.text.strip(),
             "correct": is_correct(greedy.text, item.answers),
-            "samples": se["answers"],
-            "clusters": se["clusters"],
-            "scores": se["scores"],
-            "pairs_judged": se["pairs_judged"],
+            "samples": evidence["answers"],
+            "clusters": evidence["clusters"],
+            "scores": {name: evidence[name] for name in semantic_entropy.ESTIMATES},
+            "pairs_judged": se.meta.params["pairs_judged"],
         }
 
     params = {

@@ -32,6 +32,7 @@ from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
+from halluscope.graphs.method import start
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
 
 # Table 3 (and Table 10 for uniform lambda): counts of 817 questions whose best answer scored highest,
@@ -160,20 +161,23 @@ def truthfulqa_plan(
     everything = load_truthfulqa(data)
     questions = _limited(everything, limit)
     refs, n = fewl.reference_setup(references, n)
-    graph = fewl.build(refs, n=n, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=gateway)
     pool = [q.question for q in everything]
     stats = CallStats()
+    options = fewl.Options(
+        references=refs, n=n, pool=pool, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder
+    )
+    factualness = fewl.METHOD.scorer(options, start(gateway, stats))
 
     def score(q: TruthfulQuestion) -> dict[str, Any]:
-        out = fewl.run(graph, [fewl.Item(question=q.question, answers=q.labelled)], stats, pool=pool)
-        scored = out["scored"][0]
+        result = factualness(fewl.Inputs(question=q.question, answers=q.labelled))
+        scored = fewl.scored(result)
         return {
             "index": q.index,
             "best": q.best,
             "first_incorrect": q.incorrect[0],
             **scored,
-            "wrong_answers": out["wrongs"][0]["pairs"] if out["wrongs"] else [],
-            "events": out["events"],
+            "wrong_answers": result.evidence["wrong_answers"],
+            "events": dict(result.meta.events),
             "scores": {f"answer {k}": a.get("fewl") for k, a in enumerate(scored["answers"])},
         }
 
@@ -373,28 +377,29 @@ def rank_plan(
     questions = _limited(everything, limit)
     options = load_mc1(data)
     refs, n = fewl.reference_setup(references, n)
-    graph = fewl.build(
-        refs,
+    pool = [q.question for q in everything]
+    stats = CallStats()
+    fewl_options = fewl.Options(
+        references=refs,
         n=n,
+        pool=pool,
         neighbours=neighbours,
         wrong_model=wrong_model,
         candidates=list(models),
         embedder=embedder,
-        gateway=gateway,
     )
-    pool = [q.question for q in everything]
-    stats = CallStats()
+    factualness = fewl.METHOD.scorer(fewl_options, start(gateway, stats))
 
     def score(q: TruthfulQuestion) -> dict[str, Any]:
-        out = fewl.run(graph, [fewl.Item(question=q.question, answers=[])], stats, pool=pool)
-        scored = out["scored"][0]
+        result = factualness(fewl.Inputs(question=q.question, answers=[]))
+        scored = fewl.scored(result)
         mc1 = {m: mc1_pick(m, q.index, q.question, options, gateway, modes[m], stats) for m in models}
         by_model = {a["source"]: a.get("fewl") for a in scored["answers"]}
         return {
             "index": q.index,
             "scored": scored,
             "mc1": mc1,
-            "events": out["events"],
+            "events": dict(result.meta.events),
             "scores": {model_name(m): by_model.get(model_name(m)) for m in models},
         }
 

@@ -229,15 +229,16 @@ def _fibe(variant: str) -> Callable[[Passage, BenchRun], Scored]:
     """A FIBE variant with N = --samples exam answers; its SCGP part judges the dataset's samples."""
 
     def score(passage: Passage, run: BenchRun) -> Scored:
+        samples = {"samples": passage.samples[: run.samples]} if fibe.VARIANTS[variant].selfcheck else {}
         result = fibe.detect(
             sentences=passage.sentences,
             prompt=passage.prompt,
-            samples=passage.samples[: run.samples] if fibe.VARIANTS[variant].selfcheck else None,
             model=run.model,
             variant=variant,
             n=run.samples,
             gateway=run.gateway,
             stats=run.stats,
+            **samples,
         )
         return _sentence_scores(result)  # FIBE scores every sentence
 

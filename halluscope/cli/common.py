@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import yaml
@@ -114,10 +114,16 @@ def check_counts(args: argparse.Namespace) -> None:
 def check_models(args: argparse.Namespace) -> None:
     """A malformed or unknown --model (and a --judge that is a model spec) is refused before any work:
     a run would otherwise load data and show progress before its first call found it."""
-    for flag in ("model", "judge"):
-        for spec in str(getattr(args, flag, None) or "").split(","):
-            spec = spec.strip()
-            if spec and not spec.startswith(("nli:", "transformers:", "/", ".")):  # checkpoints: paths
+    check_specs(str(getattr(args, flag, None) or "") for flag in ("model", "judge"))
+
+
+def check_specs(values: Iterable[Any]) -> None:
+    """Each model spec among ``values`` (comma-separated strings, or lists of them) parses; checkpoint
+    paths (nli:, transformers:, a path) and objects are left to their loaders."""
+    for value in values:
+        specs = value if isinstance(value, list | tuple) else [value]
+        for spec in (part.strip() for s in specs if isinstance(s, str) for part in s.split(",")):
+            if spec and not spec.startswith(("nli:", "transformers:", "/", ".")):
                 parse_model_spec(spec)
 
 

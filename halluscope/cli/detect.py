@@ -16,12 +16,12 @@ from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
-from halluscope.cli.common import check_samples, gateway_of, key_values, print_json
+from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values, print_json
 from halluscope.cli.flags import ListFlag
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
 from halluscope.graphs import clue
-from halluscope.graphs.method import Method, Option
+from halluscope.graphs.method import Flag, Method
 from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import read_texts
 from halluscope.results import DetectionResult
@@ -29,44 +29,48 @@ from halluscope.results import DetectionResult
 DEFAULT_PROBABILITY_THRESHOLD = 0.5
 
 
-def _dest(index: int) -> str:
-    return f"option_{index}"
+def _spellings(method: Method) -> list[tuple[str, Flag, str]]:
+    """Every command-line spelling of the method's fields: (field, flag, argparse dest)."""
+    return [
+        (option.name, flag, f"{option.name}.{k}") for option in method.fields() for k, flag in enumerate(option.flags)
+    ]
 
 
-def _add_option(p: argparse.ArgumentParser, index: int, option: Option) -> None:
-    kwargs: dict[str, Any] = {"dest": _dest(index), "help": option.help}
-    if option.const is not None:
-        kwargs |= {"action": "store_const", "const": option.const}
-    elif option.listed:
-        kwargs |= {"action": ListFlag, "kind": option.type, "metavar": option.metavar}
+def _add_flag(p: argparse.ArgumentParser, flag: Flag, dest: str, line: str) -> None:
+    kwargs: dict[str, Any] = {"dest": dest, "help": flag.help or line}
+    if flag.const is not None:
+        kwargs |= {"action": "store_const", "const": flag.const}
+    elif flag.listed:
+        kwargs |= {"action": ListFlag, "kind": flag.type, "metavar": flag.metavar}
     else:
-        kwargs |= {"type": option.type, "metavar": option.metavar, "choices": option.choices}
-        if option.append:
+        kwargs |= {"type": flag.type, "metavar": flag.metavar, "choices": flag.choices}
+        if flag.append:
             kwargs["action"] = "append"
-    p.add_argument(*option.flags, **kwargs)
+    p.add_argument(*flag.flags, **kwargs)
 
 
 def label_of(method: Method) -> Any:
     """A keyword named as the command line spells it: 'text' -> '--text or --file'."""
 
     def label(param: str) -> str:
-        flags = [o.flags[0] for o in method.options if o.param == param]
+        flags = [flag.flags[0] for name, flag, _ in _spellings(method) if name == param]
         return " or ".join(dict.fromkeys(flags)) or param
 
     return label
 
 
 def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
-    """The method's keywords from its flags (files read, values checked) and --opt KEY=VALUE."""
+    """The method's keywords from its flags (files read, values checked) and --opt KEY=VALUE; a model
+    spec that cannot be read is refused here, before any progress shows."""
     label = label_of(method)
     kwargs: dict[str, Any] = {}
-    for index, option in enumerate(method.options):
-        value = getattr(args, _dest(index))
+    for name, flag, dest in _spellings(method):
+        value = getattr(args, dest)
         if value is None:
             continue
-        if option.param in kwargs:
-            raise ConfigError(f"give {label(option.param)}, not both")
-        kwargs[option.param] = option.read(value, option.flags[0]) if option.read is not None else value
+        if name in kwargs:
+            raise ConfigError(f"give {label(name)}, not both")
+        kwargs[name] = flag.read(value, flag.flags[0]) if flag.read is not None else value
     extra = key_values(args.opt, "--opt", typed=True)
     taken = sorted(extra.keys() & kwargs.keys())
     if taken:
@@ -76,6 +80,7 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
     problem = method.problem(kwargs, label)
     if problem:
         raise ConfigError(problem)
+    check_specs(kwargs.get(name) for name in (method.model_field, "judge"))
     return kwargs
 
 
@@ -167,8 +172,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     for name, method in registry.methods().items():
         p = detect.add_parser(name, parents=[common], help=method.summary, description=method.summary)
-        for index, option in enumerate(method.options):
-            _add_option(p, index, option)
+        for option in method.fields():
+            for k, flag in enumerate(option.flags):
+                _add_flag(p, flag, f"{option.name}.{k}", option.help)
         p.add_argument(
             "--opt",
             action="append",
@@ -176,7 +182,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             metavar="KEY=VALUE",
             help="any other keyword of the method's detect, the value read as YAML (e.g. theta=0.3)",
         )
-        if not any(o.param == "calibration" for o in method.options):
+        if "calibration" not in method.option_names:
             p.add_argument(
                 "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
             )

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -30,8 +31,8 @@ from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import (
     Calls,
     Scored,
@@ -42,7 +43,6 @@ from halluscope.graphs.stages import (
     node,
     plan_calls,
     read_answer,
-    run_streamed,
 )
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
@@ -262,22 +262,6 @@ def build(
     return graph.compile(name=NAME)
 
 
-def run(
-    graph: CompiledStateGraph,
-    question: str,
-    stats: CallStats,
-    outputs: Sequence[str] | None = None,
-    references: Mapping[str, str] | None = None,
-    baseline: bool = False,
-    on_step: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """One question through a built graph. Returns outputs, extracted concepts, the pool (kept
-    concepts), merged, merge_pairs, the N x |pool| ``matrix``, ``uncertainty`` per kept concept,
-    ``references`` {name: scores} and ``baseline`` (question relevance) where asked, and ``events``."""
-    state = _input(question, outputs, references, baseline)
-    return _read(run_streamed(graph, state, stats, on_step=on_step), references)
-
-
 def _input(
     question: str, outputs: Sequence[str] | None, references: Mapping[str, str] | None, baseline: bool
 ) -> ClueState:
@@ -317,61 +301,70 @@ def _read(out: dict[str, Any], references: Mapping[str, str] | None) -> dict[str
     }
 
 
-def detect(
-    question: str,
-    *,
-    model: ModelLike | None = None,
-    outputs: Sequence[str] | None = None,
-    judge: ZeroShot | str | None = None,
-    n: int = 5,
-    threshold: float = MERGE_THRESHOLD,
-    prefilter: float | None = None,
-    baseline: bool = True,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the prompt, the outputs when they are not to be sampled, and named texts to score."""
+
+    question: str | None = options.question("the prompt that the outputs answer", metavar="PROMPT")
+    outputs: list[str] | None = options.texts_file("--outputs-file", "outputs you already have")
+    references: dict[str, str] | None = arg(
+        help="named texts scored against every concept beside the outputs (CLUE's benchmark: the QNLI answers)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("extracts the concepts (and samples the outputs unless given)")
+    judge: ZeroShot | str | None = options.judge("zero-shot scorer")
+    n: int = options.samples(5, "outputs sampled when none are given")
+    threshold: float = arg(MERGE_THRESHOLD, help="mutual entailment above which two concepts merge")
+    prefilter: float | None = arg(
+        help="ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
+        flags=(Flag(("--prefilter",), type=finite_number, metavar="COS"),),
+    )
+    baseline: bool = arg(
+        True, help="score each concept's question relevance too, one more scorer call per concept (the baseline)"
+    )
+    embedder: Embedder | None = arg(help="the embeddings of --prefilter (default: all-MiniLM-L6-v2)")
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    scorer: ZeroShot | None = None
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The zero-shot scorer from its spec, and the graph."""
+    scorer = zero_shot_judge(opts.judge, ctx.gateway)
+    graph = build(
+        opts.model,
+        scorer,
+        ctx.gateway,
+        n=opts.n,
+        threshold=opts.threshold,
+        prefilter=opts.prefilter,
+        embedder=opts.embedder,
+    )
+    return Prepared(graph, opts, scorer)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Concept-level uncertainty of a model's outputs for one prompt. Units are the pooled concepts,
     most uncertain first; a unit's score is U(c) in nats (higher = more likely hallucinated), its
-    evidence the per-output scores, the concepts merged into it and, with ``baseline``, the question
-    relevance f(question, "This question is relevant to c"), one more scorer call per concept."""
-    arguments = dict(locals())
-    ctx, graph, state, scorer = _prepare(**arguments)
-    return _result(_read(ctx.stream(graph, state), None), ctx, scorer, arguments)
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the samples, the extractions and an LLM
-    scorer's calls await the provider's async client (a local NLI scorer computes on a thread)."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx, graph, state, scorer = _prepare(**arguments)
-    return _result(_read(await ctx.astream(graph, state), None), ctx, scorer, arguments)
-
-
-def _prepare(
-    question: str,
-    model: ModelLike | None,
-    outputs: Sequence[str] | None,
-    judge: ZeroShot | str | None,
-    n: int,
-    threshold: float,
-    prefilter: float | None,
-    baseline: bool,
-    gateway: Gateway | None,
-    stats: CallStats | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, ClueState, ZeroShot]:
-    ctx = start(gateway, stats, on_step=on_step)
-    scorer = zero_shot_judge(judge, ctx.gateway)
-    given = [o for o in outputs or [] if o.strip()]
-    if outputs is not None and not given:
+    evidence the per-output scores, the concepts merged into it, each reference's score and, with
+    ``baseline``, the question relevance f(question, "This question is relevant to c")."""
+    given = [o for o in inputs.outputs or [] if o.strip()]
+    if inputs.outputs is not None and not given:
         raise ConfigError("the outputs given are all empty")
-    graph = build(model, scorer, ctx.gateway, n=n, threshold=threshold, prefilter=prefilter)
-    return ctx, graph, _input(question, given, None, baseline), scorer
+    opts: Options = prepared.options
+    state = _input(inputs.question or "", given, inputs.references, opts.baseline)
+    out = _read((yield Streamed(ctx, prepared.graph, state)), inputs.references)
+    assert prepared.scorer is not None
+    return _result(out, ctx, prepared.scorer, opts, inputs)
 
 
-def _result(out: dict[str, Any], ctx: RunContext, scorer: ZeroShot, arguments: Mapping[str, Any]) -> DetectionResult:
-    """The result of one run, from ``_read``'s output and ``detect``'s arguments."""
+def _result(out: dict[str, Any], ctx: RunContext, scorer: ZeroShot, opts: Options, inputs: Inputs) -> DetectionResult:
+    """The result of one run, from ``_read``'s output."""
     units = []
     for j, concept in enumerate(out["pool"]):
         evidence: dict[str, Any] = {
@@ -380,16 +373,18 @@ def _result(out: dict[str, Any], ctx: RunContext, scorer: ZeroShot, arguments: M
         }
         if out["baseline"] is not None:
             evidence["question_relevance"] = out["baseline"][j]
+        if out["references"]:
+            evidence["references"] = {name: scores[j] for name, scores in out["references"].items()}
         units.append(Unit(text=concept, score=out["uncertainty"][j], evidence=evidence))
     units.sort(key=lambda u: -(u.score or 0.0))
     meta = ctx.meta(
         NAME,
         events=out["events"],
         n=len(out["outputs"]),
-        outputs_given=any(o.strip() for o in arguments["outputs"] or []),
+        outputs_given=any(o.strip() for o in inputs.outputs or []),
         scorer=scorer.name,
-        merge_threshold=arguments["threshold"],
-        merge_prefilter=arguments["prefilter"],
+        merge_threshold=opts.threshold,
+        merge_prefilter=opts.prefilter,
         merge_pairs=out["merge_pairs"],
         concepts_extracted=sum(len(e["concepts"]) for e in out["extracted"]),
         concepts_kept=len(out["pool"]),
@@ -399,7 +394,7 @@ def _result(out: dict[str, Any], ctx: RunContext, scorer: ZeroShot, arguments: M
         method=NAME,
         units=units,
         meta=meta,
-        evidence={"question": arguments["question"], "outputs": out["outputs"], "extracted": out["extracted"]},
+        evidence={"question": inputs.question, "outputs": out["outputs"], "extracted": out["extracted"]},
     )
 
 
@@ -417,29 +412,18 @@ def describe(result: DetectionResult) -> str:
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="CLUE: uncertainty of each concept in a model's outputs for one prompt (Wang et al.)",
-    inputs=("question",),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="question",
     answer_field=None,
-    options=(
-        Option("question", ("--question",), "the prompt that the outputs answer", metavar="PROMPT"),
-        options.texts_file("outputs", "--outputs-file", "outputs you already have"),
-        options.model("extracts the concepts (and samples the outputs unless given)"),
-        options.samples(5, "outputs sampled when none are given"),
-        options.SCORER,
-        Option(
-            "prefilter",
-            ("--prefilter",),
-            "ask the scorer to merge only concept pairs with embedding cosine >= COS (default: every pair)",
-            type=finite_number,
-            metavar="COS",
-        ),
-    ),
+    positional=("question",),
     needs=((("question", "{}"),), (("model", "{}"),)),
     describe=describe,
 )
+detect, adetect = METHOD.detect, METHOD.adetect
 
 
 def diversity(

@@ -11,7 +11,7 @@ Calls: |R|, one per sentence. FIBE's ``+dq`` variants ask the same question (the
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -19,11 +19,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question
-from halluscope.graphs.method import Method, RunContext, bound_arguments, start
+from halluscope.graphs.method import Method, Prepared, RunContext, Streamed, arg
 from halluscope.graphs.stages import Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
@@ -86,48 +86,37 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
     return graph.compile(name=NAME)
 
 
-def detect(
-    text: str | None = None,
-    *,
-    model: ModelLike,
-    prompt: str | None = None,
-    sentences: list[str] | None = None,
-    logprobs: bool | None = None,
-    gateway: Gateway | None = None,
-    max_concurrency: int | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the text (or its sentences) and the prompt that produced it."""
+
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    prompt: str | None = options.prompt()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("is asked whether each sentence is true")
+    logprobs: bool | None = arg(
+        help="read known() from the first answer token's probability (default: where the model gives log-probs)"
+    )
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    if opts.model is None:
+        raise ConfigError("Direct Question needs a model")
+    return Prepared(build(opts.model, ctx.gateway, opts.logprobs), opts)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """H_D of each sentence (higher = more likely hallucinated): the model's own answer to whether the
     sentence is true, with its probability where the model gives log-probs."""
-    ctx, graph, state = _prepare(**locals())
-    return _result(ctx.stream(graph, state), ctx)
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the questions await the provider's async
-    client."""
-    ctx, graph, state = _prepare(**bound_arguments(detect, args, kwargs))
-    return _result(await ctx.astream(graph, state), ctx)
-
-
-def _prepare(
-    text: str | None,
-    model: ModelLike,
-    prompt: str | None,
-    sentences: list[str] | None,
-    logprobs: bool | None,
-    gateway: Gateway | None,
-    max_concurrency: int | None,
-    stats: CallStats | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, DQInput]:
-    text, sentences, _ = checked_passage(text, sentences, None)
-    ctx = start(gateway, stats, max_concurrency, on_step)
-    state: DQInput = {"text": text or "", "prompt": prompt or ""}
+    text, sentences, _ = checked_passage(inputs.text, inputs.sentences, None)
+    state: DQInput = {"text": text or "", "prompt": inputs.prompt or ""}
     if sentences:
         state["sentences"] = sentences
-    return ctx, build(model, ctx.gateway, logprobs), state
+    return _result((yield Streamed(ctx, prepared.graph, state)), ctx)
 
 
 def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
@@ -148,16 +137,14 @@ def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="Direct Question: does the model itself hold each sentence true (FIBE paper, Appendix E.4)",
-    inputs=("text", "prompt"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="prompt",
     answer_field="text",
-    options=(
-        *options.TEXT,
-        options.PROMPT,
-        options.model("is asked whether each sentence is true"),
-    ),
-    needs=((("text", "{}"),), (("model", "{}"),)),
+    positional=("text",),
+    needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),)),
 )
+detect, adetect = METHOD.detect, METHOD.adetect

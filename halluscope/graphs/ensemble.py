@@ -9,19 +9,19 @@ name such as ``selfcheck-prompt:prob`` (``method.configured``), as the benchmark
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from halluscope import registry
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Flag, Method, RunContext, Together, arg
+from halluscope.graphs.stages import Steps
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -48,74 +48,66 @@ def _member(name: str) -> tuple[Method, dict[str, Any]]:
     return registry.get(method), extra
 
 
-def detect(
-    text: str | None = None,
-    *,
-    model: ModelLike | None = None,
-    calibration: str | Path | Calibration | None = None,
-    methods: Sequence[str] = (),
-    prompt: str | None = None,
-    sentences: list[str] | None = None,
-    samples: list[str] | None = None,
-    n: int = 5,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the text (or its sentences), the prompt that produced it, and samples for SelfCheck."""
+
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    prompt: str | None = options.prompt()
+    samples: list[str] | None = options.texts_file("--samples-file", "passages for the SelfCheck members")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("runs every member")
+    calibration: str | Path | Calibration | None = arg(
+        help="the stacked calibration of the members (it names them)",
+        flags=(Flag(("--calibration",), metavar="FILE"),),
+    )
+    methods: Sequence[str] = arg((), help="the members, as a check: they must be the calibration's")
+    n: int = options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers")
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    calibration: Calibration | None = None
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The calibration, checked against the members and the model before any model is asked."""
+    cal = _calibration(opts.calibration, opts.methods)
+    if cal.model is not None and opts.model is not None and model_name(opts.model) != cal.model:
+        raise ConfigError(f"this calibration was fitted on {cal.model}'s scores, not {model_name(opts.model)}'s")
+    return Prepared(options=opts, calibration=cal)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Each member on the same sentences (``prompt`` is the prompt that produced the text: FIBE's and
     DQ's context, the concept SelfCheck regenerates from), then each sentence's stacked probability;
-    the evidence holds every member's score."""
-    cal, found, ctx, members = _prepare(**locals())
-    return _result(cal, found, ctx, [spec.detect(**kwargs) for spec, kwargs in members])
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the members run together, each through its
-    own ``adetect`` where it has one (else its ``detect`` on a thread)."""
-    cal, found, ctx, members = _prepare(**bound_arguments(detect, args, kwargs))
-    runs = [
-        spec.adetect(**kwargs) if spec.adetect is not None else asyncio.to_thread(spec.detect, **kwargs)
-        for spec, kwargs in members
-    ]
-    return _result(cal, found, ctx, list(await asyncio.gather(*runs)))
-
-
-def _prepare(
-    text: str | None,
-    model: ModelLike | None,
-    calibration: str | Path | Calibration | None,
-    methods: Sequence[str],
-    prompt: str | None,
-    sentences: list[str] | None,
-    samples: list[str] | None,
-    n: int,
-    gateway: Gateway | None,
-    stats: CallStats | None,
-) -> tuple[Calibration, list[str], RunContext, list[tuple[Method, dict[str, Any]]]]:
-    """The calibration, the sentences, the run's context and each member's contract and arguments (in
-    ``cal.methods`` order)."""
-    cal = _calibration(calibration, methods)
-    if cal.model is not None and model is not None and model_name(model) != cal.model:
-        raise ConfigError(f"this calibration was fitted on {cal.model}'s scores, not {model_name(model)}'s")
-    text, sentences, samples = checked_passage(text, sentences, samples)
+    the evidence holds every member's score. The members run together on the event loop."""
+    cal, opts = prepared.calibration, prepared.options
+    assert cal is not None
+    text, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
     found = sentences or split_sentences(text or "")
     if not found:
         raise ConfigError("the ensemble needs a non-empty text (no sentence found)")
-    ctx = start(gateway, stats)
-    members: list[tuple[Method, dict[str, Any]]] = []
+    members = []
     for member in cal.methods:
         spec, kwargs = _member(member)
-        accepted = inspect.signature(spec.detect).parameters
-        kwargs |= {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
         given = {
             "text": " ".join(found),
-            spec.question_field: prompt,
-            spec.model_field: model,
+            spec.question_field: inputs.prompt,
+            spec.model_field: opts.model,
             "samples": samples,
-            "n": n,
+            "n": opts.n,
         }
+        accepted = spec.signature.parameters
+        kwargs |= {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
         kwargs |= {k: v for k, v in given.items() if k in accepted and v is not None}
         members.append((spec, kwargs))
-    return cal, found, ctx, members
+    results = yield Together(tuple(members))
+    return _result(cal, found, ctx, results)
 
 
 def _result(cal: Calibration, found: list[str], ctx: RunContext, results: list[DetectionResult]) -> DetectionResult:
@@ -134,22 +126,15 @@ def _result(cal: Calibration, found: list[str], ctx: RunContext, results: list[D
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="a learned ensemble: sentence-level methods stacked by a calibration fitted for them",
-    inputs=("text", "prompt"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="prompt",
     answer_field="text",
-    options=(
-        *options.TEXT,
-        options.PROMPT,
-        options.texts_file("samples", "--samples-file", "passages for the SelfCheck members"),
-        options.model("runs every member"),
-        options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers"),
-        Option(
-            "calibration", ("--calibration",), "the stacked calibration of the members (it names them)", metavar="FILE"
-        ),
-    ),
-    needs=((("text", "{}"),), (("calibration", "{}"),)),
+    positional=("text",),
+    needs=((("text", "{}"), ("sentences", "{}")), (("calibration", "{}"),)),
     combines=True,
 )
+detect, adetect = METHOD.detect, METHOD.adetect

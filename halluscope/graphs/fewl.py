@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 import numpy as np
@@ -34,9 +35,9 @@ from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway, model_name
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
-from halluscope.graphs.stages import Calls, Steps, node, plan_calls, run_streamed
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg, start
+from halluscope.graphs.stages import Calls, Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fewl import VARIANTS, expertise_score, expertise_weights, fewl_terms, variant_scores
 
@@ -313,20 +314,6 @@ def score_batch(
     return {"scored": scored, "events": events}
 
 
-def run(
-    graph: CompiledStateGraph,
-    items: Sequence[Item],
-    stats: CallStats,
-    pool: Sequence[str] = (),
-    on_step: Callable[[str], None] | None = None,
-    max_concurrency: int | None = None,
-) -> dict[str, Any]:
-    """A batch through a built graph. Returns ``scored`` (per question: references, expertise r,
-    weights, neighbours, and every answer's FEWL, terms and ablations), the IW/CO answers, the
-    candidate responses and ``events``."""
-    return _read(run_streamed(graph, _input(items, pool), stats, max_concurrency=max_concurrency, on_step=on_step))
-
-
 def _input(items: Sequence[Item], pool: Sequence[str]) -> FewlState:
     return {
         "items": [Item(question=it["question"], answers=list(it["answers"])) for it in items],
@@ -364,58 +351,73 @@ def reference_params(refs: Sequence[ModelLike], n: int | None, wrong_model: Mode
     }
 
 
-def detect(
-    question: str,
-    answers: Sequence[str],
-    *,
-    references: Sequence[ModelLike] | None = None,
-    n: int | None = None,
-    pool: Sequence[str] = (),
-    neighbours: int = NEIGHBOURS,
-    wrong_model: ModelLike | None = None,
-    embedder: Embedder | None = None,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: a question and the answers to score (the candidates' own answers are added)."""
+
+    question: str | None = options.question()
+    answers: list[str] | None = arg(help="the answers to score (repeatable)", flags=(Flag(("--answer",), append=True),))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    references: Sequence[ModelLike] | None = arg(
+        help="reference models (default: the default local model asked for 5 answers)",
+        flags=(Flag(("--reference",), listed=True, metavar="SPEC"),),
+    )
+    n: int | None = options.samples(
+        None, f"diversified answers of the one reference model (default {DIVERSIFY})", ("--diversify", "--samples")
+    )
+    pool: Sequence[str] = arg(
+        (),
+        help="questions to find neighbours in (the laziness penalty): a JSON list or one per line",
+        flags=options.lines_file_flags("--pool"),
+    )
+    neighbours: int = arg(
+        NEIGHBOURS, help="K: nearest questions of the penalty", flags=(Flag(("--neighbours",), type=int, metavar="K"),)
+    )
+    wrong_model: ModelLike | None = arg(
+        help="the model that writes IW/CO answers (default: the first reference)",
+        flags=(Flag(("--wrong-model",), metavar="SPEC"),),
+    )
+    candidates: Sequence[ModelLike] = arg(
+        (), help="models that answer the question themselves, each answer scored beside the given ones (Section 4.3)"
+    )
+    embedder: Embedder | None = arg(help="the similarity's embeddings (default: all-MiniLM-L6-v2)")
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    asked: Mapping[str, Any] | None = None  # how the references are asked (reference_params)
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The reference models and N, and the graph."""
+    refs, n = reference_setup(opts.references, opts.n)
+    graph = build(
+        refs,
+        n=n,
+        neighbours=opts.neighbours,
+        wrong_model=opts.wrong_model,
+        candidates=list(opts.candidates),
+        embedder=opts.embedder,
+        gateway=ctx.gateway,
+    )
+    return Prepared(graph, opts, reference_params(refs, n, opts.wrong_model))
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """FEWL of each answer to one question. A unit's score is the risk -FEWL (higher = more likely
     hallucinated); its evidence holds FEWL, the truthfulness and penalty terms per reference and the
     ablations. One reference model is asked for ``n`` diversified answers (default 5, the paper's
     setting); several are asked once each. Without a ``pool`` there is no laziness penalty."""
-    ctx, graph, state, asked = _prepare(**locals())
-    return _result(_read(ctx.stream(graph, state)), ctx, asked, neighbours)
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the reference, IW/CO and candidate calls await
-    the provider's async client (the embedder computes on a thread)."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx, graph, state, asked = _prepare(**arguments)
-    return _result(_read(await ctx.astream(graph, state)), ctx, asked, arguments["neighbours"])
-
-
-def _prepare(
-    question: str,
-    answers: Sequence[str],
-    references: Sequence[ModelLike] | None,
-    n: int | None,
-    pool: Sequence[str],
-    neighbours: int,
-    wrong_model: ModelLike | None,
-    embedder: Embedder | None,
-    gateway: Gateway | None,
-    stats: CallStats | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, FewlState, dict[str, Any]]:
-    """The run's context, graph and input state, and how the references are asked (``reference_params``)."""
-    answers = [a.strip() for a in answers]
-    if not answers or not all(answers):
+    answers = [a.strip() for a in inputs.answers or []]
+    opts: Options = prepared.options
+    if not all(answers) or not (answers or opts.candidates):
         raise ConfigError("FEWL needs at least one non-empty answer to score")
-    refs, n = reference_setup(references, n)
-    ctx = start(gateway, stats, on_step=on_step)
-    graph = build(refs, n=n, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder, gateway=ctx.gateway)
-    state = _input([Item(question=question, answers=answers)], pool)
-    return ctx, graph, state, reference_params(refs, n, wrong_model)
+    state = _input([Item(question=inputs.question or "", answers=answers)], opts.pool)
+    out = _read((yield Streamed(ctx, prepared.graph, state)))
+    return _result(out, ctx, dict(prepared.asked or {}), opts.neighbours)
 
 
 def _result(out: dict[str, Any], ctx: RunContext, asked: dict[str, Any], neighbours: int) -> DetectionResult:
@@ -424,7 +426,7 @@ def _result(out: dict[str, Any], ctx: RunContext, asked: dict[str, Any], neighbo
     units = []
     for row in scored["answers"]:
         risk = None if row["fewl"] is None else -row["fewl"]
-        evidence = {k: v for k, v in row.items() if k not in ("text", "source")}
+        evidence = {k: v for k, v in row.items() if k != "text"}
         units.append(Unit(text=row["text"], score=risk, parsed=row["fewl"] is not None, evidence=evidence))
     meta = ctx.meta(
         NAME,
@@ -456,27 +458,37 @@ def rank_models(
     """Section 4.3: every model answers every question (``fewl.answer``), FEWL scores the answers
     against the same references, and the models are ranked by mean FEWL (higher = less
     hallucinated). Returns ``ranking`` (best first), per model ``mean`` {variant: mean} and
-    per-question ``scores``, and the batch's ``scored`` records."""
+    per-question ``scores``, and the ``scored`` records (one per question)."""
     if len(models) < 2:
         raise ConfigError(f"ranking needs at least two models, got {len(models)}")
-    refs, n = reference_setup(references, n)
-    stats = stats or CallStats()
-    graph = build(
-        refs,
+    opts = Options(
+        references=references,
         n=n,
+        pool=pool,
         neighbours=neighbours,
         wrong_model=wrong_model,
-        candidates=models,
+        candidates=list(models),
         embedder=embedder,
-        gateway=gateway,
     )
-    out = run(graph, [Item(question=q, answers=[]) for q in questions], stats, pool, on_step, max_concurrency)
+    score = METHOD.scorer(opts, start(gateway, stats, max_concurrency, on_step))
+    results = [score(Inputs(question=q, answers=[])) for q in questions]
+    events: dict[str, int] = {}
+    for result in results:
+        for kind, count in result.meta.events.items():
+            events[kind] = events.get(kind, 0) + count
     return {
-        **ranking(out["scored"], models, out["penalty"]),
-        "scored": out["scored"],
-        "events": out["events"],
-        "references": [model_name(m) for m in refs],
+        **ranking([scored(r) for r in results], models, bool(pool)),
+        "scored": [scored(r) for r in results],
+        "events": events,
+        "references": results[0].meta.params["references"] if results else [],
     }
+
+
+def scored(result: DetectionResult) -> dict[str, Any]:
+    """One question's record as FEWL's scoring makes it (the references, expertise, weights,
+    neighbours and every answer's row), read back from its result."""
+    record = {k: v for k, v in result.evidence.items() if k != "wrong_answers"}
+    return {**record, "answers": [{"text": u.text, **u.evidence} for u in result.units]}
 
 
 def ranking(scored: Sequence[dict[str, Any]], models: Sequence[ModelLike], penalty: bool) -> dict[str, Any]:
@@ -543,40 +555,17 @@ def _check(kwargs: Mapping[str, Any], label: Callable[[str], str]) -> str | None
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="FEWL: each answer against reference models weighted by their expertise (Wei et al.)",
-    inputs=("question", "answers"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="question",
     answer_field="answers",
     model_field="references",
-    options=(
-        Option("question", ("--question",), "the question the answers answer"),
-        Option("answers", ("--answer",), "an answer to score (repeatable)", append=True),
-        Option(
-            "references",
-            ("--reference",),
-            "reference models, comma-separated or repeated (default: the default local model asked for 5 answers)",
-            listed=True,
-            metavar="SPEC",
-        ),
-        options.samples(DIVERSIFY, "diversified answers of the one reference model", ("--diversify", "--samples")),
-        options.lines_file("pool", "--pool", "questions to find neighbours in (the laziness penalty)"),
-        Option(
-            "neighbours",
-            ("--neighbours",),
-            f"K: nearest questions of the penalty (default {NEIGHBOURS})",
-            type=int,
-            metavar="K",
-        ),
-        Option(
-            "wrong_model",
-            ("--wrong-model",),
-            "the model that writes IW/CO answers (default: the first reference)",
-            metavar="SPEC",
-        ),
-    ),
-    needs=((("question", "{}"),), (("answers", "at least one {}"),)),
+    positional=("question", "answers"),
+    needs=((("question", "{}"),), (("answers", "at least one {}"), ("candidates", "{} to answer"))),
     check=_check,
     describe=describe,
 )
+detect, adetect = METHOD.detect, METHOD.adetect

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, TypedDict
@@ -29,10 +28,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
-from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options, selfcheck_prompt
-from halluscope.graphs.method import Method, RunContext, bound_arguments, start
+from halluscope.graphs.method import Method, Prepared, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Steps, Subgraph, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import (
@@ -381,69 +380,53 @@ def build(
     return graph.compile(name=variant)
 
 
-def detect(
-    text: str | None = None,
-    *,
-    model: ModelLike,
-    variant: str = "fibe",
-    sentences: list[str] | None = None,
-    prompt: str | None = None,
-    samples: list[str] | None = None,
-    n: int = 5,
-    theta: float = THETA,
-    dq_logprobs: bool | None = None,
-    gateway: Gateway | None = None,
-    max_concurrency: int | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
-    """Run one FIBE variant on one passage: per-sentence scores with the exam, the answers, the grades
-    (and DQ / SCGP evidence), and run metadata with every handled event counted.
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the text (or its sentences) and the prompt that produced it (the exam's context)."""
 
-    ``prompt`` is the prompt that produced the text (the exam's context; SCGP regenerates from it
-    when no ``samples`` are given). ``on_step`` hears every node run, the SCGP checks included."""
-    ctx, graph, state = _prepare(**locals())
-    return _result(variant, ctx.stream(graph, state), ctx, n=n, theta=theta, samples_given="samples" in state)
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    prompt: str | None = options.prompt()
 
 
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: every model call of the exam, the Direct
-    Questions and SelfCheck-Prompt awaits the provider's async client."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx, graph, state = _prepare(**arguments)
-    out = await ctx.astream(graph, state)
-    return _result(
-        arguments["variant"], out, ctx, n=arguments["n"], theta=arguments["theta"], samples_given="samples" in state
+@dataclass(frozen=True, kw_only=True)
+class SelfCheckInputs(Inputs):
+    """The +selfcheck variants' item: SelfCheck-Prompt's samples too (or it regenerates them from the prompt)."""
+
+    samples: list[str] | None = options.texts_file("--samples-file", "passages for SelfCheck-Prompt")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("writes, takes and grades the exam")
+    n: int = options.samples(5, "students who take the exam (and SelfCheck-Prompt's samples in +selfcheck)")
+    theta: float = arg(THETA, help="the exam grade above which a sentence's answer counts as correct")
+    dq_logprobs: bool | None = arg(
+        help="Direct Question reads the first answer token's probability (default: where the model gives them)"
     )
 
 
-def _prepare(
-    text: str | None,
-    model: ModelLike,
-    variant: str,
-    sentences: list[str] | None,
-    prompt: str | None,
-    samples: list[str] | None,
-    n: int,
-    theta: float,
-    dq_logprobs: bool | None,
-    gateway: Gateway | None,
-    max_concurrency: int | None,
-    stats: CallStats | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, FIBEState]:
-    if variant not in VARIANTS:
-        raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
-    text, sentences, samples = checked_passage(text, sentences, samples)
-    if VARIANTS[variant].selfcheck and not samples and not (prompt and prompt.strip()):
-        raise ConfigError(f"{variant} runs SelfCheck-Prompt: pass samples, or the prompt to regenerate them from")
-    ctx = start(gateway, stats, max_concurrency, on_step)
-    state: FIBEState = {"text": text or "", "prompt": prompt or ""}
+def prepare(opts: Options, ctx: RunContext, variant: str) -> Prepared:
+    """The variant's graph for the options' model."""
+    if opts.model is None:
+        raise ConfigError(f"{variant} needs a model")
+    graph = build(opts.model, ctx.gateway, n=opts.n, variant=variant, theta=opts.theta, dq_logprobs=opts.dq_logprobs)
+    return Prepared(graph, opts)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext, variant: str) -> Steps[DetectionResult]:
+    """One FIBE variant on one passage: per-sentence scores with the exam, the answers, the grades (and
+    DQ / SCGP evidence), and run metadata with every handled event counted."""
+    samples_in = getattr(inputs, "samples", None)
+    text, sentences, samples = checked_passage(inputs.text, inputs.sentences, samples_in)
+    state: FIBEState = {"text": text or "", "prompt": inputs.prompt or ""}
     if sentences:
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    return ctx, build(model, ctx.gateway, n=n, variant=variant, theta=theta, dq_logprobs=dq_logprobs), state
+    out = yield Streamed(ctx, prepared.graph, state)
+    opts: Options = prepared.options
+    return _result(variant, out, ctx, n=opts.n, theta=opts.theta, samples_given=bool(samples))
 
 
 def _result(variant: str, out: dict[str, Any], ctx: RunContext, **params: Any) -> DetectionResult:
@@ -496,27 +479,35 @@ def _method(variant: str) -> Method:
     v = VARIANTS[variant]
     parts = ["the exam"] + ["Snowballing Correction"] * v.sbc + ["Direct Question"] * v.direct_question
     parts += ["SelfCheck-Prompt"] * v.selfcheck
+    regenerate = (("samples", "{}"), ("prompt", "{} to regenerate SelfCheck-Prompt's samples from"))
     return Method(
         name=variant,
-        detect=partial(detect, variant=variant),
-        adetect=partial(adetect, variant=variant),
         summary=f"FIBE: {', '.join(parts)} (Hirano et al.)",
-        inputs=("text", "prompt"),
+        inputs=SelfCheckInputs if v.selfcheck else Inputs,
+        options=Options,
+        prepare=partial(prepare, variant=variant),
+        run=partial(run, variant=variant),
         question_field="prompt",
         answer_field="text",
-        options=(
-            *options.TEXT,
-            options.PROMPT,
-            *(
-                (options.texts_file("samples", "--samples-file", "passages for SelfCheck-Prompt"),)
-                if v.selfcheck
-                else ()
-            ),
-            options.model("writes, takes and grades the exam"),
-            options.samples(5, "students who take the exam" + (" and SelfCheck-Prompt samples" if v.selfcheck else "")),
-        ),
-        needs=((("text", "{}"),), (("model", "{}"),)),
+        positional=("text",),
+        needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),), *((regenerate,) if v.selfcheck else ())),
     )
 
 
 METHODS = {variant: _method(variant) for variant in VARIANTS}
+
+
+def detect(*args: Any, variant: str = "fibe", **kwargs: Any) -> DetectionResult:
+    """One FIBE variant (default the exam alone) on one passage: ``METHODS[variant].detect``."""
+    return _variant(variant).detect(*args, **kwargs)
+
+
+async def adetect(*args: Any, variant: str = "fibe", **kwargs: Any) -> DetectionResult:
+    """``detect`` on the event loop."""
+    return await _variant(variant).adetect(*args, **kwargs)
+
+
+def _variant(variant: str) -> Method:
+    if variant not in METHODS:
+        raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
+    return METHODS[variant]

@@ -1,43 +1,62 @@
-"""The method contract: what every graph module exports (``METHOD``), and the run setup every
-``detect()`` shares.
+"""The method contract: what every method module exports (``METHOD``), declared once.
 
-``halluscope.detector`` reads the contracts (name, inputs, where the question, answer and model go,
-what an item must give); the command line builds each ``detect`` subcommand's flags from the
-contract's options. One contract per method means a method added here reaches the Python API, the
-CLI, the tool, the guard and the evaluators at once.
+A method declares two dataclasses: its ``Inputs`` (what an item gives: the text, the question, samples
+...) and its ``Options`` (how it runs: the model, ``n``, the judge ...), each field with its type, its
+default, one line of help and its command-line spellings (``arg``). From them come ``detect``'s and
+``adetect``'s signature, the type checks, the ``detect`` subcommand's flags, the evaluators' and
+Studio's options and the docs' option table. A method's work is two functions: ``prepare`` turns the
+options into what a run uses (judges and references from spec strings, the graph built), once per
+detector, Studio graph or benchmark; ``run`` scores one item as steps (``stages.Steps``), so the same
+code runs on threads (``detect``) and on the event loop (``adetect``). Every method accepts the same
+run settings (``RUN_SETTINGS``: the gateway, the call counters, the concurrency, the progress hook).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import functools
 import inspect
+import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
-from halluscope.graphs.stages import MAX_CALLS, CallBudget, arun_streamed, run_streamed
+from halluscope.checks import check_value, describe
+from halluscope.errors import ConfigError
+from halluscope.graphs.stages import (
+    MAX_CALLS,
+    CallBudget,
+    Step,
+    Steps,
+    afinish,
+    arun_streamed,
+    finish,
+    run_streamed,
+)
 from halluscope.results import DetectionResult, RunMeta
+from halluscope.text import checked_text, checked_texts
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
 
 
 @dataclass(frozen=True)
-class Option:
-    """One keyword of a method's ``detect`` as the command line offers it: ``flags`` name it there
-    (``--samples-file`` reads a file into ``samples``), ``read`` turns the flag's text into the
-    value, ``append`` collects a repeated flag into a list (free text), ``listed`` takes names
-    comma-separated or repeated; a flag with a ``const`` takes no value and sets the keyword to it
-    (``--strict`` sets ``mode='strict'``)."""
+class Flag:
+    """One command-line spelling of a field: ``flags`` name it (``--samples-file``), ``read`` turns the
+    flag's text into the value (a file read into ``samples``), ``append`` collects a repeated flag into
+    a list (free text), ``listed`` takes names comma-separated or repeated; a flag with a ``const``
+    takes no value and sets the field to it (``--strict`` sets ``mode='strict'``). ``help``: this
+    spelling's own line, where it differs from the field's."""
 
-    param: str
     flags: tuple[str, ...]
-    help: str
+    help: str | None = None
     read: Reader | None = None
-    type: type = str
+    type: Any = str
     choices: tuple[str, ...] | None = None
     append: bool = False
     listed: bool = False
@@ -45,9 +64,35 @@ class Option:
     metavar: str | None = None
 
 
+def arg(default: Any = None, *, help: str, flags: Sequence[Flag] = (), shown: bool = True) -> Any:  # noqa: A002
+    """A field of a method's ``Inputs`` or ``Options``: its default, its help, its command-line
+    spellings; ``shown=False`` keeps a default out of the help (a default computed at run time)."""
+    return field(default=default, metadata={"help": help, "flags": tuple(flags), "shown": shown})
+
+
+@dataclass(frozen=True)
+class Option:
+    """A field as the command line and the docs read it: its name, its help (with its default) and
+    its spellings."""
+
+    name: str
+    help: str
+    flags: tuple[Flag, ...]
+    default: Any
+    hint: Any
+
+
 # What an item must give: one or more (keyword, phrase) alternatives; the phrase names the keyword
 # through '{}' ('{} to sample answers'), so one need reads right in Python and on the command line.
 Need = tuple[tuple[str, str], ...]
+
+# What every method's detect accepts besides its inputs and options, with the same meaning everywhere.
+RUN_SETTINGS: dict[str, Any] = {
+    "gateway": Gateway | None,  # the process's by default: one cache, one limit per model
+    "stats": CallStats | None,  # the run's counters (a benchmark passes one for all its items)
+    "max_concurrency": int | None,  # the graph's fan-out at once (LangGraph's max_concurrency)
+    "on_step": Callable[[str], None] | None,  # hears each node run (a progress bar)
+}
 
 
 def python_label(param: str) -> str:
@@ -55,34 +100,100 @@ def python_label(param: str) -> str:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` made of a method's options: its graph, where it runs one (Studio serves it), the
+    options themselves, and whatever else its runs read (a judge, references, a calibration), in a
+    subclass of its own."""
+
+    graph: CompiledStateGraph | None = None
+    options: Any = None
+
+
+@dataclass(frozen=True, eq=False)
 class Method:
     """A method as the rest of halluscope sees it.
 
-    ``inputs``: the fields an item, a tool call or an evaluator fills; ``question_field``: where the
-    user's question (the prompt an answer answered) goes; ``answer_field``: where the answer to check
-    goes ('answers', a list, for FEWL); ``model_field``: where ``detector(model=...)`` goes;
-    ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked
-    before any model is loaded; ``describe``: the lines a person reads for one result (default:
-    every unit and the run's cost); ``adetect``: the same run on the event loop, its model calls
-    awaiting the provider's async client (None: ``Detector.adetect`` runs ``detect`` on a thread, as
-    for PHR, whose work is a local model's forward passes); ``presets``: options by name, so
-    'selfcheck-prompt:prob' names SelfCheck-Prompt with scoring='prob' where benchmarks, calibrations
-    and ensembles name methods; ``combines``: it runs other methods (an ensemble is no member of one)."""
+    ``inputs`` / ``options``: its two declarations (dataclasses of ``arg`` fields); ``prepare`` and
+    ``run``: its work (above). ``question_field``: where the user's question (the prompt an answer
+    answered) goes; ``answer_field``: where the answer to check goes; ``model_field``: where
+    ``detector(model=...)`` goes; ``positional``: the inputs ``detect`` also takes by position;
+    ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked before
+    any model is loaded; ``describe``: the lines a person reads for one result; ``presets``: options
+    by name ('selfcheck-prompt:prob'); ``combines``: it runs other methods (no member of an ensemble)."""
 
     name: str
-    detect: Callable[..., DetectionResult]
     summary: str
-    inputs: tuple[str, ...]
+    inputs: type
+    options: type
+    prepare: Callable[[Any, RunContext], Prepared]
+    run: Callable[[Any, Any, RunContext], Steps[DetectionResult]]
     question_field: str | None
     answer_field: str | None
-    options: tuple[Option, ...] = ()
-    needs: tuple[Need, ...] = ()
     model_field: str = "model"
+    positional: tuple[str, ...] = ()
+    needs: tuple[Need, ...] = ()
     check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None
     describe: Callable[[DetectionResult], str] = field(default=lambda result: result.report())
-    adetect: Callable[..., Awaitable[DetectionResult]] | None = None
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     combines: bool = False
+    detect: Callable[..., DetectionResult] = field(init=False)
+    adetect: Callable[..., Awaitable[DetectionResult]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "detect", self._entry(self._detect, asynchronous=False))
+        object.__setattr__(self, "adetect", self._entry(self._adetect, asynchronous=True))
+
+    # -- the declaration, read
+
+    @functools.cached_property
+    def hints(self) -> dict[str, Any]:
+        """Every keyword's type: the inputs', the options' and the run settings'."""
+        return {**get_type_hints(self.inputs), **get_type_hints(self.options), **RUN_SETTINGS}
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self.inputs))
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self.options))
+
+    def fields(self) -> list[Option]:
+        """The inputs, then the options, as the command line and the docs read them."""
+        found = []
+        for f in (*dataclasses.fields(self.inputs), *dataclasses.fields(self.options)):
+            default = f.default if f.default is not dataclasses.MISSING else None
+            shown = f.metadata.get("shown", True) and default not in (None, (), [], {})
+            line = f.metadata.get("help", "") + (f" (default {default!r})" if shown else "")
+            found.append(Option(f.name, line, f.metadata.get("flags", ()), default, self.hints[f.name]))
+        return found
+
+    def text_fields(self) -> tuple[str, ...]:
+        """The inputs that are one text (a blank one is refused before any call)."""
+        return tuple(n for n in self.input_names if _is_text(self.hints[n]))
+
+    def list_fields(self) -> tuple[str, ...]:
+        """The inputs that are lists of texts (a lone string, None or a blank item is refused)."""
+        return tuple(n for n in self.input_names if _is_text_list(self.hints[n]))
+
+    def takes_list(self, name: str) -> bool:
+        """Whether a keyword takes a list (of texts, of models): one answer or model goes in as [it]."""
+        return any(get_origin(member) in (list, tuple, Sequence) for member in _members(self.hints[name]))
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """``detect``'s: the positional inputs, then every other input, option and run setting by keyword."""
+        defaults = {f.name: f.default for f in (*dataclasses.fields(self.inputs), *dataclasses.fields(self.options))}
+        params = [
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name], annotation=hint)
+            for name, hint in ((n, self.hints[n]) for n in self.positional)
+        ]
+        params += [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name), annotation=hint)
+            for name, hint in self.hints.items()
+            if name not in self.positional
+        ]
+        return inspect.Signature(params, return_annotation=DetectionResult)
 
     def problem(self, kwargs: Mapping[str, Any], label: Callable[[str], str] = python_label) -> str | None:
         """What keeps ``kwargs`` from running, as a sentence naming the keywords through ``label``
@@ -93,6 +204,72 @@ class Method:
                 alternatives = ", or ".join(phrase.format(label(param)) for param, phrase in need)
                 return f"{self.name} needs {alternatives}"
         return self.check(kwargs, label) if self.check is not None else None
+
+    # -- running it
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, RunContext]:
+        """``detect``'s arguments as the method's inputs, options and run context; a wrong name or type
+        is a ConfigError naming it."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"{self.name}: {exc}") from exc
+        given = dict(bound.arguments)
+        texts, lists = self.text_fields(), self.list_fields()
+        for name, value in given.items():  # before any model loads: a user's texts checked as texts
+            if value is None:
+                continue
+            if name in texts and isinstance(value, str | bytes | bytearray | int | float):
+                checked_text(value, name)
+            elif name in lists:
+                checked_texts(value, name)
+            else:
+                check_value(self.name, name, value, self.hints[name])
+        problem = self.problem(given)
+        if problem:
+            raise ConfigError(problem)
+        inputs = self.inputs(**{k: v for k, v in given.items() if k in self.input_names})
+        options = self.options(**{k: v for k, v in given.items() if k in self.option_names})
+        settings = {k: v for k, v in given.items() if k in RUN_SETTINGS}
+        return inputs, options, start(**settings)
+
+    def scorer(self, options: Any, ctx: RunContext) -> Callable[[Any], DetectionResult]:
+        """Prepared once (a benchmark's options and run), then one item (its ``Inputs``) per call: what a
+        benchmark scores its items with."""
+        prepared = self.prepare(options, ctx)
+
+        def score(inputs: Any) -> DetectionResult:
+            item = dataclasses.replace(ctx, budget=CallBudget(ctx.budget.limit))  # each item its own budget
+            return finish(self.run(prepared, inputs, item), ctx.stats)
+
+        return score
+
+    def _detect(self, *args: Any, **kwargs: Any) -> DetectionResult:
+        inputs, options, ctx = self.bind(args, kwargs)
+        return finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats)
+
+    async def _adetect(self, *args: Any, **kwargs: Any) -> DetectionResult:
+        inputs, options, ctx = self.bind(args, kwargs)
+        prepared = await asyncio.to_thread(self.prepare, options, ctx)  # loads models, opens files
+        return await afinish(self.run(prepared, inputs, ctx), ctx.stats)
+
+    def _entry(self, body: Callable[..., Any], asynchronous: bool) -> Callable[..., Any]:
+        """``detect`` / ``adetect`` as functions of their own, with the declared signature."""
+        if asynchronous:
+
+            async def entry(*args: Any, **kwargs: Any) -> DetectionResult:
+                return await body(*args, **kwargs)
+
+        else:
+
+            def entry(*args: Any, **kwargs: Any) -> DetectionResult:
+                return body(*args, **kwargs)
+
+        entry.__signature__ = self.signature  # type: ignore[attr-defined]
+        entry.__name__ = "adetect" if asynchronous else "detect"
+        entry.__qualname__ = f"{self.name}.{entry.__name__}"
+        entry.__doc__ = f"{self.summary}{' (on the event loop)' if asynchronous else ''}."
+        return entry
 
 
 def _given(value: Any) -> bool:
@@ -105,11 +282,25 @@ def _given(value: Any) -> bool:
     return True
 
 
+def _members(hint: Any) -> tuple[Any, ...]:
+    return get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+
+
+def _is_text(hint: Any) -> bool:
+    return str in _members(hint)
+
+
+def _is_text_list(hint: Any) -> bool:
+    for member in _members(hint):
+        if get_origin(member) in (list, tuple, Sequence) and get_args(member)[:1] == (str,):
+            return True
+    return False
+
+
 @dataclass
 class RunContext:
-    """The setup every ``detect`` repeated: the gateway (the process's by default), the run's call
-    counters, its concurrency, the progress hook and the calls it may plan; ``stream`` runs a built
-    graph with them."""
+    """The setup every run shares: the gateway (the process's by default), the run's call counters,
+    its concurrency, the progress hook and the calls it may plan; ``stream`` runs a built graph."""
 
     gateway: Gateway
     stats: CallStats
@@ -132,11 +323,33 @@ class RunContext:
         return self.stats.meta(method, dict(events or {}), **params)
 
 
-def bound_arguments(detect: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """An async twin's arguments as its ``detect`` binds them, defaults filled in: one signature for both."""
-    bound = inspect.signature(detect).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return dict(bound.arguments)
+@dataclass(frozen=True)
+class Streamed(Step):
+    """A method's graph run on one input state: ``ctx.stream`` on threads, ``ctx.astream`` on the loop."""
+
+    ctx: RunContext
+    graph: CompiledStateGraph
+    state: Mapping[str, Any]
+
+    def run(self, stats: CallStats | None) -> dict[str, Any]:
+        return self.ctx.stream(self.graph, self.state)
+
+    async def arun(self, stats: CallStats | None) -> dict[str, Any]:
+        return await self.ctx.astream(self.graph, self.state)
+
+
+@dataclass(frozen=True)
+class Together(Step):
+    """Runs of other methods at once (an ensemble's members): each ``detect`` in turn on threads, every
+    ``adetect`` together on the event loop."""
+
+    runs: tuple[tuple[Method, Mapping[str, Any]], ...]
+
+    def run(self, stats: CallStats | None) -> list[DetectionResult]:
+        return [method.detect(**kwargs) for method, kwargs in self.runs]
+
+    async def arun(self, stats: CallStats | None) -> list[DetectionResult]:
+        return list(await asyncio.gather(*(method.adetect(**kwargs) for method, kwargs in self.runs)))
 
 
 def start(
@@ -167,3 +380,12 @@ def call_limit(max_calls: int | None) -> Iterator[None]:
 
 def _budget() -> CallBudget:
     return CallBudget(_max_calls.get())
+
+
+def option_table(method: Method) -> str:
+    """The method's inputs and options as a markdown table (docs/methods.md is made of these)."""
+    rows = ["| keyword | flags | type | what it is |", "| --- | --- | --- | --- |"]
+    for option in method.fields():
+        flags = ", ".join(f"`{f}`" for flag in option.flags for f in flag.flags) or "`--opt`"
+        rows.append(f"| `{option.name}` | {flags} | {describe(option.hint)} | {option.help} |")
+    return "\n".join(rows)

@@ -1,10 +1,12 @@
-"""The command-line options that several methods' contracts share (one definition each), and the
-readers that turn a flag's text into a ``detect`` keyword's value."""
+"""The fields several methods declare alike (one definition each: their help and command-line
+spellings), and the readers that turn a flag's text into a field's value."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from halluscope.errors import ConfigError
-from halluscope.graphs.method import Option
+from halluscope.graphs.method import Flag, arg
 from halluscope.readers import read_file, read_lines, read_pairs, read_texts
 from halluscope.scoring import CLUSTER_RULES
 
@@ -23,85 +25,107 @@ def _text_file(path: str, flag: str) -> str:
     return _nonblank(read_file(path, flag))
 
 
-TEXT = (
-    Option("text", ("--text",), "the text to check", read=_text),
-    Option("text", ("--file",), "a file holding the text to check", read=_text_file, metavar="FILE"),
-)
-QUESTION = Option("question", ("--question",), "the question the answers answer")
-JUDGE = Option(
-    "judge",
-    ("--judge",),
-    "entailment judge: a model spec or nli:PATH (default: the default local model)",
-    metavar="SPEC",
-)
-SCORER = Option(
-    "judge",
-    ("--judge",),
-    "zero-shot scorer: a model spec or nli:PATH (default: the default local model)",
-    metavar="SPEC",
-)
-CLUSTER_RULE = Option(
-    "cluster_rule",
-    ("--cluster-rule",),
-    "greedy clustering: an answer joins the first equivalent cluster (paper, default) or the last (the "
-    "official code's get_semantic_ids); they differ only when the judge is not transitive",
-    choices=CLUSTER_RULES,
-)
+def text(help: str = "the text to check") -> Any:  # noqa: A002
+    """The text to check: --text, or --file (a path, or - for standard input)."""
+    return arg(
+        help=help,
+        flags=(
+            Flag(("--text",), read=_text),
+            Flag(("--file",), help="a file holding the text to check", read=_text_file, metavar="FILE"),
+        ),
+    )
 
 
-def prompt_option(param: str, help: str) -> Option:
-    """The prompt that produced the text, offered as --question (FIBE's 'prompt', SCGP's 'concept')."""
-    return Option(param, ("--question",), help, metavar="PROMPT")
+def sentences() -> Any:
+    return arg(help="the text's sentences, already split (a benchmark's own split)")
 
 
-PROMPT = prompt_option("prompt", "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'")
-# what SelfCheck (Prompt and Unigram) regenerates its samples from, when none are given
-REGENERATE_FROM = (
-    prompt_option(
-        "question",
-        "the question the text answers, asked again for the samples ('This is a Wikipedia passage about X:' "
+def question(help: str = "the question the answers answer", metavar: str | None = None) -> Any:  # noqa: A002
+    return arg(help=help, flags=(Flag(("--question",), metavar=metavar),))
+
+
+def prompt(help: str = "the prompt that produced the text, e.g. 'This is a Wikipedia passage about X:'") -> Any:  # noqa: A002
+    """The prompt that produced the text (FIBE's and DQ's context), offered as --question."""
+    return arg(help=help, flags=(Flag(("--question",), metavar="PROMPT"),))
+
+
+def regenerate_from() -> Any:
+    """What SelfCheck (Prompt and Unigram) asks again for samples, when none are given."""
+    return arg(
+        help="the question the text answers, asked again for the samples ('This is a Wikipedia passage about X:' "
         "asks FIBE's E.1 prompt about X)",
-    ),
-    Option("concept", ("--concept",), "the passage's concept, for FIBE's E.1 regeneration prompt"),
-)
-
-
-def model(does: str) -> Option:
-    return Option("model", ("--model",), f"model spec, e.g. local:qwen2.5-coder-1.5b; it {does}", metavar="SPEC")
-
-
-def samples(default: int, what: str, flags: tuple[str, ...] = ("--samples",)) -> Option:
-    return Option("n", flags, f"N: {what} (default {default})", type=int, metavar="N")
-
-
-def texts_file(param: str, flag: str, help: str) -> Option:
-    return Option(
-        param, (flag,), f"{help}: a JSON list, or texts separated by '---' lines", read=read_texts, metavar="FILE"
+        flags=(Flag(("--question",), metavar="PROMPT"),),
     )
 
 
-def lines_file(param: str, flag: str, help: str) -> Option:
-    return Option(param, (flag,), f"{help}: a JSON list or one per line", read=read_lines, metavar="FILE")
+def concept() -> Any:
+    return arg(help="the passage's concept, for FIBE's E.1 regeneration prompt", flags=(Flag(("--concept",)),))
 
 
-def pairs_file(param: str, flag: str, help: str) -> Option:
-    return Option(
-        param, (flag,), f"{help}: a JSON list of [input, label] or TSV lines", read=read_pairs, metavar="FILE"
+def model(does: str, default: Any = None) -> Any:
+    return arg(
+        default,
+        help=f"model spec, e.g. local:qwen2.5-coder-1.5b; it {does}",
+        flags=(Flag(("--model",), metavar="SPEC"),),
     )
 
 
-def mode(default: str) -> tuple[Option, Option]:
+def samples(default: int | None, what: str, flags: tuple[str, ...] = ("--samples",)) -> Any:
+    """``n``, every method's sample count."""
+    return arg(default, help=f"N: {what}", flags=(Flag(flags, type=int, metavar="N"),))
+
+
+def judge(what: str = "entailment judge") -> Any:
+    """``judge``, every method's entailment judge or zero-shot scorer: a spec string or an object."""
+    return arg(
+        help=f"{what}: a model spec or nli:PATH (default: the default local model)",
+        flags=(Flag(("--judge",), metavar="SPEC"),),
+    )
+
+
+def mode(default: str) -> Any:
     """--strict / --lax: bidirectional equivalence as entailment both ways, or as no contradiction."""
-    return (
-        Option(
-            "mode", ("--strict",), "equivalence = entailment both ways" + _default(default, "strict"), const="strict"
+    return arg(
+        default,
+        help="bidirectional equivalence: 'strict' (entailment both ways) or 'lax' (no contradiction, not both neutral)",
+        flags=(
+            Flag(
+                ("--strict",), help="equivalence = entailment both ways" + _default(default, "strict"), const="strict"
+            ),
+            Flag(
+                ("--lax",),
+                help="equivalence = no contradiction, not both neutral" + _default(default, "lax"),
+                const="lax",
+            ),
         ),
-        Option(
-            "mode",
-            ("--lax",),
-            "equivalence = no contradiction, not both neutral" + _default(default, "lax"),
-            const="lax",
-        ),
+    )
+
+
+def cluster_rule() -> Any:
+    return arg(
+        "paper",
+        help="greedy clustering: an answer joins the first equivalent cluster (paper) or the last (the official "
+        "code's get_semantic_ids); they differ only when the judge is not transitive",
+        flags=(Flag(("--cluster-rule",), choices=CLUSTER_RULES),),
+    )
+
+
+def texts_file(flag: str, help: str) -> Any:  # noqa: A002
+    return arg(
+        help=f"{help}: a JSON list, or texts separated by '---' lines",
+        flags=(Flag((flag,), read=read_texts, metavar="FILE"),),
+    )
+
+
+def lines_file_flags(flag: str) -> tuple[Flag, ...]:
+    """A flag that reads a file of lines: a JSON list, or one per line."""
+    return (Flag((flag,), read=read_lines, metavar="FILE"),)
+
+
+def pairs_file(flag: str, help: str) -> Any:  # noqa: A002
+    return arg(
+        help=f"{help}: a JSON list of [input, label] or TSV lines",
+        flags=(Flag((flag,), read=read_pairs, metavar="FILE"),),
     )
 
 

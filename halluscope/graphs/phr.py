@@ -25,6 +25,7 @@ import operator
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
 import numpy as np
@@ -37,8 +38,8 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, start
-from halluscope.graphs.stages import CallBudget, plan_calls, run_streamed
+from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.graphs.stages import Steps, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.phr import (
     Pair,
@@ -277,64 +278,63 @@ def build(
     return graph.compile(name=NAME)
 
 
-def run(
-    graph: CompiledStateGraph,
-    context: Sequence[Pair],
-    query: str,
-    stats: CallStats,
-    truth: str | None = None,
-    evaluation: Sequence[Pair] = (),
-    seed: int = 0,
-    on_step: Callable[[str], None] | None = None,
-    budget: CallBudget | None = None,
-) -> dict[str, Any]:
-    """One query through a built graph (reused across a benchmark's queries): the estimate dict.
-    ``stats`` is the one the graph's TextICL counts into. The M completions run concurrently under
-    the gateway's per-model limit; a local model takes them one at a time, each reusing the KV cache
-    of the shared context D_n."""
-    state: PHRState = {
-        "context": [tuple(p) for p in context],  # type: ignore[misc]
-        "query": query,
-        "truth": truth,
-        "evaluation": [tuple(p) for p in evaluation],  # type: ignore[misc]
-        "seed": seed,
-    }
-    return dict(run_streamed(graph, state, stats, on_step=on_step, budget=budget)["estimate"])
-
-
 DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"  # fast and gives log-probs: the model of the PHR runs
 
 
-def detect(
-    context: Sequence[Pair],
-    query: str,
-    *,
-    model: str | LogProbModel = DEFAULT_MODEL,
-    truth: str | None = None,
-    evaluation: Sequence[Pair] = (),
-    n: int = 10,
-    k: int = 50,
-    n_imagined: int = 5,
-    epsilon: float | Sequence[float] = 0.05,
-    exact: bool = True,
-    responses: Responses = "distribution",
-    seed: int = 0,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An in-context learning problem: the examples D_n and the query, and what to check it against."""
+
+    context: Sequence[Pair] | None = options.pairs_file("--context-file", "the in-context examples")
+    query: str | None = arg(help="the input whose label the model is asked for", flags=(Flag(("--query",)),))
+    truth: str | None = arg(help="the query's true label (adds the error rate)", flags=(Flag(("--truth",)),))
+    evaluation: Sequence[Pair] = arg((), help="D_eval, labelled examples for the model hallucination rate (MHR)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: str | LogProbModel = options.model("a local or transformers model with log-probs", DEFAULT_MODEL)
+    n: int = options.samples(10, "M, the completions of the context imagined")
+    k: int = arg(50, help="K, the responses sampled per imagined context")
+    n_imagined: int = arg(5, help="N - n, the examples each completion imagines")
+    epsilon: float | Sequence[float] = arg(0.05, help="the likely set's epsilon (several: one run, each estimate)")
+    exact: bool = arg(True, help="Definition 4's quantile from the whole next-token distribution")
+    responses: Responses = arg("distribution", help="responses: the whole distribution, or sampled")
+    seed: int = arg(0, help="the seed of the imagined completions and sampled responses")
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The in-context model from its spec (its forward passes count on the run's stats), and the graph."""
+    cgm = TextICL(ctx.gateway.logprob_model(opts.model), ctx.gateway, opts.responses, opts.seed, ctx.stats)
+    return Prepared(build(cgm, opts.n, opts.k, opts.n_imagined, opts.epsilon, opts.exact), opts)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """The PHR of one query given its in-context examples (higher = more likely hallucinated); ``n``
     is the paper's M, the completions of the context imagined. The evidence holds each completion's
     THR, the entropies, the imagined datasets, the most likely responses, and MHR / error rate when
-    D_eval / the true label are given."""
-    ctx = start(gateway, stats, on_step=on_step)
-    cgm = TextICL(ctx.gateway.logprob_model(model), ctx.gateway, responses, seed, ctx.stats)
-    graph = build(cgm, n, k, n_imagined, epsilon, exact)
-    out = run(graph, context, query, ctx.stats, truth, evaluation, seed, ctx.on_step, ctx.budget)
+    D_eval / the true label are given. The M completions run concurrently under the gateway's
+    per-model limit; a local model takes them one at a time, each reusing the KV cache of D_n."""
+    opts: Options = prepared.options
+    state: PHRState = {
+        "context": [tuple(p) for p in inputs.context or []],  # type: ignore[misc]
+        "query": inputs.query or "",
+        "truth": inputs.truth,
+        "evaluation": [tuple(p) for p in inputs.evaluation],  # type: ignore[misc]
+        "seed": opts.seed,
+    }
+    out = dict((yield Streamed(ctx, prepared.graph, state))["estimate"])
     events = out.pop("events")
-    unit = Unit(text=query, score=out["phr"], evidence=out)
+    unit = Unit(text=inputs.query or "", score=out["phr"], evidence=out)
     meta = ctx.meta(
-        NAME, events=events, M=n, K=k, imagined=n_imagined, epsilon=epsilon, exact=exact, responses=responses
+        NAME,
+        events=events,
+        M=opts.n,
+        K=opts.k,
+        imagined=opts.n_imagined,
+        epsilon=opts.epsilon,
+        exact=opts.exact,
+        responses=opts.responses,
     )
     return DetectionResult(method=NAME, units=[unit], meta=meta)
 
@@ -352,18 +352,15 @@ def describe(result: DetectionResult) -> str:
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
     summary="posterior hallucination rate of an in-context learning query (Jesson et al., NeurIPS 2024)",
-    inputs=("context", "query"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field=None,
     answer_field=None,
-    options=(
-        options.pairs_file("context", "--context-file", "the in-context examples"),
-        Option("query", ("--query",), "the input whose label the model is asked for"),
-        Option("truth", ("--truth",), "the query's true label (adds the error rate)"),
-        options.model("a local or transformers model with log-probs (default local:qwen2.5-coder-0.5b)"),
-        options.samples(10, "M, the completions of the context imagined"),
-    ),
+    positional=("context", "query"),
     needs=((("context", "{}"),), (("query", "{}"),)),
     describe=describe,
 )
+detect, adetect = METHOD.detect, METHOD.adetect

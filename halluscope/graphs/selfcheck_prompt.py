@@ -21,7 +21,7 @@ Per-run accounting: pass ``{"configurable": {"stats": CallStats()}}``.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -30,10 +30,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.entailment import yes_probability
-from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Steps, node, plan_calls, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
@@ -176,62 +176,48 @@ def build(
     return graph.compile(name=NAME)
 
 
-def detect(
-    text: str | None = None,
-    *,
-    model: ModelLike,
-    sentences: list[str] | None = None,
-    samples: list[str] | None = None,
-    question: str | None = None,
-    concept: str | None = None,
-    n: int = 5,
-    scoring: Scoring = "discrete",
-    gateway: Gateway | None = None,
-    max_concurrency: int | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
-    """Run SCGP on one passage and return per-sentence scores with their evidence and run metadata
-    (``stats`` accumulates across calls when a benchmark passes one; ``on_step`` hears each node run
-    from the graph's stream, e.g. to drive a progress bar)."""
-    ctx, graph, state, given = _prepare(**locals())
-    return _result(ctx.stream(graph, state), ctx, scoring, given)
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the text (or its sentences), and the samples or what to regenerate them from."""
+
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    samples: list[str] | None = options.texts_file("--samples-file", "passages you already have")
+    question: str | None = options.regenerate_from()
+    concept: str | None = options.concept()
 
 
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the regenerations and checks await the
-    provider's async client."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx, graph, state, given = _prepare(**arguments)
-    return _result(await ctx.astream(graph, state), ctx, arguments["scoring"], given)
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("checks each sentence against each sample (and writes the samples)")
+    n: int = options.samples(5, "samples regenerated when none are given")
+    scoring: Scoring = arg(
+        "discrete",
+        help="discrete: the paper's Yes 1 / No 0 / else 0.5; prob: p(Yes) / (p(Yes) + p(No)) from the answer's "
+        "log-probs (the same calls)",
+        flags=(Flag(("--scoring",), choices=SCORINGS),),
+    )
 
 
-def _prepare(
-    text: str | None,
-    model: ModelLike,
-    sentences: list[str] | None,
-    samples: list[str] | None,
-    question: str | None,
-    concept: str | None,
-    n: int,
-    scoring: Scoring,
-    gateway: Gateway | None,
-    max_concurrency: int | None,
-    stats: CallStats | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, SCGPState, bool]:
-    """The run's context, graph and input state, and whether the samples were given."""
-    text, sentences, samples = checked_passage(text, sentences, samples)
-    ctx = start(gateway, stats, max_concurrency, on_step)
-    state: SCGPState = {"text": text or "", "concept": concept or ""}
-    if question:
-        state["question"] = question
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The graph for the options' model, sample count and scoring."""
+    if opts.model is None:
+        raise ConfigError("SelfCheck-Prompt needs a model")
+    return Prepared(build(opts.model, ctx.gateway, n=opts.n, scoring=opts.scoring), opts)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
+    """Per-sentence scores of one passage, with their evidence and the run's metadata."""
+    text, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
+    state: SCGPState = {"text": text or "", "concept": inputs.concept or ""}
+    if inputs.question:
+        state["question"] = inputs.question
     if sentences:
         state["sentences"] = sentences
     if samples:
         state["samples"] = samples
-    graph = build(model, ctx.gateway, n=len(samples) if samples else n, scoring=scoring)
-    return ctx, graph, state, bool(samples)
+    out = yield Streamed(ctx, prepared.graph, state)
+    return _result(out, ctx, prepared.options.scoring, bool(samples))
 
 
 def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_given: bool) -> DetectionResult:
@@ -256,30 +242,19 @@ def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_give
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)",
-    inputs=("text", "question", "concept"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="question",
     answer_field="text",
-    options=(
-        *options.TEXT,
-        *options.REGENERATE_FROM,
-        options.texts_file("samples", "--samples-file", "passages you already have"),
-        options.model("checks each sentence against each sample (and writes the samples)"),
-        options.samples(5, "samples regenerated when none are given"),
-        Option(
-            "scoring",
-            ("--scoring",),
-            "discrete: the paper's Yes 1 / No 0 / else 0.5 (default); prob: p(Yes) / (p(Yes) + p(No)) from "
-            "the answer's log-probs (the same calls)",
-            choices=SCORINGS,
-        ),
-    ),
+    positional=("text",),
     needs=(
-        (("text", "{}"),),
+        (("text", "{}"), ("sentences", "{}")),
         (("model", "{}"),),
         (("samples", "{}"), ("question", "{} to regenerate samples"), ("concept", "{}")),
     ),
     presets={"prob": {"scoring": "prob"}},
 )
+detect, adetect = METHOD.detect, METHOD.adetect

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.gateway import ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Method, RunContext, bound_arguments, start
-from halluscope.graphs.stages import Steps, afinish, finish, regenerate_passages
+from halluscope.graphs.method import Method, Prepared, RunContext
+from halluscope.graphs.stages import Steps, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import unigram_scores
 from halluscope.text import checked_passage, passage_tokens, tokens
@@ -18,53 +18,45 @@ from halluscope.text import sentences as split_sentences
 NAME = "selfcheck-unigram"
 
 
-def detect(
-    text: str,
-    *,
-    samples: list[str] | None = None,
-    model: ModelLike | None = None,
-    question: str | None = None,
-    concept: str | None = None,
-    n: int = 5,
-    sentences: list[str] | None = None,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the text (or its sentences), and the samples or what to regenerate them from."""
+
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    samples: list[str] | None = options.texts_file("--samples-file", "passages you already have")
+    question: str | None = options.regenerate_from()
+    concept: str | None = options.concept()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("writes the samples when none are given")
+    n: int = options.samples(5, "samples regenerated when none are given")
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """Nothing to build: counting needs no model, and regenerating only the options' model."""
+    return Prepared(options=opts)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Score each sentence by the max over its tokens of -log p under unigram counts of the text and
     its samples; an unseen token scores as infinitely surprising (reported as score None)."""
-    ctx = start(gateway, stats)
-    return finish(_steps(ctx, text, samples, model, question, concept, n, sentences), ctx.stats)
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the regenerations await the provider's async
-    client."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx = start(arguments.pop("gateway"), arguments.pop("stats"))
-    return await afinish(_steps(ctx, **arguments), ctx.stats)
-
-
-def _steps(
-    ctx: RunContext,
-    text: str,
-    samples: list[str] | None,
-    model: ModelLike | None,
-    question: str | None,
-    concept: str | None,
-    n: int,
-    sentences: list[str] | None,
-) -> Steps[DetectionResult]:
-    checked, sentences, samples = checked_passage(text, sentences, samples)
+    opts: Options = prepared.options
+    checked, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
     text = checked or ""
     given = bool(samples)
     found = sentences or split_sentences(text)
     if not found:
         raise ConfigError("SelfCheck-Unigram needs a non-empty text (no sentence found)")
     if not samples:
-        if model is None:
+        if opts.model is None:
             raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
-        ctx.plan(n)
-        samples = yield from regenerate_passages(ctx.gateway, model, concept or "", len(found), n, question)
+        ctx.plan(opts.n)
+        samples = yield from regenerate_passages(
+            ctx.gateway, opts.model, inputs.concept or "", len(found), opts.n, inputs.question
+        )
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [
         Unit(
@@ -83,18 +75,14 @@ def _steps(
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="SelfCheck-Unigram (max): how surprising each sentence's rarest token is under the samples",
-    inputs=("text", "question", "concept"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="question",
     answer_field="text",
-    options=(
-        *options.TEXT,
-        options.texts_file("samples", "--samples-file", "passages you already have"),
-        *options.REGENERATE_FROM,
-        options.model("writes the samples when none are given"),
-        options.samples(5, "samples regenerated when none are given"),
-    ),
-    needs=((("text", "{}"),),),
+    positional=("text",),
+    needs=((("text", "{}"), ("sentences", "{}")),),
 )
+detect, adetect = METHOD.detect, METHOD.adetect

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -21,10 +22,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, RunContext, bound_arguments, start
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import (
     Calls,
     Steps,
@@ -34,7 +35,6 @@ from halluscope.graphs.stages import (
     plan_calls,
     planner,
     read_answer,
-    run_streamed,
 )
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
@@ -83,17 +83,18 @@ class SEState(SEInput, SEOutput, total=False):
     sampled: Annotated[list[Sampled], operator.add]
 
 
+# the estimates of one run, in each result's unit evidence
+ESTIMATES = ("semantic_entropy", "n_clusters", "likelihood_semantic_entropy", "naive_entropy")
+
+
 def entropies(
     clusters: Sequence[Sequence[int]], log_likelihoods: Sequence[float | None], base: float = math.e
 ) -> dict[str, float | None]:
     """Discrete SE always; likelihood SE and naive entropy only when every answer has a log-likelihood
     and some answer is possible (all -inf leaves them undefined, None)."""
-    out: dict[str, float | None] = {
-        "semantic_entropy": discrete_semantic_entropy([len(c) for c in clusters], base=base),
-        "n_clusters": float(len(clusters)),
-        "likelihood_semantic_entropy": None,
-        "naive_entropy": None,
-    }
+    out: dict[str, float | None] = dict.fromkeys(ESTIMATES)
+    out["semantic_entropy"] = discrete_semantic_entropy([len(c) for c in clusters], base=base)
+    out["n_clusters"] = float(len(clusters))
     known = [ll for ll in log_likelihoods if ll is not None]
     if known and len(known) == len(log_likelihoods) and max(known) > -math.inf:  # all -inf: undefined
         lls = [float(ll) for ll in known]
@@ -175,72 +176,62 @@ def build(
     return graph.compile(name=NAME)
 
 
-def run(
-    graph: CompiledStateGraph,
-    question: str,
-    stats: CallStats,
-    answers: Sequence[str] | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """One question through a built graph (reused across a benchmark's questions): the final state
-    with answers, clusters, log_likelihoods, scores and pairs_judged."""
-    return run_streamed(graph, SEInput(question=question, given=list(answers or [])), stats, on_step=on_step)
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the question, and the answers to cluster when they are not to be sampled."""
+
+    question: str | None = options.question("the question the answers answer")
+    answers: list[str] | None = options.texts_file("--answers-file", "the answers to cluster instead of sampling them")
 
 
-def detect(
-    question: str,
-    *,
-    model: ModelLike | None = None,
-    answers: Sequence[str] | None = None,
-    judge: Entailment | str | None = None,
-    n: int = 10,
-    mode: Mode = "strict",
-    cluster_rule: ClusterRule = "paper",
-    base: float = math.e,
-    logprobs: bool | None = None,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("samples the answers")
+    judge: Entailment | str | None = options.judge()
+    n: int = options.samples(10, "answers sampled at temperature 1")
+    mode: Mode = options.mode("strict")
+    cluster_rule: ClusterRule = options.cluster_rule()
+    base: float = arg(math.e, help="the logarithm's base of the entropies (e: nats)", shown=False)
+    logprobs: bool | None = arg(
+        help="sample with token log-probs, for likelihood semantic entropy (default: where the model gives them)"
+    )
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    judge: Entailment | None = None
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The entailment judge from its spec, and the graph."""
+    judged = entailment_judge(opts.judge, ctx.gateway)
+    graph = build(
+        opts.model,
+        judged,
+        ctx.gateway,
+        n=opts.n,
+        mode=opts.mode,
+        cluster_rule=opts.cluster_rule,
+        base=opts.base,
+        logprobs=opts.logprobs,
+    )
+    return Prepared(graph, opts, judged)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Semantic entropy of the answers to one question: the unit's score is the discrete SE (higher =
     more likely confabulated); the evidence holds the answers, clusters and the other estimates."""
-    ctx, graph, state, judge = _prepare(**locals())
-    return _result(ctx.stream(graph, state), ctx, state, judge, mode, cluster_rule, base)
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the samples and an LLM judge's calls await
-    the provider's async client (a local NLI judge computes on a thread)."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx, graph, state, judge = _prepare(**arguments)
-    out = await ctx.astream(graph, state)
-    return _result(out, ctx, state, judge, arguments["mode"], arguments["cluster_rule"], arguments["base"])
-
-
-def _prepare(
-    question: str,
-    model: ModelLike | None,
-    answers: Sequence[str] | None,
-    judge: Entailment | str | None,
-    n: int,
-    mode: Mode,
-    cluster_rule: ClusterRule,
-    base: float,
-    logprobs: bool | None,
-    gateway: Gateway | None,
-    stats: CallStats | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, SEInput, Entailment]:
-    question = checked_text(question, "question")  # bad input fails before any model is loaded
-    if isinstance(answers, str | bytes):
+    question = checked_text(inputs.question, "question")
+    if isinstance(inputs.answers, str | bytes):
         raise ConfigError("answers must be a list of texts, got one string")
-    given = [a for a in answers or [] if checked_text(a, "an answer").strip()]
-    if answers is not None and not given:
+    given = [a for a in inputs.answers or [] if checked_text(a, "an answer").strip()]
+    if inputs.answers is not None and not given:
         raise ConfigError("the answers given are all empty")
-    ctx = start(gateway, stats, on_step=on_step)
-    judged = entailment_judge(judge, ctx.gateway)
-    graph = build(model, judged, ctx.gateway, n=n, mode=mode, cluster_rule=cluster_rule, base=base, logprobs=logprobs)
-    return ctx, graph, SEInput(question=question, given=given), judged
+    state = SEInput(question=question, given=given)
+    out = yield Streamed(ctx, prepared.graph, state)
+    assert prepared.judge is not None
+    opts: Options = prepared.options
+    return _result(out, ctx, state, prepared.judge, opts.mode, opts.cluster_rule, opts.base)
 
 
 def _result(
@@ -294,21 +285,15 @@ def describe(result: DetectionResult) -> str:
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="semantic entropy of sampled answers to a short question (Farquhar et al., Nature 2024)",
-    inputs=("question",),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="question",
     answer_field=None,
-    options=(
-        options.QUESTION,
-        options.texts_file("answers", "--answers-file", "the answers to cluster instead of sampling them"),
-        options.model("samples the answers"),
-        options.samples(10, "answers sampled at temperature 1"),
-        options.JUDGE,
-        *options.mode("strict"),
-        options.CLUSTER_RULE,
-    ),
+    positional=("question",),
     needs=((("question", "{}"),), (("model", "{} to sample answers"), ("answers", "{}"))),
     describe=describe,
 )
+detect, adetect = METHOD.detect, METHOD.adetect

@@ -26,7 +26,7 @@ import math
 import operator
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -35,10 +35,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
-from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, Option, RunContext, bound_arguments, start
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, planner, read_answer
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, question_entropy, unanswered
@@ -319,62 +319,53 @@ def build(
     return graph.compile(name=NAME)
 
 
-def detect(
-    text: str | None = None,
-    *,
-    question: str,
-    model: ModelLike,
-    sentences: list[str] | None = None,
-    judge: Entailment | str | None = None,
-    mode: Mode = "lax",
-    cluster_rule: ClusterRule = "paper",
-    base: float = math.e,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-    max_concurrency: int | None = None,
-    on_step: Callable[[str], None] | None = None,
-) -> DetectionResult:
-    """Sentence scores of a paragraph (higher = more likely confabulated): each sentence scores as
-    the most uncertain of its claims; the evidence holds those claims, their questions, answers and
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the paragraph (or its sentences) and the question or prompt it answers."""
+
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    question: str | None = options.question("the question or prompt the text answers", metavar="PROMPT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | None = options.model("decomposes the text, asks the questions and answers them again")
+    judge: Entailment | str | None = options.judge()
+    mode: Mode = options.mode("lax")
+    cluster_rule: ClusterRule = options.cluster_rule()
+    base: float = arg(math.e, help="the logarithm's base of the entropies (e: nats)", shown=False)
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    judge: Entailment | None = None
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The entailment judge from its spec, and the graph."""
+    if opts.model is None:
+        raise ConfigError("paragraph semantic entropy needs a model")
+    judged = entailment_judge(opts.judge, ctx.gateway)
+    graph = build(opts.model, judged, ctx.gateway, mode=opts.mode, cluster_rule=opts.cluster_rule, base=opts.base)
+    return Prepared(graph, opts, judged)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
+    """Sentence scores of a paragraph (higher = more likely confabulated): each sentence scores as the
+    most uncertain of its claims; the evidence holds those claims, their questions, answers and
     clusters. Give ``sentences`` to score a benchmark's own sentence split."""
-    arguments = dict(locals())
-    ctx, graph, state, judged = _prepare(**arguments)
-    return _result(ctx.stream(graph, state), ctx, judged, arguments)
-
-
-async def adetect(*args: Any, **kwargs: Any) -> DetectionResult:
-    """``detect`` (the same arguments) on the event loop: the decomposition, questions, answers and an
-    LLM judge's calls await the provider's async client (a local NLI judge computes on a thread)."""
-    arguments = bound_arguments(detect, args, kwargs)
-    ctx, graph, state, judged = _prepare(**arguments)
-    return _result(await ctx.astream(graph, state), ctx, judged, arguments)
-
-
-def _prepare(
-    text: str | None,
-    question: str,
-    model: ModelLike,
-    sentences: list[str] | None,
-    judge: Entailment | str | None,
-    mode: Mode,
-    cluster_rule: ClusterRule,
-    base: float,
-    gateway: Gateway | None,
-    stats: CallStats | None,
-    max_concurrency: int | None,
-    on_step: Callable[[str], None] | None,
-) -> tuple[RunContext, CompiledStateGraph, ParagraphInput, Entailment]:
-    if text is None and not sentences:
+    if inputs.text is None and not inputs.sentences:
         raise ConfigError("paragraph semantic entropy needs the text or its sentences")
-    ctx = start(gateway, stats, max_concurrency, on_step)
-    judged = entailment_judge(judge, ctx.gateway)
-    paragraph = text if text is not None else " ".join(sentences or [])
-    graph = build(model, judged, ctx.gateway, mode=mode, cluster_rule=cluster_rule, base=base)
-    return ctx, graph, ParagraphInput(question=question, text=paragraph, sentences=list(sentences or [])), judged
+    paragraph = inputs.text if inputs.text is not None else " ".join(inputs.sentences or [])
+    state = ParagraphInput(question=inputs.question or "", text=paragraph, sentences=list(inputs.sentences or []))
+    out = yield Streamed(ctx, prepared.graph, state)
+    assert prepared.judge is not None
+    return _result(out, ctx, prepared.judge, prepared.options, inputs.question or "")
 
 
-def _result(out: dict[str, Any], ctx: RunContext, judge: Entailment, arguments: Mapping[str, Any]) -> DetectionResult:
-    """The result of one run, from the graph's final state and ``detect``'s arguments."""
+def _result(out: dict[str, Any], ctx: RunContext, judge: Entailment, opts: Options, question: str) -> DetectionResult:
+    """The result of one run, from the graph's final state."""
     claims: list[ScoredClaim] = out["scored_claims"]
     events = out.get("events", [])
     units = []
@@ -393,11 +384,11 @@ def _result(out: dict[str, Any], ctx: RunContext, judge: Entailment, arguments: 
     meta = ctx.meta(
         NAME,
         events=Counter(e["kind"] for e in events),
-        question=arguments["question"],
+        question=question,
         judge=judge.name,
-        mode=arguments["mode"],
-        cluster_rule=arguments["cluster_rule"],
-        base=arguments["base"],
+        mode=opts.mode,
+        cluster_rule=opts.cluster_rule,
+        base=opts.base,
         claims=len(claims),
         questions=sum(len(c["questions"]) for c in claims),
         pairs_judged=sum(q["pairs_judged"] for c in claims for q in c["questions"]),
@@ -422,20 +413,15 @@ def describe(result: DetectionResult) -> str:
 
 METHOD = Method(
     name=NAME,
-    detect=detect,
-    adetect=adetect,
     summary="semantic entropy of a paragraph: decompose, question, resample, cluster (Farquhar et al.)",
-    inputs=("question", "text"),
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
     question_field="question",
     answer_field="text",
-    options=(
-        *options.TEXT,
-        Option("question", ("--question",), "the question or prompt the text answers", metavar="PROMPT"),
-        options.model("decomposes the text, asks the questions and answers them again"),
-        options.JUDGE,
-        *options.mode("lax"),
-        options.CLUSTER_RULE,
-    ),
-    needs=((("text", "{}"),), (("question", "{}"),), (("model", "{}"),)),
+    positional=("text",),
+    needs=((("text", "{}"), ("sentences", "{}")), (("question", "{}"),), (("model", "{}"),)),
     describe=describe,
 )
+detect, adetect = METHOD.detect, METHOD.adetect
