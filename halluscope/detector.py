@@ -22,7 +22,7 @@ from typing import Any, Union
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ContextThreadPoolExecutor
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, Field, create_model
 from tqdm.auto import tqdm
 
 from halluscope import registry
@@ -143,8 +143,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
     def get_input_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
         """The method's inputs, as the fields of an item (what a tool call, Studio or a chain fills)."""
-        hints = self.spec.hints
-        fields: dict[str, Any] = {name: (hints[name] | None, None) for name in self.spec.input_names}
+        inputs = [f for f in self.spec.fields() if f.name in self.spec.input_names]
+        fields: dict[str, Any] = {f.name: (f.hint | None, Field(None, description=f.help)) for f in inputs}
         title = "".join(part.capitalize() for part in self.method.replace("+", "-").split("-")) + "Input"
         return create_model(title, **fields)
 

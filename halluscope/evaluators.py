@@ -58,14 +58,18 @@ def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
 
 def example_arguments(det: Detector, inputs: Any, outputs: Any, reference_outputs: Any = None) -> dict[str, Any]:
     """The ``detect`` keywords of one example: the run's answer and the example's question where the
-    method takes them (PHR reads its ``context`` and ``query`` from the inputs), and the example's
+    method takes them (a method with neither, PHR, reads its own inputs from the inputs), and the example's
     ``samples`` for a method that can use them (SelfCheck, FIBE's +selfcheck), from the run's outputs
     or else the reference outputs."""
     spec = det.spec
-    if spec.question_field is None and spec.answer_field is None:  # PHR: an ICL problem, not a Q&A pair
-        if not isinstance(inputs, Mapping) or not {"context", "query"} <= inputs.keys():
-            raise ConfigError("phr reads inputs['context'] (a list of (input, label) pairs) and inputs['query']")
-        return {"context": inputs["context"], "query": inputs["query"]}
+    if spec.question_field is None and spec.answer_field is None:  # an item of its own shape (PHR's problem)
+        if not isinstance(inputs, Mapping):
+            raise ConfigError(f"{det.method} reads its inputs ({', '.join(spec.input_names)}) from a dict")
+        item = {name: inputs[name] for name in spec.input_names if name in inputs}
+        problem = spec.problem(item)
+        if problem:
+            raise ConfigError(problem)
+        return item
     answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs") if spec.answer_field is not None else None
     question = _text_of(inputs, QUESTION_KEYS, "question in inputs") if inputs is not None else None
     item = det.answer_item(answer, question)

@@ -211,11 +211,11 @@ def test_bench_wikibio_writes_results_report_and_curves(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--method", "fibe-9"], "unknown bench method(s) fibe-9; available: selfcheck-unigram"),
+        (["--method", "fibe-9"], "unknown bench method(s) fibe-9; available: direct-question, fibe"),
         (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
         (
             ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m", "--samples", "20"],
-            "fibe, fibe+dq answers the exam --samples times",
+            "fibe takes --samples 1 to 10, got 20",
         ),
     ],
 )
@@ -352,7 +352,10 @@ def test_detect_clue_and_diversity_from_the_command_line(capsys: pytest.CaptureF
             ["fibe+selfcheck+sbc", "--text", "A b.", "--model", "local:smollm2-135m"],
             "needs --samples-file, or --question to regenerate",
         ),
-        (["fibe", "--text", "A b.", "--model", "local:smollm2-135m", "--samples", "11"], "1 to 10 exam answers"),
+        (
+            ["fibe", "--text", "A b.", "--model", "local:smollm2-135m", "--samples", "11"],
+            "fibe: n takes 1 to 10, got 11",
+        ),
         (["selfcheck-prompt", "--text", "A b."], "needs --model"),
         (["selfcheck-prompt", "--text", "A b.", "--model", "local:smollm2-135m"], "--question to regenerate"),
         (["selfcheck-unigram", "--text", "A b."], "needs samples"),
@@ -560,9 +563,9 @@ def test_a_calibrated_result_flags_on_probability() -> None:
         (["bench", "truthfulqa-rank", "--models", "local:a, local:b", "--reference", "local:c"], "models",
          ["local:a", "local:b"]),
         (["bench", "truthfulqa-rank", "--models", "local:a", "--reference", "local:c,local:d", "--reference", "x:e"],
-         "reference", ["local:c", "local:d", "x:e"]),
-        (["bench", "phr-synthetic", "--n", "4,16", "--n", "64"], "n", [4, 16, 64]),
-        (["bench", "phr-synthetic"], "n", [2, 8, 32]),
+         "references.0", ["local:c", "local:d", "x:e"]),
+        (["bench", "phr-synthetic", "--n", "4,16", "--sizes", "64"], "sizes", [4, 16, 64]),
+        (["bench", "phr-synthetic"], "sizes", [2, 8, 32]),
         (["bench", "truthfulqa"], "method", ["single", "single+penalty", "multi", "fewl", "fewl-uniform"]),
         (["detect", "fewl", "--reference", "local:a,local:b"], "references.0", ["local:a", "local:b"]),
         (["prompts", "list", "--prompt", "fibe.create@1,fibe.check@1", "--prompt", "x@2"], "prompt",

@@ -46,7 +46,7 @@ def test_each_method_reads_its_fields() -> None:
     assert example_arguments(detector("phr"), icl, None) == icl
     with pytest.raises(ConfigError, match="no answer in outputs found: expected one of the keys answer"):
         example_arguments(detector("fibe"), q, {"score": 1})
-    with pytest.raises(ConfigError, match="phr reads inputs"):
+    with pytest.raises(ConfigError, match="phr needs context"):
         example_arguments(detector("phr"), q, a)
 
 

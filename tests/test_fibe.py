@@ -326,7 +326,7 @@ def test_unreadable_exam_leaves_sentences_unmasked(gateway: Gateway, scripted: A
     ("kwargs", "message"),
     [
         ({"variant": "fibe+magic"}, "unknown FIBE variant"),
-        ({"n": 11}, "1 to 10 exam answers"),
+        ({"n": 11}, "fibe: n takes 1 to 10, got 11"),
         ({"variant": "fibe+selfcheck+sbc"}, "needs samples, or prompt to regenerate"),
         ({"text": "   "}, "fibe needs text, or sentences"),
     ],
@@ -394,7 +394,7 @@ def test_bench_runs_fibe_variants_and_shares_their_calls_through_the_cache(
         tmp_path,
         data_dir,
         limit=3,
-        samples=2,
+        n=2,
         progress=False,
         model=scripted(generic_model(seen), "scripted:fibe"),
         gateway=gateway,
@@ -437,6 +437,6 @@ def test_bench_wikibio_runs_fibe_on_its_own_default_samples(
     its own default of 20); without an exam method the default stays the dataset's 20."""
     model = scripted(generic_model([]), "scripted:fibe")
     (run,) = run_bench(["fibe"], tmp_path, data_dir, limit=1, progress=False, model=model, gateway=gateway)
-    assert run.params["samples"] == len(fibe.STUDENTS) == 10
+    assert run.params["n"] == len(fibe.STUDENTS) == 10
     (unigram,) = run_bench(["selfcheck-unigram"], tmp_path / "u", data_dir, limit=1, progress=False)
-    assert unigram.params["samples"] == 20
+    assert unigram.params["n"] == 20

@@ -10,7 +10,7 @@ import pytest
 
 import halluscope
 from halluscope.cli import build_parser, main
-from halluscope.cli.detect import label_of
+from halluscope.cli.flags import label_of
 from halluscope.detector import METHODS
 from halluscope.errors import ConfigError
 from halluscope.graphs import fibe

@@ -139,7 +139,7 @@ def test_bench_runs_scgp_on_the_datasets_samples(
         tmp_path,
         data_dir,
         limit=3,
-        samples=2,
+        n=2,
         progress=False,
         model=scripted(checker(seen), "scripted:judge"),
         gateway=gateway,

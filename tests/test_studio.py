@@ -58,7 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def test_the_server_serves_every_graph_of_langgraph_json(server: Any) -> None:
     declared = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
-    assert sorted(a["graph_id"] for a in server.assistants.search()) == sorted(declared)
+    assert sorted(a["graph_id"] for a in server.assistants.search(limit=100)) == sorted(declared)
 
 
 def test_a_method_runs_through_the_server_with_its_model_from_configurable(server: Any) -> None:
@@ -104,7 +104,7 @@ def test_phr_runs_through_the_server_on_a_local_log_prob_model(server: Any) -> N
         None,
         "phr",
         input={"context": [["great movie", "positive"], ["awful film", "negative"]], "query": "a fine film", "seed": 0},
-        config={"configurable": {"model": "local:smollm2-135m", "m": 2, "k": 5, "n_imagined": 1}},
+        config={"configurable": {"model": "local:smollm2-135m", "n": 2, "k": 5, "n_imagined": 1}},
     )
     estimate = out["estimate"]
     assert 0.0 <= estimate["phr"] <= 1.0 and len(estimate["thr"]) == len(estimate["imagined"]) == 2  # M = 2
@@ -124,5 +124,23 @@ def test_judges_and_references_are_spec_strings_in_the_configurable() -> None:
         "semantic-entropy",
         "semantic-entropy-paragraph",
     ]
-    with pytest.raises(ConfigError, match="unknown configurable scorer; this graph accepts: model, n, threshold"):
+    with pytest.raises(
+        ConfigError, match="unknown configurable scorer; this graph accepts: model, judge, n, threshold"
+    ):
         asyncio.run(studio.clue_graph({"configurable": {"scorer": "x"}}))
+
+
+def test_langgraph_json_is_the_registrys() -> None:
+    """langgraph.json is written by `halluscope studio config`: every registered method, and nothing else."""
+    assert json.loads((ROOT / "langgraph.json").read_text()) == studio.config(), (
+        "langgraph.json is stale: run `halluscope studio config --out langgraph.json`"
+    )
+
+
+def test_a_method_without_a_graph_is_served_as_one_node() -> None:
+    graph = asyncio.run(studio.selfcheck_unigram_graph({"configurable": {}}))
+    item = {"text": "Ada wrote a program. She was a poet.", "samples": ["Ada wrote a program.", "A poet."]}
+    assert graph.get_input_jsonschema()["properties"].keys() == {"text", "sentences", "samples", "question", "concept"}
+    out = graph.invoke(item)
+    assert [u["text"] for u in out["result"]["units"]] == ["Ada wrote a program.", "She was a poet."]
+    assert asyncio.run(graph.ainvoke(item))["result"]["units"] == out["result"]["units"]

@@ -175,6 +175,9 @@ class CountingBar:
     def set_postfix(self, **_kwargs: Any) -> None:
         return None
 
+    def refresh(self) -> None:
+        return None
+
 
 BARS: list[CountingBar] = []
 
@@ -209,7 +212,7 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
         tmp_path,
         data_dir,
         limit=3,
-        samples=3,
+        n=3,
         model=scripted(respond, "scripted:writer"),
         gateway=gateway,
         judge=judge,
@@ -223,6 +226,7 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
     assert len(written) == 3 + claims * 20  # decompose, then 2 question lists and 6 x 3 answers per claim
     assert judged and run.meta.calls == len(written) + len(judged)
     assert [bar.n for bar in BARS] == [run.meta.calls + run.meta.cache_hits]  # a repeated pair is a cache hit
+    assert [bar.total for bar in BARS] == [bar.n for bar in BARS]  # announced as the passages went
     first = sentence_scores(run)[0]  # 'same' three times against one expected answer: entropy of sizes 1, 3
     assert first == pytest.approx([-(0.25 * math.log(0.25) + 0.75 * math.log(0.75))] * 9)
 
@@ -242,7 +246,7 @@ def test_a_passage_whose_calls_fail_for_good_is_recorded_and_the_bench_goes_on(
         return "Yes" if "born" in prompt else "No"
 
     runs = run_bench(
-        ["selfcheck-prompt", "selfcheck-unigram"], tmp_path, data_dir, limit=4, samples=2,
+        ["selfcheck-prompt", "selfcheck-unigram"], tmp_path, data_dir, limit=4, n=2,
         model=scripted(respond), gateway=gateway, progress=False,
     )  # fmt: skip
     scgp, unigram = runs
@@ -261,6 +265,6 @@ def test_a_passage_whose_calls_fail_for_good_is_recorded_and_the_bench_goes_on(
 
     with pytest.raises(ModelUnavailableError, match="no passage could be scored.*refused the call"):
         run_bench(
-            ["selfcheck-prompt"], tmp_path, data_dir, limit=1, samples=1,
+            ["selfcheck-prompt"], tmp_path, data_dir, limit=1, n=1,
             model=scripted(refuse, "scripted:down"), gateway=gateway, progress=False,
         )  # fmt: skip

@@ -51,7 +51,7 @@ def calibrate_wikibio(
     *,
     model: ModelLike | None = None,
     gateway: Gateway | None = None,
-    samples: int | None = None,
+    n: int | None = None,
     kind: str = "isotonic",
     target_precision: float = TARGET_PRECISION,
     data: str | Path | None = None,
@@ -73,7 +73,7 @@ def calibrate_wikibio(
     path = Path(out)
     chosen = set(fit_passages) | set(test_passages)
     runs = path.parent / f"{path.stem}.runs"
-    results = run_bench(methods, runs, data, None, samples, progress, model, gateway, only=chosen)
+    results = run_bench(methods, runs, data, None, n, progress, model, gateway, only=chosen)
     passages = {p.index: p for p in load_wikibio(data) if p.index in chosen}
     by_method = {
         r.params["method"]: dict(zip((rec["index"] for rec in r.records), sentence_scores(r), strict=True))
@@ -104,7 +104,7 @@ def calibrate_wikibio(
             "fit_passages": [fit_passages.start, fit_passages.stop - 1],
             "test_passages": [test_passages.start, test_passages.stop - 1],
             "passages_left_out": sorted(set(passages) - set(kept)),
-            "samples": results[0].params["samples"],
+            "n": results[0].params["n"],
             "runs": str(runs),
         },
     )
@@ -170,7 +170,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test", required=True, metavar="FIRST-LAST", help="held-out passages, e.g. 120-237")
     p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
     p.add_argument("--limit-passages", type=int, metavar="K", help="only the first K passages of each split")
-    p.add_argument("--samples", type=int, help="as bench wikibio --samples")
+    p.add_argument("--samples", dest="n", type=int, help="as bench wikibio --samples")
     p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
     p.add_argument(
         "--target-precision", type=finite_number, default=TARGET_PRECISION, help="for the reported threshold"

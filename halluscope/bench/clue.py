@@ -357,7 +357,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="only the first K questions")
     p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
     p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
-    p.add_argument("--samples", type=int, default=5, help="N outputs per question (default 5)")
+    p.add_argument("--samples", dest="n", type=int, default=5, help="N outputs per question (default 5)")
     p.add_argument("--theta-h", type=finite_number, default=THETA_H, help=f"S^a above it: entailed concept ({THETA_H})")
     p.add_argument(
         "--theta-l", type=finite_number, default=THETA_L, help=f"S^a below it: hallucinated concept ({THETA_L})"
@@ -371,7 +371,7 @@ def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Pla
     gw = gateway()
     return [clue_plan(
         model=args.model, scorer=zero_shot_judge(args.judge, gw), gateway=gw, data=args.data, limit=args.limit,
-        n=args.samples, theta_h=args.theta_h, theta_l=args.theta_l, prefilter=args.prefilter,
+        n=args.n, theta_h=args.theta_h, theta_l=args.theta_l, prefilter=args.prefilter,
     )]  # fmt: skip
 
 

@@ -421,7 +421,15 @@ def _plot(path: Path, result: BenchResult) -> None:
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, choices=tuple(LOADERS))
-    p.add_argument("--n", action=ListFlag, kind=int, default=[2, 4, 8, 16], help="context sizes (default 2,4,8,16)")
+    p.add_argument(
+        "--sizes",
+        "--n",
+        dest="sizes",
+        action=ListFlag,
+        kind=int,
+        default=[2, 4, 8, 16],
+        help="context sizes n (default 2,4,8,16); --n, the paper's letter, is the same flag",
+    )
     p.add_argument("--contexts", type=int, default=50, help="contexts D_n per n (default 50)")
     p.add_argument("--queries", type=int, default=10, help="queries per context (default 10)")
     p.add_argument("--M", type=int, default=10, help="imagined completions per context (default 10)")
@@ -440,7 +448,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     return [phr_plan(
-        args.task, model=args.model, ns=args.n, contexts=args.contexts, queries=args.queries,
+        args.task, model=args.model, ns=args.sizes, contexts=args.contexts, queries=args.queries,
         m=args.M, k=args.K, n_imagined=args.imagined, epsilons=args.epsilon,
         eval_size=args.eval_size, exact=not args.draws and not args.sampled,
         responses="sampled" if args.sampled else "distribution", reuse_prefix=not args.no_prefix_reuse,

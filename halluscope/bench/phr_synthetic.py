@@ -141,7 +141,15 @@ def _plot(path: Path, rows: list[dict[str, Any]], epsilon: float) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", action=ListFlag, kind=int, default=[2, 8, 32], help="context sizes (default 2,8,32)")
+    p.add_argument(
+        "--sizes",
+        "--n",
+        dest="sizes",
+        action=ListFlag,
+        kind=int,
+        default=[2, 8, 32],
+        help="context sizes n (default 2,8,32); --n, the paper's letter, is the same flag",
+    )
     p.add_argument("--problems", type=int, default=100, help="problems per n (default 100)")
     p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
     p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
@@ -151,7 +159,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _plans(args: argparse.Namespace, _gateway: Any) -> list[Plan]:
-    ns = args.n
+    ns = args.sizes
     return [phr_synthetic_plan(ns, args.problems, args.M, args.K, args.imagined, args.epsilon, args.seed)]
 
 

@@ -219,11 +219,13 @@ def _write_report(result: BenchResult, out: Path, failed: str) -> None:
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", required=True, choices=registry.sentence_methods())
     p.add_argument("--model", required=True, help="model spec, e.g. local:qwen2.5-coder-1.5b")
-    p.add_argument("--samples", type=int, default=3, help="N: SelfCheck's regenerated passages, FIBE's exam answers")
+    p.add_argument(
+        "--samples", dest="n", type=int, default=3, help="N: SelfCheck's regenerated passages, FIBE's exam answers"
+    )
 
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    return [planted_plan(args.method, model=args.model, gateway=gateway(), n=args.samples)]
+    return [planted_plan(args.method, model=args.model, gateway=gateway(), n=args.n)]
 
 
 BENCHMARK = Benchmark(

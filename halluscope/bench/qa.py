@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.backends.entailment import Entailment, Mode, entailment_judge
+from halluscope.backends.entailment import Entailment, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark, judge_options, mode_of
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.cli.flags import add_fields, read_fields
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import semantic_entropy
 from halluscope.graphs.method import start
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
-from halluscope.scoring import ClusterRule
 
 GREEDY_TEMPERATURE = 0.1
 SCORES = (
@@ -38,6 +38,7 @@ SCORES = (
     ("naive_entropy", "naive entropy"),
     ("n_clusters", "number of clusters"),
 )
+SE_FLAGS = ("judge", "mode", "cluster_rule", "n")  # semantic entropy's options a QA run takes as flags
 CORRECTNESS_RULE = (
     "correct = after normalising (lower case, punctuation and the articles a/an/the removed, spaces squeezed) "
     "the answer equals one of the dataset's answers or aliases, or contains one as whole words"
@@ -138,17 +139,16 @@ def qa_plan(
     gateway: Gateway,
     data: str | Path | None = None,
     limit: int | None = None,
-    n: int = 10,
-    mode: Mode = "strict",
-    cluster_rule: ClusterRule = "paper",
+    **options: Any,
 ) -> Plan:
-    """Per question: one graded answer at temperature 0.1 and semantic entropy of N more."""
-    if n < 2:
-        raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {n}")
+    """Per question: one graded answer at temperature 0.1 and semantic entropy of N more; ``options``
+    are semantic entropy's own (``n``, ``mode``, ``cluster_rule`` ...), their defaults its own."""
+    se = semantic_entropy.Options(model=model, judge=judge, **options)
+    if se.n < 2:
+        raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {se.n}")
     items = load_qa(dataset, data, limit)
     stats = CallStats()
-    options = semantic_entropy.Options(model=model, judge=judge, n=n, mode=mode, cluster_rule=cluster_rule)
-    entropy = semantic_entropy.METHOD.scorer(options, start(gateway, stats))
+    entropy = semantic_entropy.METHOD.scorer(se, start(gateway, stats))
 
     def score(item: QAItem) -> dict[str, Any]:
         greedy = gateway.call(
@@ -179,9 +179,9 @@ def qa_plan(
         "method": semantic_entropy.NAME,
         "model": model_name(model),
         "judge": judge.name,
-        "mode": mode,
-        "cluster_rule": cluster_rule,
-        "n": n,
+        "mode": se.mode,
+        "cluster_rule": se.cluster_rule,
+        "n": se.n,
         "limit": limit,
         "greedy_temperature": GREEDY_TEMPERATURE,
         "correctness": CORRECTNESS_RULE,
@@ -268,8 +268,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, choices=tuple(DATASETS))
     p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
     p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
-    judge_options(p, "semantic entropy", strictness=True)
-    p.add_argument("--samples", type=int, default=10, help="M: sampled answers per question (default 10)")
+    add_fields(p, semantic_entropy.METHOD, SE_FLAGS)
     p.add_argument("--limit", type=int, help="only the first K questions")
 
 
@@ -277,11 +276,9 @@ def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Pla
     if not args.model:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
     gw = gateway()
-    options = {"judge": entailment_judge(args.judge, gw), "mode": mode_of(args, "strict")}
-    return [qa_plan(
-        args.dataset, model=args.model, gateway=gw, data=args.data, limit=args.limit, n=args.samples,
-        cluster_rule=args.cluster_rule, **options,
-    )]  # fmt: skip
+    options = read_fields(semantic_entropy.METHOD, args, SE_FLAGS)
+    options["judge"] = entailment_judge(options.get("judge"), gw)
+    return [qa_plan(args.dataset, model=args.model, gateway=gw, data=args.data, limit=args.limit, **options)]
 
 
 BENCHMARK = Benchmark(

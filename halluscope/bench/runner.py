@@ -73,7 +73,8 @@ class Plan:
     ``summarise`` the records into metrics, ``events`` into the bad answers handled, ``report``
     writes report.md and plots beside results.json. ``counts_calls``: the bar counts model calls
     (the judge's included: a long item moves it) instead of items, against ``planned_calls`` per
-    item where that is known up front. ``bootstrap``: the run's ``intervals``, resampling the items;
+    item where that is known up front, else against the calls the methods announce as they go.
+    ``bootstrap``: the run's ``intervals``, resampling the items;
     off where the metrics carry their own (a bootstrap inside a bootstrap). ``resampled``: the metrics
     of every resample at once (``metrics.Resampled``), where the protocol has them vectorised."""
 
@@ -171,6 +172,9 @@ def run(
     local = executor is None or isinstance(executor, InProcess)
     with tqdm(total=total, desc=plan.method, unit=unit, disable=not progress) as bar:
         plan.stats.on_reply = bar.update if plan.counts_calls and local else None
+        if plan.counts_calls and local and not planned:  # the total grows as each item's method announces its calls
+            already = plan.stats.planned
+            plan.stats.on_plan = lambda so_far: _grow(bar, so_far - already)
         done = 0
 
         def on_result(index: int, outcome: ItemOutcome) -> None:
@@ -196,7 +200,7 @@ def run(
             (executor or InProcess()).map(plan, pending, on_result)
         finally:
             journal.close()
-    plan.stats.on_reply = None
+    plan.stats.on_reply = plan.stats.on_plan = None
     position = {item_id: i for i, item_id in enumerate(ids)}
     failures.items.sort(key=lambda f: position[f["item"]])
     failures.check_some_scored(len(kept), plan.what)
@@ -369,6 +373,11 @@ def _aside(path: Path, why: str) -> Path:
     aside = _unused(path.with_name(f"{path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}"))
     path.rename(aside)
     return aside
+
+
+def _grow(bar: Any, total: int) -> None:
+    bar.total = max(total, bar.n)
+    bar.refresh()
 
 
 def replies(counts: dict[str, Any]) -> int:

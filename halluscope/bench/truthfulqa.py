@@ -25,11 +25,11 @@ import numpy as np
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark, fewl_arguments, fewl_options
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.cli.flags import ListFlag
+from halluscope.cli.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
 from halluscope.graphs.method import start
@@ -147,7 +147,7 @@ def summarise_variants(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 
 def truthfulqa_plan(
     *,
-    references: Sequence[ModelLike] | None,
+    references: Sequence[ModelLike] | None = None,
     gateway: Gateway,
     n: int | None = None,
     neighbours: int = fewl.NEIGHBOURS,
@@ -358,7 +358,7 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
 def rank_plan(
     *,
     models: Sequence[str],
-    references: Sequence[ModelLike] | None,
+    references: Sequence[ModelLike] | None = None,
     gateway: Gateway,
     n: int | None = None,
     neighbours: int = fewl.NEIGHBOURS,
@@ -502,26 +502,39 @@ def _variant_list(chosen: list[str]) -> list[str]:
     return chosen
 
 
+FEWL_FLAGS = ("references", "n", "neighbours", "wrong_model")  # FEWL's options a TruthfulQA run takes as flags
+
+
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", action=ListFlag, default=list(VARIANTS), help="variants to report (default: all)")
     p.add_argument("--limit", type=int, help="only the first K questions")
-    fewl_arguments(p)
+    add_fields(p, fewl.METHOD, FEWL_FLAGS)
+
+
+def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
+    """FEWL's reference side from its own flags, refused as FEWL refuses it (--diversify with several
+    --reference models)."""
+    values = read_fields(fewl.METHOD, args, FEWL_FLAGS)
+    problem = fewl.METHOD.check(values, label_of(fewl.METHOD)) if fewl.METHOD.check else None
+    if problem:
+        raise ConfigError(problem)
+    return values
 
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     _variant_list(args.method)  # an unknown variant fails before any call
-    return [truthfulqa_plan(gateway=gateway(), data=args.data, limit=args.limit, **fewl_options(args))]
+    return [truthfulqa_plan(gateway=gateway(), data=args.data, limit=args.limit, **_fewl_options(args))]
 
 
 def _rank_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", action=ListFlag, required=True, metavar="SPEC", help="models to rank")
     p.add_argument("--mc", default="auto", choices=MC_MODES, help="how MC1 is read (default auto)")
     p.add_argument("--limit", type=int, help="only the first K questions")
-    fewl_arguments(p)
+    add_fields(p, fewl.METHOD, FEWL_FLAGS)
 
 
 def _rank_plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    options = fewl_options(args)
+    options = _fewl_options(args)
     return [rank_plan(models=args.models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **options)]
 
 

@@ -17,21 +17,23 @@ import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from halluscope import registry
 from halluscope.backends.entailment import entailment_judge
 from halluscope.backends.gateway import CallStats, model_name
-from halluscope.bench.arguments import Benchmark, judge_options
+from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.cli.flags import ListFlag
+from halluscope.calibration import fitted_score
+from halluscope.cli.flags import ListFlag, add_fields, read_fields
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import direct_question, fibe, selfcheck_prompt, semantic_entropy_paragraph
+from halluscope.graphs import semantic_entropy_paragraph
+from halluscope.graphs.method import Method, start
 from halluscope.metrics import (
     auc_pr_resampled,
     auc_roc_resampled,
@@ -39,7 +41,6 @@ from halluscope.metrics import (
     pearson_resampled,
     spearman_resampled,
 )
-from halluscope.results import DetectionResult
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
@@ -178,187 +179,96 @@ METRIC_COLUMNS = (
 )
 
 
-@dataclass
-class BenchRun:
-    """What one method's bench run shares across its passages: the samples used, the model, the
-    judge, the gateway and the call accounting."""
-
-    samples: int
-    model: Any
-    gateway: Any
-    stats: CallStats
-    judge: Any = None  # entailment judge of semantic entropy
-
-
-Scored = tuple[list[float], dict[str, int]]  # a passage's sentence scores and the bad answers handled
-
-
-def _unigram(passage: Passage, run: BenchRun) -> Scored:
-    from halluscope.scoring import unigram_scores
-    from halluscope.text import passage_tokens, tokens
-
-    scored = unigram_scores(passage.sentences, passage.text, passage.samples[: run.samples], tokens, passage_tokens)
-    return [u.max_neg_logprob for u in scored], {}
-
-
-def _sentence_scores(result: DetectionResult) -> Scored:
-    return [float(u.score) for u in result.units if u.score is not None], dict(result.meta.events)
-
-
-def _selfcheck_prompt(passage: Passage, run: BenchRun, scoring: selfcheck_prompt.Scoring = "discrete") -> Scored:
-    result = selfcheck_prompt.detect(
-        sentences=passage.sentences,
-        samples=passage.samples[: run.samples],
-        model=run.model,
-        scoring=scoring,
-        gateway=run.gateway,
-        stats=run.stats,
-    )
-    return _sentence_scores(result)  # SCGP scores every sentence
-
-
-def _direct_question(passage: Passage, run: BenchRun) -> Scored:
-    """E.4 of every sentence, the passage's prompt as context (FIBE's +dq variants ask the same)."""
-    result = direct_question.detect(
-        sentences=passage.sentences, prompt=passage.prompt, model=run.model, gateway=run.gateway, stats=run.stats
-    )
-    return _sentence_scores(result)
-
-
-def _fibe(variant: str) -> Callable[[Passage, BenchRun], Scored]:
-    """A FIBE variant with N = --samples exam answers; its SCGP part judges the dataset's samples."""
-
-    def score(passage: Passage, run: BenchRun) -> Scored:
-        samples = {"samples": passage.samples[: run.samples]} if fibe.VARIANTS[variant].selfcheck else {}
-        result = fibe.detect(
-            sentences=passage.sentences,
-            prompt=passage.prompt,
-            model=run.model,
-            variant=variant,
-            n=run.samples,
-            gateway=run.gateway,
-            stats=run.stats,
-            **samples,
-        )
-        return _sentence_scores(result)  # FIBE scores every sentence
-
-    return score
-
-
-def _semantic_entropy_paragraph(passage: Passage, run: BenchRun) -> Scored:
-    """Claims of the GPT-3 passage scored by the model, mapped back to the annotated sentences."""
-    result = semantic_entropy_paragraph.detect(
-        passage.text,
-        question=passage.prompt,
-        sentences=passage.sentences,
-        model=run.model,
-        judge=run.judge,
-        gateway=run.gateway,
-        stats=run.stats,
-    )
-    return _sentence_scores(result)  # every sentence holds a claim
-
-
-def _planned_fibe_calls(variant: str, passage: Passage, n: int) -> int:
-    return fibe.planned_calls(variant, n, len(passage.sentences))
-
-
-@dataclass(frozen=True)
-class BenchMethod:
-    score: Callable[[Passage, BenchRun], Scored]
-    calls: Callable[[Passage, int], int] | None = None  # model calls a passage takes, where known up front
-    uses_model: bool = True
-
-
-def _bench_methods() -> dict[str, BenchMethod]:
-    methods = {
-        "selfcheck-unigram": BenchMethod(_unigram, uses_model=False),
-        "selfcheck-prompt": BenchMethod(_selfcheck_prompt, lambda p, n: n * len(p.sentences)),
-        # our option: continuous scores from the checks' log-probs (the same calls, cached apart)
-        "selfcheck-prompt:prob": BenchMethod(
-            partial(_selfcheck_prompt, scoring="prob"), lambda p, n: n * len(p.sentences)
-        ),
-        "direct-question": BenchMethod(_direct_question, lambda p, n: len(p.sentences)),
-        # claims are known only after decomposition: the bar counts calls without a total
-        "semantic-entropy-paragraph": BenchMethod(_semantic_entropy_paragraph),
-    }
-    for v in fibe.VARIANTS:
-        methods[v] = BenchMethod(_fibe(v), partial(_planned_fibe_calls, v))
-    return methods
-
-
-# The model-based methods score the dataset's own GPT-3 samples (SCGP), N fresh exam answers (FIBE) or
-# the passage's claims with fresh questions and answers (paragraph semantic entropy).
-BENCH_METHODS = _bench_methods()
 PROTOCOL = "SelfCheckGPT/FIBE WikiBio: sentence AUC-PR/ROC x100, passage Pearson/Spearman x100"
+DATASET_SAMPLES = 20  # GPT-3 samples per passage in the dataset
+
+
+def bench_methods() -> tuple[str, ...]:
+    """What the benchmark runs: every method that scores a text's sentences, and their presets
+    ('selfcheck-prompt:prob'), as the registry finds them."""
+    return registry.sentence_methods()
+
+
+def _needs_model(method: Method) -> bool:
+    return any(param == method.model_field for need in method.needs for param, _ in need)
 
 
 def wikibio_plans(
     methods: Sequence[str],
     data: str | Path | None = None,
     limit: int | None = None,
-    samples: int | None = None,
+    n: int | None = None,
     model: Any = None,
     gateway: Any = None,
     judge: Any = None,
     only: Collection[int] | None = None,
 ) -> list[Plan]:
     """One plan per method over the same passages (FIBE variants share their calls through the cache);
+    ``n``: the dataset's samples each passage gives a method that reads samples, and each method's own
+    sample count (default: the dataset's 20, or a method's largest, as FIBE's 10 students);
     ``only`` keeps the passages with these indexes (calibration's fit and test splits)."""
-    from halluscope.backends.gateway import default_gateway
-
-    unknown = [m for m in methods if m not in BENCH_METHODS]
+    unknown = [m for m in methods if m not in bench_methods()]
     if unknown:
-        raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(BENCH_METHODS)}")
-    exams = [m for m in methods if m in fibe.VARIANTS]
-    if samples is None:  # the dataset's 20, or as many exam answers as FIBE has students
-        samples = len(fibe.STUDENTS) if exams else 20
-    if not 1 <= samples <= 20:
-        raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {samples}")
-    needs_model = [m for m in methods if BENCH_METHODS[m].uses_model]
+        raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(bench_methods())}")
+    if n is not None and not 1 <= n <= DATASET_SAMPLES:
+        raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {n}")
+    specs = {m: registry.get(registry.configured(m)[0]) for m in methods}
+    needs_model = [m for m in methods if _needs_model(specs[m])]
     if needs_model and model is None:
         raise ConfigError(f"{', '.join(needs_model)} needs --model (e.g. local:qwen2.5-coder-1.5b)")
-    if exams and samples > len(fibe.STUDENTS):
-        most = len(fibe.STUDENTS)
-        raise ConfigError(f"{', '.join(exams)} answers the exam --samples times: at most {most}, got {samples}")
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
     if only is not None:
         missing = sorted(set(only) - {p.index for p in passages})
         if missing:
             raise ConfigError(f"WikiBio has {len(passages)} passages; there is no passage {missing[0]}")
         passages = [p for p in passages if p.index in only]
-    if needs_model:
-        gateway = gateway or default_gateway()
-    if "semantic-entropy-paragraph" in methods and judge is None:
-        judge = entailment_judge(None, gateway)
     selection = sorted(only) if only is not None else None
-    return [_plan(method, passages, samples, model, gateway, judge, limit, selection) for method in methods]
+    return [_plan(m, specs[m], passages, n, model, gateway, judge, limit, selection) for m in methods]
 
 
 def _plan(
-    method: str,
+    name: str,
+    method: Method,
     passages: list[Passage],
-    samples: int,
+    n: int | None,
     model: Any,
     gateway: Any,
     judge: Any,
     limit: int | None,
     selection: list[int] | None,
 ) -> Plan:
-    spec = BENCH_METHODS[method]
-    bench = BenchRun(
-        samples, model if spec.uses_model else None, gateway if spec.uses_model else None, CallStats(), judge
-    )
+    """The method through its contract, each passage an item: its text and sentences, its prompt where
+    the method reads one, the dataset's samples where it reads samples."""
+    options = registry.configured(name)[1]
+    most = method.most("n") or DATASET_SAMPLES
+    samples = min(n or DATASET_SAMPLES, most) if "n" in method.option_names else (n or DATASET_SAMPLES)
+    if n is not None and n > most:
+        raise ConfigError(f"{name} takes --samples 1 to {most}, got {n}")
+    if "n" in method.option_names:
+        options["n"] = samples
+    uses_model = _needs_model(method)
+    if uses_model:
+        options[method.model_field] = [model] if method.takes_list(method.model_field) else model
+    if "judge" in method.option_names and judge is not None:
+        options["judge"] = judge
+    stats = CallStats()
+    ctx = start(gateway, stats)
+    if "judge" in method.option_names and judge is None:
+        options["judge"] = entailment_judge(None, ctx.gateway)  # one judge for every passage (and the params)
+    score_passage = method.scorer(method.options(**options), ctx)
 
     def score(passage: Passage) -> dict[str, Any]:
-        sentence_scores, events = spec.score(passage, bench)
-        finite = [None if not np.isfinite(x) else float(x) for x in sentence_scores]  # inf: an unseen unigram
+        given = {"text": passage.text, "sentences": passage.sentences, method.question_field: passage.prompt}
+        if "samples" in method.input_names:
+            given["samples"] = passage.samples[:samples]
+        result = score_passage(method.inputs(**{k: v for k, v in given.items() if k in method.input_names}))
+        sentence_scores = [fitted_score(u) for u in result.units]  # the sentences given, each scored
         return {
             "index": passage.index,
             "sentences": passage.sentences,  # beside each score and label: results.json reads on its own
             "labels": passage.labels,
-            "events": events,
-            "scores": {f"sentence {s}": x for s, x in enumerate(finite)},
+            "events": dict(result.meta.events),
+            "scores": {f"sentence {s}": _finite(x) for s, x in enumerate(sentence_scores)},
         }
 
     def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -372,17 +282,17 @@ def _plan(
     passages_by_index = {p.index: p for p in passages}
     params = {
         "dataset": DATASET,
-        "method": method,
-        "model": model_name(model) if spec.uses_model and model is not None else None,
-        "judge": getattr(judge, "name", None) if method == "semantic-entropy-paragraph" else None,
-        "samples": samples,
+        "method": name,
+        "model": model_name(model) if uses_model and model is not None else None,
+        "judge": getattr(options.get("judge"), "name", None),
+        "n": samples,
         "limit": limit,
         "passages": selection,
         "protocol": PROTOCOL,
     }
     return Plan(
         bench="wikibio",
-        method=method,
+        method=name,
         what="passage",
         items=passages,
         item_id=lambda p: f"passage {p.index}",
@@ -391,10 +301,14 @@ def _plan(
         resampled=resampled,
         params=params,
         report=lambda result, out, failed: None,  # one report for all methods: write_report
-        stats=bench.stats,
-        counts_calls=spec.uses_model,
-        planned_calls=(lambda p: spec.calls(p, samples)) if spec.calls else None,  # type: ignore[misc]
+        stats=stats,
+        counts_calls=uses_model,
     )
+
+
+def _finite(score: float | None) -> float | None:
+    """A record's score: an unseen unigram (+inf) is kept as None, as JSON has no infinity."""
+    return None if score is None or not np.isfinite(score) else float(score)
 
 
 def _sentence_list(scores: dict[str, float | None]) -> list[float]:
@@ -412,7 +326,7 @@ def run_bench(
     out: str | Path,
     data: str | Path | None = None,
     limit: int | None = None,
-    samples: int | None = None,
+    n: int | None = None,
     progress: bool = True,
     model: Any = None,
     gateway: Any = None,
@@ -422,7 +336,7 @@ def run_bench(
     """Score the passages with each method (OUT/METHOD/results.json each), then write the shared
     report.md and PR/ROC PNGs."""
     out_dir = Path(out)
-    plans = wikibio_plans(methods, data, limit, samples, model, gateway, judge, only)
+    plans = wikibio_plans(methods, data, limit, n, model, gateway, judge, only)
     fingerprint = gateway.prompt_fingerprint() if gateway is not None else ""
     results = [run(plan, out_dir / plan.method, progress, fingerprint=fingerprint) for plan in plans]
     write_report(results, out_dir)
@@ -463,7 +377,7 @@ def write_report(results: Sequence[BenchResult], out_dir: Path) -> None:
     )
     write_text(
         out_dir / "report.md",
-        f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {results[0].params['samples']} samples per passage.\n"
+        f"# WikiBio GPT-3 hallucination benchmark\n\n{size}; {results[0].params['n']} samples per passage.\n"
         f"Protocol: SelfCheckGPT/FIBE (sentence-level AUC-PR and AUC-ROC x100 pooled over passages; "
         f"passage-level Pearson and Spearman x100).\n\n{table}\n\n{random_line}\n"
         + "".join(failed)
@@ -485,22 +399,24 @@ def describe(results: Sequence[BenchResult]) -> str:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", action=ListFlag, required=True, help="methods: " + ", ".join(BENCH_METHODS))
+    p.add_argument("--method", action=ListFlag, required=True, help="methods: " + ", ".join(bench_methods()))
     p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
-    judge_options(p, "semantic-entropy-paragraph", strictness=False)
+    add_fields(p, semantic_entropy_paragraph.METHOD, ("judge",))
     p.add_argument("--limit", type=int, help="only the first K passages")
     p.add_argument(
         "--samples",
+        dest="n",
         type=int,
-        help="N: the dataset's samples SCGP and unigram use (of 20), and FIBE's exam answers (at most 10) "
-        "(default 20, or 10 when a FIBE variant runs)",
+        help="N: the dataset's samples a method reads (of 20) and each method's own n, as FIBE's exam answers "
+        "(default 20, or a method's largest: FIBE's 10 students)",
     )
 
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     gw = gateway()
-    judge = entailment_judge(args.judge, gw) if args.judge else None
-    return wikibio_plans(args.method, args.data, args.limit, args.samples, args.model, gw, judge)
+    judge = read_fields(semantic_entropy_paragraph.METHOD, args, ("judge",)).get("judge")
+    judged = entailment_judge(judge, gw) if judge else None
+    return wikibio_plans(args.method, args.data, args.limit, args.n, args.model, gw, judged)
 
 
 BENCHMARK = Benchmark(

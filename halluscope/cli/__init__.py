@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
@@ -99,3 +100,6 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("halluscope: interrupted; finished calls are in the cache", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`halluscope methods | head`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

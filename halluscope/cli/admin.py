@@ -94,12 +94,12 @@ def cmd_prompts_run(args: argparse.Namespace) -> int:
     prompt = gateway.registry.get(args.ref)
     stats = CallStats()
     gateway.model(args.model)  # a missing key or bad spec fails before any progress is drawn
-    with tqdm(total=args.samples, desc=prompt.id, disable=args.json or args.samples <= 3, leave=False) as bar:
+    with tqdm(total=args.n, desc=prompt.id, disable=args.json or args.n <= 3, leave=False) as bar:
         replies = gateway.sample(
             args.model,
             prompt,
             key_values(args.var, "--var"),
-            args.samples,
+            args.n,
             stats=stats,
             on_reply=lambda _reply: bar.update(),
             **key_values(args.param, "--param", typed=True),
@@ -319,7 +319,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="override a call parameter: temperature, top_p, max_tokens, stop, seed, logprobs",
     )
-    p.add_argument("--samples", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
+    p.add_argument("--samples", dest="n", type=int, default=1, help="number of samples (sample indexes 0..N-1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_run)
 

@@ -85,7 +85,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args.out,
         model=args.model,
         gateway=gateway_of(args),
-        samples=args.samples,
+        n=args.n,
         kind=args.kind,
         target_precision=args.target_precision,
         data=args.data,

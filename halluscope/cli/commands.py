@@ -10,6 +10,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("admin", "the model-call cache"),
     "models": ("admin", "the local-model registry: list, pull"),
     "data": ("admin", "benchmark data (HALLUSCOPE_DATA or --data)"),
+    "methods": ("methods", "every method: what it scores, its inputs and options"),
+    "studio": ("methods", "LangGraph Studio: the langgraph.json that serves every method's graph"),
     "detect": ("detect", "score one item with one method"),
     "diversity": ("detect", "CLUE's conceptual diversity of outputs (harmonic mean and entropy over sub-concepts)"),
     "bench": ("bench", "run a paper's benchmark protocol"),

@@ -108,7 +108,9 @@ def check_counts(args: argparse.Namespace) -> None:
     limit = getattr(args, "limit", None)
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
-    check_samples(getattr(args, "samples", None), "--samples", getattr(args, "yes", False))
+    for dest, value in vars(args).items():  # every sample count is n (a method's field flag: n.0, n.1 ...)
+        if dest == "n" or dest.startswith("n."):
+            check_samples(value, "--samples", getattr(args, "yes", False))
 
 
 def check_models(args: argparse.Namespace) -> None:

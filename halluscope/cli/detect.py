@@ -17,11 +17,11 @@ from halluscope.backends.gateway import CallStats
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values, print_json
-from halluscope.cli.flags import ListFlag
+from halluscope.cli.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
 from halluscope.graphs import clue
-from halluscope.graphs.method import Flag, Method
+from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import read_texts
 from halluscope.results import DetectionResult
@@ -29,57 +29,18 @@ from halluscope.results import DetectionResult
 DEFAULT_PROBABILITY_THRESHOLD = 0.5
 
 
-def _spellings(method: Method) -> list[tuple[str, Flag, str]]:
-    """Every command-line spelling of the method's fields: (field, flag, argparse dest)."""
-    return [
-        (option.name, flag, f"{option.name}.{k}") for option in method.fields() for k, flag in enumerate(option.flags)
-    ]
-
-
-def _add_flag(p: argparse.ArgumentParser, flag: Flag, dest: str, line: str) -> None:
-    kwargs: dict[str, Any] = {"dest": dest, "help": flag.help or line}
-    if flag.const is not None:
-        kwargs |= {"action": "store_const", "const": flag.const}
-    elif flag.listed:
-        kwargs |= {"action": ListFlag, "kind": flag.type, "metavar": flag.metavar}
-    else:
-        kwargs |= {"type": flag.type, "metavar": flag.metavar, "choices": flag.choices}
-        if flag.append:
-            kwargs["action"] = "append"
-    p.add_argument(*flag.flags, **kwargs)
-
-
-def label_of(method: Method) -> Any:
-    """A keyword named as the command line spells it: 'text' -> '--text or --file'."""
-
-    def label(param: str) -> str:
-        flags = [flag.flags[0] for name, flag, _ in _spellings(method) if name == param]
-        return " or ".join(dict.fromkeys(flags)) or param
-
-    return label
-
-
 def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
     """The method's keywords from its flags (files read, values checked) and --opt KEY=VALUE; a model
     spec that cannot be read is refused here, before any progress shows."""
     label = label_of(method)
-    kwargs: dict[str, Any] = {}
-    for name, flag, dest in _spellings(method):
-        value = getattr(args, dest)
-        if value is None:
-            continue
-        if name in kwargs:
-            raise ConfigError(f"give {label(name)}, not both")
-        kwargs[name] = flag.read(value, flag.flags[0]) if flag.read is not None else value
+    kwargs = read_fields(method, args)
     extra = key_values(args.opt, "--opt", typed=True)
     taken = sorted(extra.keys() & kwargs.keys())
     if taken:
         raise ConfigError(f"--opt {', '.join(taken)} repeats a flag of {method.name}; give it once")
     kwargs |= extra
     check_samples(kwargs.get("n"), label("n"), yes=True)  # how many a run may make is --max-calls's rule
-    problem = method.problem(kwargs, label)
-    if problem:
-        raise ConfigError(problem)
+    method.validate(kwargs, label)  # types, ranges and needs: before the progress bar, as detect would
     check_specs(kwargs.get(name) for name in (method.model_field, "judge"))
     return kwargs
 
@@ -172,9 +133,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     for name, method in registry.methods().items():
         p = detect.add_parser(name, parents=[common], help=method.summary, description=method.summary)
-        for option in method.fields():
-            for k, flag in enumerate(option.flags):
-                _add_flag(p, flag, f"{option.name}.{k}", option.help)
+        add_fields(p, method)
         p.add_argument(
             "--opt",
             action="append",

@@ -1,11 +1,15 @@
-"""How the command line reads a list or numbers, one convention for every flag that takes them."""
+"""How the command line reads a list or numbers (one convention for every flag that takes them), and a
+method's fields as flags: `detect METHOD` and the benchmarks spell a method's options the way its
+declaration does, never redefined."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Collection
 from typing import Any
 
 from halluscope.errors import ConfigError
+from halluscope.graphs.method import Flag, Method
 
 
 class ListFlag(argparse.Action):
@@ -39,3 +43,53 @@ def numbers(text: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
     except ValueError as exc:
         what = "integers" if kind is int else "numbers"
         raise ConfigError(f"{flag} must be comma-separated {what}, got {text!r}") from exc
+
+
+def spellings(method: Method, names: Collection[str] | None = None) -> list[tuple[str, Flag, str]]:
+    """The command-line spellings of the method's fields (``names``, or all): (field, flag, argparse dest)."""
+    return [
+        (option.name, flag, f"{option.name}.{k}")
+        for option in method.fields()
+        if names is None or option.name in names
+        for k, flag in enumerate(option.flags)
+    ]
+
+
+def add_fields(p: argparse.ArgumentParser, method: Method, names: Collection[str] | None = None) -> None:
+    """The method's fields (``names``, or all) as flags, each with the field's help."""
+    helps = {option.name: option.help for option in method.fields()}
+    for name, flag, dest in spellings(method, names):
+        kwargs: dict[str, Any] = {"dest": dest, "help": flag.help or helps[name]}
+        if flag.const is not None:
+            kwargs |= {"action": "store_const", "const": flag.const}
+        elif flag.listed:
+            kwargs |= {"action": ListFlag, "kind": flag.type, "metavar": flag.metavar}
+        else:
+            kwargs |= {"type": flag.type, "metavar": flag.metavar, "choices": flag.choices}
+            if flag.append:
+                kwargs["action"] = "append"
+        p.add_argument(*flag.flags, **kwargs)
+
+
+def label_of(method: Method) -> Callable[[str], str]:
+    """A keyword named as the command line spells it: 'text' -> '--text or --file'."""
+
+    def label(param: str) -> str:
+        flags = [flag.flags[0] for name, flag, _ in spellings(method) if name == param]
+        return " or ".join(dict.fromkeys(flags)) or param
+
+    return label
+
+
+def read_fields(method: Method, args: argparse.Namespace, names: Collection[str] | None = None) -> dict[str, Any]:
+    """The values the flags of ``add_fields`` gave (files read); two spellings of one field refused."""
+    label = label_of(method)
+    values: dict[str, Any] = {}
+    for name, flag, dest in spellings(method, names):
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if name in values:
+            raise ConfigError(f"give {label(name)}, not both")
+        values[name] = flag.read(value, flag.flags[0]) if flag.read is not None else value
+    return values

@@ -1,4 +1,5 @@
-"""One LangGraph StateGraph per method, built from small node functions; ``stages`` holds the stages
-several methods compose. Each module has ``build(...)`` (the compiled graph, mountable in a host graph
-through its private input and output schemas), ``detect(...)`` (one item to a DetectionResult) and
-``METHOD``, its contract (``method.Method``) that the detector and the command line read."""
+"""One module per method, each the whole method: its ``Inputs`` and ``Options`` (declared once), its
+LangGraph graph (``build``), its ``prepare`` and ``run``, and its ``METHOD`` contract, which the
+registry finds. Beside them, shared and not methods: ``method`` (the contract), ``options`` (fields
+several methods declare alike), ``stages`` (stages several graphs compose) and ``studio`` (every
+method's graph for LangGraph Studio)."""

@@ -399,7 +399,9 @@ class SelfCheckInputs(Inputs):
 @dataclass(frozen=True, kw_only=True)
 class Options:
     model: ModelLike | None = options.model("writes, takes and grades the exam")
-    n: int = options.samples(5, "students who take the exam (and SelfCheck-Prompt's samples in +selfcheck)")
+    n: int = options.samples(
+        5, "students who take the exam (and SelfCheck-Prompt's samples in +selfcheck)", most=len(STUDENTS)
+    )
     theta: float = arg(THETA, help="the exam grade above which a sentence's answer counts as correct")
     dq_logprobs: bool | None = arg(
         help="Direct Question reads the first answer token's probability (default: where the model gives them)"

@@ -64,10 +64,18 @@ class Flag:
     metavar: str | None = None
 
 
-def arg(default: Any = None, *, help: str, flags: Sequence[Flag] = (), shown: bool = True) -> Any:  # noqa: A002
+def arg(
+    default: Any = None,
+    *,
+    help: str,  # noqa: A002
+    flags: Sequence[Flag] = (),
+    shown: bool = True,
+    most: int | None = None,
+) -> Any:
     """A field of a method's ``Inputs`` or ``Options``: its default, its help, its command-line
-    spellings; ``shown=False`` keeps a default out of the help (a default computed at run time)."""
-    return field(default=default, metadata={"help": help, "flags": tuple(flags), "shown": shown})
+    spellings; ``shown=False`` keeps a default out of the help (a default computed at run time);
+    ``most``: the largest whole number it takes (FIBE's students)."""
+    return field(default=default, metadata={"help": help, "flags": tuple(flags), "shown": shown, "most": most})
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,14 @@ class Method:
             found.append(Option(f.name, line, f.metadata.get("flags", ()), default, self.hints[f.name]))
         return found
 
+    def most(self, name: str) -> int | None:
+        """The largest value a whole-number field takes, where it has one."""
+        found = {
+            f.name: f.metadata.get("most")
+            for f in (*dataclasses.fields(self.inputs), *dataclasses.fields(self.options))
+        }
+        return found.get(name)
+
     def text_fields(self) -> tuple[str, ...]:
         """The inputs that are one text (a blank one is refused before any call)."""
         return tuple(n for n in self.input_names if _is_text(self.hints[n]))
@@ -211,13 +227,21 @@ class Method:
         """``detect``'s arguments as the method's inputs, options and run context; a wrong name or type
         is a ConfigError naming it."""
         try:
-            bound = self.signature.bind(*args, **kwargs)
+            given = dict(self.signature.bind(*args, **kwargs).arguments)
         except TypeError as exc:
             raise ConfigError(f"{self.name}: {exc}") from exc
-        given = dict(bound.arguments)
+        self.validate(given)
+        inputs = self.inputs(**{k: v for k, v in given.items() if k in self.input_names})
+        options = self.options(**{k: v for k, v in given.items() if k in self.option_names})
+        settings = {k: v for k, v in given.items() if k in RUN_SETTINGS}
+        return inputs, options, start(**settings)
+
+    def validate(self, given: Mapping[str, Any], label: Callable[[str], str] = python_label) -> None:
+        """Everything a run checks before any model loads: a user's texts as texts, every other value
+        against its type and range, then the needs (named through ``label``); one ConfigError."""
         texts, lists = self.text_fields(), self.list_fields()
-        for name, value in given.items():  # before any model loads: a user's texts checked as texts
-            if value is None:
+        for name, value in given.items():
+            if value is None or name not in self.hints:
                 continue
             if name in texts and isinstance(value, str | bytes | bytearray | int | float):
                 checked_text(value, name)
@@ -225,13 +249,12 @@ class Method:
                 checked_texts(value, name)
             else:
                 check_value(self.name, name, value, self.hints[name])
-        problem = self.problem(given)
+            most = self.most(name)
+            if most is not None and isinstance(value, int) and not 1 <= value <= most:
+                raise ConfigError(f"{self.name}: {name} takes 1 to {most}, got {value}")
+        problem = self.problem(given, label)
         if problem:
             raise ConfigError(problem)
-        inputs = self.inputs(**{k: v for k, v in given.items() if k in self.input_names})
-        options = self.options(**{k: v for k, v in given.items() if k in self.option_names})
-        settings = {k: v for k, v in given.items() if k in RUN_SETTINGS}
-        return inputs, options, start(**settings)
 
     def scorer(self, options: Any, ctx: RunContext) -> Callable[[Any], DetectionResult]:
         """Prepared once (a benchmark's options and run), then one item (its ``Inputs``) per call: what a

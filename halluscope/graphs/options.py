@@ -70,9 +70,9 @@ def model(does: str, default: Any = None) -> Any:
     )
 
 
-def samples(default: int | None, what: str, flags: tuple[str, ...] = ("--samples",)) -> Any:
-    """``n``, every method's sample count."""
-    return arg(default, help=f"N: {what}", flags=(Flag(flags, type=int, metavar="N"),))
+def samples(default: int | None, what: str, flags: tuple[str, ...] = ("--samples",), most: int | None = None) -> Any:
+    """``n``, every method's sample count (at most ``most``, where it has a largest)."""
+    return arg(default, help=f"N: {what}", flags=(Flag(flags, type=int, metavar="N"),), most=most)
 
 
 def judge(what: str = "entailment judge") -> Any:

@@ -14,20 +14,19 @@ from halluscope.results import DetectionResult
 
 def args_schema(det: Detector) -> type[BaseModel]:
     """The typed arguments an agent fills: the answer to check and the question it answers, or the
-    question alone for methods that measure the model's own uncertainty; PHR takes an ICL problem."""
+    question alone for methods that measure the model's own uncertainty; a method with neither (PHR)
+    takes its own inputs, as the detector's input schema declares them."""
     spec = det.spec
+    if spec.question_field is None and spec.answer_field is None:  # an item of its own shape (PHR's problem)
+        return det.get_input_schema()
     fields: dict[str, Any] = {}
-    if spec.question_field is None and spec.answer_field is None:
-        fields["context"] = (list[tuple[str, str]], Field(description="in-context examples as (input, label) pairs"))
-        fields["query"] = (str, Field(description="the input whose label the model would predict"))
-    else:
-        if spec.answer_field is not None:
-            fields["answer"] = (str, Field(description="the answer or passage to check for hallucinations"))
-        required = spec.answer_field is None
-        fields["question"] = (
-            str if required else str | None,
-            Field(... if required else None, description="the user's question that the answer answers"),
-        )
+    if spec.answer_field is not None:
+        fields["answer"] = (str, Field(description="the answer or passage to check for hallucinations"))
+    required = spec.answer_field is None
+    fields["question"] = (
+        str if required else str | None,
+        Field(... if required else None, description="the user's question that the answer answers"),
+    )
     name = "".join(part.title() for part in det.method.split("-")) + "Check"
     return create_model(name, **fields)
 
@@ -43,8 +42,8 @@ def as_tool(det: Detector, name: str | None = None, description: str | None = No
 
     def check(**arguments: Any) -> tuple[str, DetectionResult | None]:
         try:
-            if "context" in arguments:
-                result = det.detect(**arguments)
+            if det.spec.question_field is None and det.spec.answer_field is None:
+                result = det.detect(**{k: v for k, v in arguments.items() if v is not None})
             else:
                 result = det.detect(**det.answer_item(arguments.get("answer"), arguments.get("question")))
         except HalluscopeError as exc:  # the agent reads why, and can go on (a bug still raises)
