@@ -86,8 +86,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         if not isinstance(item, Mapping):
             raise ConfigError(f"an item must be a dict of {self.method} keyword arguments, got {type(item).__name__}")
         self._check_names(item, "argument")
-        kwargs = {**self.options, **item}
         spec = self.spec
+        kwargs = {name: spec.plain(name, value) for name, value in {**self.options, **item}.items()}
         required = {spec.answer_field, spec.question_field, *spec.positional} & set(spec.text_fields())
         for name in sorted(required - {None}):  # a blank one is a clear per-item failure, never a model call
             value = kwargs.get(name)
@@ -96,7 +96,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         for name in spec.list_fields():  # a lone string, None or a blank item is refused
             if kwargs.get(name) is not None:
                 checked_texts(kwargs[name], f"{self.method}: {name}")
-        check_arguments(self.method, item, spec.hints)
+        check_arguments(self.method, {name: kwargs[name] for name in item}, spec.hints)
         problem = self.spec.problem(kwargs)
         if problem:
             raise ConfigError(problem)

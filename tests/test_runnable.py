@@ -253,3 +253,22 @@ async def test_semantic_entropy_samples_and_judges_on_the_event_loop() -> None:
     scripted = ScriptedChatModel(respond=capital)
     synchronous = halluscope.detector("semantic-entropy", model=scripted, judge=judge, n=4, gateway=uncached)
     assert result.units[0].score == synchronous.detect(question=question).units[0].score == pytest.approx(math.log(2))
+
+
+def test_the_readmes_chain_runs_on_a_real_chat_model_s_message(spec: str) -> None:
+    """The README's chain as written: a chat model's AIMessage, whose .text is LangChain's TextAccessor (a
+    str subclass spaCy refuses), goes into the detector as the answer; a message itself does too."""
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_openai import ChatOpenAI
+
+    base_url = spec.removeprefix("openai-compatible:").split("#")[0]
+    llm = ChatOpenAI(model="stub", base_url=base_url, api_key="not-needed", max_retries=0)
+    prompt = ChatPromptTemplate.from_messages([("user", "{question}")])
+    question = "Is Paris the capital of France? Answer in a sentence."
+    det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None), n=2)
+    chain = prompt | llm | RunnableLambda(lambda msg: {"text": msg.text, "question": question}) | det
+    result = chain.invoke({"question": question})
+    assert isinstance(result, DetectionResult) and [u.text for u in result.units] == ["Yes"]
+    message = llm.invoke(question)
+    assert type(message.text) is not str  # the str subclass the README's lambda hands on
+    assert [u.text for u in det.invoke({"text": message, "question": question}).units] == ["Yes"]

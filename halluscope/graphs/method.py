@@ -24,6 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from langchain_core.messages import BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
@@ -230,11 +231,21 @@ class Method:
             given = dict(self.signature.bind(*args, **kwargs).arguments)
         except TypeError as exc:
             raise ConfigError(f"{self.name}: {exc}") from exc
+        given = {name: self.plain(name, value) for name, value in given.items()}
         self.validate(given)
         inputs = self.inputs(**{k: v for k, v in given.items() if k in self.input_names})
         options = self.options(**{k: v for k, v in given.items() if k in self.option_names})
         settings = {k: v for k, v in given.items() if k in RUN_SETTINGS}
         return inputs, options, start(**settings)
+
+    def plain(self, name: str, value: Any) -> Any:
+        """A text input as a plain str: a chat message is its text, and a str subclass (LangChain's
+        ``AIMessage.text`` is one) a str, which a tokenizer written in C insists on; lists alike."""
+        if name in self.text_fields():
+            return _plain_text(value)
+        if name in self.list_fields() and isinstance(value, list | tuple):
+            return [_plain_text(v) for v in value]
+        return value
 
     def validate(self, given: Mapping[str, Any], label: Callable[[str], str] = python_label) -> None:
         """Everything a run checks before any model loads: a user's texts as texts, every other value
@@ -293,6 +304,12 @@ class Method:
         entry.__qualname__ = f"{self.name}.{entry.__name__}"
         entry.__doc__ = f"{self.summary}{' (on the event loop)' if asynchronous else ''}."
         return entry
+
+
+def _plain_text(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        value = value.text
+    return str(value) if isinstance(value, str) and type(value) is not str else value
 
 
 def _given(value: Any) -> bool:
