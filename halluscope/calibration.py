@@ -36,7 +36,14 @@ class Calibration(BaseModel):
     methods: list[str]
     model: str | None = Field(description="the model spec the scores came from")
     prompts: list[str] = Field(description="id@version#hash of every prompt the scores used")
-    params: dict[str, Any] = Field(description="isotonic: x, y; platt / stacked: coef, intercept; cap per method")
+    params: dict[str, Any] = Field(
+        description="isotonic: x, y; platt / stacked: coef, intercept; cap and range (finite raw scores) per method"
+    )
+    settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per method, the settings that change its scores' scale (n, scoring, judge ...) as its "
+        "results record them: a run with others is refused",
+    )
     data: dict[str, Any] = Field(default_factory=dict, description="the benchmark and the fit / test split")
     report: dict[str, Any] = Field(default_factory=dict, description="held-out metrics of the fitted probability")
 
@@ -55,8 +62,9 @@ class Calibration(BaseModel):
         return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))  # no overflow
 
     def check(self, method: str, model: str | None) -> None:
-        """Refuse use with another method or model than it was fitted for."""
-        if self.methods != [method]:
+        """Refuse use with another method or model than it was fitted for (a preset, as in
+        'selfcheck-prompt:prob', is its method with the preset's options: its settings say which)."""
+        if [m.partition(":")[0] for m in self.methods] != [method]:
             raise ConfigError(f"this calibration was fitted for {'+'.join(self.methods)}, not {method}")
         if self.model is not None and model is not None and model != self.model:
             raise ConfigError(f"this calibration was fitted on {self.model}'s scores, not {model}'s")
@@ -72,6 +80,37 @@ class Calibration(BaseModel):
                 f"this calibration was fitted with {', '.join(self.prompts) or 'no prompt'}; "
                 f"the scores used {', '.join(other)}: fit it again for these prompt versions"
             )
+
+    def mismatches(self, used: Mapping[str, Any], method: str | None = None) -> dict[str, tuple[Any, Any]]:
+        """The settings a run of ``method`` (default: the one method) used, as its result's
+        ``meta.params`` or a detector's options name them, that differ from those the calibration was
+        fitted with: {setting: (fitted, used)}; a setting ``used`` does not name is not compared."""
+        fitted = self.settings.get(method or self.methods[0], {})
+        return {k: (v, used[k]) for k, v in fitted.items() if k in used and used[k] != v}
+
+    def mismatch(self, used: Mapping[str, Any], method: str | None = None) -> str | None:
+        """One sentence naming the settings ``used`` that the calibration was not fitted with (None: none)."""
+        method = method or self.methods[0]
+        found = self.mismatches(used, method)
+        if not found:
+            return None
+        fitted = ", ".join(f"{k}={v[0]!r}" for k, v in found.items())
+        other = ", ".join(f"{k}={v[1]!r}" for k, v in found.items())
+        return (
+            f"this calibration of {method} was fitted on scores made with {fitted}, and these are "
+            f"made with {other}: another setting changes the scores' scale, so its probabilities would not "
+            "be measured ones"
+        )
+
+    def outside(self, scores: Sequence[float | None]) -> tuple[int, tuple[float, float] | None]:
+        """How many finite raw scores of a one-method calibration lie outside the range it was fitted on,
+        and that range (a probability there is the fit's edge value, not a measured one)."""
+        fitted = (self.params.get("range") or {}).get(self.methods[0])
+        if fitted is None:
+            return 0, None
+        low, high = fitted
+        count = sum(1 for s in scores if s is not None and math.isfinite(s) and not low <= s <= high)
+        return count, (low, high)
 
     def save(self, path: str | Path) -> Path:
         out = Path(path)
@@ -121,18 +160,24 @@ def fit(
     if not y.any() or y.all():
         raise ConfigError("calibration needs both hallucinated and accurate units in the fit split")
     x, caps = _features(scores, methods)
+    fitted = {m: [float(v) for v in np.asarray(scores[m], dtype=np.float64)] for m in methods}
+    finite = {m: [v for v in fitted[m] if math.isfinite(v)] for m in methods}
+    ranges = {m: [min(finite[m]), max(finite[m])] for m in methods if finite[m]}
     if len(methods) > 1:
         folds = int(min(5, y.sum(), (~y).sum()))
         model = LogisticRegressionCV(  # L2, its strength chosen by cross-validated log-loss
             cv=max(folds, 2), scoring="neg_log_loss", l1_ratios=(0.0,), use_legacy_attributes=False, random_state=seed
         ).fit(x, y)
-        return "stacked", {"coef": model.coef_[0].tolist(), "intercept": float(model.intercept_[0]), "cap": caps}
+        params = {"coef": model.coef_[0].tolist(), "intercept": float(model.intercept_[0]), "cap": caps}
+        return "stacked", {**params, "range": ranges}
     if kind == "isotonic":
         iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x[:, 0], y)
-        return "isotonic", {"x": iso.X_thresholds_.tolist(), "y": iso.y_thresholds_.tolist(), "cap": caps}
+        params = {"x": iso.X_thresholds_.tolist(), "y": iso.y_thresholds_.tolist(), "cap": caps}
+        return "isotonic", {**params, "range": ranges}
     if kind == "platt":
         platt = LogisticRegression().fit(x, y)
-        return "platt", {"coef": platt.coef_[0].tolist(), "intercept": float(platt.intercept_[0]), "cap": caps}
+        params = {"coef": platt.coef_[0].tolist(), "intercept": float(platt.intercept_[0]), "cap": caps}
+        return "platt", {**params, "range": ranges}
     raise ConfigError(f"unknown calibration kind {kind!r}; available: {', '.join(KINDS)} (several methods: stacked)")
 
 
@@ -161,6 +206,26 @@ def threshold_for_precision(y: np.ndarray, p: np.ndarray, target: float) -> floa
         if flagged.any() and float(y[flagged].mean()) >= target:
             return float(t)
     return None
+
+
+def threshold_for_recall(y: np.ndarray, p: np.ndarray, target: float) -> float | None:
+    """The highest probability threshold whose flagged units (p >= t) find ``target`` of the positives
+    (None without a positive)."""
+    if not y.any():
+        return None
+    for t in np.unique(p)[::-1]:
+        if float((p[y] >= t).mean()) >= target:
+            return float(t)
+    return None
+
+
+def precision_recall_at(y: np.ndarray, p: np.ndarray, threshold: float | None) -> tuple[float | None, float | None]:
+    """Precision and recall of flagging p >= ``threshold`` (None where undefined)."""
+    if threshold is None:
+        return None, None
+    flagged = p >= threshold
+    precision = float(y[flagged].mean()) if flagged.any() else None
+    return precision, (float(flagged[y].mean()) if y.any() else None)
 
 
 def evaluate(y: np.ndarray, p: np.ndarray, threshold: float | None) -> dict[str, Any]:

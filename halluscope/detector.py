@@ -9,10 +9,12 @@ in a trace, named after the method.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +31,10 @@ from halluscope import registry
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.checks import check_arguments, check_value
-from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
+from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
 from halluscope.graphs.method import Method, call_limit
 from halluscope.graphs.stages import MAX_CALLS, CallBudget
-from halluscope.results import DetectionResult, RunMeta
+from halluscope.results import DetectionResult, RunMeta, Unit
 from halluscope.text import checked_text, checked_texts
 
 # Every method by name, FIBE's variants included ('fibe+sbc+dq'), as the registry finds them: one
@@ -52,6 +54,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     options: Mapping[str, Any] = field(default_factory=dict)
     calibration: Calibration | None = None  # gives every unit a probability beside its score
     max_calls: int | None = MAX_CALLS  # the model calls one run may plan (None: no limit)
+    force_calibration: bool = False  # apply a calibration to scores of other settings, with a warning
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", registry.name_of(self.method))
@@ -62,6 +65,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         if self.calibration is not None:
             model = self.options.get(self.spec.model_field)
             self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
+            self._check_settings(self._scale_options())  # n=3 against a fit on 20: refused before any call
 
     @property
     def spec(self) -> Method:
@@ -119,8 +123,9 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         return item
 
     def detect(self, **item: Any) -> DetectionResult:
-        """Run the method on one item (the same keyword arguments as the method's own ``detect``)."""
-        return self._detect(item)
+        """Run the method on one item (the same keyword arguments as the method's own ``detect``); what
+        its result's ``meta.warnings`` say is also given as a ``HalluscopeWarning``."""
+        return self._warned(self._detect(item))
 
     def _detect(self, item: Mapping[str, Any]) -> DetectionResult:
         with call_limit(self.max_calls):
@@ -179,19 +184,62 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         return self.answer_item(value, None)
 
     def _calibrated(self, result: DetectionResult) -> DetectionResult:
-        """Each unit's probability from the calibration."""
+        """Each unit's probability from the calibration, when the run's settings are those it was fitted
+        with; what a reader should know (forced settings, scores outside the fitted range) goes to the
+        result's ``meta.warnings``."""
         if self.calibration is None:
             return result
         self.calibration.check_prompts(result.meta.prompts)
+        forced = self._check_settings(result.meta.params)
+        outside = self._outside(result.units)
+        result.meta.warnings += [note for note in (forced, outside) if note]
         for unit in result.units:
-            unit.probability = self.calibration.probability({self.method: fitted_score(unit)})
+            unit.probability = self.calibration.probability({self.calibration.methods[0]: fitted_score(unit)})
+        return result
+
+    def _check_settings(self, used: Mapping[str, Any]) -> str | None:
+        """Refuse settings the calibration was not fitted with, unless forced: then the warning to give."""
+        assert self.calibration is not None
+        problem = self.calibration.mismatch(used)
+        if problem is None:
+            return None
+        if not self.force_calibration:
+            raise ConfigError(
+                f"{problem}; fit it again with these settings, or force it (force_calibration=True, "
+                "--force-calibration)"
+            )
+        return problem + FORCED
+
+    def _scale_options(self) -> dict[str, Any]:
+        """The options given that a run records as they are (those with a plain default: ``n``,
+        ``scoring``, ``theta`` ...); a judge is resolved at run time, and compared on the result."""
+        plain = {
+            f.name for f in dataclasses.fields(self.spec.options) if isinstance(f.default, str | int | float | bool)
+        }
+        return {name: value for name, value in self.options.items() if name in plain}
+
+    def _outside(self, units: Iterable[Unit]) -> str | None:
+        """One sentence on the units whose raw score lies outside the range the calibration was fitted on."""
+        assert self.calibration is not None
+        scores = [fitted_score(u) for u in units]
+        count, span = self.calibration.outside(scores)
+        if not count or span is None:
+            return None
+        return (
+            f"{count} of {len(scores)} units scored outside the range the calibration was fitted on "
+            f"({span[0]:.4g} to {span[1]:.4g}): their probability is the fit's edge value, not a measured one"
+        )
+
+    def _warned(self, result: DetectionResult) -> DetectionResult:
+        for note in result.meta.warnings:
+            warnings.warn(note, HalluscopeWarning, stacklevel=3)
         return result
 
     async def adetect(self, **item: Any) -> DetectionResult:
         """``detect`` on the event loop: the method's model calls await the provider's async client
         (a local model's work, PHR's forward passes and a local NLI judge, runs on a thread)."""
         with call_limit(self.max_calls):
-            return self._calibrated(await self.spec.adetect(**self.arguments(item)))
+            return self._warned(self._calibrated(await self.spec.adetect(**self.arguments(item))))
 
     def detect_many(
         self,
@@ -237,6 +285,11 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         finished = [r for r in results if r is not None]
         if len(finished) != len(batch):  # every item is scored or recorded as failed: none may be lost
             raise RuntimeError(f"detect_many lost {len(batch) - len(finished)} of {len(batch)} items")
+        if self.calibration is not None:  # one warning for the batch, not one per item
+            forced = dict.fromkeys(note for r in finished for note in r.meta.warnings if note.endswith(FORCED))
+            outside = self._outside(u for r in finished for u in r.units)
+            for note in [*forced, *([outside] if outside else [])]:
+                warnings.warn(note, HalluscopeWarning, stacklevel=2)
         return finished
 
     def scored(self, item: Mapping[str, Any]) -> DetectionResult:
@@ -286,10 +339,11 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         )
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (Detector, (self.method, dict(self.options), self.calibration, self.max_calls))
+        return (Detector, (self.method, dict(self.options), self.calibration, self.max_calls, self.force_calibration))
 
 
 EXECUTORS = ("thread", "ray")
+FORCED = " (forced)"  # ends the warning of a calibration applied to other settings
 
 
 @dataclass(frozen=True)
@@ -309,24 +363,28 @@ def detector(
     *,
     max_calls: int | None = MAX_CALLS,
     yes: bool = False,
+    force_calibration: bool = False,
     **options: Any,
 ) -> Detector:
     """A detector for ``method`` (e.g. 'fibe', 'semantic-entropy', 'fewl') on ``model`` (a model spec
     such as 'local:qwen2.5-coder-1.5b' or 'openai:gpt-4o-mini', or a chat model); options are the
     method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...). ``calibration``:
-    a file from `halluscope calibrate` (or a Calibration) fitted for this method and model.
+    a file from `halluscope calibrate` (or a Calibration) fitted for this method and model; a run with
+    other settings than it was fitted with (``n``, ``scoring``, the judge ...) is refused unless
+    ``force_calibration=True``, which warns instead.
     ``max_calls``: a run that plans more model calls is refused before its first (default 10,000);
     ``yes=True`` lifts the limit."""
     spec = registry.get(method)
     check_value("detector", "calibration", calibration, str | Path | Calibration | None)
     check_value("detector", "yes", yes, bool)
+    check_value("detector", "force_calibration", force_calibration, bool)
     if model is not None:
         options[spec.model_field] = [model] if spec.takes_list(spec.model_field) else model
     if calibration is not None and "calibration" in spec.option_names:  # the ensemble's own stacking
         options["calibration"], calibration = calibration, None
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
-    return Detector(method, options, calibration, None if yes else max_calls)
+    return Detector(method, options, calibration, None if yes else max_calls, force_calibration)
 
 
 class _CallableModule(types.ModuleType):

@@ -9,6 +9,10 @@ class HalluscopeError(Exception):
     """Base of every error that carries a message meant for the user."""
 
 
+class HalluscopeWarning(UserWarning):
+    """Something a user should know about a result that still stands (the CLI prints it as one line)."""
+
+
 class ConfigError(HalluscopeError):
     """Something the user must set or install: a key, a provider name, a path."""
 

@@ -35,6 +35,9 @@ class RunMeta(BaseModel):
     models: list[str] = Field(default_factory=list)
     prompts: list[str] = Field(default_factory=list, description="id@version#hash of each prompt used")
     params: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(
+        default_factory=list, description="what a reader of the result should know (a calibration used outside its fit)"
+    )
 
     def cost(self, detail: str = "") -> str:
         """What the run cost, in one line (and the bad answers it handled, on a second)."""

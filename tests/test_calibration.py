@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +14,19 @@ import pytest
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.calibrate import calibrate_wikibio, passage_range
+from halluscope.bench.calibrate import calibrate_wikibio, describe, passage_range
 from halluscope.bench.runner import BenchResult
 from halluscope.calibration import (
     Calibration,
     brier,
     expected_calibration_error,
     fit,
+    precision_recall_at,
     threshold_for_precision,
+    threshold_for_recall,
 )
 from halluscope.cli import main
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeWarning
 from tests.scripted import AsyncOnly
 
 Y = np.array([True, False, True, True])
@@ -36,6 +39,10 @@ def test_brier_ece_and_the_threshold_for_a_precision_by_hand() -> None:
     assert expected_calibration_error(Y, P) == pytest.approx(2 / 4 * 0.075 + 1 / 4 * 0.2 + 1 / 4 * 0.4)  # 0.1875
     assert threshold_for_precision(Y, P, 0.9) == 0.6  # p >= 0.2 flags everything: precision 0.75
     assert threshold_for_precision(Y, P, 0.75) == 0.2 and threshold_for_precision(~Y, P, 0.9) is None
+    assert threshold_for_recall(Y, P, 0.8) == 0.6  # 3 of the 3 positives at p >= 0.6
+    assert threshold_for_recall(Y, P, 0.5) == 0.9 and threshold_for_recall(~Y & Y, P, 0.5) is None  # 2 of 3
+    assert precision_recall_at(Y, P, 0.9) == (1.0, pytest.approx(2 / 3))
+    assert precision_recall_at(Y, P, 0.1) == (0.75, 1.0) and precision_recall_at(Y, P, None) == (None, None)
 
 
 def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -84,9 +91,11 @@ def test_a_calibration_round_trip_from_the_benchmark_into_a_detector(tmp_path: P
     assert {"auc_roc", "auc_pr", "brier", "ece"} <= cal.report["test"].keys()
     assert path.with_suffix(".reliability.png").read_bytes()[:4] == b"\x89PNG"
     assert Calibration.load(path) == cal
+    assert cal.settings == {"selfcheck-unigram": {"n": 20}}  # the dataset's 20 samples per passage
     det = halluscope.detector("selfcheck-unigram", calibration=path)
     text = "Einstein was born in Ulm. He played the violin in Paris."
-    result = det.detect(text=text, samples=["Einstein was born in Ulm.", "He played the violin."])
+    with pytest.warns(HalluscopeWarning, match="2 of 2 units scored outside"):  # a toy text's scores are low
+        result = det.detect(text=text, samples=["Einstein was born in Ulm.", "He played the violin."] * 10)
     assert [u.probability for u in result.units] == [
         cal.probability({"selfcheck-unigram": u.score}) for u in result.units
     ]
@@ -148,6 +157,8 @@ def test_a_calibration_for_another_method_model_or_prompt_version_is_refused(
 def test_calibrate_and_detect_with_it_from_the_command_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
 ) -> None:
+    """The fit used the dataset's 20 samples: a run on 2 is refused in one line naming both, and
+    --force-calibration runs it with one warning line."""
     out = tmp_path / "u.json"
     argv = ["calibrate", "--method", "selfcheck-unigram", "--fit", "0-4", "--test", "5-9", "--kind", "platt"]
     assert main([*argv, "--out", str(out), "--data", str(data_dir)]) == 0
@@ -156,8 +167,89 @@ def test_calibrate_and_detect_with_it_from_the_command_line(
     samples = tmp_path / "s.txt"
     samples.write_text("Einstein was born in Ulm.\n---\nHe played the violin.\n")
     argv = ["detect", "selfcheck-unigram", "--text", "Einstein was born in Ulm.", "--samples-file", str(samples)]
-    assert main([*argv, "--calibration", str(out)]) == 0
-    assert "p=" in capsys.readouterr().out
+    assert main([*argv, "--calibration", str(out)]) == 2
+    err = capsys.readouterr().err.split("\r")[-1]  # after the progress bar's last redraw
+    assert err.startswith(
+        "halluscope: error: this calibration of selfcheck-unigram was fitted on scores made with n=20"
+    )
+    assert "made with n=2" in err and "--force-calibration" in err and err.count("\n") == 1
+    assert main([*argv, "--calibration", str(out), "--force-calibration"]) == 0
+    printed = capsys.readouterr()
+    assert "p=" in printed.out
+    said = re.findall(r"halluscope: warning: ([^\n]*)\n", printed.err)
+    assert said[0].startswith("this calibration of selfcheck-unigram") and said[0].endswith("(forced)")
+
+
+def test_a_calibration_refuses_the_settings_it_was_not_fitted_with(tmp_path: Path, data_dir: Path) -> None:
+    """Fitted with the dataset's 20 samples, asked for 3: refused before any work when the option says
+    so, on the result when the samples given do; forced, the result carries one warning."""
+    path = tmp_path / "cal.json"
+    calibrate_wikibio(["selfcheck-unigram"], range(0, 10), range(10, 20), path, data=data_dir, progress=False)
+    with pytest.raises(ConfigError, match="fitted on scores made with n=20, and these are made with n=3"):
+        halluscope.detector("selfcheck-unigram", calibration=path, n=3)
+    text = "Einstein was born in Ulm. He played the violin in Paris."
+    three = ["Einstein was born in Ulm.", "He played the violin.", "He lived in Bern."]
+    with pytest.raises(ConfigError, match=r"made with n=3: .*; fit it again .*force_calibration=True"):
+        halluscope.detector("selfcheck-unigram", calibration=path).detect(text=text, samples=three)
+    forced = halluscope.detector("selfcheck-unigram", calibration=path, force_calibration=True)
+    with pytest.warns(HalluscopeWarning) as caught:
+        result = forced.detect(text=text, samples=three)
+    forced_notes = [str(w.message) for w in caught if "(forced)" in str(w.message)]
+    assert len(forced_notes) == 1 and forced_notes[0] in result.meta.warnings
+    assert all(u.probability is not None for u in result.units)
+
+
+def test_scores_outside_the_fitted_range_give_one_warning_per_run(tmp_path: Path) -> None:
+    """A probability beyond the fitted scores is the fit's edge value: one warning per detect naming how
+    many units fell outside, and one for a whole batch."""
+    text = "Einstein was born in Ulm. He played the violin in Paris."
+    samples = ["Einstein was born in Ulm.", "He played the violin."]
+    raw = halluscope.detector("selfcheck-unigram").detect(text=text, samples=samples)
+    low, high = sorted(u.score for u in raw.units if u.score is not None)
+    cal = Calibration(
+        kind="platt",
+        methods=["selfcheck-unigram"],
+        model=None,
+        prompts=[],
+        params={
+            "coef": [1.0],
+            "intercept": 0.0,
+            "cap": {"selfcheck-unigram": 20.0},
+            "range": {"selfcheck-unigram": [low - 1, low]},
+        },
+        settings={"selfcheck-unigram": {"n": 2}},
+    )
+    det = halluscope.detector("selfcheck-unigram", calibration=cal)
+    with pytest.warns(HalluscopeWarning) as caught:
+        result = det.detect(text=text, samples=samples)
+    assert [str(w.message) for w in caught] == result.meta.warnings
+    assert len(caught) == 1 and str(caught[0].message).startswith("1 of 2 units scored outside the range")
+    with pytest.warns(HalluscopeWarning) as caught:
+        det.detect_many([{"text": text, "samples": samples}] * 3, progress=False)
+    assert len(caught) == 1 and str(caught[0].message).startswith("3 of 6 units scored outside the range")
+    inside = cal.model_copy(update={"params": {**cal.params, "range": {"selfcheck-unigram": [low, high]}}})
+    assert (
+        halluscope.detector("selfcheck-unigram", calibration=inside).detect(text=text, samples=samples).meta.warnings
+        == []
+    )
+
+
+def test_calibrate_says_when_the_base_rate_already_meets_the_precision_target(data_dir: Path, tmp_path: Path) -> None:
+    """On passages 0-9 most sentences are inaccurate, so flagging all of them reaches precision 0.8: the
+    report says so instead of recommending p >= 0, and lists the operating points."""
+    cal = calibrate_wikibio(
+        ["selfcheck-unigram"], range(0, 10), range(10, 20), tmp_path / "c.json", data=data_dir, progress=False
+    )
+    assert cal.report["base_rate_fit"] >= 0.8
+    text = describe(cal)
+    assert "none to recommend" in text and "flagging every one already reaches it" in text
+    assert "p >= 0.000" not in text
+    rows = {row["target"]: row for row in cal.report["operating_points"]}
+    assert list(rows) == ["precision 0.8", "precision 0.9", "recall 0.8", "recall 0.9"]
+    assert rows["precision 0.8"]["everything"] and rows["precision 0.8"]["threshold"] is None
+    assert rows["precision 0.8"]["fit_precision"] == cal.report["base_rate_fit"] == 76 / 89
+    assert all(rows[k]["fit_recall"] >= float(k.split()[1]) for k in ("recall 0.8", "recall 0.9"))
+    assert "recall 0.9" in text and "held out" in text
 
 
 def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
@@ -183,7 +275,7 @@ def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
     assert set(cal.report["raw_scores_test"]) == set(methods)
     det = halluscope.detector("ensemble", model=model, calibration=path, gateway=gateway)
     text = "Ada Lovelace was born in 1815. She wrote about the Analytical Engine."
-    samples = ["Ada Lovelace was born in London.", "She wrote notes on the Analytical Engine."]
+    samples = ["Ada Lovelace was born in London.", "She wrote notes on the Analytical Engine."] * 10  # fitted on 20
     before = len(seen)
     result = det.detect(text=text, prompt="This is a Wikipedia passage about Ada Lovelace:", samples=samples)
     assert len(seen) - before == 2 and result.meta.params["methods"] == methods
@@ -199,6 +291,10 @@ def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
     )
     assert [u.probability for u in awaited.units] == [u.probability for u in result.units]
     assert awaited.meta.calls == 2
+    with pytest.raises(
+        ConfigError, match="of selfcheck-unigram was fitted on scores made with n=20, and these .* n=2:"
+    ):
+        det.detect(text=text, prompt="This is a Wikipedia passage about Ada Lovelace:", samples=samples[:2])
     with pytest.raises(ConfigError, match="this calibration stacks selfcheck-unigram, direct-question, not"):
         halluscope.detector("ensemble", model=model, calibration=path, methods=["direct-question"]).detect(text=text)
     with pytest.raises(ConfigError, match="ensemble needs calibration"):

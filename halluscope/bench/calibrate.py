@@ -9,11 +9,14 @@ is replayed from the cache); a sentence is positive when its label is minor or m
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from halluscope import registry
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
 from halluscope.calibration import (
@@ -21,8 +24,10 @@ from halluscope.calibration import (
     Calibration,
     evaluate,
     fit,
+    precision_recall_at,
     reliability_diagram,
     threshold_for_precision,
+    threshold_for_recall,
 )
 from halluscope.checks import finite_number
 from halluscope.cli.flags import ListFlag, numbers
@@ -98,6 +103,7 @@ def calibrate_wikibio(
         model=model_name(model) if model is not None else None,
         prompts=sorted({p for r in results for p in r.meta.prompts}),
         params=params,
+        settings={r.params["method"]: _settings(r.params) for r in results},
         data={
             "bench": "wikibio",
             "positive": "minor or major inaccurate (NonFact)",
@@ -118,6 +124,8 @@ def calibrate_wikibio(
     calibration.report = {
         "target_precision": target_precision,
         "threshold": threshold,
+        "base_rate_fit": float(fit_labels.mean()),
+        "operating_points": operating_points(fit_labels, p_fit, test_labels, p_test),
         "fit": evaluate(fit_labels, p_fit, threshold),
         "test": evaluate(test_labels, p_test, threshold),
         "raw_scores_test": {m: _ranking(test_labels, np.asarray(test_scores[m], dtype=np.float64)) for m in methods},
@@ -132,6 +140,56 @@ def calibrate_wikibio(
     )
     calibration.save(path)
     return calibration
+
+
+def _settings(params: dict[str, Any]) -> dict[str, Any]:
+    """What sets a method's scale in a bench run, as a result's ``meta.params`` names it: the method's
+    option defaults (``theta``, ``mode`` ...), a preset's options ('selfcheck-prompt:prob' is
+    scoring='prob'), the sample count and the judge."""
+    name, preset = registry.configured(params["method"])
+    spec = registry.get(name)
+    defaults = {
+        f.name: f.default
+        for f in dataclasses.fields(spec.options)
+        if f.name != spec.model_field and isinstance(f.default, str | int | float | bool)
+    }
+    n = {"n": params["n"]} if "n" in spec.option_names else {}
+    judge = {"judge": params["judge"]} if params.get("judge") else {}
+    return {**defaults, **preset, **n, **judge}
+
+
+OPERATING_POINTS = (("precision", 0.8), ("precision", 0.9), ("recall", 0.8), ("recall", 0.9))
+
+
+def operating_points(
+    fit_y: np.ndarray, fit_p: np.ndarray, test_y: np.ndarray, test_p: np.ndarray
+) -> list[dict[str, Any]]:
+    """For each target (precision or recall 0.8 / 0.9), the threshold chosen on the fit split and what
+    it gives there and held out. A precision target at or below the fit split's base rate is met by
+    flagging everything: that row says so (``everything``) instead of offering p >= 0."""
+    rows = []
+    base = float(fit_y.mean())
+    for kind, target in OPERATING_POINTS:
+        everything = kind == "precision" and base >= target
+        if kind == "precision":
+            t = None if everything else threshold_for_precision(fit_y, fit_p, target)
+        else:
+            t = threshold_for_recall(fit_y, fit_p, target)
+        applied = -math.inf if everything else t  # flagging everything: the base rates, recall 1
+        fit_prec, fit_rec = precision_recall_at(fit_y, fit_p, applied)
+        test_prec, test_rec = precision_recall_at(test_y, test_p, applied)
+        rows.append(
+            {
+                "target": f"{kind} {target:.1f}",
+                "threshold": t,
+                "everything": everything,
+                "fit_precision": fit_prec,
+                "fit_recall": fit_rec,
+                "test_precision": test_prec,
+                "test_recall": test_rec,
+            }
+        )
+    return rows
 
 
 def _ranking(y: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
@@ -151,16 +209,40 @@ def describe(calibration: Calibration) -> str:
             f"  {split}: {m['units']} sentences ({m['hallucinated']} inaccurate): AUC-ROC {auc}, "
             f"Brier {m['brier']:.3f}, ECE {m['ece']:.3f}"
         )
-    t, held_out = r["threshold"], r["test"]
-    reached = (
-        "none reaches it"
-        if t is None
-        else f"p >= {t:.3f} (held out: precision {held_out['threshold_precision'] or 0:.3f}, "
-        f"recall {held_out['threshold_recall'] or 0:.3f})"
-    )
-    lines.append(f"  threshold for precision {r['target_precision']:.2f} on the fit split: {reached}")
+    base = r.get("base_rate_fit")
+    if base is not None and base >= r["target_precision"]:
+        lines.append(
+            f"  threshold for precision {r['target_precision']:.2f}: none to recommend: {base:.0%} of the fit "
+            "split's sentences are inaccurate, so flagging every one already reaches it"
+        )
+    else:
+        t, held_out = r["threshold"], r["test"]
+        reached = (
+            "none reaches it"
+            if t is None
+            else f"p >= {t:.3f} (held out: precision {held_out['threshold_precision'] or 0:.3f}, "
+            f"recall {held_out['threshold_recall'] or 0:.3f})"
+        )
+        lines.append(f"  threshold for precision {r['target_precision']:.2f} on the fit split: {reached}")
+    if r.get("operating_points"):
+        lines.append("  operating points (threshold chosen on the fit split; precision / recall fit, then held out):")
+        for row in r["operating_points"]:
+            lines.append(f"    {row['target']:<14} {_point(row)}")
     lines.append(f"{r['calls']} model calls, {r['cache_hits']} cache hits")
     return "\n".join(lines)
+
+
+def _point(row: dict[str, Any]) -> str:
+    def num(x: float | None) -> str:
+        return "  n/a" if x is None else f"{x:.3f}"
+
+    fit = f"fit {num(row['fit_precision'])} / {num(row['fit_recall'])}"
+    held_out = f"held out {num(row['test_precision'])} / {num(row['test_recall'])}"
+    if row["everything"]:
+        return f"flag everything (the base rate reaches it)   {fit}   {held_out}"
+    if row["threshold"] is None:
+        return "no threshold reaches it"
+    return f"p >= {row['threshold']:.3f}   {fit}   {held_out}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

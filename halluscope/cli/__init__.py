@@ -8,11 +8,12 @@ import contextlib
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
 from halluscope.cli.commands import COMMANDS
-from halluscope.errors import HalluscopeError, redact_credentials
+from halluscope.errors import HalluscopeError, HalluscopeWarning, redact_credentials
 from halluscope.version import __version__
 
 DESCRIPTION = "Measure and detect LLM hallucinations with published methods."
@@ -77,8 +78,28 @@ def _redacted_output() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """halluscope's own warnings as one line each, as its errors are ("halluscope: warning: ..."), not
+    Python's file:line form, and never inside a progress bar's line."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, HalluscopeWarning):
+            from tqdm import tqdm
+
+            with tqdm.external_write_mode(file=sys.stderr):  # a progress bar cleared first, then redrawn
+                print(f"halluscope: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    with _redacted_output():
+    with _redacted_output(), _one_line_warnings():
         return _main(argv)
 
 

@@ -50,6 +50,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     kwargs = arguments(method, args)
     if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
         kwargs["calibration"] = getattr(args, "calibration", None)
+    if getattr(args, "force_calibration", False):
+        kwargs["force_calibration"] = True
     found = detector(method.name, gateway=gateway_of(args), max_calls=args.max_calls, yes=args.yes, **kwargs)
     with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
 
@@ -144,6 +146,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         if "calibration" not in method.option_names:
             p.add_argument(
                 "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
+            )
+            p.add_argument(
+                "--force-calibration",
+                action="store_true",
+                help="apply the calibration although this run's settings (--samples, scoring, judge ...) are not "
+                "those it was fitted with: a warning instead of a refusal",
             )
         p.add_argument(
             "--threshold",

@@ -114,6 +114,10 @@ def _result(cal: Calibration, found: list[str], ctx: RunContext, results: list[D
     """Each sentence's stacked probability from the members' results (in ``cal.methods`` order)."""
     member_scores = {m: [fitted_score(u) for u in r.units] for m, r in zip(cal.methods, results, strict=True)}
     cal.check_prompts(sorted(ctx.stats.prompts))
+    for member, result in zip(cal.methods, results, strict=True):  # each member as it was fitted (n, judge ...)
+        problem = cal.mismatch(result.meta.params, member)
+        if problem:
+            raise ConfigError(f"{problem}; fit it again with these settings")
     units = []
     for i, sentence in enumerate(found):
         scores = {m: member_scores[m][i] for m in cal.methods}
