@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 
 class TokenUsage(BaseModel):
@@ -61,12 +61,33 @@ class Unit(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 
+# A calibrated result is flagged at p >= 0.5 unless told otherwise; raw scores have no scale such a
+# default could mean, so they are flagged only at a threshold given
+DEFAULT_PROBABILITY_THRESHOLD = 0.5
+
+
+class Verdict(BaseModel):
+    """What a threshold makes of a result, to gate on: the units at or above it."""
+
+    threshold: float
+    on: Literal["score", "probability"] = Field(description="what the threshold is applied to")
+    flagged: list[int] = Field(description="the flagged units' positions in ``units``, in order")
+    units: int = Field(description="how many units the result has")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def count(self) -> int:
+        """How many units are flagged."""
+        return len(self.flagged)
+
+
 class DetectionResult(BaseModel):
     method: str
     units: list[Unit]
     meta: RunMeta
     evidence: dict[str, Any] = Field(default_factory=dict)
     error: str | None = Field(None, description="why this item failed in a batch (no units then); None when it ran")
+    verdict: Verdict | None = Field(None, description="the verdict drawn with ``decide`` (None: none drawn)")
 
     @property
     def ok(self) -> bool:
@@ -84,6 +105,24 @@ class DetectionResult(BaseModel):
         if on is None:
             on = "probability" if any(u.probability is not None for u in self.units) else "score"
         return [u for u in self.units if (value := getattr(u, on)) is not None and value >= threshold]
+
+    def decide(
+        self, threshold: float | None = None, on: Literal["score", "probability"] | None = None
+    ) -> Verdict | None:
+        """Draw the verdict at ``threshold`` on ``on`` (None: the probability when calibrated, else the
+        score) and keep it on the result. Without a threshold a calibrated result is judged at p >= 0.5
+        and a raw one is not judged (None): raw scores have no scale a default could mean."""
+        calibrated = any(u.probability is not None for u in self.units)
+        on = on or ("probability" if calibrated else "score")
+        if threshold is None and on == "probability":
+            threshold = DEFAULT_PROBABILITY_THRESHOLD
+        if threshold is None or self.error:
+            self.verdict = None
+            return None
+        flagged = {id(u) for u in self.flagged(threshold, on)}
+        positions = [i for i, u in enumerate(self.units) if id(u) in flagged]
+        self.verdict = Verdict(threshold=threshold, on=on, flagged=positions, units=len(self.units))
+        return self.verdict
 
     def summary(self, top: int = 3) -> str:
         """A few lines a person (or an agent) can read: the riskiest units first."""

@@ -541,18 +541,73 @@ def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, *argv, "--json")
     scores = [u.score for u in DetectionResult.from_json(out).units]
     assert code == 0 and scores[0] < scores[1]
-    code, out, _ = run(capsys, *argv, "--threshold", str((scores[0] + scores[1]) / 2))
+    middle = str((scores[0] + scores[1]) / 2)
+    code, out, _ = run(capsys, *argv, "--threshold", middle)
     assert code == 0 and out.endswith(
-        "verdict: 1 of 2 units flagged (score >= " + f"{(scores[0] + scores[1]) / 2:g})\n! It has a tower.\n"
+        f"verdict: 1 of 2 units flagged (score >= {float(middle):g})\n! unit 2 ({scores[1]:.3f}): It has a tower.\n"
     )
     code, out, _ = run(capsys, *argv)
     assert "verdict: 2 units ranked by score; give --threshold to flag" in out
+    code, out, _ = run(capsys, *argv, "--threshold", middle, "--json")
+    verdict = json.loads(out)["verdict"]
+    assert code == 0 and verdict == {"threshold": float(middle), "on": "score", "flagged": [1], "units": 2, "count": 1}
+    assert DetectionResult.from_json(out).verdict is not None
+    assert json.loads(run(capsys, *argv, "--json")[1])["verdict"] is None  # raw scores, no threshold: none drawn
+
+
+def test_exit_code_gates_on_the_verdict(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """As `git diff --exit-code`: 1 when a unit is flagged, 0 when none, 2 when it cannot judge."""
+    samples = tmp_path / "samples.txt"
+    samples.write_text("Paris is in France.\n---\nA tower.")
+    argv = [
+        "detect",
+        "selfcheck-unigram",
+        "--text",
+        "Paris is in France. It has a tower.",
+        "--samples-file",
+        str(samples),
+    ]
+    assert run(capsys, *argv, "--threshold", "0", "--exit-code")[0] == 1
+    assert run(capsys, *argv, "--threshold", "0", "--exit-code", "--json")[0] == 1
+    assert run(capsys, *argv, "--threshold", "1000", "--exit-code")[0] == 0
+    assert run(capsys, *argv, "--threshold", "0")[0] == 0  # without --exit-code a flag is no failure
+    code, out, err = run(capsys, *argv, "--exit-code")
+    assert code == 2 and out == "" and "--exit-code gates on a verdict: give --threshold T" in err
+
+
+def test_a_long_text_shows_the_riskiest_and_the_flagged_units_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Over 12 units the report is the five riskiest and the flagged ones, not every unit; --all prints all."""
+    sentences = [
+        f"Sentence number {word} is here."
+        for word in "one two three four five six seven eight nine ten eleven twelve thirteen fourteen".split()
+    ]
+    samples = tmp_path / "samples.txt"
+    samples.write_text("Sentence number one is here.\n---\nSentence number two is here.")
+    argv = ["detect", "selfcheck-unigram", "--text", " ".join(sentences), "--samples-file", str(samples)]
+    code, out, _ = run(capsys, *argv, "--threshold", "1000")
+    assert code == 0 and "selfcheck-unigram: 14 units, highest risk" in out
+    assert sum(s in out for s in sentences) == 5 and "verdict: 0 of 14 units flagged" in out
+    code, out, _ = run(capsys, *argv, "--threshold", "0")
+    assert all(1 <= out.count(s) <= 2 for s in sentences)  # flagged, and at most once more among the riskiest
+    assert "verdict: 14 of 14 units flagged" in out and "! unit 14 (" in out
+    code, out, _ = run(capsys, *argv, "--all")
+    assert all(out.count(s) == 1 for s in sentences)
 
 
 def test_a_calibrated_result_flags_on_probability() -> None:
     units = [Unit(text="a", score=0.9, probability=0.2), Unit(text="b", score=0.1, probability=0.7)]
     result = DetectionResult(method="m", units=units, meta=RunMeta(method="m"))
     assert [u.text for u in result.flagged(0.5)] == ["b"]
+    verdict = result.decide()  # a calibrated result is judged at p >= 0.5 unless told otherwise
+    assert verdict is result.verdict and verdict is not None
+    assert (verdict.threshold, verdict.on, verdict.flagged, verdict.count) == (0.5, "probability", [1], 1)
+    assert result.decide(0.5, on="score").flagged == [0]  # type: ignore[union-attr]
+    raw = DetectionResult(method="m", units=[Unit(text="a", score=0.9)], meta=RunMeta(method="m"))
+    assert raw.decide() is None and raw.decide(0.5).flagged == [0]  # type: ignore[union-attr]
+    failed = DetectionResult(method="m", units=[], meta=RunMeta(method="m"), error="ConfigError: x")
+    assert failed.decide(0.5) is None
 
 
 @pytest.mark.parametrize(

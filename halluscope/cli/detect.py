@@ -24,9 +24,7 @@ from halluscope.graphs import clue
 from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import read_texts
-from halluscope.results import DetectionResult
-
-DEFAULT_PROBABILITY_THRESHOLD = 0.5
+from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, DetectionResult, Verdict
 
 
 def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
@@ -45,9 +43,18 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
+# More units than this and the terminal shows the riskiest and the flagged ones, not every unit (--all)
+LONG = 12
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     method = registry.get(args.method)
     kwargs = arguments(method, args)
+    calibrated = kwargs.get("calibration") is not None or getattr(args, "calibration", None) is not None
+    if args.exit_code and args.threshold is None and not calibrated:
+        raise ConfigError(
+            "--exit-code gates on a verdict: give --threshold T (raw scores have no default), or --calibration"
+        )
     if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
         kwargs["calibration"] = getattr(args, "calibration", None)
     if getattr(args, "force_calibration", False):
@@ -65,47 +72,49 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 bar.total = bar.n
 
         result = found.detect(stats=CallStats(on_reply=replied, on_plan=planned))
+    verdict = result.decide(args.threshold)
     if args.json:
         print(result.to_json())
-        return 0
-    print(method.describe(result))
-    show_verdict(result, args.threshold)
-    return 0
+    else:
+        long = len(result.units) > LONG and not args.all
+        print(f"{result.summary(top=5)}\n{result.meta.cost()}" if long else method.describe(result))
+        show_verdict(result, verdict, coloured=not long)
+    return 1 if args.exit_code and verdict is not None and verdict.count else 0
 
 
-def show_verdict(result: DetectionResult, threshold: float | None) -> None:
-    """The verdict under the method's report: on a terminal the units again as a text to read, coloured
-    by risk with the flagged ones marked; then one line, and each flagged unit. Without --threshold a
-    calibrated result flags at p >= 0.5 and a raw one flags nothing: raw scores have no scale a default
-    could mean."""
+def show_verdict(result: DetectionResult, verdict: Verdict | None, coloured: bool) -> None:
+    """The verdict under the method's report. ``coloured`` on a terminal: the text again as a person
+    reads it, each unit coloured by risk and the flagged ones marked '!'; otherwise each flagged unit
+    is listed with its position and score. Then one line saying what was flagged."""
     if result.error or not result.units:
         return
-    calibrated = any(u.probability is not None for u in result.units)
-    if threshold is None and calibrated:
-        threshold = DEFAULT_PROBABILITY_THRESHOLD
     console = Console(highlight=False, soft_wrap=True)
-    flagged = result.flagged(threshold) if threshold is not None else []  # on the probability when calibrated
-    if console.is_terminal:
+    flagged = set(verdict.flagged) if verdict else set()
+    drawn = coloured and console.is_terminal
+    if drawn:
         scores = [u.score for u in result.units if u.score is not None]
         low, high = (min(scores), max(scores)) if scores else (0.0, 0.0)
         console.print()
-        for unit in result.units:
-            if threshold is not None:
-                style = "bold red" if unit in flagged else "green"
+        for i, unit in enumerate(result.units):
+            if verdict is not None:
+                style = "bold red" if i in flagged else "green"
             else:  # no verdict to draw: the colour ranks this result's units from least to most risky
                 rank = 0.5 if unit.score is None or high == low else (unit.score - low) / (high - low)
                 style = "red" if rank > 2 / 3 else "yellow" if rank > 1 / 3 else "green"
-            console.print(Text(f"{'!' if unit in flagged else ' '} {unit.text}", style=style))
-    if threshold is None:
+            console.print(Text(f"{'!' if i in flagged else ' '} {unit.text}", style=style))
+    if verdict is None:
         console.print(
             f"verdict: {len(result.units)} units ranked by score; give --threshold to flag "
             f"(or --calibration for probabilities, which flag at {DEFAULT_PROBABILITY_THRESHOLD:g})"
         )
         return
-    on = "p(hallucinated)" if calibrated else "score"
-    console.print(f"verdict: {len(flagged)} of {len(result.units)} units flagged ({on} >= {threshold:g})")
-    for unit in flagged:
-        console.print(Text(f"! {unit.text}", style="bold red"))
+    on = "p(hallucinated)" if verdict.on == "probability" else "score"
+    console.print(f"verdict: {verdict.count} of {verdict.units} units flagged ({on} >= {verdict.threshold:g})")
+    if not drawn:
+        for i in verdict.flagged:
+            unit = result.units[i]
+            value = unit.probability if verdict.on == "probability" else unit.score
+            console.print(Text(f"! unit {i + 1} ({value:.3f}): {unit.text}", style="bold red"))
 
 
 def cmd_diversity(args: argparse.Namespace) -> int:
@@ -168,7 +177,16 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             help=f"refuse a run that plans more model calls than N before its first (default {MAX_CALLS:,}; "
             "--yes lifts the limit)",
         )
-        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        p.add_argument(
+            "--exit-code",
+            action="store_true",
+            help="exit 1 when any unit is flagged and 0 when none (as git diff --exit-code does; an error "
+            "exits 2): needs --threshold, or --calibration",
+        )
+        p.add_argument(
+            "--all", action="store_true", help=f"print every unit of a long result (over {LONG} units: the riskiest)"
+        )
+        p.add_argument("--json", action="store_true", help="print the result as JSON, its verdict included")
         p.set_defaults(func=cmd_detect)
 
     p = sub.add_parser(
