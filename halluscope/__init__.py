@@ -41,7 +41,7 @@ _EXPORTS = {
         "halluscope.errors",
     ),
     **dict.fromkeys(("PromptRegistry", "PromptTemplate"), "halluscope.prompts"),
-    **dict.fromkeys(("DetectionResult", "RunMeta", "TokenUsage", "Unit"), "halluscope.results"),
+    **dict.fromkeys(("DetectionResult", "RunMeta", "TokenUsage", "Unit", "Verdict", "to_pandas"), "halluscope.results"),
 }
 
 __all__ = ["__version__", "detector", *_EXPORTS]
@@ -140,6 +140,12 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     )
     from halluscope.results import (
         Unit as Unit,
+    )
+    from halluscope.results import (
+        Verdict as Verdict,
+    )
+    from halluscope.results import (
+        to_pandas as to_pandas,
     )
 
 

@@ -6,9 +6,15 @@ Convention: a unit's ``score`` is higher when the unit is more likely hallucinat
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
+
+from halluscope.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas
 
 
 class TokenUsage(BaseModel):
@@ -145,6 +151,33 @@ class DetectionResult(BaseModel):
         lines.append(self.meta.cost())
         return "\n".join(lines)
 
+    def rows(self, item: int | str = 0) -> list[dict[str, Any]]:
+        """The result as a table's rows, one per unit (``ROW_COLUMNS``; a failed item: one row with its
+        error): what ``to_pandas`` and `detect --csv` hold. ``flagged`` is the verdict's (None when none
+        was drawn); ``unit`` counts from 0, as the verdict's positions do."""
+        blank = dict.fromkeys(ROW_COLUMNS)
+        if self.error or not self.units:
+            return [{**blank, "item": item, "method": self.method, "error": self.error}]
+        flagged = set(self.verdict.flagged) if self.verdict else None
+        return [
+            {
+                **blank,
+                "item": item,
+                "method": self.method,
+                "unit": i,
+                "text": u.text,
+                "score": u.score,
+                "probability": u.probability,
+                "flagged": None if flagged is None else i in flagged,
+                "evidence": u.evidence,
+            }
+            for i, u in enumerate(self.units)
+        ]
+
+    def to_pandas(self, threshold: float | None = None) -> pandas.DataFrame:
+        """One row per unit (item, unit, text, score, probability, flagged, evidence), as ``to_pandas``."""
+        return to_pandas([self], threshold)
+
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
@@ -154,6 +187,28 @@ class DetectionResult(BaseModel):
     @classmethod
     def from_json(cls, text: str) -> DetectionResult:
         return cls.model_validate_json(text)
+
+
+ROW_COLUMNS = ("item", "method", "unit", "text", "score", "probability", "flagged", "evidence", "error")
+
+
+def to_pandas(results: Iterable[DetectionResult], threshold: float | None = None) -> pandas.DataFrame:
+    """A batch's results (``detect_many``'s) as one DataFrame, a row per unit and ``item`` each result's
+    position in the batch; a failed item is one row with its ``error``, so nothing is dropped.
+    ``flagged`` is each result's verdict: drawn at ``threshold`` when one is given, else the verdict it
+    already has, else the default one (p >= 0.5 when calibrated; raw scores: none, so empty)."""
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ConfigError("to_pandas needs pandas: pip install 'halluscope[pandas]' (or pandas)") from exc
+    rows = []
+    for item, result in enumerate(results):
+        if not isinstance(result, DetectionResult):
+            raise ConfigError(f"to_pandas takes DetectionResults (detect_many's), got {type(result).__name__}")
+        if threshold is not None or result.verdict is None:
+            result.decide(threshold)
+        rows += result.rows(item)
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
 
 
 def _shown(unit: Unit) -> str:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas
 import pytest
 
 import halluscope
@@ -553,6 +554,14 @@ def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[s
     assert code == 0 and verdict == {"threshold": float(middle), "on": "score", "flagged": [1], "units": 2, "count": 1}
     assert DetectionResult.from_json(out).verdict is not None
     assert json.loads(run(capsys, *argv, "--json")[1])["verdict"] is None  # raw scores, no threshold: none drawn
+    table = tmp_path / "out" / "units.csv"
+    code, out, err = run(capsys, *argv, "--threshold", middle, "--csv", str(table))
+    frame = pandas.read_csv(table)
+    assert code == 0 and f"wrote 2 units to {table}" in err
+    assert frame["text"].tolist() == ["Paris is in France.", "It has a tower."] and frame["unit"].tolist() == [0, 1]
+    assert frame["flagged"].tolist() == [False, True] and frame["score"].tolist() == pytest.approx(scores)
+    code, out, err = run(capsys, *argv, "--csv", str(tmp_path))
+    assert code == 2 and "--csv" in err and "cannot be written" in err
 
 
 def test_exit_code_gates_on_the_verdict(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas
 import pytest
 
 from halluscope.backends.entailment import LLMEntailment
@@ -258,6 +259,15 @@ def test_a_passage_whose_calls_fail_for_good_is_recorded_and_the_bench_goes_on(
     results = json.loads((tmp_path / "selfcheck-prompt" / "results.json").read_text())
     assert results["failures"][0]["item"] == f"passage {passages[1].index}"
     assert "**1 selfcheck-prompt: passages failed**" in (tmp_path / "report.md").read_text()
+    # items.csv beside results.json: a row per sentence with its text and label, the failed passage with its error
+    table = pandas.read_csv(tmp_path / "selfcheck-prompt" / "items.csv")
+    first = passages[0]
+    rows = table[table["item"] == f"passage {first.index}"]
+    assert rows["unit"].tolist() == [f"sentence {i}" for i in range(len(first.sentences))]
+    assert rows["sentence"].tolist() == first.sentences and rows["label"].tolist() == first.labels
+    assert rows["score"].tolist() == pytest.approx(list(scgp.items[0].scores.values()))
+    failed = table[table["error"].notna()]
+    assert failed["item"].tolist() == [f"passage {passages[1].index}"] and "refused" in failed["error"].iloc[0]
 
     # every passage failing is one clear error, not metrics of nothing
     def refuse(_prompt: str, _params: dict[str, Any]) -> str:

@@ -159,6 +159,7 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
         top = riskiest(scores)
         return {
             "person": bio.person,
+            "sentences": list(bio.sentences),
             "planted": bio.planted,
             "riskiest": top,
             "hit": top == [bio.planted],
@@ -182,6 +183,7 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
         params={"method": method, "model": model_name(model), "n": n},
         report=_write_report,
         stats=stats,
+        per_score={"sentences": "sentence"},
     )
 
 

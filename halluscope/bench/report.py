@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -91,6 +93,22 @@ def write_text(path: Path, text: str) -> None:
     file a benchmark writes goes through here or ``write_json``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(redact_credentials(text), encoding="utf-8")
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+    """A table as CSV, for a spreadsheet or ``pandas.read_csv``: a dict or list cell as JSON, None as an
+    empty cell, credentials redacted as in every file written. ``columns``: their order (default: as the
+    rows first name them)."""
+    names = list(columns) if columns is not None else list(dict.fromkeys(k for row in rows for k in row))
+
+    def cell(value: Any) -> Any:
+        return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list | tuple) else value
+
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=names, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: cell(v) for k, v in row.items()} for row in rows)
+    write_text(path, text.getvalue())
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], digits: int = 2) -> str:

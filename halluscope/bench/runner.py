@@ -13,7 +13,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,12 +22,14 @@ from pydantic import BaseModel, Field
 
 from halluscope.backends.stats import CallStats
 from halluscope.bench.failures import Failures
-from halluscope.bench.report import write_json
+from halluscope.bench.report import write_csv, write_json
 from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
 from halluscope.metrics import Record, Resampled, bootstrap_metrics
 from halluscope.results import RunMeta
 
 RESULTS = "results.json"
+ITEMS_CSV = "items.csv"  # beside results.json: one row per score, for a spreadsheet or pandas
+ROW_KEYS = ("item", "unit", "score", "error")  # items.csv's own columns: a record field of the name is not copied
 
 
 class BenchItem(BaseModel):
@@ -57,10 +59,35 @@ class BenchResult(BaseModel):
     def records(self) -> list[dict[str, Any]]:
         return [item.record for item in self.items]
 
-    def write(self, out: str | Path) -> Path:
+    def write(self, out: str | Path, per_score: Mapping[str, str] | None = None) -> Path:
+        """results.json, and items.csv beside it (``rows``)."""
         path = Path(out) / RESULTS
         write_json(path, self.model_dump(mode="json"))
+        write_csv(Path(out) / ITEMS_CSV, self.rows(per_score))
         return path
+
+    def rows(self, per_score: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """items.csv's rows: one per score of each item (``unit`` names the score), with the record's
+        plain fields (texts, numbers, flags) and, for each record list named in ``per_score``, its element
+        for that score under the column it maps to (wikibio: the sentence and its label). A failed item is
+        one row with its error; nested fields stay in results.json."""
+        per_score = per_score or {}
+        rows: list[dict[str, Any]] = []
+        for item in self.items:
+            plain = {
+                k: v
+                for k, v in item.record.items()
+                if (v is None or isinstance(v, str | int | float | bool)) and k not in ROW_KEYS
+            }
+            for position, (name, score) in enumerate(item.scores.items()):
+                beside = {
+                    column: values[position]
+                    for key, column in per_score.items()
+                    if isinstance(values := item.record.get(key), list) and position < len(values)
+                }
+                rows.append({"item": item.id, "unit": name, "score": score, **beside, **plain, "error": None})
+        rows += [{"item": failure["item"], "error": failure["error"]} for failure in self.failures]
+        return rows
 
     @classmethod
     def read(cls, out: str | Path) -> BenchResult:
@@ -76,7 +103,8 @@ class Plan:
     item where that is known up front, else against the calls the methods announce as they go.
     ``bootstrap``: the run's ``intervals``, resampling the items;
     off where the metrics carry their own (a bootstrap inside a bootstrap). ``resampled``: the metrics
-    of every resample at once (``metrics.Resampled``), where the protocol has them vectorised."""
+    of every resample at once (``metrics.Resampled``), where the protocol has them vectorised.
+    ``per_score``: the record lists that hold one element per score, and items.csv's column for each."""
 
     bench: str
     method: str
@@ -93,6 +121,7 @@ class Plan:
     planned_calls: Callable[[Any], int] | None = None
     bootstrap: bool = True
     resampled: Resampled | None = None
+    per_score: Mapping[str, str] = field(default_factory=dict)  # items.csv: record lists read one per score
 
 
 def summed_events(records: Sequence[Record]) -> dict[str, int]:
@@ -222,7 +251,7 @@ def run(
         items=items,
         failures=failures.items,
     )
-    result.write(out_dir)
+    result.write(out_dir, plan.per_score)
     plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
     return result
 

@@ -205,6 +205,7 @@ def truthfulqa_plan(
         report=_write_truthfulqa_report,
         stats=stats,
         counts_calls=True,
+        per_score={"answers": "answer"},
     )
 
 

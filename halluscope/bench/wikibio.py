@@ -303,6 +303,7 @@ def _plan(
         report=lambda result, out, failed: None,  # one report for all methods: write_report
         stats=stats,
         counts_calls=uses_model,
+        per_score={"sentences": "sentence", "labels": "label"},
     )
 
 

@@ -5,6 +5,8 @@ run through ``halluscope.detector`` and printed as the method describes its resu
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +16,7 @@ from tqdm import tqdm
 from halluscope import registry
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
+from halluscope.bench.report import write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values, print_json
@@ -24,7 +27,7 @@ from halluscope.graphs import clue
 from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import read_texts
-from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, DetectionResult, Verdict
+from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, ROW_COLUMNS, DetectionResult, Verdict
 
 
 def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
@@ -51,6 +54,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     method = registry.get(args.method)
     kwargs = arguments(method, args)
     calibrated = kwargs.get("calibration") is not None or getattr(args, "calibration", None) is not None
+    if args.csv and (Path(args.csv).is_dir() or any(p.is_file() for p in Path(args.csv).parents)):
+        raise ConfigError(f"--csv {args.csv} cannot be written: a folder is there, or a file stands for a folder above")
     if args.exit_code and args.threshold is None and not calibrated:
         raise ConfigError(
             "--exit-code gates on a verdict: give --threshold T (raw scores have no default), or --calibration"
@@ -73,6 +78,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
         result = found.detect(stats=CallStats(on_reply=replied, on_plan=planned))
     verdict = result.decide(args.threshold)
+    if args.csv:
+        write_csv(Path(args.csv), result.rows(), ROW_COLUMNS)
+        print(f"wrote {len(result.units)} units to {args.csv}", file=sys.stderr)
     if args.json:
         print(result.to_json())
     else:
@@ -187,6 +195,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             "--all", action="store_true", help=f"print every unit of a long result (over {LONG} units: the riskiest)"
         )
         p.add_argument("--json", action="store_true", help="print the result as JSON, its verdict included")
+        p.add_argument(
+            "--csv",
+            metavar="FILE",
+            help="also write the units as CSV: item, method, unit, text, score, probability, flagged, evidence",
+        )
         p.set_defaults(func=cmd_detect)
 
     p = sub.add_parser(
