@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
-from halluscope.errors import ConfigError
 from halluscope.graphs import studio
 from tests.stub_servers import StubAPI, free_port
 
@@ -94,8 +93,34 @@ def test_the_exam_and_an_llm_judge_are_awaited_on_the_servers_event_loop(server:
 
 
 def test_an_unknown_configurable_key_fails_the_run_instead_of_running_with_defaults(server: Any) -> None:
-    with pytest.raises(Exception, match="ConfigError"):
+    """The client reads the sentence (not the server's 'An internal error occurred'): a bad configurable,
+    and an input the method refuses inside its graph."""
+    with pytest.raises(Exception, match="unknown configurable modle; this graph accepts: model, n, scoring"):
         server.runs.wait(None, "selfcheck-prompt", input={"text": TEXT}, config={"configurable": {"modle": "x"}})
+    with pytest.raises(Exception, match="n takes a whole number, got str 'x'"):
+        server.runs.wait(None, "selfcheck-prompt", input={"text": TEXT}, config={"configurable": {"n": "x"}})
+    with pytest.raises(Exception, match="SelfCheck-Prompt needs a non-empty text"):
+        server.runs.wait(None, "selfcheck-prompt", input={"text": "  "}, config={"configurable": {"n": 1}})
+    with pytest.raises(Exception, match="the ensemble needs a calibration fitted for its methods"):
+        server.runs.wait(None, "ensemble", input={"text": TEXT})
+
+
+def test_every_graph_serves_its_input_output_and_config_schema(server: Any) -> None:
+    """Studio's forms: the item's fields in, the result out, the method's options as the configurable
+    (with help and defaults), for every graph of langgraph.json; never the whole internal state."""
+    for assistant in server.assistants.search(limit=100):
+        schemas = server.assistants.get_schemas(assistant["assistant_id"])
+        name = assistant["graph_id"]
+        for kind in ("input_schema", "output_schema", "config_schema"):
+            assert schemas[kind] and schemas[kind]["properties"], (name, kind)
+        assert set(schemas["input_schema"]["properties"]) < set(schemas["state_schema"]["properties"]), name
+    scgp = next(a for a in server.assistants.search(limit=100) if a["graph_id"] == "selfcheck-prompt")
+    schemas = server.assistants.get_schemas(scgp["assistant_id"])
+    assert set(schemas["input_schema"]["properties"]) == {"text", "question", "concept", "sentences", "samples"}
+    assert set(schemas["output_schema"]["properties"]) == {"scored_sentences", "used_samples", "verdicts", "scores"}
+    config = schemas["config_schema"]["properties"]
+    assert set(config) == {"model", "n", "scoring"} and config["n"]["default"] == 5
+    assert config["scoring"]["enum"] == ["discrete", "prob"] and "samples regenerated" in config["n"]["description"]
 
 
 def test_phr_runs_through_the_server_on_a_local_log_prob_model(server: Any) -> None:
@@ -124,10 +149,9 @@ def test_judges_and_references_are_spec_strings_in_the_configurable() -> None:
         "semantic-entropy",
         "semantic-entropy-paragraph",
     ]
-    with pytest.raises(
-        ConfigError, match="unknown configurable scorer; this graph accepts: model, judge, n, threshold"
-    ):
-        asyncio.run(studio.clue_graph({"configurable": {"scorer": "x"}}))
+    refusing = asyncio.run(studio.clue_graph({"configurable": {"scorer": "x"}}))  # its schemas still served
+    with pytest.raises(studio.ClientError, match="unknown configurable scorer; this graph accepts: model, judge, n"):
+        refusing.invoke({"question": "Who?"})
 
 
 def test_langgraph_json_is_the_registrys() -> None:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 import numpy as np
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
+from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway, model_name

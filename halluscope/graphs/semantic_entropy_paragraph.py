@@ -27,12 +27,13 @@ import operator
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
+from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
 from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway

@@ -11,19 +11,24 @@ item's fields, its output the result. ``config()`` is langgraph.json (`halluscop
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import functools
+import operator
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import create_model
+from pydantic import BaseModel, Field, TypeAdapter, create_model
+from typing_extensions import TypedDict
 
 from halluscope import registry
 from halluscope.backends.local import default_local_model
 from halluscope.checks import check_value
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs.method import Method, Prepared, RunContext, start
 from halluscope.graphs.stages import afinish, finish
 
@@ -51,18 +56,90 @@ def factory(name: str) -> Factory:
     method = registry.get(name)
 
     def built(configurable: Mapping[str, Any]) -> CompiledStateGraph:
-        ctx = start()
-        prepared = method.prepare(method.options(**options(method, configurable)), ctx)
-        return prepared.graph if prepared.graph is not None else _one_node(method, prepared, ctx)
+        try:
+            ctx = start()
+            prepared = method.prepare(method.options(**options(method, configurable)), ctx)
+        except HalluscopeError as exc:  # the schemas stay served; a run says why it cannot run
+            return _one_node(method, _refusing(exc))
+        if prepared.graph is not None:
+            return prepared.graph
+        return _one_node(method, _running(method, prepared, ctx))
 
     async def graph(config: RunnableConfig) -> CompiledStateGraph:
         # the server calls a factory on its event loop: opening the cache and finding the local model
         # touch the disk, so the build runs on a thread (the graph's own nodes run on threads anyway)
-        return await asyncio.to_thread(built, config.get("configurable") or {})
+        compiled = await asyncio.to_thread(built, config.get("configurable") or {})
+        attributes = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy
+        return Served(**{**attributes, "context_schema": options_schema(method)})  # Studio's form: the options
 
     graph.__doc__ = f"{method.summary}: the graph, built from the run's configurable."
     graph.__name__ = attribute(name)
     return graph
+
+
+class ClientError(ValueError):
+    """A problem the server's client must read (a bad configurable, a model that cannot be found): the
+    LangGraph server sends a ValueError's message to the client, and hides other errors' behind 'An
+    internal error occurred'."""
+
+
+class Served(CompiledStateGraph):
+    """A method's graph as the server runs it: a halluscope error (an empty text, a provider that stays
+    down) reaches the client as its message, as a ClientError."""
+
+    async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        try:
+            async for chunk in super().astream(*args, **kwargs):
+                yield chunk
+        except HalluscopeError as exc:
+            raise ClientError(f"{type(exc).__name__}: {exc}") from exc
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+        try:
+            yield from super().stream(*args, **kwargs)
+        except HalluscopeError as exc:
+            raise ClientError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def options_schema(method: Method) -> type:
+    """The method's options as the configurable takes them (spec strings, numbers, lists of text), each
+    with its help and default: Studio's form, and the server's ``config_schema``. An option no JSON value
+    can give (an embedder object) is left out."""
+    fields: dict[str, Any] = {}
+    for f in method.fields():
+        plain = _json_hint(f.hint) if f.name in method.option_names else None
+        if plain is None or plain is type(None):
+            continue
+        extra = {"default": f.default} if _json_value(f.default) else {}
+        fields[f.name] = Annotated[plain, Field(description=f.help, json_schema_extra=extra or None)]
+    return TypedDict(f"{_title(method)}Configurable", fields, total=False)  # type: ignore[operator]
+
+
+def _json_hint(hint: Any) -> Any:
+    """The part of a type hint a JSON value can take (a model spec string, not a chat model object);
+    None when no part can."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        kept = [found for found in map(_json_hint, get_args(hint)) if found is not None]
+        return functools.reduce(operator.or_, kept) if kept else None
+    if origin in (list, tuple, collections.abc.Sequence) and get_args(hint):
+        inner = _json_hint(get_args(hint)[0])
+        return None if inner is None else list[inner]  # type: ignore[valid-type]
+    if isinstance(hint, type) and issubclass(hint, BaseModel):  # a Calibration object: its file's path is the JSON
+        return None
+    try:
+        TypeAdapter(hint).json_schema()
+    except Exception:  # pydantic has no JSON schema for it: an object only Python can pass
+        return None
+    return hint
+
+
+def _json_value(value: Any) -> bool:
+    return value is not None and isinstance(value, str | int | float | bool)
+
+
+def _title(method: Method) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^a-z0-9]+", method.name))
 
 
 def options(method: Method, configurable: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,26 +162,55 @@ def options(method: Method, configurable: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
-def _one_node(method: Method, prepared: Prepared, ctx: RunContext) -> CompiledStateGraph:
-    """A method without a graph of its own, as a graph of one node that runs it on the item."""
-    fields = {name: (method.hints[name] | None, None) for name in method.input_names}
-    title = "".join(part.capitalize() for part in re.split(r"[^a-z0-9]+", method.name))
-    item = create_model(f"{title}Input", **fields)  # type: ignore[call-overload]
-    state = create_model(f"{title}State", __base__=item, result=(dict[str, Any] | None, None))
-    result = create_model(f"{title}Output", result=(dict[str, Any] | None, None))
+Node = tuple[Callable[[Any], dict[str, Any]], Callable[[Any], Awaitable[dict[str, Any]]]]
+
+
+def _running(method: Method, prepared: Prepared, ctx: RunContext) -> Node:
+    """A method without a graph of its own, run on the item: its result, or why not (told to the client)."""
 
     def inputs(value: Any) -> Any:
         given = {name: getattr(value, name) for name in method.input_names}
         return method.inputs(**{name: v for name, v in given.items() if v is not None})
 
     def run(value: Any) -> dict[str, Any]:
-        found = finish(method.run(prepared, inputs(value), ctx), ctx.stats)
+        try:
+            found = finish(method.run(prepared, inputs(value), ctx), ctx.stats)
+        except HalluscopeError as exc:
+            raise ClientError(f"{type(exc).__name__}: {exc}") from exc
         return {"result": found.model_dump(mode="json")}
 
     async def arun(value: Any) -> dict[str, Any]:
-        found = await afinish(method.run(prepared, inputs(value), ctx), ctx.stats)
+        try:
+            found = await afinish(method.run(prepared, inputs(value), ctx), ctx.stats)
+        except HalluscopeError as exc:
+            raise ClientError(f"{type(exc).__name__}: {exc}") from exc
         return {"result": found.model_dump(mode="json")}
 
+    return run, arun
+
+
+def _refusing(exc: HalluscopeError) -> Node:
+    """The node of a graph that cannot be built from the configurable given: a run tells the client why."""
+    message = f"{type(exc).__name__}: {exc}"
+
+    def run(value: Any) -> dict[str, Any]:
+        raise ClientError(message) from exc
+
+    async def arun(value: Any) -> dict[str, Any]:
+        raise ClientError(message) from exc
+
+    return run, arun
+
+
+def _one_node(method: Method, node: Node) -> CompiledStateGraph:
+    """A graph of one node over the method's item and result: a method without a graph of its own, or
+    one whose configurable cannot build it (its schemas still served)."""
+    fields = {name: (method.hints[name] | None, None) for name in method.input_names}
+    title = _title(method)
+    item = create_model(f"{title}Input", **fields)  # type: ignore[call-overload]
+    state = create_model(f"{title}State", __base__=item, result=(dict[str, Any] | None, None))
+    result = create_model(f"{title}Output", result=(dict[str, Any] | None, None))
+    run, arun = node
     graph = StateGraph(state, input_schema=item, output_schema=result)
     graph.add_node(method.name, RunnableLambda(run, afunc=arun, name=method.name))
     graph.add_edge(START, method.name)
