@@ -12,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -183,21 +184,42 @@ class StubAPI(_Served):
 
 
 class SinkAPI(_Served):
-    """Answers every request 200 with an empty JSON object: a stand-in for the LangSmith API, so a
-    LangSmith client runs offline and nothing leaves the machine."""
+    """A stand-in for the LangSmith API, so a LangSmith client runs offline and nothing leaves the
+    machine: it records every request (method, path, body bytes) and answers 200, with the experiment
+    where one is created or read (/sessions) and an empty JSON object elsewhere."""
 
     def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.sessions: dict[str, dict[str, Any]] = {}
+        sink = self
+
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 
             def _any(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                sink.requests.append({"method": self.command, "path": self.path, "body": body})
+                answer: dict[str, Any] = {}
+                path = self.path.split("?")[0].rstrip("/")
+                if self.command == "POST" and path.endswith("/sessions"):
+                    asked = json.loads(body or b"{}")
+                    session = {
+                        "id": str(uuid.uuid4()),
+                        "tenant_id": str(uuid.uuid4()),
+                        "name": asked.get("name", "experiment"),
+                        "reference_dataset_id": asked.get("reference_dataset_id"),
+                        "start_time": asked.get("start_time") or "2026-01-01T00:00:00",
+                    }
+                    sink.sessions[session["id"]] = answer = session
+                elif "/sessions/" in path:  # one experiment read or updated
+                    answer = sink.sessions.get(path.rsplit("/", 1)[-1], {})
+                data = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", "2")
+                self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(b"{}")
+                self.wfile.write(data)
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
 

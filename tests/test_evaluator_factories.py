@@ -127,3 +127,84 @@ def test_langsmith_evaluate_and_aevaluate_accept_both_evaluators() -> None:
         assert asyncio.run(run_async()) == [1.0, 1.0] and len(stub.requests) == 4
         client.flush()  # the client's background traces go to the sink before it stops
     assert all("Sentence: Paris is in Spain." in json.dumps(r["body"]) for r in stub.requests)
+
+
+def _offline_recipe(rows: list[tuple[dict[str, Any], dict[str, Any]]], evaluator: Any, info: bool = True) -> list[Any]:
+    """docs/usage.md's offline recipe, as written there: plain (inputs, reference outputs) rows made
+    Examples, a client told the server's info (so it asks for none) and nothing uploaded."""
+    from langsmith import Client, evaluate
+    from langsmith.schemas import Example, LangSmithInfo
+
+    client = Client(api_key="offline", api_url="http://localhost:1", info=LangSmithInfo() if info else None)
+    dataset = uuid.uuid4()
+    examples = [Example(id=uuid.uuid4(), dataset_id=dataset, inputs=i, outputs=o) for i, o in rows]
+    results = evaluate(
+        lambda inputs: {"answer": "Paris is in Spain."},
+        data=examples,
+        evaluators=[evaluator],
+        client=client,
+        upload_results=False,
+    )
+    return [row["evaluation_results"]["results"][0].score for row in results]
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every outbound connection and name lookup refused (and recorded), LangSmith tracing switched on."""
+    import socket
+
+    tried: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        tried.append(args[1] if len(args) > 1 else args[0])
+        raise ConnectionRefusedError(f"outbound connection refused: {tried[-1]}")
+
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: refuse(self, address))
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    return tried
+
+
+def test_the_offline_evaluation_recipe_reaches_no_network(
+    no_network: list[Any], gateway: Gateway, scripted: Any
+) -> None:
+    """The recipe evaluates a list of examples with every connection refused: each example's samples from
+    its reference outputs, one check each. The client asks for the server's info when not told it: the
+    same run without ``info`` tries the network, so this test would see a recipe that does."""
+    evaluator = factories.create_selfcheck_prompt_evaluator(model=scripted(lambda p, k: "No"), gateway=gateway)
+    rows = [({"question": q}, {"samples": ["Paris is in France."]}) for q in ("Where is Paris?", "Which country?")]
+    assert _offline_recipe(rows, evaluator) == [1.0, 1.0]
+    assert no_network == []
+    _offline_recipe(rows, evaluator, info=False)
+    assert no_network, "without info the client asks the server: the guard must see it"
+
+
+def test_the_upload_recipe_sends_each_score_to_the_langsmith_server(gateway: Gateway, scripted: Any) -> None:
+    """docs/usage.md's upload recipe against a local stand-in of the LangSmith API: the experiment is
+    created, and each example's score arrives as feedback under the evaluator's key."""
+    from langsmith import Client, evaluate
+    from langsmith.schemas import Example
+
+    evaluator = factories.create_selfcheck_prompt_evaluator(model=scripted(lambda p, k: "No"), gateway=gateway)
+    with SinkAPI() as server:
+        client = Client(api_key="lsv2-your-key", api_url=server.base_url)
+        dataset = uuid.uuid4()
+        examples = [
+            Example(
+                id=uuid.uuid4(), dataset_id=dataset, inputs={"question": q}, outputs={"samples": ["Paris, France."]}
+            )
+            for q in ("Where is Paris?", "Which country?")
+        ]
+        evaluate(
+            lambda inputs: {"answer": "Paris is in Spain."},
+            data=examples,
+            evaluators=[evaluator],
+            client=client,
+            experiment_prefix="halluscope",
+        )
+        client.flush()
+    created = [json.loads(r["body"]) for r in server.requests if (r["method"], r["path"]) == ("POST", "/sessions")]
+    feedback = [json.loads(r["body"]) for r in server.requests if r["path"] == "/feedback"]
+    assert len(created) == 1 and created[0]["name"].startswith("halluscope")
+    assert [(f["key"], f["score"]) for f in feedback] == [("halluscope_selfcheck_prompt", 1.0)] * 2
