@@ -8,11 +8,14 @@ from the environment at call time: ``HF_ENDPOINT`` (the Hub's own variable) and
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import socket
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,12 +86,24 @@ def _from_github(pin: Pinned, into: Path) -> Path:
     return out
 
 
+def _resolvable(url: str) -> None:
+    """A host that has no address fails now, in one line: the Hub's client would retry it for half a minute."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    except socket.gaierror as exc:
+        raise DownloadError(
+            f"cannot download {url}: {parts.hostname} has no address ({exc.strerror}); no network?"
+        ) from exc
+
+
 def _from_hub(pin: Pinned, into: Path) -> Path:
     from huggingface_hub import hf_hub_download, is_offline_mode
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     if is_offline_mode():
         raise DownloadError(f"HF_HUB_OFFLINE is set, so {pin.url} is not downloaded: unset it to fetch from the Hub")
+    _resolvable(pin.url)
     try:
         found = hf_hub_download(
             pin.repo,
@@ -108,8 +123,19 @@ def _from_hub(pin: Pinned, into: Path) -> Path:
 
 def download(pin: Pinned, target: Path, convert: Callable[[Path], bytes] | None = None) -> Path:
     """Fetch the pinned file into ``target``; a size or sha256 that differs from the pin is refused and
-    nothing is written."""
+    nothing is written: no file, and no folder this download made."""
+    made = [path for path in target.parents if not path.exists()]  # deepest first
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _download(pin, target, convert)
+    except BaseException:
+        for path in made:
+            with contextlib.suppress(OSError):  # only while empty
+                path.rmdir()
+        raise
+
+
+def _download(pin: Pinned, target: Path, convert: Callable[[Path], bytes] | None) -> Path:
     with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as scratch:
         fetched = (_from_github if pin.host == "github" else _from_hub)(pin, Path(scratch))
         if convert is not None:

