@@ -60,9 +60,13 @@ def transcript(state: dict[str, Any]) -> str:
     """The conversation as the user sees it, then what the guard did."""
     lines = [f"{m.type}: {m.text}" for m in state["messages"]]
     record = state.get("hallucination", {})
-    for i, step in enumerate(record.get("history", []), 1):
-        flagged = "; ".join(f"{u['text']} ({u['score']:.2f})" for u in step["flagged"])
-        lines.append(f"guard, revision {i}: flagged {flagged} in: {step['answer']}")
+    for i, version in enumerate(record.get("versions", [])):
+        name = "answer" if i == 0 else f"revision {i}"
+        if "refused" in version:
+            lines.append(f"guard, {name}: refused unchecked, {version['refused']}")
+            continue
+        flagged = "; ".join(f"{u['text']} ({u['score']:.2f})" for u in version["flagged"]) or "nothing"
+        lines.append(f"guard, {name}: flagged {flagged} in: {version['answer']}")
     risk = record.get("risk")
     lines.append(
         f"guard: {record.get('action')}, risk {'n/a' if risk is None else f'{risk:.2f}'} "

@@ -19,6 +19,7 @@ import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.tools import GuardState, as_tool, hallucination_guard
+from halluscope.tools.guard import degenerate
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTION = "What is the capital of Australia?"
@@ -71,19 +72,90 @@ def test_a_false_answer_is_revised_once_and_then_passes(example: Any, gateway: G
     assert [m.type for m in state["messages"]] == ["human", "ai"]  # the flagged answer was replaced in place
     assert state["messages"][-1].text == TRUE and state["revisions"] == 1
     record = state["hallucination"]
-    assert record["action"] == "pass" and record["risk"] == 0.0
-    assert record["history"] == [{"answer": FALSE, "flagged": [{"text": FALSE, "score": 1.0}]}]
+    assert record["action"] == "pass" and record["risk"] == 0.0 and record["delivered"] == 1
+    first, second = record["versions"]
+    assert (first["answer"], first["flagged"], first["risk"]) == (FALSE, [{"text": FALSE, "score": 1.0}], 1.0)
+    assert (second["answer"], second["flagged"], second["risk"]) == (TRUE, [], 0.0)
+    # the evidence a user reads to see why it passed: the samples it was compared with, each check's answers
+    assert all("Canberra" in sample for sample in second["evidence"]["result"]["samples"])
+    assert second["evidence"]["units"][0]["supported"] == ["yes", "yes"]
     assert sum(s.startswith("You correct answers") for s in seen) == 1
     text = example.transcript(state)
-    assert f"ai: {TRUE}" in text and "revision 1: flagged The capital of Australia is Sydney. (1.00)" in text
+    assert f"ai: {TRUE}" in text and "answer: flagged The capital of Australia is Sydney. (1.00)" in text
+    assert f"revision 1: flagged nothing in: {TRUE}" in text
 
 
-def test_a_revision_still_flagged_is_annotated(example: Any, gateway: Gateway, scripted: Any) -> None:
+def test_a_revision_no_safer_than_the_answer_is_not_delivered(example: Any, gateway: Gateway, scripted: Any) -> None:
+    """Still flagged and as risky as the answer: the answer is delivered, annotated (the earliest of equals)."""
     state = run_agent(example, gateway, scripted(world("It is Sydney, I am sure.", [])))
-    assert state["revisions"] == 1 and state["hallucination"]["action"] == "annotated"
+    record = state["hallucination"]
+    assert state["revisions"] == 1 and record["action"] == "annotated" and record["delivered"] == 0
     content = state["messages"][-1].text
-    assert content.startswith("It is Sydney, I am sure.")
-    assert "these statements may be unsupported:\n- It is Sydney, I am sure. (risk 1.00)]" in content
+    assert content.startswith(FALSE) and f"these statements may be unsupported:\n- {FALSE} (risk 1.00)]" in content
+    assert [v["answer"] for v in record["versions"]] == [FALSE, "It is Sydney, I am sure."]
+
+
+def test_the_least_risky_version_is_delivered(gateway: Gateway, scripted: Any) -> None:
+    """Two false sentences; a revision that fixes one is delivered (annotated for the other), and one that
+    adds a false sentence is not."""
+    two = "The capital of Australia is Sydney. Sydney has the parliament."
+
+    def guarded(revision: str) -> dict[str, Any]:
+        model = scripted(world(revision, []), f"scripted:{len(revision)}")  # its own cache: another revision
+        det = halluscope.detector("selfcheck-prompt", model=model, n=2, gateway=gateway)
+        guard = hallucination_guard(det, 0.5, "revise", model=model, gateway=gateway)
+        return guard.invoke({"messages": [HumanMessage(QUESTION), AIMessage(two, id="a1")]})
+
+    better = guarded("The capital of Australia is Canberra. Sydney has the parliament.")
+    assert better["hallucination"]["delivered"] == 1 and better["messages"][-1].text.startswith(
+        "The capital of Australia is Canberra."
+    )
+    assert [len(v["flagged"]) for v in better["hallucination"]["versions"]] == [2, 1]
+    worse = guarded("Sydney. Sydney is the capital. Sydney has the parliament.")
+    assert worse["hallucination"]["delivered"] == 0 and worse["messages"][-1].text.startswith(two)
+    assert [len(v["flagged"]) for v in worse["hallucination"]["versions"]] == [2, 3]
+
+
+LOOP = ("A fact-checker found that these statements in the draft are probably false:\n- " + FALSE + "\n") * 20
+
+
+@pytest.mark.parametrize(
+    ("revision", "reason"),
+    [
+        (LOOP, "repeats itself (20 times"),
+        ("Draft answer: " + FALSE + " Write a corrected answer to the question.", "echoes the revise prompt"),
+        (
+            "Canberra is the capital. "
+            + " ".join(f"Its district number {i} has {i} parks and lakes." for i in range(12)),
+            "far longer than the answer",
+        ),
+        ("   ", "no revision: scripted:test: gave up"),
+    ],
+)
+def test_a_degenerate_revision_is_refused_unchecked_and_the_answer_annotated(
+    gateway: Gateway, scripted: Any, revision: str, reason: str
+) -> None:
+    """SmolLM2 answered the revise prompt by repeating it about 20 times: the guard keeps that in its
+    record, never checks or delivers it, and annotates the answer."""
+    seen: list[str] = []
+    model = scripted(world(revision, seen))
+    det = halluscope.detector("selfcheck-prompt", model=model, n=2, gateway=gateway)
+    guard = hallucination_guard(det, 0.5, "revise", max_revisions=2, model=model, gateway=gateway)
+    state = guard.invoke({"messages": [HumanMessage(QUESTION), AIMessage(FALSE, id="a1")]})
+    record = state["hallucination"]
+    assert record["action"] == "annotated" and record["delivered"] == 0
+    assert state["messages"][-1].text.startswith(FALSE + "\n\n[halluscope selfcheck-prompt:")
+    assert reason in record["versions"][1]["refused"] and record["versions"][1]["answer"].strip() == revision.strip()
+    checks = [s for s in seen if not s.startswith("You correct answers")]  # an empty reply is asked again
+    assert len(record["versions"]) == 2 and len(checks) == 2 + 2  # two samples, the answer's two checks: no more
+
+
+def test_degenerate_by_hand() -> None:
+    lines = ["write a corrected answer to the question."]
+    assert degenerate("Canberra is the capital.", "Sydney is the capital.", lines) is None
+    assert degenerate("Yes. Yes. Yes. Yes.", "No.", lines) is None  # short pieces are not a loop
+    assert "repeats itself (3 times" in (degenerate("It is Canberra for sure.\n" * 3, "Sydney.", lines) or "")
+    assert "echoes" in (degenerate("Write a corrected answer to the question. Canberra.", "Sydney.", lines) or "")
 
 
 def test_annotate_refuse_and_pass_routes(example: Any, gateway: Gateway, scripted: Any) -> None:
@@ -113,7 +185,7 @@ def test_guard_as_a_subgraph_with_the_hosts_checkpointer(gateway: Gateway, scrip
     # A new answer in the same thread is a new check: its revision budget starts again.
     second = app.invoke({"messages": [HumanMessage(QUESTION), AIMessage("Sydney, again.")]}, thread)
     assert second["revisions"] == 1 and second["messages"][-1].text == TRUE
-    assert len(second["messages"]) == 4 and second["hallucination"]["history"][0]["answer"] == "Sydney, again."
+    assert len(second["messages"]) == 4 and second["hallucination"]["versions"][0]["answer"] == "Sydney, again."
     with pytest.raises(ConfigError, match="needs the model that revises"):
         hallucination_guard(det, 0.5, "revise")
     with pytest.raises(ConfigError, match="on_flag must be"):

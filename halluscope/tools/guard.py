@@ -4,17 +4,24 @@
       -> pass           risk below the threshold: the message goes through unchanged
       -> annotate       the message gets a note naming the flagged statements
       -> revise         the model rewrites the flagged statements (guard.revise prompt), then check
-                        again; after ``max_revisions`` a message still flagged is annotated
+                        again; a degenerate revision (looping, far longer, echoing the prompt) is
+                        refused unchecked; after ``max_revisions`` (or a refused revision) the least
+                        risky version checked is delivered, annotated
       -> refuse         the message is replaced by a refusal
 
 State read: ``messages``. State written: ``messages`` (the checked AI message is replaced in place,
 by its id), ``hallucination`` (the last check: risk, threshold, flagged units, action, every unit's
-score, errors) and ``revisions``. Compiled without a checkpointer, so a host graph whose state has
-these keys can mount it as a node and bring its own.
+score, errors; ``versions``: every text checked or refused for this answer with its risk, flags and
+the method's evidence; ``delivered``: which version an annotation carries) and ``revisions``.
+Compiled without a checkpointer, so a host graph whose state has these keys can mount it as a node and
+bring its own.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -67,6 +74,48 @@ def _note(flagged: list[dict[str, Any]], method: str) -> str:
     return f"\n\n[halluscope {method}: these statements may be unsupported:\n{lines}]"
 
 
+# A revision this much longer than the answer it revises (in characters, beyond LONGER_SLACK) is refused
+LONGER_BY = 3.0
+LONGER_SLACK = 200
+REPEATED = 3  # a line of the revision this many times over is a model looping, not an answer
+PROMPT_LINE = 20  # characters: a sentence of the revise prompt this long, found in a revision, is an echo
+
+
+def degenerate(revision: str, answer: str, prompt_lines: list[str]) -> str | None:
+    """Why a revision must not replace the answer (None: it may be checked): empty, looping on a line,
+    far longer than the answer, or echoing the revise prompt's own wording."""
+    text = revision.strip()
+    if not text:
+        return "the revision is empty"
+    lines = [" ".join(line.split()).lower() for line in text.splitlines() if line.strip()]
+    pieces = [p.strip().lower() for p in text.replace("\n", " ").split(".") if len(p.strip()) >= 10]
+    counted = Counter(lines + pieces)
+    repeat, times = counted.most_common(1)[0] if counted else ("", 0)
+    if times >= REPEATED:
+        return f"the revision repeats itself ({times} times: {repeat[:60]!r})"
+    if len(text) > LONGER_BY * len(answer) + LONGER_SLACK:
+        return f"the revision is far longer than the answer ({len(text)} characters against {len(answer)})"
+    lowered = " ".join(text.split()).lower()
+    echoed = next((line for line in prompt_lines if line in lowered), None)
+    if echoed is not None:
+        return f"the revision echoes the revise prompt ({echoed[:60]!r})"
+    return None
+
+
+def _prompt_lines(gateway: Gateway) -> list[str]:
+    """The revise prompt's own wording (the sentences of its lines without a variable), as ``degenerate``
+    looks for it."""
+    template = gateway.registry.get(REVISE)
+    lines = [line for m in template.messages or [] for line in m.content.splitlines() if "{" not in line]
+    sentences = [part for line in lines for part in re.split(r"(?<=[.:!?])\s+", line)]
+    return [" ".join(part.split()).lower() for part in sentences if len(part.strip()) >= PROMPT_LINE]
+
+
+def _danger(version: dict[str, Any]) -> tuple[int, float]:
+    """How risky a checked version is: how many units are flagged, then its riskiest unit's value."""
+    return len(version["flagged"]), version["risk"] if version["risk"] is not None else math.inf
+
+
 def hallucination_guard(
     det: Detector,
     threshold: float,
@@ -79,7 +128,10 @@ def hallucination_guard(
 ) -> CompiledStateGraph:
     """The guard subgraph; ``model`` (any chat model the gateway accepts) revises when ``on_flag`` is
     'revise'. A unit whose ``on`` value (its raw score, or with a calibrated detector its probability
-    of being hallucinated) is at or above ``threshold`` is flagged."""
+    of being hallucinated) is at or above ``threshold`` is flagged. The guard never delivers a text
+    riskier than the answer: every version checked is kept in the record, a still-flagged answer is
+    delivered as its least risky version, annotated, and a degenerate revision is never checked or
+    delivered."""
     if on not in ("score", "probability"):
         raise ConfigError(f"on must be 'score' or 'probability', got {on!r}")
     if on == "probability" and det.calibration is None:
@@ -91,6 +143,7 @@ def hallucination_guard(
     if max_revisions < 0:
         raise ConfigError(f"max_revisions must be >= 0, got {max_revisions}")
     gw = gateway or default_gateway()
+    echoes = _prompt_lines(gw) if on_flag == "revise" else []
 
     def check(state: GuardState) -> dict[str, Any]:
         exchange = _exchange(state)
@@ -104,7 +157,7 @@ def hallucination_guard(
             "threshold": threshold,
             "on": on,
             "message_id": ai.id,
-            "history": previous.get("history", []) if same_answer else [],
+            "versions": previous.get("versions", []) if same_answer else [],
         }
         revisions = state.get("revisions", 0) if same_answer else 0
         try:
@@ -121,14 +174,26 @@ def hallucination_guard(
             units.append(row)
             if id(u) in hits:
                 flagged.append(row)
+        values = [v for u in result.units if (v := getattr(u, on)) is not None]
+        version = {
+            "answer": _text(ai),
+            "risk": max(values) if values else None,
+            "units": units,
+            "flagged": flagged,
+            "evidence": {  # why it passed or not: the samples, answers ... the method compared it with
+                "result": result.evidence,
+                "units": [u.evidence for u in result.units],
+            },
+            "calls": result.meta.calls,
+        }
+        summary = {k: version[k] for k in ("risk", "units", "flagged", "calls")}
         return {
             "hallucination": {
                 **record,
-                "risk": result.risk,
-                "units": units,
-                "flagged": flagged,
-                "calls": result.meta.calls,
+                **summary,
+                "versions": [*record["versions"], version],
                 "action": "flagged" if flagged else "pass",
+                **({} if flagged else {"delivered": len(record["versions"])}),
             },
             "revisions": revisions,
         }
@@ -142,22 +207,41 @@ def hallucination_guard(
         return on_flag
 
     def annotate(state: GuardState) -> dict[str, Any]:
+        """The least risky version checked (the answer where no revision is safer), with its note."""
         ai, _ = _exchange(state)  # type: ignore[misc]
         record = state["hallucination"]
-        content = _text(ai) + _note(record["flagged"], det.method)
-        return {"messages": [AIMessage(content=content, id=ai.id)], "hallucination": {**record, "action": "annotated"}}
+        checked = [v for v in record["versions"] if "refused" not in v]
+        best = min(range(len(checked)), key=lambda i: _danger(checked[i]))  # the earliest of equals
+        chosen = checked[best]
+        content = chosen["answer"] + _note(chosen["flagged"], det.method)
+        delivered = record["versions"].index(chosen)
+        summary = {k: chosen[k] for k in ("risk", "units", "flagged")}
+        return {
+            "messages": [AIMessage(content=content, id=ai.id)],
+            "hallucination": {**record, **summary, "action": "annotated", "delivered": delivered},
+        }
 
     def revise(state: GuardState) -> dict[str, Any]:
         ai, question = _exchange(state)  # type: ignore[misc]
         record = state["hallucination"]
         flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
-        reply = gw.call(model, REVISE, {"question": question or "", "answer": _text(ai), "flagged": flagged})  # type: ignore[arg-type]
-        history = [*record["history"], {"answer": _text(ai), "flagged": record["flagged"]}]
+        asked = {"question": question or "", "answer": _text(ai), "flagged": flagged}
+        try:
+            revision = gw.call(model, REVISE, asked).text  # type: ignore[arg-type]
+            refused = degenerate(revision, _text(ai), echoes)
+        except HalluscopeError as exc:  # an empty reply, a provider that stays down: no revision to check
+            revision, refused = "", f"no revision: {exc}"
+        if refused is not None:  # kept in the record, never checked or delivered
+            versions = [*record["versions"], {"answer": revision, "refused": refused}]
+            return {"hallucination": {**record, "versions": versions}, "revisions": state.get("revisions", 0) + 1}
         return {
-            "messages": [AIMessage(content=reply.text.strip(), id=ai.id)],
+            "messages": [AIMessage(content=revision.strip(), id=ai.id)],
             "revisions": state.get("revisions", 0) + 1,
-            "hallucination": {**record, "action": "revised", "history": history},
+            "hallucination": {**record, "action": "revised"},
         }
+
+    def after_revision(state: GuardState) -> str:
+        return "annotate" if "refused" in state["hallucination"]["versions"][-1] else "check"
 
     def refuse(state: GuardState) -> dict[str, Any]:
         ai, _ = _exchange(state)  # type: ignore[misc]
@@ -171,7 +255,7 @@ def hallucination_guard(
     graph.add_node("refuse", refuse)
     graph.add_edge(START, "check")
     graph.add_conditional_edges("check", route, ["annotate", "revise", "refuse", END])
-    graph.add_edge("revise", "check")
+    graph.add_conditional_edges("revise", after_revision, ["check", "annotate"])
     graph.add_edge("annotate", END)
     graph.add_edge("refuse", END)
     return graph.compile()
