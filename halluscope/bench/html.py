@@ -1,7 +1,8 @@
-"""report.html: one self-contained page per benchmark run (no script, no link outside it) that a person
-can open, send or archive: what ran and what it cost, the metrics, the PR and ROC curves drawn as steps
-with each AUC and its bootstrap interval (results.json's, computed once) in the legend, and every item's
-scores to drill into."""
+"""report.html: one self-contained page per benchmark run (its one script inline, nothing fetched) that
+a person can open, send or archive: what ran and what it cost, the metrics with one bootstrap interval
+each (results.json's, its resampling unit named), the PR and ROC curves drawn as steps with the same
+intervals in the legend, and every scored unit in a table coloured by risk, sortable and filterable by
+score and label, with a threshold control that shows precision, recall and the confusion counts."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from halluscope.bench.runner import BenchResult
 from halluscope.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
 
 REPORT = "report.html"
-SHOWN_CHARS = 4000  # of an item's other record fields, in its drill-down
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -30,6 +30,60 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .muted{color:#666}.curves{display:flex;flex-wrap:wrap;gap:1.5em}figure{margin:0}
 details{margin:.3em 0}summary{cursor:pointer}pre{background:#f7f7f7;padding:.8em;overflow-x:auto}
 .bad{color:#b00020;font-weight:600}
+.controls{display:flex;flex-wrap:wrap;gap:1em;align-items:center;margin:.5em 0;padding:.5em;background:#f7f7f7}
+.controls input[type=number]{width:6em}.controls input[type=range]{width:16em}
+.units th[data-key]{cursor:pointer;user-select:none}.units th[data-key]:after{content:" \\2195";color:#999}
+.units tr.flagged td:first-child:before{content:"! ";color:#b00020;font-weight:700}
+.confusion{font-variant-numeric:tabular-nums}.units td:nth-child(-n+3){white-space:nowrap}
+"""
+# Sorting, filtering and the threshold control of every units table: plain DOM code, inline, nothing fetched
+_SCRIPT = """
+for (const section of document.querySelectorAll('section.items')) {
+  const body = section.querySelector('table.units tbody');
+  const rows = Array.from(body.rows);
+  const positive = new Set(JSON.parse(section.dataset.positive));
+  const label = section.querySelector('.label-filter'), least = section.querySelector('.min-score');
+  const slider = section.querySelector('.threshold'), shown = section.querySelector('.threshold-value');
+  const counts = section.querySelector('.confusion');
+  const score = r => r.dataset.score === '' ? NaN : Number(r.dataset.score);
+  function filter() {
+    const want = label.value, floor = least.value === '' ? -Infinity : Number(least.value);
+    for (const r of rows) r.hidden = (want !== '' && r.dataset.label !== want) || !(score(r) >= floor);
+    section.querySelector('.shown').textContent = rows.filter(r => !r.hidden).length;
+  }
+  function judge() {
+    const t = Number(slider.value);
+    let tp = 0, fp = 0, fn = 0, tn = 0, flagged = 0;
+    for (const r of rows) {
+      const hit = score(r) >= t;
+      r.classList.toggle('flagged', hit);
+      flagged += hit;
+      if (r.dataset.label === '' || positive.size === 0) continue;
+      const bad = positive.has(r.dataset.label);
+      if (hit && bad) tp++; else if (hit) fp++; else if (bad) fn++; else tn++;
+    }
+    shown.textContent = t.toPrecision(4);
+    const ratio = (a, b) => b ? (a / b).toFixed(3) : 'n/a';
+    counts.textContent = `${flagged} of ${rows.length} units flagged` + (positive.size ?
+      `; TP ${tp}, FP ${fp}, FN ${fn}, TN ${tn}; precision ${ratio(tp, tp + fp)}, recall ${ratio(tp, tp + fn)}` : '');
+  }
+  for (const th of section.querySelectorAll('th[data-key]')) {
+    th.addEventListener('click', () => {
+      const key = th.dataset.key, down = th.dataset.order !== 'desc';
+      for (const other of section.querySelectorAll('th[data-key]')) delete other.dataset.order;
+      th.dataset.order = down ? 'desc' : 'asc';
+      const value = r => key === 'score' ? (isNaN(score(r)) ? -Infinity : score(r)) :
+        key === 'order' ? Number(r.dataset.order) : r.dataset[key];
+      rows.sort((a, b) => { const x = value(a), y = value(b); return (x < y ? -1 : x > y ? 1 : 0) * (down ? -1 : 1); });
+      for (const r of rows) body.appendChild(r);
+    });
+  }
+  label.addEventListener('change', filter);
+  least.addEventListener('input', filter);
+  slider.addEventListener('input', judge);
+  filter();
+  judge();
+}
 """
 
 
@@ -49,7 +103,7 @@ def write_html_report(results: Sequence[BenchResult], out: Path) -> Path:
         _metrics_table(results),
     ]
     if curves:
-        parts += ["<h2>Curves</h2>", _curves_section(curves)]
+        parts += ["<h2>Curves</h2>", _curves_section(curves, results)]
     parts += ["<h2>Items</h2>", *(_items(result) for result in results)]
     if markdown:
         parts += ["<h2>The protocol's report (report.md)</h2>", f"<pre>{_e(markdown)}</pre>"]
@@ -57,7 +111,7 @@ def write_html_report(results: Sequence[BenchResult], out: Path) -> Path:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>halluscope bench {_e(bench)}</title><style>{_STYLE}</style></head><body>"
         + "\n".join(parts)
-        + "</body></html>\n"
+        + f"<script>{_SCRIPT}</script></body></html>\n"
     )
     path = out / REPORT
     write_text(path, page)
@@ -112,18 +166,26 @@ def _metrics_table(results: Sequence[BenchResult]) -> str:
         for name in names
     ]
     note = (
-        "<p class='muted'>[95% interval]: a percentile bootstrap over the items (passages, questions), "
-        f"{BOOTSTRAP_RESAMPLES:,} resamples, seed 0; a metric undefined in most resamples has none.</p>"
+        f"<p class='muted'>[95% interval]: {_resampling(results)}; a metric undefined in most resamples has none.</p>"
     )
     return f"<table>{head}</tr>{''.join(rows)}</table>{note}"
 
 
-def _curves_section(curves: dict[str, Any]) -> str:
+def _resampling(results: Sequence[BenchResult]) -> str:
+    """How every interval of the page was made, its resampling unit named."""
+    what = results[0].item if results else "item"
+    counts = ", ".join(f"{len(r.items)}" for r in results)
+    return (
+        f"a percentile bootstrap resampling whole {what}s ({counts} {what}s; a {what}'s units move together), "
+        f"{BOOTSTRAP_RESAMPLES:,} resamples, seed 0"
+    )
+
+
+def _curves_section(curves: dict[str, Any], results: Sequence[BenchResult]) -> str:
     figures = [_svg(name, entry) for name, entry in curves.items()]
     note = (
         "<p class='muted'>AUC as the report computes it (x100; PR by SelfCheckGPT's trapezoid over the "
-        "curve's points); [95% interval]: the run's own, as in the metrics table (a percentile bootstrap "
-        "over the items).</p>"
+        f"curve's points); [95% interval]: the metrics table's own, {_resampling(results)}.</p>"
     )
     return f"<div class='curves'>{''.join(figures)}</div>{note}"
 
@@ -197,28 +259,53 @@ def _svg(name: str, entry: dict[str, Any]) -> str:
 
 
 def _items(result: BenchResult) -> str:
-    """One collapsible row per item: its scores beside the record's texts and labels, when it has them."""
+    """Every scored unit of the run in one table (item, unit, score, label, text), coloured by its risk
+    among the run's scores, with the controls ``_SCRIPT`` drives; the failed items listed below it."""
     method = result.params.get("method", result.bench)
-    rows = []
-    for item in result.items:
-        record = item.record
-        scores = item.scores if isinstance(item.scores, dict) else {"score": item.scores}
-        texts, labels = record.get("sentences"), record.get("labels")
-        lines = []
-        for i, (unit, score) in enumerate(scores.items()):
-            text = texts[i] if isinstance(texts, list) and i < len(texts) else ""
-            label = labels[i] if isinstance(labels, list) and i < len(labels) else ""
-            lines.append(
-                f"<tr><td>{_e(unit)}</td><td class='num'>{_number(score) if score is not None else 'n/a'}</td>"
-                f"<td>{_e(label)}</td><td>{_e(text)}</td></tr>"
-            )
-        extra = json.dumps({k: v for k, v in record.items() if k not in ("sentences", "labels")}, default=str)
-        if len(extra) > SHOWN_CHARS:
-            extra = extra[:SHOWN_CHARS] + " ... (the whole record is in results.json)"
-        rows.append(
-            f"<details><summary>{_e(item.id)} ({len(scores)} scores)</summary>"
-            "<table><tr><th>unit</th><th>score</th><th>label</th><th>text</th></tr>"
-            f"{''.join(lines)}</table><pre>{_e(extra)}</pre></details>"
+    rows = [row for row in result.rows() if row.get("error") is None]
+    texts = [column for column in result.per_score.values() if column != "label"]
+    scores = np.array([row["score"] for row in rows if row["score"] is not None], dtype=np.float64)
+    ranked = np.sort(scores)
+    labels = sorted({str(row["label"]) for row in rows if row.get("label") is not None})
+    lines = []
+    for order, row in enumerate(rows):
+        score, label = row["score"], row.get("label")
+        text = " ".join(str(row[c]) for c in texts if row.get(c) is not None)
+        if score is None:
+            colour = "#eee"
+        else:  # its rank among the run's scores: green (least risky) to red (most)
+            rank = float(np.searchsorted(ranked, score, side="right")) / len(ranked)
+            colour = f"hsl({120 * (1 - rank):.0f},70%,88%)"
+        lines.append(
+            f"<tr data-order='{order}' data-item='{_e(row['item'])}' data-score='{'' if score is None else score!r}' "
+            f"data-label='{_e('' if label is None else label)}' style='background:{colour}'>"
+            f"<td>{_e(row['item'])}</td><td>{_e(row['unit'])}</td>"
+            f"<td class='num'>{'n/a' if score is None else _number(score)}</td>"
+            f"<td>{_e('' if label is None else label)}</td><td>{_e(text)}</td></tr>"
         )
+    low, high = (float(scores.min()), float(scores.max())) if scores.size else (0.0, 1.0)
+    step = (high - low) / 200 or 1.0
+    start = float(np.median(scores)) if scores.size else low
+    options = "".join(f"<option value='{_e(label)}'>{_e(label)}</option>" for label in labels)
+    positive = f" ({', '.join(result.positive)} count as hallucinated)" if result.positive else ""
+    controls = (
+        "<div class='controls'>"
+        f"<label>label <select class='label-filter'><option value=''>all</option>{options}</select></label>"
+        "<label>score at least <input type='number' class='min-score' step='any'></label>"
+        f"<label>threshold <input type='range' class='threshold' min='{low!r}' max='{high!r}' step='{step!r}' "
+        f"value='{start!r}'> <output class='threshold-value'></output></label>"
+        f"<span class='confusion'></span></div>"
+    )
+    head = (
+        "<thead><tr><th data-key='order'>item</th><th>unit</th><th data-key='score'>score</th>"
+        "<th data-key='label'>label</th><th>text</th></tr></thead>"
+    )
     failed = "".join(f"<li class='bad'>{_e(f['item'])}: {_e(f['error'])}</li>" for f in result.failures)
-    return f"<h3>{_e(method)}: {len(result.items)} items</h3>{''.join(rows)}" + (f"<ul>{failed}</ul>" if failed else "")
+    return (
+        f"<section class='items' data-positive='{_e(json.dumps(result.positive))}'>"
+        f"<h3>{_e(method)}: {len(result.items)} {_e(result.item)}s, <span class='shown'>{len(rows)}</span> of "
+        f"{len(rows)} units shown{_e(positive)}</h3>{controls}"
+        f"<table class='units'>{head}<tbody>{''.join(lines)}</tbody></table>"
+        + (f"<ul>{failed}</ul>" if failed else "")
+        + "</section>"
+    )

@@ -160,6 +160,7 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
         return {
             "person": bio.person,
             "sentences": list(bio.sentences),
+            "labels": ["planted" if i == bio.planted else "true" for i in range(len(bio.sentences))],
             "planted": bio.planted,
             "riskiest": top,
             "hit": top == [bio.planted],
@@ -183,7 +184,8 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
         params={"method": method, "model": model_name(model), "n": n},
         report=_write_report,
         stats=stats,
-        per_score={"sentences": "sentence"},
+        per_score={"sentences": "sentence", "labels": "label"},
+        positive=("planted",),
     )
 
 

@@ -52,6 +52,13 @@ class BenchResult(BaseModel):
         default_factory=dict,
         description="95% percentile-bootstrap interval of each real-valued metric, resampling items (seed 0)",
     )
+    item: str = Field("item", description="what an item is ('passage', 'question'): the bootstrap's resampling unit")
+    per_score: dict[str, str] = Field(
+        default_factory=dict, description="record lists with one element per score, and their items.csv column"
+    )
+    positive: list[str] = Field(
+        default_factory=list, description="the unit labels counted as hallucinated (WikiBio: minor, major inaccurate)"
+    )
     items: list[BenchItem]
     failures: list[dict[str, Any]] = Field(description="items whose model calls failed for good, with the reason")
 
@@ -59,19 +66,19 @@ class BenchResult(BaseModel):
     def records(self) -> list[dict[str, Any]]:
         return [item.record for item in self.items]
 
-    def write(self, out: str | Path, per_score: Mapping[str, str] | None = None) -> Path:
+    def write(self, out: str | Path) -> Path:
         """results.json, and items.csv beside it (``rows``)."""
         path = Path(out) / RESULTS
         write_json(path, self.model_dump(mode="json"))
-        write_csv(Path(out) / ITEMS_CSV, self.rows(per_score))
+        write_csv(Path(out) / ITEMS_CSV, self.rows())
         return path
 
-    def rows(self, per_score: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    def rows(self) -> list[dict[str, Any]]:
         """items.csv's rows: one per score of each item (``unit`` names the score), with the record's
         plain fields (texts, numbers, flags) and, for each record list named in ``per_score``, its element
         for that score under the column it maps to (wikibio: the sentence and its label). A failed item is
         one row with its error; nested fields stay in results.json."""
-        per_score = per_score or {}
+        per_score = self.per_score
         rows: list[dict[str, Any]] = []
         for item in self.items:
             plain = {
@@ -104,7 +111,9 @@ class Plan:
     ``bootstrap``: the run's ``intervals``, resampling the items;
     off where the metrics carry their own (a bootstrap inside a bootstrap). ``resampled``: the metrics
     of every resample at once (``metrics.Resampled``), where the protocol has them vectorised.
-    ``per_score``: the record lists that hold one element per score, and items.csv's column for each."""
+    ``per_score``: the record lists that hold one element per score, and items.csv's column for each;
+    ``positive``: the values of the "label" column that count as hallucinated (report.html's threshold
+    control reads them)."""
 
     bench: str
     method: str
@@ -122,6 +131,7 @@ class Plan:
     bootstrap: bool = True
     resampled: Resampled | None = None
     per_score: Mapping[str, str] = field(default_factory=dict)  # items.csv: record lists read one per score
+    positive: tuple[str, ...] = ()  # the labels (per_score's "label") that count as hallucinated
 
 
 def summed_events(records: Sequence[Record]) -> dict[str, int]:
@@ -248,10 +258,13 @@ def run(
         meta=plan.stats.meta(plan.method, plan.events(records), **resumed),
         metrics=metrics,
         intervals=intervals,
+        item=plan.what,
+        per_score=dict(plan.per_score),
+        positive=list(plan.positive),
         items=items,
         failures=failures.items,
     )
-    result.write(out_dir, plan.per_score)
+    result.write(out_dir)
     plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
     return result
 

@@ -46,6 +46,7 @@ DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
 SHA256 = "82ed0733fde4f8f550b279a111b05f637a9997ebe8091df36051a478a4cd76f9"
 LABEL_VALUE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
+NONFACT = ("minor_inaccurate", "major_inaccurate")  # the protocol's positive class: not accurate
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,7 @@ def _plan(
         stats=stats,
         counts_calls=uses_model,
         per_score={"sentences": "sentence", "labels": "label"},
+        positive=NONFACT,
     )
 
 
