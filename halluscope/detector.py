@@ -32,7 +32,7 @@ from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
-from halluscope.graphs.method import Method, call_limit
+from halluscope.graphs.method import RUN_SETTINGS, Method, call_limit
 from halluscope.graphs.stages import MAX_CALLS, CallBudget
 from halluscope.results import DetectionResult, RunMeta, Unit
 from halluscope.text import checked_text, checked_texts
@@ -81,7 +81,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         unknown = sorted(set(names) - accepted.keys())
         if unknown:
             raise ConfigError(
-                f"{self.method} has no {what} {', '.join(map(repr, unknown))}; it accepts: {', '.join(accepted)}"
+                f"{self.method} has no {what} {', '.join(map(repr, unknown))}; it accepts: "
+                + ", ".join(name for name in accepted if name not in RUN_SETTINGS)  # not the gateway, stats ...
             )
 
     def arguments(self, item: Mapping[str, Any]) -> dict[str, Any]:

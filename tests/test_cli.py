@@ -638,3 +638,40 @@ def test_a_calibrated_result_flags_on_probability() -> None:
 )  # fmt: skip
 def test_every_list_flag_takes_commas_and_repeats(argv: list[str], dest: str, expected: list[Any]) -> None:
     assert getattr(build_parser().parse_args(argv), dest) == expected
+
+
+def test_help_says_what_the_code_does(capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path) -> None:
+    """No argparse dest as a placeholder ('TEXT.0') in any command's help, demo's names Direct Question,
+    an unknown keyword's list omits the run settings, and bench's last line names report.html and
+    where each results.json is."""
+    import argparse
+    import re
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        placeholders = set(re.findall(r"\b[A-Z_]+\.[0-9]+\b", parser.format_help())) - {"E.1", "E.2", "E.4"}
+        assert not placeholders, (path, placeholders)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+
+    walk(build_parser(), "halluscope")
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Direct Question" in shown and "SelfCheck-Prompt" not in shown
+    with pytest.raises(SystemExit):
+        main(["detect", "phr", "--help"])
+    assert "model spec, e.g. local:qwen2.5-coder-1.5b; it scores the queries" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    with pytest.raises(halluscope.ConfigError, match="it accepts: ") as refused:
+        halluscope.detector("selfcheck-unigram").detect(text="A.", bogus=1)
+    assert "gateway" not in str(refused.value) and "stats" not in str(refused.value)
+    out_dir = tmp_path / "bench"
+    code, out, _ = run(capsys, "bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "1",
+                       "--data", str(data_dir), "--out", str(out_dir))  # fmt: skip
+    assert code == 0 and out.rstrip().splitlines()[-1] == (
+        f"wrote {out_dir / 'report.html'} (open it in a browser), report.md and plots; "
+        f"results: {out_dir / 'selfcheck-unigram' / 'results.json'}"
+    )

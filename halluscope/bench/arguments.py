@@ -35,5 +35,6 @@ class Benchmark:
     by_method: bool = False
     calls_models: bool = True
 
-    def out_dir(self, plan: Plan, out: str | Path) -> Path:
-        return Path(out) / plan.method if self.by_method else Path(out)
+    def out_dir(self, method: str, out: str | Path) -> Path:
+        """Where a plan of ``method`` writes results.json: OUT/METHOD when the bench runs several, else OUT."""
+        return Path(out) / method if self.by_method else Path(out)

@@ -54,7 +54,7 @@ def run_benchmark(
             address = None if ray == LOCAL_CLUSTER else ray
             gw = shared() if benchmark.calls_models else None
             executor = OnRay(benchmark, args, gw, position, address, workers)
-        out = benchmark.out_dir(plan, args.out)
+        out = benchmark.out_dir(plan.method, args.out)
         results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
     benchmark.finish(results, Path(args.out))
     write_html_report(results, Path(args.out))

@@ -300,9 +300,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "demo",
         parents=[common],
         help=help_of("demo"),
-        description="Semantic entropy for a question the model knows and one it cannot know, and "
-        "SelfCheck-Prompt scores for a biography with a planted false sentence, on the embedded local "
-        "model; a second run replays from the cache.",
+        description="Semantic entropy for a question the model knows and one it cannot know, and Direct "
+        "Question (p(Yes) for each sentence) on eight short biographies with one planted false sentence "
+        "each, on the strongest installed local model; a second run replays from the cache.",
     )
     p.add_argument("--model", help="model spec (default: the strongest installed local model)")
     p.add_argument("--judge", help="entailment judge spec (default: the model itself)")

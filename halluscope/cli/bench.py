@@ -13,8 +13,9 @@ from typing import Any
 
 from halluscope.bench import calibrate
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.html import REPORT
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
-from halluscope.bench.runner import BenchResult
+from halluscope.bench.runner import RESULTS, BenchResult
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
@@ -38,7 +39,8 @@ def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
         print_json({"bench": benchmark.name, "out": args.out, "results": shown})
         return status
     print(benchmark.describe(results, args))
-    print(f"wrote {args.out}: results.json, report.md and plots")
+    saved = dict.fromkeys(str(benchmark.out_dir(r.meta.method, args.out) / RESULTS) for r in results)
+    print(f"wrote {Path(args.out) / REPORT} (open it in a browser), report.md and plots; results: {', '.join(saved)}")
     return status
 
 

@@ -60,12 +60,15 @@ def add_fields(p: argparse.ArgumentParser, method: Method, names: Collection[str
     helps = {option.name: option.help for option in method.fields()}
     for name, flag, dest in spellings(method, names):
         kwargs: dict[str, Any] = {"dest": dest, "help": flag.help or helps[name]}
+        # the value's placeholder: the flag's own, else its name (--text TEXT), never the dest ('TEXT.0')
+        metavar = flag.metavar or flag.flags[0].lstrip("-").replace("-", "_").upper()
         if flag.const is not None:
             kwargs |= {"action": "store_const", "const": flag.const}
         elif flag.listed:
-            kwargs |= {"action": ListFlag, "kind": flag.type, "metavar": flag.metavar}
-        else:
-            kwargs |= {"type": flag.type, "metavar": flag.metavar, "choices": flag.choices}
+            kwargs |= {"action": ListFlag, "kind": flag.type, "metavar": metavar}
+        else:  # choices show themselves ({discrete,prob}) where no placeholder is given
+            kwargs |= {"type": flag.type, "metavar": flag.metavar or (None if flag.choices else metavar)}
+            kwargs["choices"] = flag.choices
             if flag.append:
                 kwargs["action"] = "append"
         p.add_argument(*flag.flags, **kwargs)

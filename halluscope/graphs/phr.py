@@ -294,7 +294,9 @@ class Inputs:
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    model: str | LogProbModel = options.model("a local or transformers model with log-probs", DEFAULT_MODEL)
+    model: str | LogProbModel = options.model(
+        "scores the queries: a local, transformers or openai-compatible model with log-probs", DEFAULT_MODEL
+    )
     n: int = options.samples(10, "M, the completions of the context imagined")
     k: int = arg(50, help="K, the responses sampled per imagined context")
     n_imagined: int = arg(5, help="N - n, the examples each completion imagines")
