@@ -3,6 +3,7 @@ traceback and never a silently wrong answer (issue 20, items 12 and 13)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,7 @@ def test_a_calibration_for_the_ensemble_runs_from_the_command_line(
         methods = ["selfcheck-unigram", "direct-question"]
         calibrate_wikibio(methods, range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False)
         samples = tmp_path / "samples.json"
-        samples.write_text('["Ada Lovelace was a poet.", "She wrote notes."]')
+        samples.write_text(json.dumps(["Ada Lovelace was a poet.", "She wrote notes."] * 10))  # fitted on 20
         argv = ["detect", "ensemble", "--text", TEXT, "--model", spec, "--calibration", str(path)]
         code = main([*argv, "--samples-file", str(samples), "--question", "Ada Lovelace:", "--json"])
     out, err = capsys.readouterr()

@@ -13,7 +13,7 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, ModelUnavailableError
 
-KEYS = {"bench", "params", "meta", "metrics", "intervals", "items", "failures"}
+KEYS = {"bench", "params", "meta", "metrics", "intervals", "items", "failures", "item", "per_score", "positive"}
 
 
 class Refused(Exception):

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import platformdirs
 
-from halluscope.bench.sources import SOURCES
+from halluscope.bench.sources import DATA_ENV, SOURCES
 from halluscope.errors import DataError
-
-DATA_ENV = "HALLUSCOPE_DATA"
 
 
 def default_data_dir() -> Path:

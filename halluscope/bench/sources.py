@@ -17,6 +17,8 @@ from typing import Any
 from halluscope.errors import DataError, DownloadError
 from halluscope.hub import Pinned, download, is_current
 
+DATA_ENV = "HALLUSCOPE_DATA"  # the environment variable naming the data folder (datasets.chosen_data_dir reads it)
+
 
 @dataclass(frozen=True)
 class RemoteFile:
@@ -352,8 +354,6 @@ def fetch(name: str, root: Path, report: Callable[[str], None] = lambda line: No
 def offline_routes(spec: DatasetSource, folder: Path) -> str:
     """Where a dataset comes from without this machine's network: each file's address and sha256 (its
     SOURCE.md's table), a copy fetched elsewhere, or a data folder that already holds it."""
-    from halluscope.bench.datasets import DATA_ENV  # datasets reads SOURCES from here
-
     lines = [f"offline, {spec.name} can come from:"]
     for f in spec.files:
         how = " (the published file, which data fetch converts: copy the fetched one instead)" if f.convert else ""
