@@ -107,10 +107,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             raise ConfigError(problem)
         return kwargs
 
-    def answer_item(self, answer: str | None, question: str | None) -> dict[str, Any]:
+    def answer_item(self, answer: str | None, question: str | None, context: Any = None) -> dict[str, Any]:
         """The item that checks ``answer`` to ``question`` with this method: the answer goes where the
         method reads it (a one-answer list for FEWL), the question where it reads one; methods that
-        measure the model's own uncertainty (semantic entropy, CLUE) read only the question."""
+        measure the model's own uncertainty (semantic entropy, CLUE) read only the question; the
+        documents the answer should rest on (``context``) go to a grounded method, the only kind that
+        reads them."""
         spec = self.spec
         if spec.question_field is None and spec.answer_field is None:
             raise ConfigError(f"{self.method} scores an in-context learning query, not an answer to a question")
@@ -121,6 +123,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             item[spec.answer_field] = [answer] if spec.takes_list(spec.answer_field) else answer
         if question is not None and spec.question_field is not None:
             item[spec.question_field] = question
+        if context is not None and spec.context_field is not None:
+            item[spec.context_field] = context
         return item
 
     def detect(self, **item: Any) -> DetectionResult:

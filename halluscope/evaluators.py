@@ -35,6 +35,7 @@ AsyncEvaluator = Callable[..., Awaitable[EvaluatorResult]]
 # Where a run's answer and an example's question are found, first match wins.
 ANSWER_KEYS = ("answer", "output", "response", "text", "content")
 QUESTION_KEYS = ("question", "input", "query", "prompt")
+CONTEXT_KEYS = ("context", "documents", "retrieved", "contexts")  # where a RAG example keeps its documents
 
 
 def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
@@ -72,13 +73,21 @@ def example_arguments(det: Detector, inputs: Any, outputs: Any, reference_output
         return item
     answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs") if spec.answer_field is not None else None
     question = _text_of(inputs, QUESTION_KEYS, "question in inputs") if inputs is not None else None
-    item = det.answer_item(answer, question)
+    item = det.answer_item(answer, question, _context_of(inputs) if spec.context_field is not None else None)
     if "samples" in det.accepted():
         for source in (outputs, reference_outputs):
             if isinstance(source, Mapping) and source.get("samples"):
                 item["samples"] = list(source["samples"])
                 break
     return item
+
+
+def _context_of(inputs: Any) -> Any:
+    """The documents a RAG example gives its answer (openevals' groundedness reads ``inputs["context"]``):
+    a text, a list of texts or of LangChain Documents; None where the example has none."""
+    if isinstance(inputs, Mapping):
+        return next((inputs[key] for key in CONTEXT_KEYS if inputs.get(key) is not None), None)
+    return None
 
 
 def _result(key: str, result: DetectionResult) -> EvaluatorResult:

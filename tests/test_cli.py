@@ -19,6 +19,7 @@ from halluscope.bench.runner import BenchResult
 from halluscope.cli import build_parser, main
 from halluscope.results import DetectionResult, RunMeta, Unit
 from tests.stub_servers import StubAPI
+from tests.test_prompts import V1_HASHES
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -77,7 +78,7 @@ def test_user_errors_are_one_line_with_exit_code_2(
 def test_prompts_list_show_and_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _, out, _ = run(capsys, "prompts", "list", "--json")
     rows = json.loads(out)["prompts"]
-    assert len(rows) == 25 and all(r["version"] == 1 and r["default"] for r in rows)
+    assert {f"{r['id']}@{r['version']}" for r in rows} == set(V1_HASHES) and all(r["default"] for r in rows)
     _, out, _ = run(capsys, "prompts", "list")
     assert "fibe.create@1" in out and "Appendix E.3.1" in out
     _, out, _ = run(capsys, "prompts", "show", "fibe.score@1")

@@ -166,8 +166,16 @@ def test_nli_batches_give_the_same_answers_as_single_pairs(tiny_nli: Path) -> No
 
 
 def test_a_classifier_without_nli_labels_is_refused() -> None:
-    with pytest.raises(ConfigError, match="not a 3-way NLI model"):
+    with pytest.raises(ConfigError, match="not an NLI model"):
         NLIEntailment._label_index({0: "NEGATIVE", 1: "POSITIVE"})
+    with pytest.raises(ConfigError, match="not an NLI model"):
+        NLIEntailment._label_index({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+
+
+def test_a_two_way_nli_head_is_read_by_name_or_in_selfcheckgpts_order() -> None:
+    """SelfCheckGPT's DeBERTa has no neutral head: (entailment, contradiction), named or as LABEL_0/1."""
+    assert NLIEntailment._label_index({0: "CONTRADICTION", 1: "ENTAILMENT"}) == {"contradiction": 0, "entailment": 1}
+    assert NLIEntailment._label_index({0: "LABEL_0", 1: "LABEL_1"}) == {"entailment": 0, "contradiction": 1}
 
 
 PROBES = [

@@ -23,6 +23,7 @@ V1_HASHES = {
     "fibe.create@1": "9a102f69a866",
     "fibe.direct_question@1": "d8303b601c5e",
     "fibe.score@1": "ecb3f1db50c8",
+    "grounded.support@1": "e7aa4f977616",
     "guard.revise@1": "872846c069c3",
     "phr.example@1": "e4b9af7f0e67",
     "phr.query@1": "6f07903df8ee",

@@ -27,6 +27,7 @@ from halluscope.errors import ConfigError
 
 Label = Literal["entailment", "neutral", "contradiction"]
 LABELS: tuple[Label, ...] = ("entailment", "neutral", "contradiction")
+TWO_WAY: tuple[Label, ...] = ("entailment", "contradiction")  # an NLI head without neutral (SelfCheckGPT's)
 Mode = Literal["strict", "lax"]
 _STEMS: tuple[tuple[Label, str], ...] = (
     ("entailment", "entail"),
@@ -183,15 +184,23 @@ class NLIEntailment(Entailment):
 
     @staticmethod
     def _label_index(id2label: dict[int, str]) -> dict[Label, int]:
+        """Each label's logit position: a 3-way model's (entailment, neutral, contradiction) by name, or a
+        2-way model whose neutral head was removed (SelfCheckGPT's DeBERTa): by name, or, where its config
+        names them only LABEL_0 / LABEL_1, SelfCheckGPT's order (0 entailment, 1 contradiction)."""
         index: dict[Label, int] = {}
         for i, name in id2label.items():
             low = name.lower()
             for label, stem in _STEMS:
                 if low.startswith(stem):
                     index[label] = int(i)
-        if set(index) != set(LABELS):
-            raise ConfigError(f"not a 3-way NLI model: id2label {id2label} lacks entailment/neutral/contradiction")
-        return index
+        if set(index) == set(LABELS) or (len(id2label) == 2 and set(index) == set(TWO_WAY)):
+            return index
+        if len(id2label) == 2 and {name.upper() for name in id2label.values()} == {"LABEL_0", "LABEL_1"}:
+            return {"entailment": 0, "contradiction": 1}
+        raise ConfigError(
+            f"not an NLI model: id2label {id2label} names neither entailment/neutral/contradiction nor the "
+            "two-way entailment/contradiction of SelfCheckGPT's DeBERTa"
+        )
 
     def replies_for(self, pairs: int) -> int:
         """One forward pass per batch of pairs."""
@@ -229,10 +238,17 @@ class NLIEntailment(Entailment):
     def entail_probs(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[float]:
         """The zero-shot classifier's probability (bart-large-mnli's convention, CLUE Appendix A):
         softmax over the entailment and contradiction logits only, neutral ignored."""
+        return [entailment for entailment, _ in self.two_way(pairs, stats)]
+
+    def two_way(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[tuple[float, float]]:
+        """(P(entailment), P(contradiction)) per pair, renormalised over those two (neutral ignored):
+        P(c) / (P(e) + P(c)) is SelfCheckGPT's NLI score of one (sentence, sample) pair."""
         out = []
         for row in self.logits(pairs, stats):
             ent, con = row[self.index["entailment"]], row[self.index["contradiction"]]
-            out.append(1.0 / (1.0 + math.exp(con - ent)))
+            peak = max(ent, con)
+            e, c = math.exp(ent - peak), math.exp(con - peak)
+            out.append((e / (e + c), c / (e + c)))
         return out
 
 

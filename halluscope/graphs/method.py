@@ -24,6 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
@@ -126,6 +127,7 @@ class Method:
     ``run``: its work (above). ``question_field``: where the user's question (the prompt an answer
     answered) goes; ``answer_field``: where the answer to check goes; ``model_field``: where
     ``detector(model=...)`` goes; ``positional``: the inputs ``detect`` also takes by position;
+    ``context_field``: where the documents an answer should rest on go (a grounded method's);
     ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked before
     any model is loaded; ``describe``: the lines a person reads for one result; ``presets``: options
     by name ('selfcheck-prompt:prob'); ``combines``: it runs other methods (no member of an ensemble)."""
@@ -139,6 +141,7 @@ class Method:
     question_field: str | None
     answer_field: str | None
     model_field: str = "model"
+    context_field: str | None = None
     positional: tuple[str, ...] = ()
     needs: tuple[Need, ...] = ()
     check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None
@@ -239,12 +242,12 @@ class Method:
         return inputs, options, start(**settings)
 
     def plain(self, name: str, value: Any) -> Any:
-        """A text input as a plain str: a chat message is its text, and a str subclass (LangChain's
+        """A text input as a plain str: a chat message or a Document is its text, and a str subclass (LangChain's
         ``AIMessage.text`` is one) a str, which a tokenizer written in C insists on; lists alike."""
-        if name in self.text_fields():
-            return _plain_text(value)
         if name in self.list_fields() and isinstance(value, list | tuple):
             return [_plain_text(v) for v in value]
+        if name in self.text_fields():
+            return _plain_text(value)
         return value
 
     def validate(self, given: Mapping[str, Any], label: Callable[[str], str] = python_label) -> None:
@@ -309,6 +312,8 @@ class Method:
 def _plain_text(value: Any) -> Any:
     if isinstance(value, BaseMessage):
         value = value.text
+    elif isinstance(value, Document):  # a retriever's result: its text
+        value = value.page_content
     return str(value) if isinstance(value, str) and type(value) is not str else value
 
 

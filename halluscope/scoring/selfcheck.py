@@ -76,3 +76,12 @@ def unigram_scores(
             raise ValueError(f"sentence has no tokens: {sentence!r}")
         out.append(UnigramScore(max(values), sum(values) / len(values)))
     return out
+
+
+def selfcheck_nli_score(contradiction: Sequence[float]) -> float:
+    """SelfCheck-NLI for one sentence (Manakul et al. 2023; SelfCheckGPT's SelfCheckNLI): the mean over
+    the N samples of P(contradiction | sentence, sample), each renormalised over entailment and
+    contradiction (neutral left out, as SelfCheckGPT's DeBERTa has no neutral head)."""
+    if not contradiction:
+        raise ValueError("a sentence needs at least one sample to be scored")
+    return sum(contradiction) / len(contradiction)

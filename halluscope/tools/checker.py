@@ -13,9 +13,10 @@ from halluscope.results import DetectionResult
 
 
 def args_schema(det: Detector) -> type[BaseModel]:
-    """The typed arguments an agent fills: the answer to check and the question it answers, or the
-    question alone for methods that measure the model's own uncertainty; a method with neither (PHR)
-    takes its own inputs, as the detector's input schema declares them."""
+    """The typed arguments an agent fills: the answer to check and the question it answers (and the
+    documents it should rest on, for a grounded method), or the question alone for methods that measure
+    the model's own uncertainty; a method with neither (PHR) takes its own inputs, as the detector's
+    input schema declares them."""
     spec = det.spec
     if spec.question_field is None and spec.answer_field is None:  # an item of its own shape (PHR's problem)
         return det.get_input_schema()
@@ -27,6 +28,8 @@ def args_schema(det: Detector) -> type[BaseModel]:
         str if required else str | None,
         Field(... if required else None, description="the user's question that the answer answers"),
     )
+    if spec.context_field is not None:
+        fields["context"] = (list[str], Field(description="the documents the answer should rest on"))
     name = "".join(part.title() for part in det.method.split("-")) + "Check"
     return create_model(name, **fields)
 
@@ -45,7 +48,8 @@ def as_tool(det: Detector, name: str | None = None, description: str | None = No
             if det.spec.question_field is None and det.spec.answer_field is None:
                 result = det.detect(**{k: v for k, v in arguments.items() if v is not None})
             else:
-                result = det.detect(**det.answer_item(arguments.get("answer"), arguments.get("question")))
+                asked = (arguments.get("answer"), arguments.get("question"), arguments.get("context"))
+                result = det.detect(**det.answer_item(*asked))
         except HalluscopeError as exc:  # the agent reads why, and can go on (a bug still raises)
             return f"{det.method} could not check this: {type(exc).__name__}: {exc}", None
         return result.summary(), result

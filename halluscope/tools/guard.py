@@ -9,12 +9,12 @@
                         risky version checked is delivered, annotated
       -> refuse         the message is replaced by a refusal
 
-State read: ``messages``. State written: ``messages`` (the checked AI message is replaced in place,
-by its id), ``hallucination`` (the last check: risk, threshold, flagged units, action, every unit's
-score, errors; ``versions``: every text checked or refused for this answer with its risk, flags and
-the method's evidence; ``delivered``: which version an annotation carries) and ``revisions``.
-Compiled without a checkpointer, so a host graph whose state has these keys can mount it as a node and
-bring its own.
+State read: ``messages``, and ``context`` (the documents a grounded detector checks the answer
+against). State written: ``messages`` (the checked AI message is replaced in place, by its id),
+``hallucination`` (the last check: risk, threshold, flagged units, action, every unit's score, errors;
+``versions``: every text checked or refused for this answer with its risk, flags and the method's
+evidence; ``delivered``: which version an annotation carries) and ``revisions``. Compiled without a
+checkpointer, so a host graph whose state has these keys can mount it as a node and bring its own.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ REFUSAL = "I can't give an answer to that which I am confident is accurate."
 class GuardState(MessagesState, total=False):
     hallucination: dict[str, Any]
     revisions: int
+    context: list[str]  # the documents this turn's answer should rest on (a RAG host's retriever writes them)
 
 
 def _last(messages: list[AnyMessage], kind: type) -> tuple[int, Any] | None:
@@ -161,7 +162,7 @@ def hallucination_guard(
         }
         revisions = state.get("revisions", 0) if same_answer else 0
         try:
-            result = det.detect(**det.answer_item(_text(ai), question))
+            result = det.detect(**det.answer_item(_text(ai), question, state.get("context")))
         except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
             error = f"{type(exc).__name__}: {exc}"
             return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}

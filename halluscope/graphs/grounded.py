@@ -1,0 +1,401 @@
+"""Grounded checking: is each sentence of an answer supported by the context the user gave (RAG)?
+
+    units (the answer's sentences, or its claims with ``decompose=True``: one call)
+      -> select (the context cut into chunks that fit a judge's window; with ``top_k``, each unit's k
+         most similar chunks by the project's embeddings, so calls grow with k, not with the context)
+      -> check every (unit, chunk) pair: an LLM asked ``grounded.support`` (context and sentence fenced:
+         a retrieved document is untrusted input), or an NLI classifier (``model="nli:PATH"``)
+      -> score: 1 - the best chunk's support (``scoring.grounded``); the evidence names that chunk.
+
+Support is p(Yes) / (p(Yes) + p(No)) of the judge's first answer token where the model gives
+log-probs, else Yes 1 / No 0 / otherwise 0.5 (SelfCheck-Prompt's rule); an NLI classifier's is
+P(entailment | chunk, unit). Unlike every other method, this one is not reference-free: a falsehood
+the model believes is still flagged when the documents do not say it.
+
+Calls: one per (unit, chunk) pair checked (+1 with ``decompose``); an NLI judge runs one forward pass
+per batch of pairs instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
+
+from halluscope.backends.embeddings import Embedder, default_embedder
+from halluscope.backends.entailment import NLI_PREFIX, Entailment, NLIEntailment, yes_probability
+from halluscope.backends.gateway import Ask, Gateway, ModelLike
+from halluscope.errors import ConfigError
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
+from halluscope.graphs.stages import Calls, Judged, Steps, node, plan_calls
+from halluscope.prompts.registry import fence
+from halluscope.readers import read_texts
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.grounded import grounded_score
+from halluscope.scoring.selfcheck import supported_probability
+from halluscope.text import checked_text, checked_texts
+from halluscope.text import sentences as split_sentences
+
+NAME = "grounded"
+SUPPORT = "grounded.support"
+DECOMPOSE = "semantic_entropy.decompose"  # paragraph semantic entropy's claim list, reused
+TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
+CHECK_MAX_TOKENS = 8
+NO_QUESTION = "(not given)"
+CHUNK_WORDS = 300  # about 400 tokens: a chunk, the sentence and the prompt fit a 2,048-token window
+OVERLAP_WORDS = 50
+
+
+# ---------------------------------------------------------------- the context, in chunks
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _pieces(document: str, words: int) -> list[str]:
+    """A document's sentences, any sentence longer than a chunk cut into pieces of ``words`` words."""
+    out = []
+    for sentence in split_sentences(document) or [document]:
+        tokens = sentence.split()
+        out.extend(" ".join(tokens[i : i + words]) for i in range(0, len(tokens), words))
+    return [p for p in out if p.strip()]
+
+
+def chunk_context(documents: list[str], words: int = CHUNK_WORDS, overlap: int = OVERLAP_WORDS) -> list[str]:
+    """Each document as chunks of whole sentences of at most ``words`` words (whitespace-separated; a
+    word is about 1.3 tokens of a BPE vocabulary), consecutive chunks of one document sharing their
+    boundary sentences up to ``overlap`` words, so a fact stated across a boundary is whole in one of
+    them. A document that fits is one chunk, unchanged."""
+    if words < 1 or not 0 <= overlap < words:
+        raise ConfigError(f"chunks need chunk_words >= 1 and 0 <= overlap_words < chunk_words, got {words}/{overlap}")
+    chunks: list[str] = []
+    for document in documents:
+        if _words(document) <= words:
+            chunks.append(document.strip())
+            continue
+        current: list[str] = []
+        for piece in _pieces(document, words):
+            if current and sum(map(_words, current)) + _words(piece) > words:
+                chunks.append(" ".join(current))
+                carried: list[str] = []
+                for kept in reversed(current):  # the boundary sentences the next chunk repeats
+                    if sum(map(_words, carried)) + _words(kept) > overlap:
+                        break
+                    carried.insert(0, kept)
+                while carried and sum(map(_words, carried)) + _words(piece) > words:
+                    carried.pop(0)
+                current = carried
+            current.append(piece)
+        if current:
+            chunks.append(" ".join(current))
+    return chunks
+
+
+def nearest_chunks(embedder: Embedder, units: list[str], chunks: list[str], k: int) -> list[list[int]]:
+    """Each unit's ``k`` most similar chunks (cosine of the project's embeddings), in chunk order."""
+    if k >= len(chunks):
+        return [list(range(len(chunks))) for _ in units]
+    found = embedder.nearest(units, chunks, k, exclude_identical=False)
+    return [sorted(j for j, _ in near) for near in found]
+
+
+# ---------------------------------------------------------------- the graph
+
+
+def asks_probabilities(judge: ModelLike | Entailment, gateway: Gateway) -> bool:
+    """Whether the checks ask for log-probs: an LLM judge that gives them (asked of one that does not,
+    the gateway would retry an answer it cannot have)."""
+    return not isinstance(judge, Entailment) and gateway.gives_logprobs(judge)
+
+
+class Check(TypedDict):
+    unit: int
+    chunk: int
+    support: float
+    answer: str | None  # 'yes', 'no', None (neither; an NLI judge's label otherwise)
+    p_yes: float | None  # the LLM judge's p(Yes) / (p(Yes) + p(No)); None without log-probs
+    raw: str | None
+
+
+class GroundedInput(TypedDict, total=False):
+    text: str
+    sentences: list[str]
+    context: list[str]
+    question: str
+
+
+class GroundedOutput(TypedDict, total=False):
+    units: list[str]
+    chunks: list[str]
+    checks: list[Check]
+    scores: list[float]
+    best: list[int]  # each unit's best-supporting chunk
+    events: list[str]
+
+
+class GroundedState(GroundedInput, GroundedOutput, total=False):
+    pairs: list[tuple[int, int]]  # (unit, chunk) pairs to check, private to one run
+
+
+def build(
+    judge: ModelLike | Entailment,
+    gateway: Gateway,
+    decompose: bool = False,
+    chunk_words: int = CHUNK_WORDS,
+    overlap_words: int = OVERLAP_WORDS,
+    top_k: int | None = None,
+    embedder: Embedder | None = None,
+) -> CompiledStateGraph:
+    """The grounded graph for one judge (an LLM spec or an NLI ``Entailment``); an LLM judge is asked
+    for log-probs where it gives them (``asks_probabilities``)."""
+    nli = isinstance(judge, Entailment)
+    if decompose and nli:
+        raise ConfigError("grounded: decompose=True asks an LLM for the claims; an NLI judge cannot write them")
+    if top_k is not None and (top_k < 1 or embedder is None):
+        raise ConfigError(f"grounded: top_k takes a whole number >= 1 (and an embedder), got {top_k}")
+    chunk_context(["x"], chunk_words, overlap_words)  # the chunk sizes checked now, not at the first item
+    probability: dict[str, Any] = (
+        {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asks_probabilities(judge, gateway) else {}
+    )
+
+    def units(state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        given = state.get("sentences") or split_sentences(state.get("text", ""))
+        if not given:
+            raise ConfigError("grounded needs a non-empty text (no sentence found)")
+        if not decompose:
+            return {"units": given, "events": []}
+        plan_calls(config, 1)
+        text = state.get("text") or " ".join(given)
+        reply = yield Calls(gateway, Ask(judge, DECOMPOSE, {"text": text}, {"max_tokens": 2 * _words(text) + 100}))
+        if reply.ok and reply.parsed:
+            return {"units": list(reply.parsed), "events": []}
+        return {"units": given, "events": ["decompose_unparsed"]}  # the sentences, and the reply's failure noted
+
+    def select(state: GroundedState, config: RunnableConfig) -> dict[str, Any]:
+        chunks = chunk_context(state["context"], chunk_words, overlap_words)
+        picked = (
+            nearest_chunks(embedder, state["units"], chunks, top_k)
+            if top_k is not None and embedder is not None
+            else [list(range(len(chunks))) for _ in state["units"]]
+        )
+        pairs = [(u, c) for u, near in enumerate(picked) for c in near]
+        plan_calls(config, judge.replies_for(len(pairs)) if nli else len(pairs))
+        return {"chunks": chunks, "pairs": pairs}
+
+    def check(state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+        pairs, chunks, found = state["pairs"], state["chunks"], state["units"]
+        if nli:
+            judged = yield Judged(judge, [(chunks[c], found[u]) for u, c in pairs])
+            checks = [
+                Check(
+                    unit=u,
+                    chunk=c,
+                    support=(j.probs or {}).get("entailment", 0.0),
+                    answer=j.label,
+                    p_yes=None,
+                    raw=None,
+                )
+                for (u, c), j in zip(pairs, judged, strict=True)
+            ]
+            return {"checks": checks}
+        question = state.get("question") or NO_QUESTION
+        fenced = (lambda v: v) if gateway.delimit else fence  # a gateway that fences every prompt already did
+        asks = [
+            Ask(
+                judge,
+                SUPPORT,
+                {"context": fenced(chunks[c]), "question": fenced(question), "sentence": fenced(found[u])},
+                {"max_tokens": CHECK_MAX_TOKENS, **probability},
+            )
+            for u, c in pairs
+        ]
+        replies = yield Calls(gateway, asks)
+        checks = []
+        for (u, c), reply in zip(pairs, replies, strict=True):
+            answer = reply.parsed if reply.ok else None
+            p_yes = yes_probability(reply.logprobs) if probability else None
+            support, _ = supported_probability(p_yes, answer)
+            checks.append(Check(unit=u, chunk=c, support=support, answer=answer, p_yes=p_yes, raw=reply.text))
+        return {"checks": checks}
+
+    def score(state: GroundedState) -> dict[str, Any]:
+        scores, best = [], []
+        for u in range(len(state["units"])):
+            mine = [check for check in state["checks"] if check["unit"] == u]
+            value, at = grounded_score([check["support"] for check in mine])
+            scores.append(value)
+            best.append(mine[at]["chunk"])
+        return {"scores": scores, "best": best}
+
+    graph = StateGraph(GroundedState, input_schema=GroundedInput, output_schema=GroundedOutput)
+    graph.add_node("units", node("units", units))
+    graph.add_node("select", select)
+    graph.add_node("check", node("check", check))
+    graph.add_node("score", score)
+    graph.add_edge(START, "units")
+    graph.add_edge("units", "select")
+    graph.add_edge("select", "check")
+    graph.add_edge("check", "score")
+    graph.add_edge("score", END)
+    return graph.compile(name=NAME)
+
+
+# ---------------------------------------------------------------- the method
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the answer (or its sentences), the documents it should rest on, the question it answers."""
+
+    text: str | None = options.text("the answer to check")
+    sentences: list[str] | None = options.sentences()
+    context: str | list[str] | None = arg(
+        help="the documents the answer should rest on: a text, a list of texts, or LangChain Documents",
+        flags=(
+            Flag(("--context",), help="a document (repeat the flag for several)", append=True, metavar="TEXT"),
+            Flag(
+                ("--context-file",), help="documents: a JSON list, or texts separated by '---' lines", read=read_texts
+            ),
+        ),
+    )
+    question: str | None = options.question("the question the answer answers (shown to the judge)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    model: ModelLike | Entailment | None = arg(
+        help="judges support: a model spec (e.g. local:qwen2.5-coder-1.5b) or nli:PATH, an NLI checkpoint "
+        "(default: the default local model)",
+        flags=(Flag(("--model",), metavar="SPEC"),),
+    )
+    decompose: bool = arg(
+        False,
+        help="check the answer's claims (one call: paragraph semantic entropy's decomposition), not its sentences",
+        flags=(Flag(("--decompose",), const=True),),
+    )
+    chunk_words: int = arg(
+        CHUNK_WORDS,
+        help="a chunk of context holds at most this many words",
+        flags=(Flag(("--chunk-words",), type=int, metavar="N"),),
+    )
+    overlap_words: int = arg(
+        OVERLAP_WORDS,
+        help="words of whole sentences consecutive chunks share",
+        flags=(Flag(("--overlap-words",), type=int, metavar="N"),),
+    )
+    top_k: int | None = arg(
+        help="check each unit only against its k most similar chunks (embeddings), not every chunk",
+        flags=(Flag(("--top-k",), type=int, metavar="K"),),
+    )
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    judge: ModelLike | Entailment | None = None
+
+
+def _judge(model: ModelLike | Entailment | None) -> ModelLike | Entailment:
+    if isinstance(model, Entailment):
+        return model
+    if isinstance(model, str) and model.startswith(NLI_PREFIX):
+        return NLIEntailment(model[len(NLI_PREFIX) :])
+    if model is None:
+        from halluscope.backends.local import default_local_model
+
+        return f"local:{default_local_model()}"
+    return model
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The judge from its spec (an NLI checkpoint loaded once), the embedder where top_k asks for it, the graph."""
+    judge = _judge(opts.model)
+    if not isinstance(judge, Entailment):
+        ctx.gateway.model(judge)  # a bad spec or a missing key fails here, before any item
+    embedder = default_embedder() if opts.top_k is not None else None
+    graph = build(judge, ctx.gateway, opts.decompose, opts.chunk_words, opts.overlap_words, opts.top_k, embedder)
+    return Prepared(graph, opts, judge)
+
+
+def _documents(context: str | list[str] | None) -> list[str]:
+    if context is None:
+        raise ConfigError("grounded needs the context the answer should rest on (context=...)")
+    documents = [checked_text(context, "context")] if isinstance(context, str) else checked_texts(context, "context")
+    if not any(d.strip() for d in documents):
+        raise ConfigError("the context is empty")
+    return documents
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
+    """Per-unit support by the context, with the best chunk named in each unit's evidence."""
+    state: GroundedInput = {"context": _documents(inputs.context)}
+    if inputs.text is not None:
+        state["text"] = checked_text(inputs.text, "text")
+    if inputs.sentences is not None:
+        state["sentences"] = checked_texts(inputs.sentences, "sentences")
+    if inputs.question:
+        state["question"] = inputs.question
+    out = yield Streamed(ctx, prepared.graph, state)
+    return _result(out, ctx, prepared)
+
+
+def _result(out: dict[str, Any], ctx: RunContext, prepared: Prepared) -> DetectionResult:
+    opts: Options = prepared.options
+    units = []
+    for u, text in enumerate(out["units"]):
+        mine = [check for check in out["checks"] if check["unit"] == u]
+        best = out["best"][u]
+        units.append(
+            Unit(
+                text=text,
+                score=out["scores"][u],
+                evidence={
+                    "best_chunk": best,
+                    "best_chunk_text": out["chunks"][best],
+                    "chunks_checked": [check["chunk"] for check in mine],
+                    "support": [check["support"] for check in mine],
+                    "answers": [check["answer"] for check in mine],
+                },
+            )
+        )
+    checks = out["checks"]
+    asked = prepared.judge is not None and asks_probabilities(prepared.judge, ctx.gateway)
+    fallbacks = sum(c["p_yes"] is None for c in checks) if asked else 0
+    events: dict[str, int] = {"no_probability": fallbacks} if fallbacks else {}
+    for event in out.get("events") or []:
+        events[event] = events.get(event, 0) + 1
+    meta = ctx.meta(
+        NAME,
+        events,
+        decompose=opts.decompose,
+        chunk_words=opts.chunk_words,
+        overlap_words=opts.overlap_words,
+        top_k=opts.top_k,
+        chunks=len(out["chunks"]),
+        checks=len(checks),
+    )
+    return DetectionResult(method=NAME, units=units, meta=meta, evidence={"chunks": out["chunks"]})
+
+
+METHOD = Method(
+    name=NAME,
+    summary="Grounded: is each sentence of an answer supported by the documents given with it (RAG)",
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
+    question_field="question",
+    answer_field="text",
+    context_field="context",
+    positional=("text",),
+    needs=(
+        (("text", "{}"), ("sentences", "{}")),
+        (("context", "{}"),),
+    ),
+)
+detect, adetect = METHOD.detect, METHOD.adetect

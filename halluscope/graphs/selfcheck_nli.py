@@ -1,0 +1,136 @@
+"""SelfCheck-NLI: SelfCheckGPT's NLI variant, the one its authors recommend (Manakul et al. 2023).
+
+Each sentence r_i against each sample S^j with an NLI classifier: score(i) = mean_j P(contradiction),
+renormalised over entailment and contradiction (``scoring.selfcheck_nli_score``). As SelfCheckGPT's
+``SelfCheckNLI``, the classifier reads the pair as (sentence, sample): its DeBERTa
+(potsawee/deberta-v3-large-mnli, a two-way head without neutral) was fine-tuned with the hypothesis
+first. The same samples and sentence split as SelfCheck-Prompt: given samples cost no call, and N
+regenerated ones cost N (FIBE's E.1 prompt). The classifier runs one forward pass per batch of pairs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from halluscope.backends.entailment import NLI_PREFIX, NLIEntailment
+from halluscope.backends.gateway import CallStats, ModelLike
+from halluscope.errors import ConfigError
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Flag, Method, RunContext, arg
+from halluscope.graphs.stages import Step, Steps, regenerate_passages
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.selfcheck import selfcheck_nli_score
+from halluscope.text import checked_passage
+from halluscope.text import sentences as split_sentences
+
+NAME = "selfcheck-nli"
+SELFCHECKGPT_NLI = "potsawee/deberta-v3-large-mnli"  # the classifier SelfCheckGPT's NLIConfig names
+
+
+@dataclass(frozen=True)
+class Contradictions(Step):
+    """P(contradiction) of (sentence, sample) pairs, renormalised over entailment and contradiction:
+    the classifier runs on the node's thread (``run``) or on a thread off the event loop (``arun``)."""
+
+    nli: NLIEntailment
+    pairs: list[tuple[str, str]]
+
+    def run(self, stats: CallStats | None) -> list[float]:
+        return [c for _, c in self.nli.two_way(self.pairs, stats)]
+
+    async def arun(self, stats: CallStats | None) -> list[float]:
+        return await asyncio.to_thread(self.run, stats)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """An item: the text (or its sentences), and the samples or what to regenerate them from."""
+
+    text: str | None = options.text()
+    sentences: list[str] | None = options.sentences()
+    samples: list[str] | None = options.texts_file("--samples-file", "passages you already have")
+    question: str | None = options.regenerate_from()
+    concept: str | None = options.concept()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    judge: NLIEntailment | str | None = arg(
+        help=f"the NLI classifier: nli:PATH, a checkpoint directory (SelfCheckGPT's is {SELFCHECKGPT_NLI})",
+        flags=(Flag(("--judge",), metavar="nli:PATH"),),
+    )
+    model: ModelLike | None = options.model("writes the samples when none are given")
+    n: int = options.samples(5, "samples regenerated when none are given")
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    nli: NLIEntailment | None = None
+
+
+def classifier(judge: NLIEntailment | str | None) -> NLIEntailment:
+    """The NLI classifier from what a user passes: a loaded one, or nli:PATH (a checkpoint directory)."""
+    if isinstance(judge, NLIEntailment):
+        return judge
+    if isinstance(judge, str) and judge.startswith(NLI_PREFIX):
+        return NLIEntailment(judge[len(NLI_PREFIX) :])
+    raise ConfigError(
+        f"SelfCheck-NLI needs an NLI classifier: judge='nli:PATH', a checkpoint directory (SelfCheckGPT uses "
+        f"{SELFCHECKGPT_NLI}), got {judge!r}"
+    )
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The classifier, loaded once."""
+    return Prepared(options=opts, nli=classifier(opts.judge))
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
+    """Each sentence's mean P(contradiction) over the samples, the per-sample values in its evidence."""
+    opts: Options = prepared.options
+    text, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
+    found = sentences or split_sentences(text or "")
+    if not found:
+        raise ConfigError("SelfCheck-NLI needs a non-empty text (no sentence found)")
+    given = bool(samples)
+    if not samples:
+        if opts.model is None:
+            raise ConfigError("SelfCheck-NLI needs samples: pass them, or a model to regenerate them")
+        ctx.plan(opts.n)
+        samples = yield from regenerate_passages(
+            ctx.gateway, opts.model, inputs.concept or "", len(found), opts.n, inputs.question
+        )
+    assert prepared.nli is not None
+    ctx.plan(prepared.nli.replies_for(len(found) * len(samples)))
+    pairs = [(sentence, sample) for sentence in found for sample in samples]
+    contradiction: list[float] = yield Contradictions(prepared.nli, pairs)
+    per = len(samples)
+    units = [
+        Unit(
+            text=sentence,
+            score=selfcheck_nli_score(contradiction[i * per : (i + 1) * per]),
+            evidence={"contradiction": contradiction[i * per : (i + 1) * per]},
+        )
+        for i, sentence in enumerate(found)
+    ]
+    meta = ctx.meta(NAME, n=len(samples), samples_given=given, judge=prepared.nli.name)
+    return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": samples})
+
+
+METHOD = Method(
+    name=NAME,
+    summary="SelfCheck-NLI: how strongly an NLI classifier finds each sentence contradicted by the samples",
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
+    question_field="question",
+    answer_field="text",
+    positional=("text",),
+    needs=(
+        (("text", "{}"), ("sentences", "{}")),
+        (("judge", "{} (nli:PATH, an NLI checkpoint)"),),
+    ),
+)
+detect, adetect = METHOD.detect, METHOD.adetect

@@ -1,0 +1,137 @@
+"""SelfCheck-NLI: the formula by hand, equality with SelfCheckGPT's own SelfCheckNLI loop on the same
+classifier (a tiny model built offline, two-way as its DeBERTa and three-way), regeneration call
+counts and clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from halluscope.backends.gateway import Gateway
+from halluscope.cli import main
+from halluscope.errors import ConfigError
+from halluscope.graphs import selfcheck_nli
+from halluscope.scoring.selfcheck import selfcheck_nli_score
+
+TEXT = "paris is the capital of france. lyon is a river. berlin is a city."
+SAMPLES = ["paris is a city of france", "the capital of france is paris", "lyon is a city", "germany"]
+
+
+def tiny_classifier(out: Path, labels: dict[int, str] | None) -> Path:
+    """A 2-layer BERT sequence classifier with random weights and a word vocabulary (no checkpoint)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    words = "paris is the capital of france lyon berlin germany a city river".split()
+    (out / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
+    torch.manual_seed(3)
+    names = labels or {0: "LABEL_0", 1: "LABEL_1"}
+    config = BertConfig(
+        vocab_size=5 + len(words),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=len(names),
+        id2label=names,
+        label2id={v: k for k, v in names.items()},
+    )
+    BertForSequenceClassification(config).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_way(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """As SelfCheckGPT's DeBERTa: two heads, named only LABEL_0 (entailment) and LABEL_1 (contradiction)."""
+    return tiny_classifier(tmp_path_factory.mktemp("two_way"), None)
+
+
+@pytest.fixture(scope="module")
+def three_way(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_classifier(tmp_path_factory.mktemp("three_way"), {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})
+
+
+def selfcheckgpt_nli(path: Path, sentences: list[str], samples: list[str], entail: int, contra: int) -> list[float]:
+    """What SelfCheckGPT's SelfCheckNLI.predict computes, written out from its description: each
+    (sentence, sample) pair encoded alone, softmax over the entailment and contradiction logits, the
+    contradiction probability, averaged over samples."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    out = []
+    with torch.no_grad():
+        for sentence in sentences:
+            per_sample = []
+            for sample in samples:
+                enc = tokenizer([(sentence, sample)], padding="longest", truncation=True, return_tensors="pt")
+                logits = model(**enc).logits[0][[entail, contra]]
+                per_sample.append(torch.softmax(logits, dim=-1)[1].item())
+            out.append(sum(per_sample) / len(per_sample))
+    return out
+
+
+def test_the_score_is_the_mean_contradiction_probability_worked_by_hand() -> None:
+    assert selfcheck_nli_score([0.2, 0.4]) == pytest.approx(0.3)
+    assert selfcheck_nli_score([1.0]) == 1.0
+    with pytest.raises(ValueError, match="at least one sample"):
+        selfcheck_nli_score([])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fixture", "entail", "contra"), [("two_way", 0, 1), ("three_way", 2, 0)])
+def test_scores_equal_selfcheckgpts_selfchecknli_on_the_same_classifier(
+    request: pytest.FixtureRequest, fixture: str, entail: int, contra: int
+) -> None:
+    path: Path = request.getfixturevalue(fixture)
+    result = selfcheck_nli.detect(TEXT, samples=SAMPLES, judge=f"nli:{path}")
+    sentences = [u.text for u in result.units]
+    assert sentences == ["paris is the capital of france.", "lyon is a river.", "berlin is a city."]
+    reference = selfcheckgpt_nli(path, sentences, SAMPLES, entail, contra)
+    # ours runs the pairs in padded batches; SelfCheckGPT one pair at a time: equal to float precision
+    assert [u.score for u in result.units] == pytest.approx(reference, abs=1e-6)
+    assert all(len(u.evidence["contradiction"]) == len(SAMPLES) for u in result.units)
+    assert result.meta.calls == 1  # 12 pairs in one forward pass (batch size 16)
+    assert asyncio.run(selfcheck_nli.adetect(TEXT, samples=SAMPLES, judge=f"nli:{path}")).units == result.units
+
+
+@pytest.mark.slow
+def test_samples_are_regenerated_when_none_are_given(two_way: Path, gateway: Gateway, scripted: Any) -> None:
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        with lock:
+            seen.append(prompt)
+        return f"paris is the capital of france. sample {params.get('seed')}"
+
+    result = selfcheck_nli.detect(
+        TEXT, judge=f"nli:{two_way}", model=scripted(respond), n=3, question="Tell me about paris", gateway=gateway
+    )
+    assert len(seen) == 3 and result.meta.params["n"] == 3 and not result.meta.params["samples_given"]
+    assert result.meta.calls == 3 + 1  # three samples, one forward pass
+
+
+def test_without_a_classifier_or_samples_the_error_says_what_to_pass(gateway: Gateway) -> None:
+    with pytest.raises(ConfigError, match="selfcheck-nli needs judge"):
+        selfcheck_nli.detect(TEXT, samples=SAMPLES, gateway=gateway)
+    with pytest.raises(ConfigError, match="potsawee/deberta-v3-large-mnli"):
+        selfcheck_nli.detect(TEXT, samples=SAMPLES, judge="openai:gpt-4o-mini", gateway=gateway)
+
+
+@pytest.mark.slow
+def test_selfcheck_nli_from_the_command_line(two_way: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    samples = tmp_path / "samples.json"
+    samples.write_text('["paris is a city of france", "lyon is a city"]')
+    code = main(
+        ["detect", "selfcheck-nli", "--text", TEXT, "--samples-file", str(samples), "--judge", f"nli:{two_way}"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "lyon is a river." in out
