@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, HumanMessage
@@ -19,6 +20,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 import halluscope
 from halluscope.backends.entailment import NLIEntailment
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.grounded import grounded_plans, load_rte, rte_metrics
+from halluscope.bench.runner import run as run_plan
+from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.evaluators import create_evaluator
@@ -301,3 +305,55 @@ def test_detect_grounded_from_the_command_line(capsys: pytest.CaptureFixture[str
     code = main(["detect", "grounded", "--text", ANSWER, "--model", "local:smollm2-135m"])
     _, err = capsys.readouterr()
     assert code == 2 and "grounded needs --context" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def test_rte_loads_every_validation_pair(data_dir: Path) -> None:
+    pairs = load_rte(data_dir)
+    assert len(pairs) == 277 and sum(p.label == "not_entailment" for p in pairs) == 131  # SOURCE.md's counts
+    assert pairs[0].hypothesis == "Christopher Reeve had an accident." and pairs[0].label == "not_entailment"
+
+
+def test_rte_metrics_worked_by_hand() -> None:
+    labels = ["not_entailment", "entailment", "not_entailment", "entailment"]
+    scores = [0.9, 0.1, 0.4, 0.6]
+    values = {k: float(v[0]) for k, v in rte_metrics(labels, scores, np.ones((1, 4))).items()}
+    # positives 0.9, 0.4 against negatives 0.1, 0.6: 3 of 4 pairs ordered right
+    assert values["auc_roc"] == pytest.approx(75.0)
+    # decisions (score >= 0.5): not, ent, ent, not against not, ent, not, ent: 2 of 4 right
+    assert values["accuracy"] == pytest.approx(50.0) and values["random_auc_pr"] == pytest.approx(50.0)
+
+
+def test_the_rte_bench_scores_each_hypothesis_against_its_premise(
+    data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    plans = grounded_plans("rte", ["grounded"], data_dir, limit=4, model=scripted(judge(seen)), gateway=gateway)
+    result = run_plan(plans[0], tmp_path / "rte", progress=False)
+    assert result.meta.calls == 4 and len(result.items) == 4 and result.metrics["n_pairs"] == 4
+    pairs = load_rte(data_dir, 4)
+    assert all(f"Sentence: {FENCE}{p.hypothesis}{FENCE}" in "".join(seen) for p in pairs)
+    assert set(result.metrics) >= {"auc_roc", "auc_pr", "accuracy"} and "auc_roc" in result.intervals
+    rows = (tmp_path / "rte" / "items.csv").read_text().splitlines()
+    assert rows[0].startswith("item,unit,score") and "label" in rows[0] and len(rows) == 5
+    again = run_plan(
+        grounded_plans("rte", ["grounded"], data_dir, 4, scripted(judge([])), gateway)[0], tmp_path / "rte"
+    )
+    assert again.meta.calls == 0 and again.metrics == result.metrics  # resumed from the journal
+    with pytest.raises(ConfigError, match="not a grounded method: selfcheck-prompt"):
+        grounded_plans("rte", ["selfcheck-prompt"], data_dir)
+
+
+def test_the_wikibio_grounded_bench_checks_each_sentence_against_its_wikipedia_text(
+    data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    plans = grounded_plans("wikibio", ["grounded"], data_dir, limit=1, model=scripted(judge(seen)), gateway=gateway)
+    result = run_plan(plans[0], tmp_path / "wb", progress=False)
+    passage = load_wikibio(data_dir)[0]
+    chunks = chunk_context([passage.wiki_text])
+    assert len(chunks) == 3 and result.meta.calls == len(passage.sentences) * 3 == len(seen)  # 9 sentences, 3 chunks
+    assert all(any(chunk in prompt for chunk in chunks) for prompt in seen)
+    assert result.metrics["n_sentences"] == len(passage.sentences) and result.params["model"] == "scripted:test"

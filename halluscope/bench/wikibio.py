@@ -15,7 +15,7 @@ import argparse
 import hashlib
 import json
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,11 +203,13 @@ def wikibio_plans(
     gateway: Any = None,
     judge: Any = None,
     only: Collection[int] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> list[Plan]:
     """One plan per method over the same passages (FIBE variants share their calls through the cache);
     ``n``: the dataset's samples each passage gives a method that reads samples, and each method's own
     sample count (default: the dataset's 20, or a method's largest, as FIBE's 10 students);
-    ``only`` keeps the passages with these indexes (calibration's fit and test splits)."""
+    ``only`` keeps the passages with these indexes (calibration's fit and test splits); ``options``:
+    more method options, each given to the methods that declare it (grounded's ``top_k``)."""
     unknown = [m for m in methods if m not in bench_methods()]
     if unknown:
         raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(bench_methods())}")
@@ -224,7 +226,8 @@ def wikibio_plans(
             raise ConfigError(f"WikiBio has {len(passages)} passages; there is no passage {missing[0]}")
         passages = [p for p in passages if p.index in only]
     selection = sorted(only) if only is not None else None
-    return [_plan(m, specs[m], passages, n, model, gateway, judge, limit, selection) for m in methods]
+    extra = dict(options or {})
+    return [_plan(m, specs[m], passages, n, model, gateway, judge, limit, selection, extra) for m in methods]
 
 
 def _plan(
@@ -237,17 +240,21 @@ def _plan(
     judge: Any,
     limit: int | None,
     selection: list[int] | None,
+    extra: Mapping[str, Any],
 ) -> Plan:
     """The method through its contract, each passage an item: its text and sentences, its prompt where
-    the method reads one, the dataset's samples where it reads samples."""
-    options = registry.configured(name)[1]
+    the method reads one, the dataset's samples where it reads samples, the passage's own Wikipedia text
+    where it reads the documents an answer should rest on (a grounded method). ``model`` goes to a
+    method that needs one, and to one whose model would otherwise default (a grounded judge), but not
+    where the dataset's samples stand in for the model's (SelfCheck-Unigram, -NLI)."""
+    options = {**registry.configured(name)[1], **{k: v for k, v in extra.items() if k in method.option_names}}
     most = method.most("n") or DATASET_SAMPLES
     samples = min(n or DATASET_SAMPLES, most) if "n" in method.option_names else (n or DATASET_SAMPLES)
     if n is not None and n > most:
         raise ConfigError(f"{name} takes --samples 1 to {most}, got {n}")
     if "n" in method.option_names:
         options["n"] = samples
-    uses_model = _needs_model(method)
+    uses_model = _needs_model(method) or (model is not None and "samples" not in method.input_names)
     if uses_model:
         options[method.model_field] = [model] if method.takes_list(method.model_field) else model
     if "judge" in method.option_names and judge is not None:
@@ -262,6 +269,8 @@ def _plan(
         given = {"text": passage.text, "sentences": passage.sentences, method.question_field: passage.prompt}
         if "samples" in method.input_names:
             given["samples"] = passage.samples[:samples]
+        if method.context_field is not None:
+            given[method.context_field] = passage.wiki_text
         result = score_passage(method.inputs(**{k: v for k, v in given.items() if k in method.input_names}))
         sentence_scores = [fitted_score(u) for u in result.units]  # the sentences given, each scored
         return {

@@ -1,0 +1,229 @@
+"""Grounded checking measured on human labels: `halluscope bench grounded --dataset rte|wikibio`.
+
+- ``rte``: the 277 RTE validation pairs (premise = the context, hypothesis = the text, one unit);
+  positive = not_entailment (the hypothesis is not supported). AUC-ROC and AUC-PR x100, and accuracy
+  of the judge's own decision (not entailed when the score >= 0.5, i.e. support < 0.5).
+- ``wikibio``: each of GPT-3's 1,908 sentences against the passage's own Wikipedia text, with the
+  WikiBio protocol's metrics (the same plans as `bench wikibio`, so the grounded rows sit beside the
+  reference-free ones in one table).
+
+The methods are the registry's grounded ones (those that read the documents an answer rests on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope import registry
+from halluscope.backends.gateway import CallStats, Gateway, model_name
+from halluscope.bench import wikibio
+from halluscope.bench.arguments import Benchmark
+from halluscope.bench.datasets import dataset_file
+from halluscope.bench.report import markdown_table, write_text
+from halluscope.bench.runner import BenchResult, Plan
+from halluscope.cli.flags import ListFlag, add_fields, read_fields
+from halluscope.errors import ConfigError, DataError
+from halluscope.graphs import grounded
+from halluscope.graphs.method import start
+from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, mean_resampled
+
+DATASETS = ("rte", "wikibio")
+RTE_LABELS = ("entailment", "not_entailment")
+UNSUPPORTED = ("not_entailment",)  # RTE's positive class: the text is not supported by the context
+DECISION = 0.5  # the judge's own decision: not supported when support < 0.5
+FLAGS = ("top_k", "chunk_words", "overlap_words", "decompose")  # grounded's options a run takes as flags
+RTE_PROTOCOL = "RTE validation: hypothesis against premise; positive = not_entailment; AUC-ROC/PR x100, accuracy"
+
+
+def grounded_methods() -> tuple[str, ...]:
+    """The methods that check a text against documents given with it."""
+    return tuple(name for name, m in registry.methods().items() if m.context_field is not None)
+
+
+@dataclass(frozen=True)
+class Pair:
+    index: int
+    premise: str
+    hypothesis: str
+    label: str
+
+
+def load_rte(data: str | Path | None = None, limit: int | None = None) -> list[Pair]:
+    """The RTE validation pairs (SuperGLUE's jsonl: premise, hypothesis, label, idx)."""
+    path = dataset_file("rte", "val.jsonl", data)
+    pairs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            pair = Pair(int(row["idx"]), str(row["premise"]), str(row["hypothesis"]), str(row["label"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}, line {number}: not an RTE record ({exc})") from exc
+        if pair.label not in RTE_LABELS:
+            raise DataError(f"{path}, line {number}: label {pair.label!r} is not one of {', '.join(RTE_LABELS)}")
+        pairs.append(pair)
+    return pairs[:limit] if limit else pairs
+
+
+def rte_metrics(labels: Sequence[str], scores: Sequence[float], weights: np.ndarray) -> dict[str, np.ndarray]:
+    """AUC-ROC, AUC-PR and accuracy at the judge's own decision, x100, for each row of item weights."""
+    y = np.array([label in UNSUPPORTED for label in labels])
+    s = np.array(scores, dtype=np.float64)
+    correct = ((s >= DECISION) == y).astype(np.float64)
+    return {
+        "auc_roc": auc_roc_resampled(y, s, weights) * 100,
+        "auc_pr": auc_pr_resampled(y, s, weights) * 100,
+        "accuracy": mean_resampled(correct, weights) * 100,
+        "random_auc_pr": mean_resampled(y.astype(np.float64), weights) * 100,
+    }
+
+
+def rte_plan(name: str, pairs: list[Pair], options: Mapping[str, Any], gateway: Gateway | None) -> Plan:
+    """One method over the pairs: each hypothesis one unit, checked against its premise."""
+    method = registry.get(name)
+    stats = CallStats()
+    ctx = start(gateway, stats)
+    chosen = {k: v for k, v in options.items() if k in method.option_names and v is not None}
+    score_pair = method.scorer(method.options(**chosen), ctx)
+
+    def score(pair: Pair) -> dict[str, Any]:
+        given = {"sentences": [pair.hypothesis], method.context_field: [pair.premise]}
+        result = score_pair(method.inputs(**given))
+        unit = result.units[0]
+        return {
+            "index": pair.index,
+            "texts": [pair.hypothesis],
+            "labels": [pair.label],
+            "events": dict(result.meta.events),
+            "evidence": unit.evidence.get("answers"),
+            "scores": {"hypothesis": unit.score},
+        }
+
+    def resampled(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
+        return rte_metrics([r["labels"][0] for r in records], [r["scores"]["hypothesis"] for r in records], counts)
+
+    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+        values = resampled(records, np.ones((1, len(records))))
+        metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
+        metrics["n_pairs"] = len(records)
+        metrics["n_unsupported"] = sum(r["labels"][0] in UNSUPPORTED for r in records)
+        return metrics
+
+    model = chosen.get(method.model_field)
+    return Plan(
+        bench="grounded-rte",
+        method=name,
+        what="pair",
+        items=pairs,
+        item_id=lambda p: f"pair {p.index}",
+        score=score,
+        summarise=summarise,
+        resampled=resampled,
+        params={
+            "dataset": "rte",
+            "method": name,
+            "model": model_name(model) if model is not None else None,
+            "options": {k: v for k, v in chosen.items() if k != method.model_field},
+            "protocol": RTE_PROTOCOL,
+        },
+        report=lambda result, out, failed: None,  # one report for all methods: write_report
+        stats=stats,
+        counts_calls=True,
+        planned_calls=lambda pair: 1,
+        per_score={"texts": "text", "labels": "label"},
+        positive=UNSUPPORTED,
+    )
+
+
+RTE_COLUMNS = (
+    ("method", "method"),
+    ("auc_roc", "AUC-ROC"),
+    ("auc_pr", "AUC-PR (not entailed)"),
+    ("accuracy", f"accuracy (score >= {DECISION})"),
+    ("n_pairs", "pairs"),
+)
+
+
+def write_report(results: Sequence[BenchResult], out: Path) -> None:
+    """report.md: the WikiBio protocol's, or RTE's table of methods."""
+    if results and results[0].bench == "wikibio":
+        wikibio.write_report(results, out)
+        return
+    rows = [{"method": r.params["method"], **r.metrics} for r in results]
+    m = results[0].metrics if results else {}
+    write_text(
+        out / "report.md",
+        f"# Grounded checking on RTE\n\n{m.get('n_pairs')} validation pairs, {m.get('n_unsupported')} not entailed "
+        f"(random AUC-PR {m.get('random_auc_pr') or 0:.2f}).\nProtocol: {RTE_PROTOCOL}.\n\n"
+        f"{markdown_table(rows, RTE_COLUMNS)}\n",
+    )
+
+
+def describe(results: Sequence[BenchResult]) -> str:
+    if results and results[0].bench == "wikibio":
+        return wikibio.describe(results)
+    lines = [f"RTE: {results[0].metrics.get('n_pairs')} pairs" if results else "RTE: no pairs"]
+    for r in results:
+        lines.append(f"{r.params['method']}: {r.meta.cost()}")
+        if r.failures:
+            lines.append(f"  {len(r.failures)} pairs failed (left out of the metrics; results.json has the reasons)")
+        values = [(h, r.metrics.get(k)) for k, h in RTE_COLUMNS[1:4]]
+        lines.append("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
+    return "\n".join(lines)
+
+
+def grounded_plans(
+    dataset: str,
+    methods: Sequence[str],
+    data: str | Path | None = None,
+    limit: int | None = None,
+    model: Any = None,
+    gateway: Gateway | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Plan]:
+    """One plan per grounded method on RTE's pairs or WikiBio's passages."""
+    unknown = [m for m in methods if m not in grounded_methods()]
+    if unknown:
+        raise ConfigError(f"not a grounded method: {', '.join(unknown)}; available: {', '.join(grounded_methods())}")
+    if dataset == "wikibio":
+        return wikibio.wikibio_plans(methods, data, limit, None, model, gateway, options=options)
+    if dataset != "rte":
+        raise ConfigError(f"unknown grounded dataset {dataset!r}; available: {', '.join(DATASETS)}")
+    pairs = load_rte(data, limit)
+    chosen = {**(options or {}), **({"model": model} if model is not None else {})}
+    return [rte_plan(m, pairs, chosen, gateway) for m in methods]
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dataset", required=True, choices=DATASETS, help="rte: 277 labelled pairs; wikibio: 1,908 sentences"
+    )
+    p.add_argument("--method", action=ListFlag, default=["grounded"], help="methods: " + ", ".join(grounded_methods()))
+    p.add_argument("--model", help="the judge: a model spec, or nli:PATH (default: the default local model)")
+    add_fields(p, grounded.METHOD, FLAGS)
+    p.add_argument("--limit", type=int, help="only the first K pairs or passages")
+
+
+def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
+    options = read_fields(grounded.METHOD, args, FLAGS)
+    return grounded_plans(args.dataset, args.method, args.data, args.limit, args.model, gateway(), options)
+
+
+BENCHMARK = Benchmark(
+    name="grounded",
+    help="grounded checking against human labels (RTE pairs; WikiBio sentences against their Wikipedia text)",
+    description="Each text checked against the documents given with it, scored against human labels.",
+    arguments=_arguments,
+    plans=_plans,
+    describe=lambda results, _args: describe(results),
+    finish=write_report,
+    by_method=True,
+)
