@@ -357,3 +357,24 @@ def test_the_wikibio_grounded_bench_checks_each_sentence_against_its_wikipedia_t
     assert len(chunks) == 3 and result.meta.calls == len(passage.sentences) * 3 == len(seen)  # 9 sentences, 3 chunks
     assert all(any(chunk in prompt for chunk in chunks) for prompt in seen)
     assert result.metrics["n_sentences"] == len(passage.sentences) and result.params["model"] == "scripted:test"
+
+
+def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Path, tmp_path: Path) -> None:
+    """calibrate reads each passage's Wikipedia text as the context; the ensemble hands its own context
+    to the grounded member and refuses a run whose chunking differs from the fit's."""
+    from halluscope.bench.calibrate import calibrate_wikibio
+    from halluscope.calibration import Calibration
+
+    with StubAPI(answer="No") as stub:
+        stub.answers_by_content["was born"] = "Yes"
+        spec = f"openai-compatible:{stub.base_url}/v1#m"
+        path = tmp_path / "stack.json"
+        calibrate_wikibio(["grounded"], range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False)
+        calibration = Calibration.load(path)
+        assert calibration.settings["grounded"]["chunk_words"] == grounded.CHUNK_WORDS
+        det = halluscope.detector("ensemble", calibration=path, model=spec)
+        result = det.detect(text=ANSWER, context=DOCS)
+        assert len(result.units) == 2 and all(u.probability is not None for u in result.units)
+        assert set(result.units[0].evidence["scores"]) == {"grounded"}
+        with pytest.raises(ConfigError, match="chunk_words"):
+            halluscope.detector("grounded", model=spec, calibration=path, chunk_words=50).detect(ANSWER, context=DOCS)

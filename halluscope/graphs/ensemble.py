@@ -22,6 +22,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, Together, arg
 from halluscope.graphs.stages import Steps
+from halluscope.readers import read_texts
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -50,12 +51,21 @@ def _member(name: str) -> tuple[Method, dict[str, Any]]:
 
 @dataclass(frozen=True, kw_only=True)
 class Inputs:
-    """An item: the text (or its sentences), the prompt that produced it, and samples for SelfCheck."""
+    """An item: the text (or its sentences), the prompt that produced it, samples for SelfCheck, and the
+    documents for a grounded member."""
 
     text: str | None = options.text()
     sentences: list[str] | None = options.sentences()
     prompt: str | None = options.prompt()
     samples: list[str] | None = options.texts_file("--samples-file", "passages for the SelfCheck members")
+    context: str | list[str] | None = arg(
+        help="the documents the text should rest on, for a grounded member",
+        flags=(
+            Flag(
+                ("--context-file",), help="documents: a JSON list, or texts separated by '---' lines", read=read_texts
+            ),
+        ),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +112,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
             "samples": samples,
             "n": opts.n,
         }
+        if spec.context_field is not None:
+            given[spec.context_field] = inputs.context
         accepted = spec.signature.parameters
         kwargs |= {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
         kwargs |= {k: v for k, v in given.items() if k in accepted and v is not None}
@@ -137,6 +149,7 @@ METHOD = Method(
     run=run,
     question_field="prompt",
     answer_field="text",
+    context_field="context",
     positional=("text",),
     needs=((("text", "{}"), ("sentences", "{}")), (("calibration", "{}"),)),
     combines=True,

@@ -29,7 +29,11 @@ def args_schema(det: Detector) -> type[BaseModel]:
         Field(... if required else None, description="the user's question that the answer answers"),
     )
     if spec.context_field is not None:
-        fields["context"] = (list[str], Field(description="the documents the answer should rest on"))
+        needed = any(param == spec.context_field for need in spec.needs for param, _ in need)
+        fields["context"] = (
+            list[str] if needed else list[str] | None,
+            Field(... if needed else None, description="the documents the answer should rest on"),
+        )
     name = "".join(part.title() for part in det.method.split("-")) + "Check"
     return create_model(name, **fields)
 
