@@ -378,3 +378,44 @@ def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Pat
         assert set(result.units[0].evidence["scores"]) == {"grounded"}
         with pytest.raises(ConfigError, match="chunk_words"):
             halluscope.detector("grounded", model=spec, calibration=path, chunk_words=50).detect(ANSWER, context=DOCS)
+
+
+def load_rag_example() -> Any:
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "rag_guard.py"
+    spec = importlib.util.spec_from_file_location("rag_guard", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rag_guard"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_rag_example_retrieves_answers_and_guards_against_what_it_retrieved(cache: Any, scripted: Any) -> None:
+    example = load_rag_example()
+    gateway = Gateway(cache=cache, registry=PromptRegistry([example.PROMPTS]))
+    seen: list[str] = []
+    respond = judge(seen)
+
+    def model(prompt: str, params: dict[str, Any]) -> str:
+        if "Documents:" in prompt:  # the agent's answer: one sentence from the documents, one made up
+            return "Canberra is the capital city of Australia. It lies in Sydney."
+        return respond(prompt, params)
+
+    documents = [
+        "Canberra is the capital city of Australia.",
+        "Bananas are rich in potassium.",
+        "Jazz began in New Orleans.",
+    ]
+    agent = example.build_agent(scripted(model), documents, gateway, top=1)
+    state = agent.invoke({"messages": [HumanMessage("What is the capital of Australia?")]})
+    assert state["context"] == [documents[0]]  # the nearest document, by the embeddings
+    assert state["hallucination"]["action"] == "annotated"
+    assert [u["text"] for u in state["hallucination"]["flagged"]] == ["It lies in Sydney."]
+    measured = example.measure_planted(scripted(respond, "scripted:planted"), gateway, 0.5)
+    assert measured["biographies"] == 8 and measured["true_sentences"] == 32
+    # the scripted judge supports a sentence whose last word is in the context: every true sentence
+    # is there as it is, and no planted sentence's last word is in its corrected context
+    assert measured["true_flagged"] == 0 and measured["planted_flagged"] == 8

@@ -1,0 +1,166 @@
+"""A RAG agent whose answers are checked against the documents it retrieved before the user sees them:
+
+    retrieve (MiniLM over WikiBio's 238 Wikipedia texts) -> answer from them (rag.answer@1)
+      -> guard (grounded: each sentence against the retrieved documents) -> pass | annotate | revise
+
+Offline, on the embedded local model (no API key):
+
+    .venv/bin/python examples/rag_guard.py --ask "Tell me about John Russell Reynolds" --data ../shared/data
+    .venv/bin/python examples/rag_guard.py --planted --out planted-guard.json
+
+``--planted`` measures the guard on the planted-falsehood biographies of `halluscope bench planted`:
+each biography is the answer, and its context is the biography's true sentences followed by what the
+planted sentence gets wrong, stated right ("In fact, he was born in Ulm."); it counts how many planted
+sentences the guard flags and how many true ones. The true sentences appear in the context as they
+are, so this measures whether the judge catches a contradicted detail, not paraphrase.
+The answer prompt is this example's own (examples/prompts), loaded as a user prompt directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+import halluscope
+from halluscope.backends.cache import open_cache
+from halluscope.backends.embeddings import default_embedder
+from halluscope.backends.gateway import Gateway, ModelLike
+from halluscope.bench.planted import BIOGRAPHIES
+from halluscope.bench.wikibio import load_wikibio
+from halluscope.prompts.registry import PromptRegistry
+from halluscope.tools import GuardState, hallucination_guard
+from halluscope.tools.guard import OnFlag
+
+PROMPTS = Path(__file__).resolve().parent / "prompts"
+ANSWER = "rag.answer"
+
+
+def example_gateway() -> Gateway:
+    """The process's cache and settings, with this example's prompt directory beside the packaged ones."""
+    return Gateway.from_env(cache=open_cache(), registry=PromptRegistry([PROMPTS]))
+
+
+def build_agent(
+    model: ModelLike,
+    documents: list[str],
+    gateway: Gateway,
+    threshold: float = 0.5,
+    on_flag: OnFlag = "annotate",
+    top: int = 2,
+) -> CompiledStateGraph:
+    """retrieve -> answer -> guard; the retrieved documents go into the state's ``context``, which the
+    grounded guard reads."""
+    embedder = default_embedder()
+    detector = halluscope.detector("grounded", model=model, gateway=gateway)
+    guard = hallucination_guard(detector, threshold, on_flag, model=model, gateway=gateway)
+
+    def retrieve(state: GuardState) -> dict[str, Any]:
+        question = str(state["messages"][-1].text)
+        found = embedder.nearest([question], documents, top, exclude_identical=False)[0]
+        return {"context": [documents[i] for i, _ in found]}
+
+    def answer(state: GuardState) -> dict[str, Any]:
+        question = str(state["messages"][-1].text)
+        joined = "\n\n".join(state["context"])
+        text = gateway.call(model, ANSWER, {"documents": joined, "question": question}).text.strip()
+        return {"messages": [AIMessage(content=text)]}
+
+    graph = StateGraph(GuardState)
+    graph.add_node("retrieve", retrieve)
+    graph.add_node("answer", answer)
+    graph.add_node("guard", guard)
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "answer")
+    graph.add_edge("answer", "guard")
+    graph.add_edge("guard", END)
+    return graph.compile()
+
+
+def planted_context(bio: Any) -> list[str]:
+    """A biography's true sentences, then the planted detail stated right."""
+    true = [s for i, s in enumerate(bio.sentences) if i != bio.planted]
+    return [" ".join(true) + f" In fact, {bio.truth}."]
+
+
+def measure_planted(model: ModelLike, gateway: Gateway, threshold: float) -> dict[str, Any]:
+    """The grounded guard on each planted biography: planted and true sentences flagged, and the time."""
+    detector = halluscope.detector("grounded", model=model, gateway=gateway)
+    guard = hallucination_guard(detector, threshold, "annotate", gateway=gateway)
+    rows, began = [], time.perf_counter()
+    for bio in BIOGRAPHIES:
+        started = time.perf_counter()
+        state = guard.invoke(
+            {
+                "messages": [HumanMessage(f"Tell me about {bio.person}."), AIMessage(" ".join(bio.sentences))],
+                "context": planted_context(bio),
+            }
+        )
+        record = state["hallucination"]
+        flagged = {u["text"] for u in record.get("flagged", [])}
+        planted = bio.sentences[bio.planted]
+        rows.append(
+            {
+                "person": bio.person,
+                "planted_flagged": planted in flagged,
+                "true_flagged": sum(s in flagged for i, s in enumerate(bio.sentences) if i != bio.planted),
+                "true_sentences": len(bio.sentences) - 1,
+                "scores": [u["score"] for u in record.get("units", [])],
+                "calls": record.get("calls"),
+                "seconds": round(time.perf_counter() - started, 2),
+                "error": record.get("error"),
+            }
+        )
+    return {
+        "model": str(model),
+        "threshold": threshold,
+        "biographies": len(rows),
+        "planted_flagged": sum(r["planted_flagged"] for r in rows),
+        "true_flagged": sum(r["true_flagged"] for r in rows),
+        "true_sentences": sum(r["true_sentences"] for r in rows),
+        "seconds": round(time.perf_counter() - began, 1),
+        "rows": rows,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ask", help="a question for the agent, e.g. 'Tell me about John Russell Reynolds'")
+    p.add_argument("--planted", action="store_true", help="measure the guard on the planted-falsehood biographies")
+    p.add_argument("--model", help="model spec (default: the strongest installed local model)")
+    p.add_argument("--data", help="the benchmark data directory holding WikiBio (or HALLUSCOPE_DATA)")
+    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--on-flag", choices=["annotate", "revise", "refuse"], default="annotate")
+    p.add_argument("--out", help="with --planted: write the measurement here (JSON)")
+    args = p.parse_args()
+    if not args.ask and not args.planted:
+        p.error("give --ask QUESTION or --planted")
+    model = args.model or f"local:{halluscope.default_local_model()}"
+    gateway = example_gateway()
+    if args.planted:
+        measured = measure_planted(model, gateway, args.threshold)
+        print(
+            f"{measured['planted_flagged']} of {measured['biographies']} planted sentences flagged, "
+            f"{measured['true_flagged']} of {measured['true_sentences']} true ones, "
+            f"{measured['seconds']} s ({model}, threshold {args.threshold})"
+        )
+        if args.out:
+            Path(args.out).write_text(json.dumps(measured, indent=1), encoding="utf-8")
+    if args.ask:
+        documents = [p.wiki_text for p in load_wikibio(args.data)]
+        agent = build_agent(model, documents, gateway, args.threshold, args.on_flag)
+        state = agent.invoke({"messages": [HumanMessage(args.ask)]})
+        for message in state["messages"]:
+            print(f"{message.type}: {message.text}")
+        record = state["hallucination"]
+        print(f"guard: {record.get('action')}, risk {record.get('risk')} against {len(state['context'])} documents")
+
+
+if __name__ == "__main__":
+    main()
