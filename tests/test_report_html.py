@@ -112,7 +112,9 @@ class Browser:
         self.stack = contextlib.ExitStack()
         self.socket = self.stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None))
         self.sent = 0
-        while self.js("document.readyState") != "complete":
+        # the page target may still show about:blank (complete, and empty) on a busy machine: wait for ours
+        loaded = f"location.href === {json.dumps(url)} && document.readyState === 'complete'"
+        while self.js(loaded) is not True:
             assert time.monotonic() < deadline, "the page did not load"
             time.sleep(0.1)
 
