@@ -111,8 +111,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         """The item that checks ``answer`` to ``question`` with this method: the answer goes where the
         method reads it (a one-answer list for FEWL), the question where it reads one; methods that
         measure the model's own uncertainty (semantic entropy, CLUE) read only the question; the
-        documents the answer should rest on (``context``) go to a grounded method, the only kind that
-        reads them."""
+        documents the answer should rest on (``context``) go to a method that reads them (a grounded
+        one, or an ensemble with a grounded member)."""
         spec = self.spec
         if spec.question_field is None and spec.answer_field is None:
             raise ConfigError(f"{self.method} scores an in-context learning query, not an answer to a question")
