@@ -14,6 +14,7 @@ import pytest
 from halluscope.backends.entailment import LLMEntailment, NLIEntailment, equivalent, label_probabilities
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
+from tests.tiny_nli import build_tiny_nli
 
 
 @pytest.mark.parametrize(
@@ -96,27 +97,11 @@ def test_llm_judge_through_the_gateway(gateway: Gateway, scripted: Any) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_nli(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer BERT classifier with random weights and a word-level vocabulary: real mechanics, no checkpoint."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    out = tmp_path_factory.mktemp("tiny_nli")
-    words = "paris is the capital of france lyon berlin germany a city river".split()
-    (out / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=5 + len(words),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        num_labels=3,
-        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
-        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2},
+    return build_tiny_nli(
+        tmp_path_factory.mktemp("tiny_nli"),
+        "paris is the capital of france lyon berlin germany a city river",
+        {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
     )
-    BertForSequenceClassification(config).save_pretrained(out)
-    return out
 
 
 PAIRS = [

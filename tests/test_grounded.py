@@ -32,6 +32,7 @@ from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.grounded import grounded_score
 from halluscope.tools import as_tool, hallucination_guard
 from tests.stub_servers import StubAPI
+from tests.tiny_nli import build_tiny_nli
 
 ANSWER = "The capital of Australia is Canberra. It lies in Sydney."
 DOCS = ["Canberra is the capital city of Australia.", "Sydney is the largest city of Australia, on the coast."]
@@ -196,27 +197,12 @@ def test_support_is_p_yes_from_the_judges_log_probs(gateway: Gateway) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_nli(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer 3-way BERT classifier with random weights: real mechanics, no checkpoint."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    out = tmp_path_factory.mktemp("tiny_nli")
-    words = "the capital of australia is canberra sydney it lies in largest city coast".split()
-    (out / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
-    torch.manual_seed(1)
-    config = BertConfig(
-        vocab_size=5 + len(words),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        num_labels=3,
-        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
-        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2},
+    return build_tiny_nli(
+        tmp_path_factory.mktemp("tiny_nli"),
+        "the capital of australia is canberra sydney it lies in largest city coast",
+        {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+        seed=1,
     )
-    BertForSequenceClassification(config).save_pretrained(out)
-    return out
 
 
 @pytest.mark.slow

@@ -16,44 +16,26 @@ from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.graphs import selfcheck_nli
 from halluscope.scoring.selfcheck import selfcheck_nli_score
+from tests.tiny_nli import build_tiny_nli
 
 TEXT = "paris is the capital of france. lyon is a river. berlin is a city."
 SAMPLES = ["paris is a city of france", "the capital of france is paris", "lyon is a city", "germany"]
 
 
-def tiny_classifier(out: Path, labels: dict[int, str] | None) -> Path:
-    """A 2-layer BERT sequence classifier with random weights and a word vocabulary (no checkpoint)."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    words = "paris is the capital of france lyon berlin germany a city river".split()
-    (out / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
-    torch.manual_seed(3)
-    names = labels or {0: "LABEL_0", 1: "LABEL_1"}
-    config = BertConfig(
-        vocab_size=5 + len(words),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        num_labels=len(names),
-        id2label=names,
-        label2id={v: k for k, v in names.items()},
-    )
-    BertForSequenceClassification(config).save_pretrained(out)
-    return out
+WORDS = "paris is the capital of france lyon berlin germany a city river"
 
 
 @pytest.fixture(scope="module")
 def two_way(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """As SelfCheckGPT's DeBERTa: two heads, named only LABEL_0 (entailment) and LABEL_1 (contradiction)."""
-    return tiny_classifier(tmp_path_factory.mktemp("two_way"), None)
+    return build_tiny_nli(tmp_path_factory.mktemp("two_way"), WORDS, None, seed=3)
 
 
 @pytest.fixture(scope="module")
 def three_way(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_classifier(tmp_path_factory.mktemp("three_way"), {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})
+    return build_tiny_nli(
+        tmp_path_factory.mktemp("three_way"), WORDS, {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}, seed=3
+    )
 
 
 def selfcheckgpt_nli(path: Path, sentences: list[str], samples: list[str], entail: int, contra: int) -> list[float]:

@@ -18,6 +18,7 @@ from halluscope.backends.gateway import CallStats, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, arg
+from halluscope.graphs.selfcheck_prompt import Inputs  # the same item: a text, and its samples or their source
 from halluscope.graphs.stages import Step, Steps, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.selfcheck import selfcheck_nli_score
@@ -41,17 +42,6 @@ class Contradictions(Step):
 
     async def arun(self, stats: CallStats | None) -> list[float]:
         return await asyncio.to_thread(self.run, stats)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Inputs:
-    """An item: the text (or its sentences), and the samples or what to regenerate them from."""
-
-    text: str | None = options.text()
-    sentences: list[str] | None = options.sentences()
-    samples: list[str] | None = options.texts_file("--samples-file", "passages you already have")
-    question: str | None = options.regenerate_from()
-    concept: str | None = options.concept()
 
 
 @dataclass(frozen=True, kw_only=True)
