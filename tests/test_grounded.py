@@ -405,3 +405,27 @@ def test_the_rag_example_retrieves_answers_and_guards_against_what_it_retrieved(
     # the scripted judge supports a sentence whose last word is in the context: every true sentence
     # is there as it is, and no planted sentence's last word is in its corrected context
     assert measured["true_flagged"] == 0 and measured["planted_flagged"] == 8
+
+
+def test_a_grounded_guard_revises_from_the_documents(gateway: Gateway, scripted: Any) -> None:
+    """With the state's documents the revision prompt carries them (fenced), and the revised answer is
+    checked against them again."""
+    seen: list[str] = []
+    respond = judge(seen)
+
+    def model(prompt: str, params: dict[str, Any]) -> str:
+        if "Draft answer:" in prompt:
+            seen.append(prompt)
+            return "The capital of Australia is Canberra."
+        return respond(prompt, params)
+
+    chat = scripted(model)
+    det = halluscope.detector("grounded", model=chat, gateway=gateway)
+    guard = hallucination_guard(det, threshold=0.5, on_flag="revise", model=chat, gateway=gateway)
+    state = guard.invoke(
+        {"messages": [HumanMessage("What is the capital?"), AIMessage("It is Sydney.")], "context": DOCS[:1]}
+    )
+    revise = next(p for p in seen if "Draft answer:" in p)
+    assert f"{FENCE}{DOCS[0]}{FENCE}" in revise and "not supported by the documents" in revise
+    assert state["hallucination"]["action"] == "pass" and state["revisions"] == 1
+    assert state["messages"][-1].text == "The capital of Australia is Canberra."

@@ -25,6 +25,7 @@ V1_HASHES = {
     "fibe.score@1": "ecb3f1db50c8",
     "grounded.support@1": "e7aa4f977616",
     "guard.revise@1": "872846c069c3",
+    "guard.revise_grounded@1": "72b3abd5d67d",
     "phr.example@1": "e4b9af7f0e67",
     "phr.query@1": "6f07903df8ee",
     "selfcheck.prompt@1": "cc05fb6a6047",

@@ -3,7 +3,8 @@
     check (detector on the last AI message, the last user message before it as the question)
       -> pass           risk below the threshold: the message goes through unchanged
       -> annotate       the message gets a note naming the flagged statements
-      -> revise         the model rewrites the flagged statements (guard.revise prompt), then check
+      -> revise         the model rewrites the flagged statements (guard.revise prompt; with the
+                        state's documents, guard.revise_grounded), then check
                         again; a degenerate revision (looping, far longer, echoing the prompt) is
                         refused unchecked; after ``max_revisions`` (or a refused revision) the least
                         risky version checked is delivered, annotated
@@ -31,9 +32,11 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detector import Detector
 from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.prompts.registry import fence
 
 OnFlag = Literal["annotate", "revise", "refuse"]
 REVISE = "guard.revise"
+REVISE_GROUNDED = "guard.revise_grounded"  # the same, with the turn's documents (a grounded check's context)
 REFUSAL = "I can't give an answer to that which I am confident is accurate."
 
 
@@ -104,10 +107,10 @@ def degenerate(revision: str, answer: str, prompt_lines: list[str]) -> str | Non
 
 
 def _prompt_lines(gateway: Gateway) -> list[str]:
-    """The revise prompt's own wording (the sentences of its lines without a variable), as ``degenerate``
-    looks for it."""
-    template = gateway.registry.get(REVISE)
-    lines = [line for m in template.messages or [] for line in m.content.splitlines() if "{" not in line]
+    """The revise prompts' own wording (the sentences of their lines without a variable), as
+    ``degenerate`` looks for it."""
+    templates = [gateway.registry.get(REVISE), gateway.registry.get(REVISE_GROUNDED)]
+    lines = [line for t in templates for m in t.messages or [] for line in m.content.splitlines() if "{" not in line]
     sentences = [part for line in lines for part in re.split(r"(?<=[.:!?])\s+", line)]
     return [" ".join(part.split()).lower() for part in sentences if len(part.strip()) >= PROMPT_LINE]
 
@@ -227,8 +230,11 @@ def hallucination_guard(
         record = state["hallucination"]
         flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
         asked = {"question": question or "", "answer": _text(ai), "flagged": flagged}
+        documents = state.get("context")
+        if documents:  # a RAG turn: the rewrite takes the right fact from the documents, fenced
+            asked["documents"] = "\n\n".join(fence(d) if not gw.delimit else d for d in documents)
         try:
-            revision = gw.call(model, REVISE, asked).text  # type: ignore[arg-type]
+            revision = gw.call(model, REVISE_GROUNDED if documents else REVISE, asked).text  # type: ignore[arg-type]
             refused = degenerate(revision, _text(ai), echoes)
         except HalluscopeError as exc:  # an empty reply, a provider that stays down: no revision to check
             revision, refused = "", f"no revision: {exc}"
