@@ -529,10 +529,11 @@ def test_version_stdin_and_a_bad_model_refused_before_any_work(
     assert code == 2 and out == "" and "unknown provider 'opnai'" in err
 
 
-def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def unigram_argv(tmp_path: Path) -> list[str]:
+    """`detect selfcheck-unigram` on a two-sentence text and two samples: no model, a known order."""
     samples = tmp_path / "samples.txt"
     samples.write_text("Paris is in France.\n---\nA tower.")
-    argv = [
+    return [
         "detect",
         "selfcheck-unigram",
         "--text",
@@ -540,6 +541,10 @@ def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[s
         "--samples-file",
         str(samples),
     ]
+
+
+def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    argv = unigram_argv(tmp_path)
     code, out, _ = run(capsys, *argv, "--json")
     scores = [u.score for u in DetectionResult.from_json(out).units]
     assert code == 0 and scores[0] < scores[1]
@@ -567,16 +572,7 @@ def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[s
 
 def test_exit_code_gates_on_the_verdict(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """As `git diff --exit-code`: 1 when a unit is flagged, 0 when none, 2 when it cannot judge."""
-    samples = tmp_path / "samples.txt"
-    samples.write_text("Paris is in France.\n---\nA tower.")
-    argv = [
-        "detect",
-        "selfcheck-unigram",
-        "--text",
-        "Paris is in France. It has a tower.",
-        "--samples-file",
-        str(samples),
-    ]
+    argv = unigram_argv(tmp_path)
     assert run(capsys, *argv, "--threshold", "0", "--exit-code")[0] == 1
     assert run(capsys, *argv, "--threshold", "0", "--exit-code", "--json")[0] == 1
     assert run(capsys, *argv, "--threshold", "1000", "--exit-code")[0] == 0

@@ -87,13 +87,7 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
     return graph.compile(name=NAME)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Inputs:
-    """An item: the text (or its sentences) and the prompt that produced it."""
-
-    text: str | None = options.text()
-    sentences: list[str] | None = options.sentences()
-    prompt: str | None = options.prompt()
+Inputs = options.PromptedText
 
 
 @dataclass(frozen=True, kw_only=True)

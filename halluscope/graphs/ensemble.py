@@ -22,7 +22,6 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, Together, arg
 from halluscope.graphs.stages import Steps
-from halluscope.readers import read_texts
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -58,14 +57,7 @@ class Inputs:
     sentences: list[str] | None = options.sentences()
     prompt: str | None = options.prompt()
     samples: list[str] | None = options.texts_file("--samples-file", "passages for the SelfCheck members")
-    context: str | list[str] | None = arg(
-        help="the documents the text should rest on, for a grounded member",
-        flags=(
-            Flag(
-                ("--context-file",), help="documents: a JSON list, or texts separated by '---' lines", read=read_texts
-            ),
-        ),
-    )
+    context: str | list[str] | None = options.documents("the documents the text should rest on, for a grounded member")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -381,13 +381,7 @@ def build(
     return graph.compile(name=variant)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Inputs:
-    """An item: the text (or its sentences) and the prompt that produced it (the exam's context)."""
-
-    text: str | None = options.text()
-    sentences: list[str] | None = options.sentences()
-    prompt: str | None = options.prompt()
+Inputs = options.PromptedText
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,7 +34,6 @@ from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Judged, Steps, node, plan_calls
 from halluscope.prompts.registry import fence
-from halluscope.readers import read_texts
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
@@ -255,15 +254,7 @@ class Inputs:
 
     text: str | None = options.text("the answer to check")
     sentences: list[str] | None = options.sentences()
-    context: str | list[str] | None = arg(
-        help="the documents the answer should rest on: a text, a list of texts, or LangChain Documents",
-        flags=(
-            Flag(("--context",), help="a document (repeat the flag for several)", append=True, metavar="TEXT"),
-            Flag(
-                ("--context-file",), help="documents: a JSON list, or texts separated by '---' lines", read=read_texts
-            ),
-        ),
-    )
+    context: str | list[str] | None = options.documents()
     question: str | None = options.question("the question the answer answers (shown to the judge)")
 
 

@@ -3,6 +3,7 @@ spellings), and the readers that turn a flag's text into a field's value."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from halluscope.errors import ConfigError
@@ -131,3 +132,40 @@ def pairs_file(flag: str, help: str) -> Any:  # noqa: A002
 
 def _default(default: str, this: str) -> str:
     return " (default)" if default == this else ""
+
+
+def documents(help: str = "the documents the answer should rest on") -> Any:  # noqa: A002
+    """The documents a grounded check reads (a text, texts, or LangChain Documents): --context, repeated,
+    or --context-file."""
+    return arg(
+        help=f"{help}: a text, a list of texts, or LangChain Documents",
+        flags=(
+            Flag(("--context",), help="a document (repeat the flag for several)", append=True, metavar="TEXT"),
+            Flag(
+                ("--context-file",), help="documents: a JSON list, or texts separated by '---' lines", read=read_texts
+            ),
+        ),
+    )
+
+
+# ---------------------------------------------------------------- items several methods read alike
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptedText:
+    """An item: the text (or its sentences) and the prompt that produced it (FIBE's and DQ's context)."""
+
+    text: str | None = text()
+    sentences: list[str] | None = sentences()
+    prompt: str | None = prompt()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampledText:
+    """A SelfCheck item: the text (or its sentences), and the samples or what to regenerate them from."""
+
+    text: str | None = text()
+    sentences: list[str] | None = sentences()
+    samples: list[str] | None = texts_file("--samples-file", "passages you already have")
+    question: str | None = regenerate_from()
+    concept: str | None = concept()

@@ -18,12 +18,9 @@ from halluscope.backends.gateway import CallStats, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.selfcheck_prompt import Inputs  # the same item: a text, and its samples or their source
-from halluscope.graphs.stages import Step, Steps, regenerate_passages
+from halluscope.graphs.stages import Step, Steps, sampled_passage
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.selfcheck import selfcheck_nli_score
-from halluscope.text import checked_passage
-from halluscope.text import sentences as split_sentences
 
 NAME = "selfcheck-nli"
 SELFCHECKGPT_NLI = "potsawee/deberta-v3-large-mnli"  # the classifier SelfCheckGPT's NLIConfig names
@@ -42,6 +39,9 @@ class Contradictions(Step):
 
     async def arun(self, stats: CallStats | None) -> list[float]:
         return await asyncio.to_thread(self.run, stats)
+
+
+Inputs = options.SampledText  # SelfCheck-Prompt's item: a text, and its samples or their source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,18 +79,9 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Each sentence's mean P(contradiction) over the samples, the per-sample values in its evidence."""
     opts: Options = prepared.options
-    text, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
-    found = sentences or split_sentences(text or "")
-    if not found:
-        raise ConfigError("SelfCheck-NLI needs a non-empty text (no sentence found)")
-    given = bool(samples)
-    if not samples:
-        if opts.model is None:
-            raise ConfigError("SelfCheck-NLI needs samples: pass them, or a model to regenerate them")
-        ctx.plan(opts.n)
-        samples = yield from regenerate_passages(
-            ctx.gateway, opts.model, inputs.concept or "", len(found), opts.n, inputs.question
-        )
+    _, found, samples, given = yield from sampled_passage(
+        "SelfCheck-NLI", inputs, opts.model, opts.n, ctx.gateway, ctx.plan
+    )
     assert prepared.nli is not None
     ctx.plan(prepared.nli.replies_for(len(found) * len(samples)))
     pairs = [(sentence, sample) for sentence in found for sample in samples]

@@ -177,15 +177,7 @@ def build(
     return graph.compile(name=NAME)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Inputs:
-    """An item: the text (or its sentences), and the samples or what to regenerate them from."""
-
-    text: str | None = options.text()
-    sentences: list[str] | None = options.sentences()
-    samples: list[str] | None = options.texts_file("--samples-file", "passages you already have")
-    question: str | None = options.regenerate_from()
-    concept: str | None = options.concept()
+Inputs = options.SampledText
 
 
 @dataclass(frozen=True, kw_only=True)

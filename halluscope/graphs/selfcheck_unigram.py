@@ -6,27 +6,17 @@ import math
 from dataclasses import dataclass
 
 from halluscope.backends.gateway import ModelLike
-from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Method, Prepared, RunContext
-from halluscope.graphs.stages import Steps, regenerate_passages
+from halluscope.graphs.stages import Steps, sampled_passage
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import unigram_scores
-from halluscope.text import checked_passage, passage_tokens, tokens
-from halluscope.text import sentences as split_sentences
+from halluscope.text import passage_tokens, tokens
 
 NAME = "selfcheck-unigram"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Inputs:
-    """An item: the text (or its sentences), and the samples or what to regenerate them from."""
-
-    text: str | None = options.text()
-    sentences: list[str] | None = options.sentences()
-    samples: list[str] | None = options.texts_file("--samples-file", "passages you already have")
-    question: str | None = options.regenerate_from()
-    concept: str | None = options.concept()
+Inputs = options.SampledText
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,19 +34,9 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     """Score each sentence by the max over its tokens of -log p under unigram counts of the text and
     its samples; an unseen token scores as infinitely surprising (reported as score None)."""
     opts: Options = prepared.options
-    checked, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
-    text = checked or ""
-    given = bool(samples)
-    found = sentences or split_sentences(text)
-    if not found:
-        raise ConfigError("SelfCheck-Unigram needs a non-empty text (no sentence found)")
-    if not samples:
-        if opts.model is None:
-            raise ConfigError("SelfCheck-Unigram needs samples: pass them, or a model to regenerate them")
-        ctx.plan(opts.n)
-        samples = yield from regenerate_passages(
-            ctx.gateway, opts.model, inputs.concept or "", len(found), opts.n, inputs.question
-        )
+    text, found, samples, given = yield from sampled_passage(
+        "SelfCheck-Unigram", inputs, opts.model, opts.n, ctx.gateway, ctx.plan
+    )
     scored = unigram_scores(found, text, samples, tokens, passage_tokens)
     units = [
         Unit(
