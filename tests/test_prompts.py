@@ -23,9 +23,9 @@ V1_HASHES = {
     "fibe.create@1": "9a102f69a866",
     "fibe.direct_question@1": "d8303b601c5e",
     "fibe.score@1": "ecb3f1db50c8",
-    "grounded.support@1": "e7aa4f977616",
+    "grounded.support@1": "6765d01cb36e",
     "guard.revise@1": "872846c069c3",
-    "guard.revise_grounded@1": "72b3abd5d67d",
+    "guard.revise_grounded@1": "c0df9090c1b0",
     "phr.example@1": "e4b9af7f0e67",
     "phr.query@1": "6f07903df8ee",
     "selfcheck.prompt@1": "cc05fb6a6047",
@@ -173,3 +173,16 @@ def test_malformed_prompt_files_name_the_problem(tmp_path: Path, text: str, matc
 def test_missing_prompt_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PromptError, match="does not exist"):
         PromptRegistry([tmp_path / "nowhere"])
+
+
+def test_a_prompt_names_the_variables_the_gateway_always_fences(tmp_path: Path) -> None:
+    """grounded.support fences its documents whatever the gateway's --delimit; a name no message uses is refused."""
+    assert PromptRegistry().get("grounded.support").fenced == ["context", "question", "sentence"]
+    assert "fenced" not in PromptRegistry().get("selfcheck.prompt").to_yaml()  # the default stays unwritten
+    bad = tmp_path / "x.v1.yaml"
+    bad.write_text(
+        "id: x\nversion: 1\nsource: test\nparser: text\nfenced: [nothing]\n"
+        "messages:\n  - role: user\n    content: '{a}'\n"
+    )
+    with pytest.raises(PromptError, match="fenced names nothing"):
+        load_prompt_file(bad)

@@ -208,7 +208,8 @@ class Gateway:
         _check_params(params)
         m = self.model(model)
         tpl = self.prompt(prompt)
-        messages = tpl.render(**({k: fence(v) for k, v in variables.items()} if self.delimit else variables))
+        fenced = variables.keys() if self.delimit else tpl.fenced  # --delimit fences every prompt's user text
+        messages = tpl.render(**{k: fence(v) if k in fenced else v for k, v in variables.items()})
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
         if merged.get("logprobs") and m.provider not in (*LOGPROB_PROVIDERS, "instance"):
             raise ConfigError(

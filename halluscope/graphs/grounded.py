@@ -33,7 +33,6 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Judged, Steps, node, plan_calls
-from halluscope.prompts.registry import fence
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
@@ -204,12 +203,11 @@ def build(
             ]
             return {"checks": checks}
         question = state.get("question") or NO_QUESTION
-        fenced = (lambda v: v) if gateway.delimit else fence  # a gateway that fences every prompt already did
-        asks = [
+        asks = [  # the prompt fences all three (grounded.support's `fenced`): a document is untrusted input
             Ask(
                 judge,
                 SUPPORT,
-                {"context": fenced(chunks[c]), "question": fenced(question), "sentence": fenced(found[u])},
+                {"context": chunks[c], "question": question, "sentence": found[u]},
                 {"max_tokens": CHECK_MAX_TOKENS, **probability},
             )
             for u, c in pairs

@@ -61,6 +61,9 @@ class PromptTemplate(BaseModel):
     parser: str
     messages: list[PromptMessage] | None = None
     text: str | None = None
+    fenced: list[str] = Field(
+        default_factory=list, description="variables the gateway always fences: untrusted text (a retrieved document)"
+    )
     path: str | None = Field(None, exclude=True, description="file it was loaded from")
 
     @model_validator(mode="after")
@@ -71,6 +74,9 @@ class PromptTemplate(BaseModel):
             raise ValueError(f"unknown parser {self.parser!r}; known: {', '.join(sorted(PARSERS))}")
         for template in self._templates():
             _fields(template)
+        unknown = sorted(set(self.fenced) - set(self.variables))
+        if unknown:
+            raise ValueError(f"fenced names {', '.join(unknown)}, which no message uses")
         return self
 
     def _templates(self) -> list[str]:
@@ -92,6 +98,7 @@ class PromptTemplate(BaseModel):
             "text": self.text,
             "params": self.params,
             "parser": self.parser,
+            **({"fenced": self.fenced} if self.fenced else {}),  # a prompt without it keeps its hash
         }
         canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
@@ -130,7 +137,10 @@ class PromptTemplate(BaseModel):
 
     def to_yaml(self) -> str:
         """The prompt as its YAML file would hold it."""
-        return yaml.safe_dump(self.model_dump(exclude_none=True), sort_keys=False, allow_unicode=True, width=100)
+        data = self.model_dump(exclude_none=True)
+        if not data["fenced"]:  # the default, as a prompt file without the key has it
+            del data["fenced"]
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
     def parse(self, raw: str) -> Any:
         """Read a model answer with this prompt's parser (raises ParseError with the raw text)."""

@@ -32,7 +32,6 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detector import Detector
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.prompts.registry import fence
 
 OnFlag = Literal["annotate", "revise", "refuse"]
 REVISE = "guard.revise"
@@ -231,8 +230,8 @@ def hallucination_guard(
         flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
         asked = {"question": question or "", "answer": _text(ai), "flagged": flagged}
         documents = state.get("context")
-        if documents:  # a RAG turn: the rewrite takes the right fact from the documents, fenced
-            asked["documents"] = "\n\n".join(fence(d) if not gw.delimit else d for d in documents)
+        if documents:  # a RAG turn: the rewrite takes the right fact from the documents (the prompt fences them)
+            asked["documents"] = "\n\n".join(documents)
         try:
             revision = gw.call(model, REVISE_GROUNDED if documents else REVISE, asked).text  # type: ignore[arg-type]
             refused = degenerate(revision, _text(ai), echoes)
