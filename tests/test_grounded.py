@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, HumanMessage
 
 import halluscope
-from halluscope.backends.entailment import NLIEntailment
+from halluscope.backends.entailment import NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.grounded import grounded_plans, load_rte, rte_metrics
 from halluscope.bench.runner import run as run_plan
@@ -215,6 +215,8 @@ def test_an_nli_judge_reads_support_as_p_entailment_of_chunk_then_unit(tiny_nli:
         assert unit.evidence["support"] == pytest.approx(supports, abs=1e-6)
         assert unit.score == pytest.approx(1 - max(supports), abs=1e-6), u
     assert result.meta.calls == 1  # one forward pass for the four pairs
+    # a detector prepares its judge per detect call: the checkpoint is loaded once per process
+    assert nli_checkpoint(str(tiny_nli)) is nli_checkpoint(str(tiny_nli))
     with pytest.raises(ConfigError, match="NLI judge cannot write them"):
         grounded.detect(ANSWER, context=DOCS, model=f"nli:{tiny_nli}", decompose=True)
 

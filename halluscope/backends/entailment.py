@@ -331,9 +331,21 @@ class LLMZeroShot(ZeroShot):
 
 
 NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint directory
+_checkpoints: dict[str, NLIEntailment] = {}
+_checkpoints_lock = threading.Lock()
 
 
-def _judge_target(judge: str | None, kind: str) -> tuple[bool, str]:
+def nli_checkpoint(path: str | Path) -> NLIEntailment:
+    """An NLI checkpoint, loaded once per process: a detector prepares its judge on every detect call,
+    and a classifier reloaded per call would cost its load (and a copy of its weights) every time."""
+    key = str(path)  # as given: its name (nli:PATH) is what results and calibrations record
+    with _checkpoints_lock:
+        if key not in _checkpoints:
+            _checkpoints[key] = NLIEntailment(key)
+        return _checkpoints[key]
+
+
+def judge_target(judge: str | None, kind: str) -> tuple[bool, str]:
     """(is it an NLI checkpoint, its path or model spec) for a judge named by a string; None names the
     strongest installed local model."""
     if judge is None:
@@ -352,8 +364,8 @@ def entailment_judge(judge: Entailment | str | None, gateway: Gateway | None = N
     (an NLI checkpoint), a model spec (an LLM judge), or None (the strongest installed local model)."""
     if isinstance(judge, Entailment):
         return judge
-    nli, target = _judge_target(judge, "an Entailment")
-    return NLIEntailment(target) if nli else LLMEntailment(target, gateway=gateway)
+    nli, target = judge_target(judge, "an Entailment")
+    return nli_checkpoint(target) if nli else LLMEntailment(target, gateway=gateway)
 
 
 def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None) -> ZeroShot:
@@ -361,5 +373,5 @@ def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None
     model spec (an LLM asked Yes/No), or None (the strongest installed local model)."""
     if isinstance(judge, ZeroShot):
         return judge
-    nli, target = _judge_target(judge, "a ZeroShot scorer")
-    return NLIZeroShot(NLIEntailment(target)) if nli else LLMZeroShot(target, gateway=gateway)
+    nli, target = judge_target(judge, "a ZeroShot scorer")
+    return NLIZeroShot(nli_checkpoint(target)) if nli else LLMZeroShot(target, gateway=gateway)

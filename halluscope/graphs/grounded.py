@@ -27,11 +27,11 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.entailment import NLI_PREFIX, Entailment, NLIEntailment, yes_probability
+from halluscope.backends.entailment import Entailment, judge_target, nli_checkpoint, yes_probability
 from halluscope.backends.gateway import Ask, Gateway, ModelLike
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
+from halluscope.graphs import options
+from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Judged, Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.grounded import grounded_score
@@ -106,12 +106,6 @@ def nearest_chunks(embedder: Embedder, units: list[str], chunks: list[str], k: i
 # ---------------------------------------------------------------- the graph
 
 
-def asks_probabilities(judge: ModelLike | Entailment, gateway: Gateway) -> bool:
-    """Whether the checks ask for log-probs: an LLM judge that gives them (asked of one that does not,
-    the gateway would retry an answer it cannot have)."""
-    return not isinstance(judge, Entailment) and gateway.gives_logprobs(judge)
-
-
 class Check(TypedDict):
     unit: int
     chunk: int
@@ -135,6 +129,7 @@ class GroundedOutput(TypedDict, total=False):
     scores: list[float]
     best: list[int]  # each unit's best-supporting chunk
     events: list[str]
+    fallbacks: int  # checks that asked for log-probs and got none (the discrete value stood in)
 
 
 class GroundedState(GroundedInput, GroundedOutput, total=False):
@@ -151,7 +146,8 @@ def build(
     embedder: Embedder | None = None,
 ) -> CompiledStateGraph:
     """The grounded graph for one judge (an LLM spec or an NLI ``Entailment``); an LLM judge is asked
-    for log-probs where it gives them (``asks_probabilities``)."""
+    for log-probs where it gives them (asked of one that does not, the gateway would retry an answer it
+    cannot have)."""
     nli = isinstance(judge, Entailment)
     if decompose and nli:
         raise ConfigError("grounded: decompose=True asks an LLM for the claims; an NLI judge cannot write them")
@@ -159,7 +155,7 @@ def build(
         raise ConfigError(f"grounded: top_k takes a whole number >= 1 (and an embedder), got {top_k}")
     chunk_context(["x"], chunk_words, overlap_words)  # the chunk sizes checked now, not at the first item
     probability: dict[str, Any] = (
-        {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asks_probabilities(judge, gateway) else {}
+        {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if not nli and gateway.gives_logprobs(judge) else {}
     )
 
     def units(state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
@@ -219,7 +215,7 @@ def build(
             p_yes = yes_probability(reply.logprobs) if probability else None
             support, _ = supported_probability(p_yes, answer)
             checks.append(Check(unit=u, chunk=c, support=support, answer=answer, p_yes=p_yes, raw=reply.text))
-        return {"checks": checks}
+        return {"checks": checks, "fallbacks": sum(c["p_yes"] is None for c in checks) if probability else 0}
 
     def score(state: GroundedState) -> dict[str, Any]:
         scores, best = [], []
@@ -284,21 +280,13 @@ class Options:
     )
 
 
-@dataclass(frozen=True)
-class Prepared(method.Prepared):
-    judge: ModelLike | Entailment | None = None
-
-
 def _judge(model: ModelLike | Entailment | None) -> ModelLike | Entailment:
-    if isinstance(model, Entailment):
+    """An NLI judge (given, or nli:PATH loaded once), a chat model given as an object, or a model spec
+    (None: the default local model), as semantic entropy's judges are read."""
+    if isinstance(model, Entailment) or (model is not None and not isinstance(model, str)):
         return model
-    if isinstance(model, str) and model.startswith(NLI_PREFIX):
-        return NLIEntailment(model[len(NLI_PREFIX) :])
-    if model is None:
-        from halluscope.backends.local import default_local_model
-
-        return f"local:{default_local_model()}"
-    return model
+    nli, target = judge_target(model, "an Entailment")
+    return nli_checkpoint(target) if nli else target
 
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
@@ -308,7 +296,7 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
         ctx.gateway.model(judge)  # a bad spec or a missing key fails here, before any item
     embedder = default_embedder() if opts.top_k is not None else None
     graph = build(judge, ctx.gateway, opts.decompose, opts.chunk_words, opts.overlap_words, opts.top_k, embedder)
-    return Prepared(graph, opts, judge)
+    return Prepared(graph, opts)
 
 
 def _documents(context: str | list[str] | None) -> list[str]:
@@ -330,11 +318,10 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     if inputs.question:
         state["question"] = inputs.question
     out = yield Streamed(ctx, prepared.graph, state)
-    return _result(out, ctx, prepared)
+    return _result(out, ctx, prepared.options)
 
 
-def _result(out: dict[str, Any], ctx: RunContext, prepared: Prepared) -> DetectionResult:
-    opts: Options = prepared.options
+def _result(out: dict[str, Any], ctx: RunContext, opts: Options) -> DetectionResult:
     units = []
     for u, text in enumerate(out["units"]):
         mine = [check for check in out["checks"] if check["unit"] == u]
@@ -353,8 +340,7 @@ def _result(out: dict[str, Any], ctx: RunContext, prepared: Prepared) -> Detecti
             )
         )
     checks = out["checks"]
-    asked = prepared.judge is not None and asks_probabilities(prepared.judge, ctx.gateway)
-    fallbacks = sum(c["p_yes"] is None for c in checks) if asked else 0
+    fallbacks = out.get("fallbacks", 0)
     events: dict[str, int] = {"no_probability": fallbacks} if fallbacks else {}
     for event in out.get("events") or []:
         events[event] = events.get(event, 0) + 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from halluscope.backends.entailment import NLI_PREFIX, NLIEntailment
+from halluscope.backends.entailment import NLI_PREFIX, NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import CallStats, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
@@ -64,7 +64,7 @@ def classifier(judge: NLIEntailment | str | None) -> NLIEntailment:
     if isinstance(judge, NLIEntailment):
         return judge
     if isinstance(judge, str) and judge.startswith(NLI_PREFIX):
-        return NLIEntailment(judge[len(NLI_PREFIX) :])
+        return nli_checkpoint(judge[len(NLI_PREFIX) :])
     raise ConfigError(
         f"SelfCheck-NLI needs an NLI classifier: judge='nli:PATH', a checkpoint directory (SelfCheckGPT uses "
         f"{SELFCHECKGPT_NLI}), got {judge!r}"
