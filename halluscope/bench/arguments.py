@@ -11,6 +11,7 @@ from pathlib import Path
 
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.runner import BenchResult, Plan
+from halluscope.cli.flags import ListFlag
 
 
 def _no_shared_report(_results: Sequence[BenchResult], _out: Path) -> None:
@@ -38,3 +39,17 @@ class Benchmark:
     def out_dir(self, method: str, out: str | Path) -> Path:
         """Where a plan of ``method`` writes results.json: OUT/METHOD when the bench runs several, else OUT."""
         return Path(out) / method if self.by_method else Path(out)
+
+
+def add_context_sizes(p: argparse.ArgumentParser, default: Sequence[int]) -> None:
+    """--sizes: PHR's context sizes; --n, the paper's letter for them, is the same flag."""
+    shown = ",".join(map(str, default))
+    p.add_argument(
+        "--sizes",
+        "--n",
+        dest="sizes",
+        action=ListFlag,
+        kind=int,
+        default=list(default),
+        help=f"context sizes n (default {shown}); --n, the paper's letter, is the same flag",
+    )

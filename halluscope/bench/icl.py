@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.arguments import Benchmark, add_context_sizes
 from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
@@ -421,15 +421,7 @@ def _plot(path: Path, result: BenchResult) -> None:
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, choices=tuple(LOADERS))
-    p.add_argument(
-        "--sizes",
-        "--n",
-        dest="sizes",
-        action=ListFlag,
-        kind=int,
-        default=[2, 4, 8, 16],
-        help="context sizes n (default 2,4,8,16); --n, the paper's letter, is the same flag",
-    )
+    add_context_sizes(p, [2, 4, 8, 16])
     p.add_argument("--contexts", type=int, default=50, help="contexts D_n per n (default 50)")
     p.add_argument("--queries", type=int, default=10, help="queries per context (default 10)")
     p.add_argument("--M", type=int, default=10, help="imagined completions per context (default 10)")

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.arguments import Benchmark, add_context_sizes
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.checks import finite_number
-from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError
 from halluscope.scoring.phr import BayesianLinearRegression, phr_estimate
 
@@ -141,15 +140,7 @@ def _plot(path: Path, rows: list[dict[str, Any]], epsilon: float) -> None:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--sizes",
-        "--n",
-        dest="sizes",
-        action=ListFlag,
-        kind=int,
-        default=[2, 8, 32],
-        help="context sizes n (default 2,8,32); --n, the paper's letter, is the same flag",
-    )
+    add_context_sizes(p, [2, 8, 32])
     p.add_argument("--problems", type=int, default=100, help="problems per n (default 100)")
     p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
     p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
