@@ -107,12 +107,15 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             raise ConfigError(problem)
         return kwargs
 
-    def answer_item(self, answer: str | None, question: str | None, context: Any = None) -> dict[str, Any]:
+    def answer_item(
+        self, answer: str | None, question: str | None, context: Any = None, message: Any = None
+    ) -> dict[str, Any]:
         """The item that checks ``answer`` to ``question`` with this method: the answer goes where the
         method reads it (a one-answer list for FEWL), the question where it reads one; methods that
         measure the model's own uncertainty (semantic entropy, CLUE) read only the question; the
         documents the answer should rest on (``context``) go to a method that reads them (a grounded
-        one, or an ensemble with a grounded member)."""
+        one, or an ensemble with a grounded member); the answer's ``message``, where it carries its
+        token log-probs, to a method that reads them (token-logprob: no call)."""
         spec = self.spec
         if spec.question_field is None and spec.answer_field is None:
             raise ConfigError(f"{self.method} scores an in-context learning query, not an answer to a question")
@@ -125,6 +128,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             item[spec.question_field] = question
         if context is not None and spec.context_field is not None:
             item[spec.context_field] = context
+        if spec.logprobs_field is not None and _carries_logprobs(message):
+            item[spec.logprobs_field] = message
         return item
 
     def detect(self, **item: Any) -> DetectionResult:
@@ -401,3 +406,8 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+def _carries_logprobs(message: Any) -> bool:
+    """Whether a chat message holds its tokens' log-probs (langchain-openai with logprobs=True, llama.cpp)."""
+    return isinstance(message, BaseMessage) and bool((message.response_metadata or {}).get("logprobs"))

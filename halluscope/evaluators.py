@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 from halluscope import registry
 from halluscope.detector import Detector, detector
 from halluscope.errors import ConfigError, HalluscopeError
@@ -39,9 +41,11 @@ CONTEXT_KEYS = ("context", "documents", "retrieved", "contexts")  # where a RAG 
 
 
 def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
-    """A string, a dict holding one under a known key, or a messages list (last message's content)."""
+    """A string, a chat message, a dict holding one under a known key, or a messages list (last message's content)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, BaseMessage):
+        return str(value.text)
     if isinstance(value, Mapping):
         for key in keys:
             if key in value:
@@ -73,13 +77,24 @@ def example_arguments(det: Detector, inputs: Any, outputs: Any, reference_output
         return item
     answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs") if spec.answer_field is not None else None
     question = _text_of(inputs, QUESTION_KEYS, "question in inputs") if inputs is not None else None
-    item = det.answer_item(answer, question, _context_of(inputs) if spec.context_field is not None else None)
+    context = _context_of(inputs) if spec.context_field is not None else None
+    item = det.answer_item(answer, question, context, _message_of(outputs))
     if "samples" in det.accepted():
         for source in (outputs, reference_outputs):
             if isinstance(source, Mapping) and source.get("samples"):
                 item["samples"] = list(source["samples"])
                 break
     return item
+
+
+def _message_of(outputs: Any) -> Any:
+    """The run's answer as a chat message (where a method reads the log-probs it carries): the output
+    itself, the message under an answer key, or the last of its messages; None where it is plain text."""
+    if isinstance(outputs, Mapping):
+        found = next((outputs[key] for key in ANSWER_KEYS if key in outputs), None)
+        messages = outputs.get("messages")
+        outputs = found if found is not None else (messages[-1] if isinstance(messages, list) and messages else None)
+    return outputs if isinstance(outputs, BaseMessage) else None
 
 
 def _context_of(inputs: Any) -> Any:

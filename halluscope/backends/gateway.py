@@ -44,12 +44,14 @@ from halluscope.backends.retry import (
 from halluscope.backends.stats import CallStats, ChatReply
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
+from halluscope.scoring.token_probability import TokenStat
 
 DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (retried) timeout
 FLIGHT_POLL_S, FLIGHT_POLL_MAX_S = 0.05, 1.0  # how often a process waiting on another's call looks again
 _WAIT = object()  # another process asks this call now: look again soon
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 LOGPROB_PROVIDERS = ("local", "openai", "openai-compatible")  # the routes whose token log-probs halluscope reads
+TOKEN_STATS = "token-stats@1"  # the cache's name for a text's token statistics (a new layout, a new name)
 # what init_chat_model's classes call a call parameter, where it is not its own name
 _FIELD_NAMES = {"max_tokens": ("max_tokens", "num_predict", "max_output_tokens", "max_new_tokens")}
 ModelLike = str | BaseChatModel
@@ -505,6 +507,29 @@ class Gateway:
             stats.record_forward(model.name, token_count(model, prompt), time.perf_counter() - started)
         return out
 
+    def token_stats(
+        self, model: str | LogProbModel, prompt: str, text: str, stats: CallStats | None = None
+    ) -> list[TokenStat]:
+        """Each token of ``text`` as ``model`` reads it after ``prompt``: its log-prob and its position's
+        entropy, from one forward pass. Unlike other forward passes these are cached (JSON rows): a
+        passage costs seconds on a CPU, and a rerun, another variant or a calibration reads them back."""
+        lm = self.logprob_model(model)
+        messages = [{"role": "prompt", "content": prompt}, {"role": "text", "content": text}]
+        key = call_key(lm.name, {"read": TOKEN_STATS}, messages, 0)
+        hit = self.cache.get(key) if self.cache is not None else None
+        found = _token_rows(hit)
+        if found:
+            if stats is not None:
+                stats.record_forward(lm.name, 0, 0.0, cached=True)
+            return found
+        started = time.perf_counter()
+        found = self._limited(lm.name, lambda: lm.token_stats(prompt, text))
+        if stats is not None:
+            stats.record_forward(lm.name, token_count(lm, prompt + text), time.perf_counter() - started)
+        if found and self.cache is not None:  # a text that adds no token is no answer
+            self.cache.set(key, {"tokens": [[t.start, t.logprob, t.entropy] for t in found]})
+        return found
+
     # -- many calls at once
 
     def call_all(
@@ -575,6 +600,19 @@ def samples(
     if n < 1:
         raise ConfigError(f"n must be at least 1, got {n}")
     return [Ask(model, prompt, variables, {**params, "sample_index": i}) for i in range(n)]
+
+
+def _token_rows(hit: Mapping[str, Any] | None) -> list[TokenStat]:
+    """A cached text's token statistics; none (a miss) for an entry that is not rows of three numbers."""
+    rows = hit.get("tokens") if hit is not None else None
+    if not isinstance(rows, list):
+        return []
+    found = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(v, int | float) for v in row)):
+            return []
+        found.append(TokenStat(int(row[0]), float(row[1]), float(row[2])))
+    return found
 
 
 def _check_params(params: Mapping[str, Any]) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from halluscope.backends.chat import split_query
 from halluscope.backends.retry import BadReplyError, RetryPolicy, call_with_retries
 from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError, redact_credentials
+from halluscope.scoring.token_probability import TokenStat
 
 
 @dataclass
@@ -45,6 +46,18 @@ class LogProbMismatchError(ModelUnavailableError):
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def row_stats(logits: np.ndarray, targets: Sequence[int], rows_at_once: int = 32) -> list[tuple[float, float]]:
+    """(log p of the target, entropy of the whole distribution) for each row of logits, a few rows at a
+    time (one float64 row of a 150k vocabulary is 1.2 MB)."""
+    out: list[tuple[float, float]] = []
+    for lo in range(0, len(logits), rows_at_once):
+        chunk = log_softmax(np.asarray(logits[lo : lo + rows_at_once], dtype=np.float64))
+        picked = chunk[np.arange(len(chunk)), np.asarray(targets[lo : lo + rows_at_once])]
+        entropies = -(np.exp(chunk) * chunk).sum(axis=-1)
+        out.extend(zip(picked.tolist(), entropies.tolist(), strict=True))
+    return out
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -106,6 +119,25 @@ class LogProbModel(ABC):
 
     def token_text(self, token: int) -> str:
         raise ConfigError(f"{self.name} exposes no tokenizer here")
+
+    def token_stats(self, prompt: str, text: str) -> list[TokenStat]:
+        """Every token of ``text`` read after ``prompt`` (tokenised together), with its log-prob and the
+        entropy of the whole next-token distribution it came from: one forward pass."""
+        raise ConfigError(
+            f"{self.name} gives no whole next-token distributions here; read the text with local: or "
+            "transformers:, or pass the answer's own log-probs"
+        )
+
+    def _decoded(self, ids: list[int], before: list[int]) -> str:
+        """The text of ``ids`` following ``before`` (an incomplete UTF-8 character left out)."""
+        raise ConfigError(f"{self.name} exposes no tokenizer here")
+
+    def _starts(self, before: list[int], ids: list[int], text: str) -> list[int]:
+        """Where each token of ``ids`` starts in ``text``. The first token may carry the prompt's last
+        characters (tokenised together): offsets count from the end, so that one starts at 0."""
+        prefixes = [self._decoded(ids[:k], before) for k in range(len(ids) + 1)]
+        shift = len(prefixes[-1]) - len(text)
+        return [min(len(text), max(0, len(p) - shift)) for p in prefixes[:-1]]
 
     def count_tokens(self, text: str) -> int:
         """Tokens of a text on its own (no BOS), for length filters such as PHR's 116-token rule."""
@@ -187,6 +219,21 @@ class LlamaCppLogProbModel(LogProbModel):
 
     def token_text(self, token: int) -> str:
         return bytes(self._llama.detokenize([token])).decode("utf-8", errors="replace")
+
+    def token_stats(self, prompt: str, text: str) -> list[TokenStat]:
+        full = self._encode(prompt + text)
+        start = max(1, common_prefix(self._encode(prompt), full))
+        if start >= len(full):
+            return []
+        with self._loaded.lock:
+            self._eval(full)
+            logits = np.array(self._llama.scores[start - 1 : len(full) - 1], dtype=np.float32)  # a copy
+        rows = row_stats(logits, full[start:])
+        starts = self._starts(full[:start], full[start:], text)
+        return [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, rows, strict=True)]
+
+    def _decoded(self, ids: list[int], before: list[int]) -> str:
+        return self._text(ids, before)
 
     def count_tokens(self, text: str) -> int:
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
@@ -334,6 +381,24 @@ class TransformersLogProbModel(LogProbModel):
 
     def token_text(self, token: int) -> str:
         return str(self.tokenizer.decode([token]))
+
+    def token_stats(self, prompt: str, text: str) -> list[TokenStat]:
+        torch = self._torch
+        full = self._encode(prompt + text)
+        start = max(1, common_prefix(self._encode(prompt), full))
+        if start >= len(full):
+            return []
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([full], device=self.device)).logits[0]
+            rows = logits[start - 1 : len(full) - 1].float().cpu().numpy()
+        stats = row_stats(rows, full[start:])
+        starts = self._starts(full[:start], full[start:], text)
+        return [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, stats, strict=True)]
+
+    def _decoded(self, ids: list[int], before: list[int]) -> str:
+        head = str(self.tokenizer.decode(before))
+        whole = str(self.tokenizer.decode(before + ids))
+        return whole[len(head) :].rstrip("\ufffd") if whole.startswith(head) else str(self.tokenizer.decode(ids))
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

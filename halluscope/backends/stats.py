@@ -60,15 +60,18 @@ class CallStats:
         if self.on_plan is not None:
             self.on_plan(planned)
 
-    def record_forward(self, model: str, prompt_tokens: int, seconds: float) -> None:
-        """A deterministic forward pass (teacher forcing, a next-token distribution): a model call that
-        is recomputed rather than cached."""
+    def record_forward(self, model: str, prompt_tokens: int, seconds: float, cached: bool = False) -> None:
+        """A deterministic forward pass (teacher forcing, a next-token distribution), or one read back
+        from the cache (``cached``: a text's token statistics)."""
         with self._lock:
             self.models.add(model)
-            self.calls += 1
-            self.forward_passes += 1
-            self.prompt_tokens += prompt_tokens
-            self.model_seconds += seconds
+            if cached:
+                self.cache_hits += 1
+            else:
+                self.calls += 1
+                self.forward_passes += 1
+                self.prompt_tokens += prompt_tokens
+                self.model_seconds += seconds
         if self.on_reply is not None:
             self.on_reply()
 

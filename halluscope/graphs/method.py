@@ -128,6 +128,8 @@ class Method:
     answered) goes; ``answer_field``: where the answer to check goes; ``model_field``: where
     ``detector(model=...)`` goes; ``positional``: the inputs ``detect`` also takes by position;
     ``context_field``: where the documents an answer should rest on go (a grounded method's);
+    ``logprobs_field``: where the answer's own token log-probs go (a token-probability method's: the
+    guard and the evaluators give it the answer's message when that carries them);
     ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked before
     any model is loaded; ``describe``: the lines a person reads for one result; ``presets``: options
     by name ('selfcheck-prompt:prob'); ``combines``: it runs other methods (no member of an ensemble)."""
@@ -142,6 +144,7 @@ class Method:
     answer_field: str | None
     model_field: str = "model"
     context_field: str | None = None
+    logprobs_field: str | None = None
     positional: tuple[str, ...] = ()
     needs: tuple[Need, ...] = ()
     check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None

@@ -164,7 +164,7 @@ def hallucination_guard(
         }
         revisions = state.get("revisions", 0) if same_answer else 0
         try:
-            result = det.detect(**det.answer_item(_text(ai), question, state.get("context")))
+            result = det.detect(**det.answer_item(_text(ai), question, state.get("context"), ai))
         except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
             error = f"{type(exc).__name__}: {exc}"
             return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
