@@ -9,6 +9,10 @@ Offline, on the embedded local model (no API key):
 
 ``--plant`` makes the agent give that answer instead of its own, to watch the guard catch it;
 ``--model openai:gpt-4o-mini`` (or any spec) runs the same agent on a provider.
+
+``--check token-logprob`` guards at no extra call: the agent answers with its tokens' log-probs (top 5),
+and the guard scores each sentence from them (a planted answer, never generated, is read once by the
+model instead: one forward pass). ``--threshold`` is then in nats of Avg(-log p).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from halluscope.tools import GuardState, hallucination_guard
 from halluscope.tools.guard import OnFlag
 
 ANSWER = "fewl.answer"  # one concise sentence at temperature 0
+TOP_LOGPROBS = 5  # the alternatives a token-probability guard reads the entropy from
 
 
 def build_agent(
@@ -42,10 +47,16 @@ def build_agent(
     gw = gateway or halluscope.default_gateway()
     guard = hallucination_guard(detector, threshold, on_flag, max_revisions, model=model, gateway=gw)
 
+    with_logprobs = detector.spec.logprobs_field is not None  # the guard reads the answer's own log-probs
+
     def answer(state: GuardState) -> dict[str, Any]:
         question = str(state["messages"][-1].text)
-        text = planted if planted is not None else gw.call(model, ANSWER, {"question": question}).text.strip()
-        return {"messages": [AIMessage(content=text)]}
+        if planted is not None:
+            return {"messages": [AIMessage(content=planted)]}
+        asked = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if with_logprobs else {}
+        reply = gw.call(model, ANSWER, {"question": question}, **asked)
+        metadata = {"logprobs": {"content": reply.logprobs}} if with_logprobs and reply.logprobs else {}
+        return {"messages": [AIMessage(content=reply.text.strip(), response_metadata=metadata)]}
 
     graph = StateGraph(GuardState)
     graph.add_node("answer", answer)
@@ -80,13 +91,15 @@ def main() -> None:
     p.add_argument("--question", default="What is the capital of Australia?")
     p.add_argument("--plant", help="the answer the agent gives instead of its own")
     p.add_argument("--model", help="model spec (default: the strongest installed local model)")
+    p.add_argument("--check", choices=["selfcheck-prompt", "token-logprob"], default="selfcheck-prompt")
     p.add_argument("--samples", type=int, default=3, help="SelfCheck-Prompt samples (default 3)")
     p.add_argument("--threshold", type=float, default=0.5)
     p.add_argument("--on-flag", choices=["annotate", "revise", "refuse"], default="revise")
     p.add_argument("--json", action="store_true", help="print the guard's record as JSON too")
     args = p.parse_args()
     model = args.model or f"local:{halluscope.default_local_model()}"
-    detector = halluscope.detector("selfcheck-prompt", model=model, n=args.samples)
+    options = {"n": args.samples} if args.check == "selfcheck-prompt" else {}
+    detector = halluscope.detector(args.check, model=model, **options)
     agent = build_agent(model, detector, args.threshold, args.on_flag, planted=args.plant)
     state = agent.invoke({"messages": [HumanMessage(content=args.question)]})
     print(transcript(state))

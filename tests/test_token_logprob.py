@@ -318,3 +318,23 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
         halluscope.detector("token-logprob", model="local:smollm2-135m", calibration=one, variant="max-nll").detect(
             TEXT
         )
+
+
+@pytest.mark.slow
+def test_the_guarded_agent_answers_with_logprobs_and_its_guard_sends_no_call(gateway: Gateway) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from tests.test_guard import load_example
+
+    example = load_example()
+    det = halluscope.detector("token-logprob", model="local:smollm2-135m", gateway=gateway)
+    agent = example.build_agent("local:smollm2-135m", det, threshold=100.0, on_flag="annotate", gateway=gateway)
+    state = agent.invoke({"messages": [HumanMessage(content="What is the capital of France?")]})
+    answer = state["messages"][-1]
+    assert answer.response_metadata["logprobs"]["content"]  # generated with its tokens' log-probs
+    record = state["hallucination"]
+    assert record["action"] == "pass" and record["calls"] == 0 and record["units"]
+    planted = example.build_agent(
+        "local:smollm2-135m", det, threshold=100.0, on_flag="annotate", gateway=gateway, planted="Paris is in Peru."
+    ).invoke({"messages": [HumanMessage(content="Where is Paris?")]})
+    assert planted["hallucination"]["calls"] == 1  # never generated: the model reads it once
