@@ -43,7 +43,7 @@ def row(path: Path) -> dict[str, Any]:
         "methods": "+".join(cal.methods),
         "kind": cal.kind,
         "model": cal.model,
-        "samples": cal.data["samples"],
+        "samples": cal.data["n"],  # the sample count a SelfCheck member read
         "fit_passages": cal.data["fit_passages"],
         "test_passages": cal.data["test_passages"],
         "test_sentences": test["units"],

@@ -78,11 +78,11 @@ def main() -> None:
     lm = gateway.logprob_model(args.model)
     assert isinstance(lm, LlamaCppLogProbModel), "the answers' log-probs are read from a local: model"
     guards = {
-        "token-logprob avg-nll, the answer's log-probs": halluscope.detector("token-logprob"),
+        "token-logprob avg-nll, the answer's log-probs": halluscope.detector("token-logprob", variant="avg-nll"),
         "token-logprob max-nll, the answer's log-probs": halluscope.detector("token-logprob", variant="max-nll"),
         "token-logprob avg-entropy, the answer's top-5": halluscope.detector("token-logprob", variant="avg-entropy"),
         "token-logprob max-entropy, the answer's top-5": halluscope.detector("token-logprob", variant="max-entropy"),
-        "token-logprob avg-nll, proxy forward pass": halluscope.detector("token-logprob", model=args.model),
+        "token-logprob max-entropy, proxy forward pass": halluscope.detector("token-logprob", model=args.model),
         "direct-question": halluscope.detector("direct-question", model=args.model),
     }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in guards}
@@ -103,7 +103,7 @@ def main() -> None:
         }
         for name, found in runs.items()
     ]
-    print(markdown_table(rows))
+    print(markdown_table(rows, [(k, k) for k in rows[0]]))
     path = Path(args.out) / "token_logprob_guard.json"
     write_json(
         path, {"model": args.model, "machine": platform.platform(), "biographies": len(BIOGRAPHIES), "rows": rows}

@@ -1,7 +1,7 @@
 """token-logprob on all of WikiBio: one table row per model and variant, from the runs of
 
     halluscope bench wikibio --model local:MODEL --out OUT \\
-        --method token-logprob,token-logprob:max-nll,token-logprob:avg-entropy,token-logprob:max-entropy
+        --method token-logprob:avg-nll,token-logprob:max-nll,token-logprob:avg-entropy,token-logprob:max-entropy
 
 (the first variant reads every passage once; the others read the cached token statistics back), beside
 the random baseline of the same sentences.
@@ -19,7 +19,7 @@ from typing import Any
 from halluscope.bench.report import markdown_table, write_json
 
 VARIANTS = {
-    "token-logprob": "Avg(-log p)",
+    "token-logprob:avg-nll": "Avg(-log p)",
     "token-logprob:max-nll": "Max(-log p)",
     "token-logprob:avg-entropy": "Avg(H)",
     "token-logprob:max-entropy": "Max(H)",
@@ -41,19 +41,20 @@ def _interval(result: dict[str, Any], key: str) -> str:
 
 
 def rows_of(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One row per variant run under ``out``, and the run of the first (what reading the passages cost)."""
-    rows, first = [], None
-    for method, label in VARIANTS.items():
-        path = out / method / "results.json"
-        if not path.is_file():
-            continue
+    """One row per variant run under ``out``, and the run that read the passages (the one that sent the
+    forward passes; the others read its cached token statistics)."""
+    rows, runs = [], []
+    for path in sorted(out.glob("token-logprob*/results.json")):
         result = json.loads(path.read_text())
-        first = first or result
-        model = result["params"]["model"]
-        rows.append({"model": model, "score": label, **{name: _interval(result, key) for key, name in METRICS}})
-    if first is None:
+        runs.append(result)
+        label = VARIANTS.get(result["params"]["method"])
+        if label is not None:
+            metrics = {name: _interval(result, key) for key, name in METRICS}
+            rows.append({"model": result["params"]["model"], "score": label, **metrics})
+    if not rows:
         raise SystemExit(f"no token-logprob run under {out}")
-    return rows, first
+    rows.sort(key=lambda r: list(VARIANTS.values()).index(r["score"]))
+    return rows, max(runs, key=lambda r: r["meta"]["calls"])
 
 
 def main() -> None:
@@ -63,12 +64,12 @@ def main() -> None:
     args = p.parse_args()
     rows, costs = [], []
     for out in args.outs:
-        found, first = rows_of(Path(out))
+        found, reader = rows_of(Path(out))
         rows.extend(found)
-        meta, metrics = first["meta"], first["metrics"]
+        meta, metrics = reader["meta"], reader["metrics"]
         costs.append(
             {
-                "model": first["params"]["model"],
+                "model": reader["params"]["model"],
                 "passages": metrics["n_passages"],
                 "sentences": metrics["n_sentences"],
                 "forward passes": meta["params"].get("forward_passes", meta["calls"]),
@@ -78,9 +79,9 @@ def main() -> None:
                 "random Factual AUC-PR": round(metrics["random_auc_pr_factual"], 2),
             }
         )
-    print(markdown_table(rows))
+    print(markdown_table(rows, [(k, k) for k in rows[0]]))
     print()
-    print(markdown_table(costs))
+    print(markdown_table(costs, [(k, k) for k in costs[0]]))
     if args.json:
         write_json(Path(args.json), {"rows": rows, "costs": costs})
         print(f"wrote {args.json}")

@@ -397,6 +397,11 @@ def detector(
     return Detector(method, options, calibration, None if yes else max_calls, force_calibration)
 
 
+def _carries_logprobs(message: Any) -> bool:
+    """Whether a chat message holds its tokens' log-probs (langchain-openai with logprobs=True, llama.cpp)."""
+    return isinstance(message, BaseMessage) and bool((message.response_metadata or {}).get("logprobs"))
+
+
 class _CallableModule(types.ModuleType):
     """``halluscope.detector`` names both this module and its ``detector`` function: whichever is imported
     first, the module called is the function, so ``halluscope.detector("fibe", ...)`` always works."""
@@ -406,8 +411,3 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
-
-
-def _carries_logprobs(message: Any) -> bool:
-    """Whether a chat message holds its tokens' log-probs (langchain-openai with logprobs=True, llama.cpp)."""
-    return isinstance(message, BaseMessage) and bool((message.response_metadata or {}).get("logprobs"))

@@ -127,7 +127,7 @@ def test_an_aimessages_own_logprobs_score_each_sentence_with_no_call(variant: st
     assert [u.score for u in result.units] == pytest.approx(_expected(variant))
     assert result.meta.calls == 0 and result.meta.params["source"] == "given"
     assert result.meta.params["entropy_over"] == "top-2 renormalised"
-    assert result.units[1].evidence["tokens"] == 4
+    assert result.units[1].evidence["tokens"] == 4 and result.units[1].evidence["entropy_over"] == "top-2 renormalised"
 
 
 def test_every_shape_of_given_logprobs_gives_the_same_scores(gateway: Gateway) -> None:
@@ -157,9 +157,10 @@ def test_given_logprobs_that_cannot_score_are_clear_errors(gateway: Gateway) -> 
     with pytest.raises(ConfigError, match="spell"):
         token_logprob.detect("Berlin is in Germany.", logprobs=TOKENS, gateway=gateway)
     bare = [(t, lp) for t, lp, _ in TOKENS]
-    assert token_logprob.detect(TEXT, logprobs=bare, gateway=gateway).meta.params["entropy_over"] == "none given"
+    scored = token_logprob.detect(TEXT, logprobs=bare, variant="avg-nll", gateway=gateway)
+    assert scored.meta.params["entropy_over"] == "none given"
     with pytest.raises(ConfigError, match="needs each token's alternatives"):
-        token_logprob.detect(TEXT, logprobs=bare, variant="avg-entropy", gateway=gateway)
+        token_logprob.detect(TEXT, logprobs=bare, gateway=gateway)  # the default, max-entropy
     with pytest.raises(ConfigError, match="not \\(token, logprob"):
         token_logprob.detect(TEXT, logprobs=[{"text": "Paris"}], gateway=gateway)
     with pytest.raises(ConfigError, match="token-logprob needs model .*or logprobs"):
@@ -173,7 +174,7 @@ def test_the_command_line_reads_a_logprobs_file(tmp_path: Path, capsys: pytest.C
     path.write_text(json.dumps({"content": _openai_entries()}))
     assert main(["detect", "token-logprob", "--text", TEXT, "--logprobs-file", str(path), "--json"]) == 0
     result = DetectionResult.from_json(capsys.readouterr().out)
-    assert [u.score for u in result.units] == pytest.approx(_expected("avg-nll"))
+    assert [u.score for u in result.units] == pytest.approx(_expected("max-entropy"))  # the default
     path.write_text('{"choices": []}')
     assert main(["detect", "token-logprob", "--text", TEXT, "--logprobs-file", str(path)]) == 2
     assert "logprobs must be a non-empty list" in capsys.readouterr().err
@@ -217,11 +218,11 @@ def test_the_proxy_reads_each_text_once_and_the_cache_serves_it_again(gateway: G
     assert first.meta.params["entropy_over"] == "whole vocabulary" and first.meta.params["source"] == "proxy"
     assert all(u.score is not None and u.score > 0 for u in first.units)
     again = token_logprob.detect(
-        TEXT, question="Where is Paris?", model="local:smollm2-135m", variant="max-entropy", gateway=gateway
+        TEXT, question="Where is Paris?", model="local:smollm2-135m", variant="avg-nll", gateway=gateway
     )
     assert again.meta.calls == 0 and again.meta.cache_hits == 1
-    assert [u.evidence["avg_nll"] for u in again.units] == [u.evidence["avg_nll"] for u in first.units]
-    assert [u.score for u in again.units] == [u.evidence["max_entropy"] for u in first.units]
+    assert [u.evidence["max_entropy"] for u in again.units] == [u.score for u in first.units]
+    assert [u.score for u in again.units] == [u.evidence["avg_nll"] for u in first.units]
     plain = token_logprob.detect(
         TEXT, question="Where is Paris?", model="local:smollm2-135m", chat=False, gateway=gateway
     )
@@ -257,7 +258,7 @@ def test_transformers_agrees_with_llama_cpp_on_the_same_tiny_model(
 def test_a_detector_reads_given_logprobs_with_no_model(gateway: Gateway) -> None:
     detector = halluscope.detector("token-logprob", gateway=gateway)
     result = detector.detect(text=TEXT, logprobs=TOKENS)
-    assert [u.score for u in result.units] == pytest.approx(_expected("avg-nll"))
+    assert [u.score for u in result.units] == pytest.approx(_expected("max-entropy"))
 
 
 # ---------------------------------------------------------------- through the other doors
@@ -273,7 +274,8 @@ def test_the_guard_checks_an_answer_from_its_own_logprobs_with_no_call(gateway: 
     from halluscope.tools import hallucination_guard
 
     # avg-nll: sentence 1 scores 0.37, sentence 2 (2.0 + 0.3 + 0.4 + 3.0) / 4 = 1.425
-    guard = hallucination_guard(halluscope.detector("token-logprob", gateway=gateway), threshold=1.0)
+    det = halluscope.detector("token-logprob", variant="avg-nll", gateway=gateway)
+    guard = hallucination_guard(det, threshold=1.0)
     state = guard.invoke({"messages": [HumanMessage(content="Where is Paris?"), _message()]})
     record = state["hallucination"]
     assert record["calls"] == 0 and record["action"] == "annotated"
@@ -286,7 +288,7 @@ def test_the_guard_checks_an_answer_from_its_own_logprobs_with_no_call(gateway: 
 def test_an_evaluator_reads_the_runs_message_and_its_logprobs(gateway: Gateway) -> None:
     from halluscope.evaluators import create_evaluator
 
-    evaluate = create_evaluator("token-logprob", gateway=gateway)
+    evaluate = create_evaluator("token-logprob", variant="avg-nll", gateway=gateway)
     found = evaluate(inputs={"question": "Where is Paris?"}, outputs={"messages": [_message()]})
     assert found["score"] == pytest.approx(_expected("avg-nll")[1]) and found["metadata"]["calls"] == 0
     assert evaluate(inputs={"question": "Q"}, outputs={"answer": _message()})["score"] == found["score"]
@@ -305,7 +307,7 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
         methods, range(0, 3), range(3, 5), path, model="local:smollm2-135m", n=2, data=data_dir, progress=False
     )
     calibration = Calibration.load(path)
-    assert calibration.settings["token-logprob"]["variant"] == "avg-nll"
+    assert calibration.settings["token-logprob"]["variant"] == "max-entropy"  # the default
     det = halluscope.detector("ensemble", calibration=path, model="local:smollm2-135m")
     result = det.detect(text=TEXT, prompt="Where is Paris?", samples=["Paris is in France.", "It has a port."])
     assert len(result.units) == 2 and all(u.probability is not None for u in result.units)
