@@ -11,8 +11,10 @@ Offline, on the embedded local model (no API key):
 ``--model openai:gpt-4o-mini`` (or any spec) runs the same agent on a provider.
 
 ``--check token-logprob`` guards at no extra call: the agent answers with its tokens' log-probs (top 5),
-and the guard scores each sentence from them (a planted answer, never generated, is read once by the
-model instead: one forward pass). ``--threshold`` is then in nats of Avg(-log p).
+and the guard scores each sentence by Max(-log p) over its tokens (a planted answer, never generated, is
+read once by the model instead: one forward pass). Its threshold is in nats: 8.5 flagged all 8 planted
+sentences and 5 of the 32 true ones of the planted biographies (chosen on those 40 sentences,
+docs/results/token-logprob.md).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from halluscope.tools.guard import OnFlag
 
 ANSWER = "fewl.answer"  # one concise sentence at temperature 0
 TOP_LOGPROBS = 5  # the alternatives a token-probability guard reads the entropy from
+THRESHOLDS = {"selfcheck-prompt": 0.5, "token-logprob": 8.5}  # a score, and nats of Max(-log p)
 
 
 def build_agent(
@@ -93,14 +96,15 @@ def main() -> None:
     p.add_argument("--model", help="model spec (default: the strongest installed local model)")
     p.add_argument("--check", choices=["selfcheck-prompt", "token-logprob"], default="selfcheck-prompt")
     p.add_argument("--samples", type=int, default=3, help="SelfCheck-Prompt samples (default 3)")
-    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--threshold", type=float, help="flag at this score (default 0.5; token-logprob 8.5 nats)")
     p.add_argument("--on-flag", choices=["annotate", "revise", "refuse"], default="revise")
     p.add_argument("--json", action="store_true", help="print the guard's record as JSON too")
     args = p.parse_args()
     model = args.model or f"local:{halluscope.default_local_model()}"
-    options = {"n": args.samples} if args.check == "selfcheck-prompt" else {}
+    options = {"n": args.samples} if args.check == "selfcheck-prompt" else {"variant": "max-nll"}
     detector = halluscope.detector(args.check, model=model, **options)
-    agent = build_agent(model, detector, args.threshold, args.on_flag, planted=args.plant)
+    threshold = THRESHOLDS[args.check] if args.threshold is None else args.threshold
+    agent = build_agent(model, detector, threshold, args.on_flag, planted=args.plant)
     state = agent.invoke({"messages": [HumanMessage(content=args.question)]})
     print(transcript(state))
     if args.json:
