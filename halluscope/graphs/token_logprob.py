@@ -196,7 +196,8 @@ class Options:
     )
     variant: str = arg(
         DEFAULT_VARIANT,
-        help="the score: avg-nll = Avg(-log p), max-nll = Max(-log p), avg-entropy = Avg(H), max-entropy = Max(H)",
+        help="the score: avg-nll = Avg(-log p), max-nll = Max(-log p), avg-entropy = Avg(H), max-entropy = Max(H) "
+        "(Max(H) measured best with a small proxy on WikiBio; max-nll on an answer's own log-probs)",
         flags=(Flag(("--variant",), choices=VARIANTS),),
     )
     chat: bool = arg(
