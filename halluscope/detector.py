@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, create_model
 from tqdm.auto import tqdm
 
 from halluscope import registry
+from halluscope.backends.chat import message_logprobs
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.checks import check_arguments, check_value
@@ -128,7 +129,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             item[spec.question_field] = question
         if context is not None and spec.context_field is not None:
             item[spec.context_field] = context
-        if spec.logprobs_field is not None and _carries_logprobs(message):
+        if spec.logprobs_field is not None and isinstance(message, BaseMessage) and message_logprobs(message):
             item[spec.logprobs_field] = message
         return item
 
@@ -395,11 +396,6 @@ def detector(
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
     return Detector(method, options, calibration, None if yes else max_calls, force_calibration)
-
-
-def _carries_logprobs(message: Any) -> bool:
-    """Whether a chat message holds its tokens' log-probs (langchain-openai with logprobs=True, llama.cpp)."""
-    return isinstance(message, BaseMessage) and bool((message.response_metadata or {}).get("logprobs"))
 
 
 class _CallableModule(types.ModuleType):

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from pydantic import SecretStr
 
 from halluscope.errors import ConfigError, ModelSpecError, redact_credentials
@@ -99,6 +100,14 @@ def parse_model_spec(spec: str) -> ModelSpec:
     if provider == "anthropic":
         return ModelSpec("anthropic", rest, os.environ.get("ANTHROPIC_BASE_URL") or None)
     return ModelSpec(provider, rest)
+
+
+def message_logprobs(message: BaseMessage) -> list[Any] | None:
+    """A chat reply's token log-probs as providers put them in ``response_metadata`` (OpenAI's
+    ``{"content": [...]}``, or the list itself); None where it carries none."""
+    found = (message.response_metadata or {}).get("logprobs")
+    found = found.get("content") if isinstance(found, dict) else found
+    return list(found) if found else None
 
 
 def split_query(url: str) -> tuple[str, dict[str, str]]:

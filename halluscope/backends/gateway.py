@@ -31,7 +31,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
-from halluscope.backends.chat import PROVIDERS, ModelSpec, make_chat_model, parse_model_spec
+from halluscope.backends.chat import PROVIDERS, ModelSpec, make_chat_model, message_logprobs, parse_model_spec
 from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
 from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
 from halluscope.backends.retry import (
@@ -389,12 +389,11 @@ class Gateway:
         empty content, or no log-probs when they were asked for. A local model's empty answer is
         returned (its engine would give the same again) but, being empty, never cached."""
         usage = getattr(message, "usage_metadata", None) or {}
-        logprobs = (message.response_metadata or {}).get("logprobs")
         data = {  # text as a plain str (LangChain gives a TextAccessor), as the cache gives it back
             "text": str(message.text) if isinstance(message.text, str) else str(message.content),
             "prompt_tokens": int(usage.get("input_tokens", 0)),
             "completion_tokens": int(usage.get("output_tokens", 0)),
-            "logprobs": logprobs.get("content") if isinstance(logprobs, dict) else logprobs,
+            "logprobs": message_logprobs(message),
             "prompt_ref": self.prompt_ref(req.prompt),
         }
         if not data["text"].strip():

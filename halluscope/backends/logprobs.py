@@ -123,6 +123,16 @@ class LogProbModel(ABC):
     def token_stats(self, prompt: str, text: str) -> list[TokenStat]:
         """Every token of ``text`` read after ``prompt`` (tokenised together), with its log-prob and the
         entropy of the whole next-token distribution it came from: one forward pass."""
+        full = self._encode(prompt + text)
+        start = max(1, common_prefix(self._encode(prompt), full))
+        if start >= len(full):
+            return []
+        rows = row_stats(self._logit_rows(full, start), full[start:])
+        starts = self._starts(full[:start], full[start:], text)
+        return [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, rows, strict=True)]
+
+    def _logit_rows(self, ids: list[int], start: int) -> np.ndarray:
+        """The raw logits that predict ``ids[start:]``, one row each, from one forward pass over ``ids``."""
         raise ConfigError(
             f"{self.name} gives no whole next-token distributions here; read the text with local: or "
             "transformers:, or pass the answer's own log-probs"
@@ -220,17 +230,10 @@ class LlamaCppLogProbModel(LogProbModel):
     def token_text(self, token: int) -> str:
         return bytes(self._llama.detokenize([token])).decode("utf-8", errors="replace")
 
-    def token_stats(self, prompt: str, text: str) -> list[TokenStat]:
-        full = self._encode(prompt + text)
-        start = max(1, common_prefix(self._encode(prompt), full))
-        if start >= len(full):
-            return []
+    def _logit_rows(self, ids: list[int], start: int) -> np.ndarray:
         with self._loaded.lock:
-            self._eval(full)
-            logits = np.array(self._llama.scores[start - 1 : len(full) - 1], dtype=np.float32)  # a copy
-        rows = row_stats(logits, full[start:])
-        starts = self._starts(full[:start], full[start:], text)
-        return [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, rows, strict=True)]
+            self._eval(ids)
+            return np.array(self._llama.scores[start - 1 : len(ids) - 1], dtype=np.float32)  # a copy
 
     def _decoded(self, ids: list[int], before: list[int]) -> str:
         return self._text(ids, before)
@@ -382,18 +385,11 @@ class TransformersLogProbModel(LogProbModel):
     def token_text(self, token: int) -> str:
         return str(self.tokenizer.decode([token]))
 
-    def token_stats(self, prompt: str, text: str) -> list[TokenStat]:
+    def _logit_rows(self, ids: list[int], start: int) -> np.ndarray:
         torch = self._torch
-        full = self._encode(prompt + text)
-        start = max(1, common_prefix(self._encode(prompt), full))
-        if start >= len(full):
-            return []
         with self._lock, torch.inference_mode():
-            logits = self.model(input_ids=torch.tensor([full], device=self.device)).logits[0]
-            rows = logits[start - 1 : len(full) - 1].float().cpu().numpy()
-        stats = row_stats(rows, full[start:])
-        starts = self._starts(full[:start], full[start:], text)
-        return [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, stats, strict=True)]
+            logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0]
+            return np.asarray(logits[start - 1 : len(ids) - 1].float().cpu().numpy())
 
     def _decoded(self, ids: list[int], before: list[int]) -> str:
         head = str(self.tokenizer.decode(before))
