@@ -10,35 +10,19 @@ regenerated ones cost N (FIBE's E.1 prompt). The classifier runs one forward pas
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from halluscope.backends.entailment import NLI_PREFIX, NLIEntailment, nli_checkpoint
-from halluscope.backends.gateway import CallStats, ModelLike
+from halluscope.backends.gateway import ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.stages import Step, Steps, sampled_passage
+from halluscope.graphs.stages import Blocking, Steps, sampled_passage
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.selfcheck import selfcheck_nli_score
 
 NAME = "selfcheck-nli"
 SELFCHECKGPT_NLI = "potsawee/deberta-v3-large-mnli"  # the classifier SelfCheckGPT's NLIConfig names
-
-
-@dataclass(frozen=True)
-class Contradictions(Step):
-    """P(contradiction) of (sentence, sample) pairs, renormalised over entailment and contradiction:
-    the classifier runs on the node's thread (``run``) or on a thread off the event loop (``arun``)."""
-
-    nli: NLIEntailment
-    pairs: list[tuple[str, str]]
-
-    def run(self, stats: CallStats | None) -> list[float]:
-        return [c for _, c in self.nli.two_way(self.pairs, stats)]
-
-    async def arun(self, stats: CallStats | None) -> list[float]:
-        return await asyncio.to_thread(self.run, stats)
 
 
 Inputs = options.SampledText  # SelfCheck-Prompt's item: a text, and its samples or their source
@@ -85,7 +69,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     assert prepared.nli is not None
     ctx.plan(prepared.nli.replies_for(len(found) * len(samples)))
     pairs = [(sentence, sample) for sentence in found for sample in samples]
-    contradiction: list[float] = yield Contradictions(prepared.nli, pairs)
+    nli = prepared.nli  # P(contradiction) of each pair, renormalised over entailment and contradiction
+    contradiction: list[float] = yield Blocking(lambda stats: [c for _, c in nli.two_way(pairs, stats)])
     per = len(samples)
     units = [
         Unit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -89,6 +90,20 @@ class Scored(Step):
 
     async def arun(self, stats: CallStats | None) -> list[float | None]:
         return await self.scorer.ascores(self.pairs, stats)
+
+
+@dataclass(frozen=True)
+class Blocking(Step):
+    """Local work that has no async form (a classifier's or a proxy model's forward pass): ``work(stats)``
+    on the node's thread (``run``), or on a thread off the event loop (``arun``)."""
+
+    work: Callable[[CallStats | None], Any]
+
+    def run(self, stats: CallStats | None) -> Any:
+        return self.work(stats)
+
+    async def arun(self, stats: CallStats | None) -> Any:
+        return await asyncio.to_thread(self.work, stats)
 
 
 @dataclass(frozen=True)

@@ -18,27 +18,27 @@ No model call is sent for given log-probs, and one forward pass per text otherwi
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from halluscope.backends.gateway import Gateway
+from halluscope.backends.chat import message_logprobs
 from halluscope.backends.logprobs import LogProbModel
-from halluscope.backends.stats import CallStats
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.stages import Step, Steps
+from halluscope.graphs.stages import Blocking, Steps
 from halluscope.readers import read_file
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.token_probability import (
     ENTROPY_VARIANTS,
     VARIANTS,
     TokenStat,
+    Variant,
     entropy,
     sentence_scores,
 )
@@ -90,7 +90,7 @@ def given_entries(given: Any) -> tuple[list[Any], str | None]:
     text = None
     if isinstance(given, BaseMessage):
         text = str(given.text) if isinstance(given.text, str) else str(given.content)  # a TextAccessor, as a str
-        given = (given.response_metadata or {}).get("logprobs")
+        given = message_logprobs(given)
         if not given:
             raise ConfigError(
                 f"{NAME}: the message carries no log-probs in its response_metadata; ask its model for them "
@@ -145,23 +145,6 @@ def read_logprobs(path: str, flag: str) -> Any:
 # ---------------------------------------------------------------- a proxy model reads the text
 
 
-@dataclass(frozen=True)
-class Read(Step):
-    """One forward pass of a proxy model over a text (or its cached statistics), off the event loop
-    in ``arun``."""
-
-    gateway: Gateway
-    model: LogProbModel
-    prompt: str
-    text: str
-
-    def run(self, stats: CallStats | None) -> list[TokenStat]:
-        return self.gateway.token_stats(self.model, self.prompt, self.text, stats)
-
-    async def arun(self, stats: CallStats | None) -> list[TokenStat]:
-        return await asyncio.to_thread(self.run, stats)
-
-
 def reading_prompt(model: LogProbModel, question: str | None, chat: bool) -> str:
     """What the proxy reads before the text: the question as a user turn of its chat template (the
     text is then its own reply), or the question and a blank line; nothing without a question."""
@@ -194,7 +177,7 @@ class Options:
     model: str | LogProbModel | None = options.model(
         "reads the text when no log-probs are given (a proxy: local: or transformers:)"
     )
-    variant: str = arg(
+    variant: Variant = arg(
         DEFAULT_VARIANT,
         help="the score: avg-nll = Avg(-log p), max-nll = Max(-log p), avg-entropy = Avg(H), max-entropy = Max(H) "
         "(Max(H) measured best with a small proxy on WikiBio; max-nll on an answer's own log-probs)",
@@ -214,8 +197,6 @@ class Prepared(method.Prepared):
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
     """The proxy model, loaded once (none where log-probs come with each answer)."""
-    if opts.variant not in VARIANTS:
-        raise ConfigError(f"{NAME}: variant must be one of {', '.join(VARIANTS)}, got {opts.variant!r}")
     reader = ctx.gateway.logprob_model(opts.model) if opts.model is not None else None
     return Prepared(options=opts, reader=reader)
 
@@ -223,17 +204,19 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Each sentence's four token scores; the unit's score is the chosen variant's."""
     opts: Options = prepared.options
+    reader = prepared.reader
     if inputs.logprobs is not None:
         text, stats, over = given_stats(inputs.logprobs, inputs.text)
         source, reader = "given", None
     else:
-        if prepared.reader is None:
+        if reader is None:
             raise ConfigError(f"{NAME} needs model (a proxy that reads the text), or logprobs")
         text = inputs.text or " ".join(inputs.sentences or [])
         ctx.plan(1)
-        prompt = reading_prompt(prepared.reader, inputs.question, opts.chat)
-        stats = yield Read(ctx.gateway, prepared.reader, prompt, text)
-        source, reader, over = "proxy", prepared.reader.name, WHOLE_VOCABULARY
+        prompt = reading_prompt(reader, inputs.question, opts.chat)
+        # one forward pass, or the text's cached statistics
+        stats = yield Blocking(partial(ctx.gateway.token_stats, reader, prompt, text))
+        source, over = "proxy", WHOLE_VOCABULARY
     text, given, _ = checked_passage(text, inputs.sentences, None)
     found = given or split_sentences(text or "")
     if not found:
@@ -265,7 +248,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         {"sentence_without_tokens": unplaced} if unplaced else {},
         variant=opts.variant,
         source=source,
-        reader=reader,
+        reader=None if reader is None else reader.name,
         entropy_over=over,
         tokens=len(stats),
         chat=opts.chat if source == "proxy" else None,

@@ -14,9 +14,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-VARIANTS = ("avg-nll", "max-nll", "avg-entropy", "max-entropy")
-ENTROPY_VARIANTS = ("avg-entropy", "max-entropy")
+import numpy as np
+
+from halluscope.scoring.phr import categorical_entropy
+
+Variant = Literal["avg-nll", "max-nll", "avg-entropy", "max-entropy"]
+VARIANTS: tuple[Variant, ...] = get_args(Variant)
+ENTROPY_VARIANTS: tuple[Variant, ...] = ("avg-entropy", "max-entropy")
 
 
 @dataclass(frozen=True)
@@ -39,38 +45,31 @@ class SentenceScore:
     avg_entropy: float | None
     max_entropy: float | None
 
-    def variant(self, name: str) -> float | None:
-        return {
-            "avg-nll": self.avg_nll,
-            "max-nll": self.max_nll,
-            "avg-entropy": self.avg_entropy,
-            "max-entropy": self.max_entropy,
-        }[name]
+    def variant(self, name: Variant) -> float | None:
+        value: float | None = getattr(self, name.replace("-", "_"))  # 'avg-nll' is avg_nll
+        return value
 
 
 def entropy(logprobs: Iterable[float]) -> float:
     """H = -sum p log p of a distribution given by its log-probabilities, renormalised over what is
     given (the whole vocabulary gives the entropy; an API's top-k gives the top-k renormalised one)."""
-    values = [v for v in logprobs if v is not None and not math.isnan(v) and v != -math.inf]
-    if not values:
+    values = np.array([v for v in logprobs if v is not None and math.isfinite(v)], dtype=np.float64)
+    if not values.size:
         raise ValueError("an entropy needs at least one finite log-probability")
-    top = max(values)
-    total = sum(math.exp(v - top) for v in values)
-    log_total = top + math.log(total)
-    return -sum(math.exp(v - log_total) * (v - log_total) for v in values)
+    return categorical_entropy(values - np.logaddexp.reduce(values))
 
 
 def sentence_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int] | None]:
     """Where each sentence sits in the text, found in order (None for one not found verbatim)."""
     spans: list[tuple[int, int] | None] = []
     cursor = 0
-    for sentence in sentences:
-        at = text.find(sentence.strip(), cursor) if sentence.strip() else -1
+    for sentence in (s.strip() for s in sentences):
+        at = text.find(sentence, cursor) if sentence else -1
         if at < 0:
             spans.append(None)
             continue
-        spans.append((at, at + len(sentence.strip())))
-        cursor = at + len(sentence.strip())
+        cursor = at + len(sentence)
+        spans.append((at, cursor))
     return spans
 
 
