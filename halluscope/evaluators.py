@@ -40,24 +40,33 @@ QUESTION_KEYS = ("question", "input", "query", "prompt")
 CONTEXT_KEYS = ("context", "documents", "retrieved", "contexts")  # where a RAG example keeps its documents
 
 
-def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
-    """A string, a chat message, a dict holding one under a known key, or a messages list (last message's content)."""
-    if isinstance(value, str):
+def _found(value: Any, keys: Sequence[str], what: str) -> Any:
+    """What answers under ``keys``: a string, a chat message, a dict holding one under a known key, or a
+    messages list (its last message)."""
+    if isinstance(value, str | BaseMessage):
         return value
-    if isinstance(value, BaseMessage):
-        return str(value.text)
     if isinstance(value, Mapping):
         for key in keys:
             if key in value:
-                return _text_of(value[key], keys, what)
+                return _found(value[key], keys, what)
         if "messages" in value:
-            return _text_of(value["messages"], keys, what)
+            return _found(value["messages"], keys, what)
         raise ConfigError(f"no {what} found: expected one of the keys {', '.join(keys)} or messages")
     if isinstance(value, Sequence) and value:
-        last = value[-1]
-        content = getattr(last, "content", None) if not isinstance(last, Mapping) else last.get("content")
-        if isinstance(content, str):
-            return content
+        return value[-1]
+    raise ConfigError(f"no {what} found in {type(value).__name__}")
+
+
+def _text_of(value: Any, keys: Sequence[str], what: str) -> str:
+    """The text of what ``_found`` finds (a message's content)."""
+    found = _found(value, keys, what)
+    if isinstance(found, str):
+        return found
+    if isinstance(found, BaseMessage):
+        return str(found.text)
+    content = found.get("content") if isinstance(found, Mapping) else getattr(found, "content", None)
+    if isinstance(content, str):
+        return content
     raise ConfigError(f"no {what} found in {type(value).__name__}")
 
 
@@ -78,23 +87,15 @@ def example_arguments(det: Detector, inputs: Any, outputs: Any, reference_output
     answer = _text_of(outputs, ANSWER_KEYS, "answer in outputs") if spec.answer_field is not None else None
     question = _text_of(inputs, QUESTION_KEYS, "question in inputs") if inputs is not None else None
     context = _context_of(inputs) if spec.context_field is not None else None
-    item = det.answer_item(answer, question, context, _message_of(outputs))
+    # the run's answer as a chat message, where it is one: a method may read the log-probs it carries
+    message = _found(outputs, ANSWER_KEYS, "answer in outputs") if spec.logprobs_field is not None else None
+    item = det.answer_item(answer, question, context, message)
     if "samples" in det.accepted():
         for source in (outputs, reference_outputs):
             if isinstance(source, Mapping) and source.get("samples"):
                 item["samples"] = list(source["samples"])
                 break
     return item
-
-
-def _message_of(outputs: Any) -> Any:
-    """The run's answer as a chat message (where a method reads the log-probs it carries): the output
-    itself, the message under an answer key, or the last of its messages; None where it is plain text."""
-    if isinstance(outputs, Mapping):
-        found = next((outputs[key] for key in ANSWER_KEYS if key in outputs), None)
-        messages = outputs.get("messages")
-        outputs = found if found is not None else (messages[-1] if isinstance(messages, list) and messages else None)
-    return outputs if isinstance(outputs, BaseMessage) else None
 
 
 def _context_of(inputs: Any) -> Any:
