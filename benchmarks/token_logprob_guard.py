@@ -41,18 +41,15 @@ def generated_logprobs(lm: LlamaCppLogProbModel, question: str, text: str) -> li
     prompt = lm.chat_prompt([{"role": "user", "content": question}])
     full = lm._encode(prompt + text)
     start = common_prefix(lm._encode(prompt), full)
-    with lm._loaded.lock:
-        lm._eval(full)
-        rows = log_softmax(np.array(lm._llama.scores[start - 1 : len(full) - 1], dtype=np.float64))
-    stats = lm.token_stats(prompt, text)
-    ends = [s.start for s in stats[1:]] + [len(text)]
+    rows = log_softmax(np.asarray(lm._logit_rows(full, start), dtype=np.float64))
+    starts = lm._starts(full[:start], full[start:], text)
     entries = []
-    for k, (stat, end) in enumerate(zip(stats, ends, strict=True)):
+    for k, (at, end) in enumerate(zip(starts, [*starts[1:], len(text)], strict=True)):
         best = np.argsort(rows[k])[::-1][:TOP]
         entries.append(
             {
-                "token": text[stat.start : end],
-                "logprob": stat.logprob,
+                "token": text[at:end],
+                "logprob": float(rows[k][full[start + k]]),
                 "top_logprobs": [{"token": lm.token_text(int(t)), "logprob": float(rows[k][t])} for t in best],
             }
         )
