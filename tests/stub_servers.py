@@ -275,10 +275,14 @@ class OllamaServer(_Served):
 class FileHost(_Served):
     """Serves files the way the Hugging Face Hub's resolve endpoint does (HEAD with X-Repo-Commit, ETag and
     the size; GET with the bytes) and the way raw.githubusercontent.com does. ``files`` maps a URL path
-    (``Pinned.route``) to its bytes; ``gets`` lists the paths whose bytes were sent."""
+    (``Pinned.route``) to its bytes; ``gets`` lists the paths whose bytes were sent. ``commits`` names a
+    branch's head: the Hub answers it as X-Repo-Commit, and the commit's routes serve the branch's files.
+    The ETag is the bytes' sha256 (what the Hub declares for a large file) unless ``etags`` says otherwise."""
 
-    def __init__(self, files: dict[str, bytes]) -> None:
+    def __init__(self, files: dict[str, bytes], commits: dict[str, str] | None = None) -> None:
         self.files = files
+        self.commits = commits or {}
+        self.etags: dict[str, str] = {}
         self.gets: list[str] = []
         host = self
 
@@ -286,8 +290,18 @@ class FileHost(_Served):
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def _route(self) -> str:
+                """The branch's route for a commit's (the stub keeps each file once, under its branch)."""
+                if "/resolve/" not in self.path:
+                    return self.path
+                repo, rest = self.path.split("/resolve/", 1)
+                revision, file = rest.split("/", 1)
+                branch = next((b for b, c in host.commits.items() if c == revision), revision)
+                return f"{repo}/resolve/{branch}/{file}"
+
             def _head(self) -> bytes | None:
-                body = host.files.get(self.path)
+                route = self._route()
+                body = host.files.get(route)
                 if body is None:
                     self.send_response(404)
                     self.send_header("X-Error-Code", "EntryNotFound")
@@ -296,8 +310,9 @@ class FileHost(_Served):
                     return None
                 self.send_response(200)
                 if "/resolve/" in self.path:
-                    self.send_header("X-Repo-Commit", self.path.split("/resolve/")[1].split("/")[0])
-                    self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+                    revision = self.path.split("/resolve/")[1].split("/")[0]
+                    self.send_header("X-Repo-Commit", host.commits.get(revision, revision))
+                    self.send_header("ETag", f'"{host.etags.get(route) or hashlib.sha256(body).hexdigest()}"')
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 return body

@@ -168,15 +168,18 @@ def test_every_command_has_help() -> None:
         assert proc.returncode == 0 and "usage: halluscope" in proc.stdout
 
 
-def test_models_list(capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_list(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HALLUSCOPE_MODELS_DIR", str(tmp_path / "models"))  # no NLI checkpoint pulled there
     code, out, _ = run(capsys, "models", "list", "--json")
     listed = json.loads(out)
-    rows = listed["models"]
+    ggufs, nli = listed["models"][:3], listed["models"][3:]
     assert listed["default"] == "qwen2.5-coder-1.5b"
-    assert code == 0 and [r["name"] for r in rows] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"]
-    assert all(r["installed"] and r["bytes"] > 0 and r["path"] for r in rows)
+    assert code == 0 and [r["name"] for r in ggufs] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "smollm2-135m"]
+    assert all(r["installed"] and r["bytes"] > 0 and r["path"] for r in ggufs)
+    assert [(r["spec"], r["installed"], r["path"]) for r in nli] == [("nli:deberta-v3-large-mnli", False, None)]
     _, out, _ = run(capsys, "models", "list")
     assert "* local:smollm2-135m" in out and "default model: local:qwen2.5-coder-1.5b" in out
+    assert "  nli:deberta-v3-large-mnli" in out and "no offline package: from the Hub only" in out
 
 
 def test_bench_wikibio_writes_results_report_and_curves(

@@ -103,7 +103,7 @@ def test_samples_are_regenerated_when_none_are_given(two_way: Path, gateway: Gat
 def test_without_a_classifier_or_samples_the_error_says_what_to_pass(gateway: Gateway) -> None:
     with pytest.raises(ConfigError, match="selfcheck-nli needs judge"):
         selfcheck_nli.detect(TEXT, samples=SAMPLES, gateway=gateway)
-    with pytest.raises(ConfigError, match="potsawee/deberta-v3-large-mnli"):
+    with pytest.raises(ConfigError, match="nli:deberta-v3-large-mnli' \\(SelfCheckGPT's, after `halluscope models"):
         selfcheck_nli.detect(TEXT, samples=SAMPLES, judge="openai:gpt-4o-mini", gateway=gateway)
 
 

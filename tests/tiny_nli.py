@@ -1,5 +1,6 @@
-"""A tiny NLI classifier built offline (a 2-layer BERT with random weights and a word vocabulary): the
-real transformers mechanics of a checkpoint, no download."""
+"""Tiny NLI classifiers built offline, with random weights: a 2-layer BERT over a word vocabulary, and a
+DeBERTa-v2 in the layout SelfCheckGPT's checkpoint is published in. The real transformers mechanics of a
+checkpoint, no download."""
 
 from __future__ import annotations
 
@@ -28,4 +29,59 @@ def build_tiny_nli(out: Path, words: str, labels: dict[int, str] | None, seed: i
         label2id={v: k for k, v in names.items()},
     )
     BertForSequenceClassification(config).save_pretrained(out)
+    return out
+
+
+def build_tiny_deberta(out: Path, words: str, seed: int = 0) -> Path:
+    """A two-way DeBERTa-v2 classifier in the layout of SelfCheckGPT's potsawee/deberta-v3-large-mnli: the
+    weights as pytorch_model.bin, a SentencePiece spm.model (trained here on ``words``, with DeBERTa-v3's
+    special ids) and no tokenizer.json, so transformers builds the tokenizer from spm.model."""
+    import io
+    import json
+
+    import sentencepiece
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+
+    out.mkdir(parents=True, exist_ok=True)
+    spm = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(words.split(".") * 8),
+        model_writer=spm,
+        vocab_size=48,
+        hard_vocab_limit=False,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        pad_piece="[PAD]",
+        bos_piece="[CLS]",
+        eos_piece="[SEP]",
+        unk_piece="[UNK]",
+        minloglevel=2,
+    )
+    (out / "spm.model").write_bytes(spm.getvalue())
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=spm.getvalue()).get_piece_size()
+    specials = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]", "mask_token": "[MASK]"}
+    specials |= {"pad_token": "[PAD]", "sep_token": "[SEP]", "unk_token": "[UNK]"}
+    (out / "special_tokens_map.json").write_text(json.dumps(specials))
+    (out / "added_tokens.json").write_text(json.dumps({"[MASK]": pieces}))
+    tokenizer = {"do_lower_case": False, "split_by_punct": False, "vocab_type": "spm", **specials}
+    (out / "tokenizer_config.json").write_text(json.dumps({**tokenizer, "tokenizer_class": "DebertaV2Tokenizer"}))
+    torch.manual_seed(seed)
+    config = DebertaV2Config(
+        vocab_size=pieces + 1,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        relative_attention=True,
+        position_buckets=8,
+        pos_att_type=["p2c", "c2p"],
+        num_labels=2,
+    )
+    model = DebertaV2ForSequenceClassification(config)
+    config.save_pretrained(out)
+    torch.save(model.state_dict(), out / "pytorch_model.bin")
     return out

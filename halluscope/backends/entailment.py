@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from halluscope.backends.checkpoints import checkpoint_path
 from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.backends.logprobs import hf_directory
 from halluscope.errors import ConfigError
@@ -167,14 +168,19 @@ class NLIEntailment(Entailment):
     read from the config's id2label; the question is not used (as in the official code)."""
 
     def __init__(
-        self, directory: str | Path, device: str | None = None, batch_size: int = 16, threads: int | None = None
+        self,
+        directory: str | Path,
+        device: str | None = None,
+        batch_size: int = 16,
+        threads: int | None = None,
+        name: str | None = None,
     ) -> None:
         path = hf_directory(directory, threads, "the NLI backend")
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self._torch = torch
-        self.name = f"nli:{path}"
+        self.name = name or f"nli:{path}"
         self.device = device or "cpu"
         self.batch_size = batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -330,18 +336,19 @@ class LLMZeroShot(ZeroShot):
         return [Ask(self.model, self.prompt, {"premise": premise, "hypothesis": h}) for premise, h in pairs]
 
 
-NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint directory
+NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint: a pulled one's name, or a directory
 _checkpoints: dict[str, NLIEntailment] = {}
 _checkpoints_lock = threading.Lock()
 
 
 def nli_checkpoint(path: str | Path) -> NLIEntailment:
-    """An NLI checkpoint, loaded once per process: a detector prepares its judge on every detect call,
-    and a classifier reloaded per call would cost its load (and a copy of its weights) every time."""
-    key = str(path)  # as given: its name (nli:PATH) is what results and calibrations record
+    """An NLI checkpoint (a pulled one's name, or a directory), loaded once per process: a detector
+    prepares its judge on every detect call, and a classifier reloaded per call would cost its load (and
+    a copy of its weights) every time."""
+    key = str(path)  # as given: its name (nli:NAME or nli:PATH) is what results and calibrations record
     with _checkpoints_lock:
         if key not in _checkpoints:
-            _checkpoints[key] = NLIEntailment(key)
+            _checkpoints[key] = NLIEntailment(checkpoint_path(key), name=f"{NLI_PREFIX}{key}")
         return _checkpoints[key]
 
 

@@ -302,6 +302,7 @@ def registry_rows() -> list[dict[str, Any]]:
         model = REGISTRY[name]
         row: dict[str, Any] = {
             "name": name,
+            "spec": f"local:{name}",
             "installed": is_installed(name),
             "about": model.about,
             "hub": model.hub.url if model.hub is not None else None,

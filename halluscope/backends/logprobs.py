@@ -17,6 +17,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, cast
 
@@ -325,6 +326,11 @@ def hf_directory(directory: str | Path, threads: int | None, what: str) -> Path:
     path = Path(directory).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigError(f"{path} is not a Hugging Face model directory (no config.json)")
+    if (path / "spm.model").is_file() and not (path / "tokenizer.json").is_file() and not find_spec("sentencepiece"):
+        raise ConfigError(
+            f"{path}'s tokenizer is a SentencePiece model (spm.model), which needs sentencepiece: "
+            "pip install -e '.[local]'"
+        )
     if threads:
         torch.set_num_threads(threads)
     return path

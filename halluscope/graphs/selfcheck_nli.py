@@ -3,7 +3,8 @@
 Each sentence r_i against each sample S^j with an NLI classifier: score(i) = mean_j P(contradiction),
 renormalised over entailment and contradiction (``scoring.selfcheck_nli_score``). As SelfCheckGPT's
 ``SelfCheckNLI``, the classifier reads the pair as (sentence, sample): its DeBERTa
-(potsawee/deberta-v3-large-mnli, a two-way head without neutral) was fine-tuned with the hypothesis
+(potsawee/deberta-v3-large-mnli, a two-way head without neutral; ``halluscope models pull
+deberta-v3-large-mnli``, then ``judge="nli:deberta-v3-large-mnli"``) was fine-tuned with the hypothesis
 first. The same samples and sentence split as SelfCheck-Prompt: given samples cost no call, and N
 regenerated ones cost N (FIBE's E.1 prompt). The classifier runs one forward pass per batch of pairs.
 """
@@ -22,7 +23,7 @@ from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.selfcheck import selfcheck_nli_score
 
 NAME = "selfcheck-nli"
-SELFCHECKGPT_NLI = "potsawee/deberta-v3-large-mnli"  # the classifier SelfCheckGPT's NLIConfig names
+SELFCHECKGPT_NLI = "deberta-v3-large-mnli"  # potsawee/deberta-v3-large-mnli, SelfCheckGPT's: `models pull` fetches it
 
 
 Inputs = options.SampledText  # SelfCheck-Prompt's item: a text, and its samples or their source
@@ -31,8 +32,9 @@ Inputs = options.SampledText  # SelfCheck-Prompt's item: a text, and its samples
 @dataclass(frozen=True, kw_only=True)
 class Options:
     judge: NLIEntailment | str | None = arg(
-        help=f"the NLI classifier: nli:PATH, a checkpoint directory (SelfCheckGPT's is {SELFCHECKGPT_NLI})",
-        flags=(Flag(("--judge",), metavar="nli:PATH"),),
+        help=f"the NLI classifier: nli:{SELFCHECKGPT_NLI} (SelfCheckGPT's, after `halluscope models pull "
+        f"{SELFCHECKGPT_NLI}`) or nli:PATH, a checkpoint directory",
+        flags=(Flag(("--judge",), metavar="nli:NAME|PATH"),),
     )
     model: ModelLike | None = options.model("writes the samples when none are given")
     n: int = options.samples(5, "samples regenerated when none are given")
@@ -44,14 +46,15 @@ class Prepared(method.Prepared):
 
 
 def classifier(judge: NLIEntailment | str | None) -> NLIEntailment:
-    """The NLI classifier from what a user passes: a loaded one, or nli:PATH (a checkpoint directory)."""
+    """The NLI classifier from what a user passes: a loaded one, or nli:NAME (a pulled checkpoint) or
+    nli:PATH (a checkpoint directory)."""
     if isinstance(judge, NLIEntailment):
         return judge
     if isinstance(judge, str) and judge.startswith(NLI_PREFIX):
         return nli_checkpoint(judge[len(NLI_PREFIX) :])
     raise ConfigError(
-        f"SelfCheck-NLI needs an NLI classifier: judge='nli:PATH', a checkpoint directory (SelfCheckGPT uses "
-        f"{SELFCHECKGPT_NLI}), got {judge!r}"
+        f"SelfCheck-NLI needs an NLI classifier: judge='nli:{SELFCHECKGPT_NLI}' (SelfCheckGPT's, after `halluscope "
+        f"models pull {SELFCHECKGPT_NLI}`) or 'nli:PATH', a checkpoint directory, got {judge!r}"
     )
 
 
@@ -96,7 +99,7 @@ METHOD = Method(
     positional=("text",),
     needs=(
         (("text", "{}"), ("sentences", "{}")),
-        (("judge", "{} (nli:PATH, an NLI checkpoint)"),),
+        (("judge", f"{{}} (nli:{SELFCHECKGPT_NLI} or nli:PATH, an NLI checkpoint)"),),
     ),
 )
 detect, adetect = METHOD.detect, METHOD.adetect
