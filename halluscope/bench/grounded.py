@@ -207,7 +207,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--dataset", required=True, choices=DATASETS, help="rte: 277 labelled pairs; wikibio: 1,908 sentences"
     )
     p.add_argument("--method", action=ListFlag, default=["grounded"], help="methods: " + ", ".join(grounded_methods()))
-    p.add_argument("--model", help="the judge: a model spec, or nli:PATH (default: the default local model)")
+    p.add_argument(
+        "--model", help="the judge: a model spec, or nli:PATH (nli:NAME once pulled; default: the default local model)"
+    )
     add_fields(p, grounded.METHOD, FLAGS)
     p.add_argument("--limit", type=int, help="only the first K pairs or passages")
 

@@ -255,8 +255,8 @@ class Inputs:
 @dataclass(frozen=True, kw_only=True)
 class Options:
     model: ModelLike | Entailment | None = arg(
-        help="judges support: a model spec (e.g. local:qwen2.5-coder-1.5b) or nli:PATH, an NLI checkpoint "
-        "(default: the default local model)",
+        help="judges support: a model spec (e.g. local:qwen2.5-coder-1.5b) or an NLI checkpoint: nli:PATH, or "
+        "nli:NAME once pulled (default: the default local model)",
         flags=(Flag(("--model",), metavar="SPEC"),),
     )
     decompose: bool = arg(

@@ -79,7 +79,8 @@ def samples(default: int | None, what: str, flags: tuple[str, ...] = ("--samples
 def judge(what: str = "entailment judge") -> Any:
     """``judge``, every method's entailment judge or zero-shot scorer: a spec string or an object."""
     return arg(
-        help=f"{what}: a model spec or nli:PATH (default: the default local model)",
+        help=f"{what}: a model spec, or an NLI checkpoint: nli:PATH, or nli:NAME once pulled (default: the "
+        "default local model)",
         flags=(Flag(("--judge",), metavar="SPEC"),),
     )
 
