@@ -7,12 +7,14 @@ Offline, on the embedded local model (no API key):
 
     .venv/bin/python examples/rag_guard.py --ask "Tell me about John Russell Reynolds" --data ../shared/data
     .venv/bin/python examples/rag_guard.py --planted --out planted-guard.json
+    .venv/bin/python examples/rag_guard.py --planted --on-flag revise --out planted-revise.json
 
 ``--planted`` measures the guard on the planted-falsehood biographies of `halluscope bench planted`:
 each biography is the answer, and its context is the biography's true sentences followed by what the
 planted sentence gets wrong, stated right ("In fact, he was born in Ulm."); it counts how many planted
-sentences the guard flags and how many true ones. The true sentences appear in the context as they
-are, so this measures whether the judge catches a contradicted detail, not paraphrase.
+sentences the guard flags and how many true ones; with ``--on-flag revise``, how many delivered
+answers drop the planted sentence and state the truth. The true sentences appear in the context as
+they are, so this measures whether the judge catches a contradicted detail, not paraphrase.
 The answer prompt is this example's own (examples/prompts), loaded as a user prompt directory.
 """
 
@@ -89,10 +91,20 @@ def planted_context(bio: Any) -> list[str]:
     return [" ".join(true) + f" In fact, {bio.truth}."]
 
 
-def measure_planted(model: ModelLike, gateway: Gateway, threshold: float) -> dict[str, Any]:
-    """The grounded guard on each planted biography: planted and true sentences flagged, and the time."""
+def key_words(fact: str) -> list[str]:
+    """The names and numbers of a stated fact ("she died in Passy, France, in 1934": Passy, France, 1934)."""
+    return [w.strip(".,") for w in fact.split() if w[:1].isupper() or w[:1].isdigit()]
+
+
+def measure_planted(
+    model: ModelLike, gateway: Gateway, threshold: float, on_flag: OnFlag = "annotate"
+) -> dict[str, Any]:
+    """The grounded guard on each planted biography: planted and true sentences flagged, and the time.
+    With ``on_flag='revise'`` the model rewrites a flagged answer from the context, and each delivered
+    answer is read for the planted sentence (still there, word for word?) and the truth (its names and
+    numbers all stated?)."""
     detector = halluscope.detector("grounded", model=model, gateway=gateway)
-    guard = hallucination_guard(detector, threshold, "annotate", gateway=gateway)
+    guard = hallucination_guard(detector, threshold, on_flag, model=model, gateway=gateway)
     rows, began = [], time.perf_counter()
     for bio in BIOGRAPHIES:
         started = time.perf_counter()
@@ -103,16 +115,24 @@ def measure_planted(model: ModelLike, gateway: Gateway, threshold: float) -> dic
             }
         )
         record = state["hallucination"]
-        flagged = {u["text"] for u in record.get("flagged", [])}
+        versions = record.get("versions") or [{}]  # none when the check failed (its error is in the row)
+        first = versions[0]  # the answer as given: what the guard flagged in it
+        flagged = {u["text"] for u in first.get("flagged", [])}
         planted = bio.sentences[bio.planted]
+        delivered = str(state["messages"][-1].text)
         rows.append(
             {
                 "person": bio.person,
                 "planted_flagged": planted in flagged,
                 "true_flagged": sum(s in flagged for i, s in enumerate(bio.sentences) if i != bio.planted),
                 "true_sentences": len(bio.sentences) - 1,
-                "scores": [u["score"] for u in record.get("units", [])],
-                "calls": record.get("calls"),
+                "scores": [u["score"] for u in first.get("units", [])],
+                "action": record.get("action"),
+                "revisions": state.get("revisions", 0),
+                "delivered": delivered,
+                "planted_kept": planted in delivered,
+                "truth_stated": all(w in delivered for w in key_words(bio.truth)),
+                "check_calls": sum(v.get("calls", 0) for v in versions),  # the revisions' calls come on top
                 "seconds": round(time.perf_counter() - started, 2),
                 "error": record.get("error"),
             }
@@ -120,10 +140,14 @@ def measure_planted(model: ModelLike, gateway: Gateway, threshold: float) -> dic
     return {
         "model": str(model),
         "threshold": threshold,
+        "on_flag": on_flag,
         "biographies": len(rows),
         "planted_flagged": sum(r["planted_flagged"] for r in rows),
         "true_flagged": sum(r["true_flagged"] for r in rows),
         "true_sentences": sum(r["true_sentences"] for r in rows),
+        "revised": sum(r["revisions"] > 0 for r in rows),
+        "planted_kept": sum(r["planted_kept"] for r in rows),
+        "truth_stated": sum(r["truth_stated"] for r in rows),
         "seconds": round(time.perf_counter() - began, 1),
         "rows": rows,
     }
@@ -144,12 +168,18 @@ def main() -> None:
     model = args.model or f"local:{halluscope.default_local_model()}"
     gateway = example_gateway()
     if args.planted:
-        measured = measure_planted(model, gateway, args.threshold)
+        measured = measure_planted(model, gateway, args.threshold, args.on_flag)
         print(
             f"{measured['planted_flagged']} of {measured['biographies']} planted sentences flagged, "
             f"{measured['true_flagged']} of {measured['true_sentences']} true ones, "
             f"{measured['seconds']} s ({model}, threshold {args.threshold})"
         )
+        if args.on_flag == "revise":
+            print(
+                f"revised {measured['revised']}; delivered answers still holding the planted sentence: "
+                f"{measured['planted_kept']}, stating the truth: {measured['truth_stated']} of "
+                f"{measured['biographies']}"
+            )
         if args.out:
             Path(args.out).write_text(json.dumps(measured, indent=1), encoding="utf-8")
     if args.ask:

@@ -21,6 +21,7 @@ import halluscope
 from halluscope.backends.entailment import NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.grounded import grounded_plans, load_rte, rte_metrics
+from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import run as run_plan
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
@@ -407,6 +408,20 @@ def test_the_rag_example_retrieves_answers_and_guards_against_what_it_retrieved(
     # the scripted judge supports a sentence whose last word is in the context: every true sentence
     # is there as it is, and no planted sentence's last word is in its corrected context
     assert measured["true_flagged"] == 0 and measured["planted_flagged"] == 8
+
+    def reviser(prompt: str, params: dict[str, Any]) -> str:
+        """Rewrites a flagged biography as its documents state it (the true sentences, and the truth)."""
+        if "Draft answer:" in prompt:
+            bio = next(b for b in BIOGRAPHIES if f"Tell me about {b.person}." in prompt)
+            return example.planted_context(bio)[0]
+        return respond(prompt, params)
+
+    revised = example.measure_planted(scripted(reviser, "scripted:reviser"), gateway, 0.5, "revise")
+    assert (revised["revised"], revised["planted_kept"], revised["truth_stated"]) == (8, 0, 8)
+    # the revision passes its check, which calls only for its new sentence: the four true ones, against the
+    # same context, come from the cache of the first check
+    assert [(r["action"], r["check_calls"]) for r in revised["rows"]] == [("pass", 5 + 1)] * 8
+    assert example.key_words("she died in Passy, France, in 1934") == ["Passy", "France", "1934"]
 
 
 def test_a_grounded_guard_revises_from_the_documents(gateway: Gateway, scripted: Any) -> None:
