@@ -203,6 +203,14 @@ def test_models_pull_via_ollama_has_the_server_pull_the_models_tag(
         assert server.pulled == ["smollm2:135m", "smollm2:nope"]
 
 
+def test_all_through_ollama_is_every_gguf_and_not_the_nli_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    tags = [m.ollama for m in local.REGISTRY.values()]
+    with OllamaServer(dict.fromkeys(tags, 1000)) as server:
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{server.port}")
+        assert main(["models", "pull", "all", "--via", "ollama"]) == 0
+        assert server.pulled == ["qwen2.5-coder:1.5b", "qwen2.5-coder:0.5b", "smollm2:135m"]
+
+
 def test_models_pull_via_ollama_without_a_server_names_the_way_out(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

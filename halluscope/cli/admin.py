@@ -198,9 +198,9 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 
 
 def cmd_models_pull(args: argparse.Namespace) -> int:
+    if args.via == "ollama":  # all: every model Ollama serves, the GGUFs
+        return _pull_with_ollama(list(REGISTRY) if args.names == ["all"] else args.names)
     names = [*REGISTRY, *CHECKPOINTS] if args.names == ["all"] else args.names
-    if args.via == "ollama":
-        return _pull_with_ollama(names)
     for name in names:
         if name in CHECKPOINTS:
             folder, what = pull_checkpoint(name, force=args.force, report=lambda line: print(line, file=sys.stderr))
