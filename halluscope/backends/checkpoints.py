@@ -130,7 +130,10 @@ def _pull(checkpoint: HubCheckpoint, force: bool, report: Callable[[str], None])
     pins = _recorded(checkpoint)
     if pins is None:
         head = hub_file(checkpoint.located(checkpoint.files[0], checkpoint.branch))
-        report(f"{name}: {checkpoint.repo} at commit {head.commit} ({checkpoint.branch}), first download recorded")
+        report(
+            f"{name}: about {checkpoint.approx_bytes / 1e9:.2f} GB from {checkpoint.repo} at commit {head.commit} "
+            f"({checkpoint.branch}), first download recorded"
+        )
         pins = []
         for path in checkpoint.files:
             source = checkpoint.located(path, head.commit)
