@@ -346,6 +346,13 @@ def test_the_wikibio_grounded_bench_checks_each_sentence_against_its_wikipedia_t
     assert len(chunks) == 3 and result.meta.calls == len(passage.sentences) * 3 == len(seen)  # 9 sentences, 3 chunks
     assert all(any(chunk in prompt for chunk in chunks) for prompt in seen)
     assert result.metrics["n_sentences"] == len(passage.sentences) and result.params["model"] == "scripted:test"
+    assert result.params["options"] == {}
+
+    options = {"top_k": 1}
+    plans = grounded_plans("wikibio", ["grounded"], data_dir, 1, scripted(judge(seen)), gateway, options=options)
+    nearest = run_plan(plans[0], tmp_path / "wb-top1", progress=False)
+    assert nearest.meta.calls + nearest.meta.cache_hits == len(passage.sentences)  # one chunk each
+    assert nearest.params["options"] == {"top_k": 1}  # results.json says how it was run
 
 
 def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Path, tmp_path: Path) -> None:

@@ -298,6 +298,7 @@ def _plan(
         "n": samples,
         "limit": limit,
         "passages": selection,
+        "options": {k: v for k, v in extra.items() if k in method.option_names},  # e.g. grounded's top_k
         "protocol": PROTOCOL,
     }
     return Plan(
