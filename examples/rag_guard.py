@@ -101,8 +101,8 @@ def measure_planted(
 ) -> dict[str, Any]:
     """The grounded guard on each planted biography: planted and true sentences flagged, and the time.
     With ``on_flag='revise'`` the model rewrites a flagged answer from the context, and each delivered
-    answer is read for the planted sentence (still there, word for word?) and the truth (its names and
-    numbers all stated?)."""
+    answer is read for the planted sentence (still there, word for word?), the truth (its names and
+    numbers all stated?) and the true sentences (kept word for word?)."""
     detector = halluscope.detector("grounded", model=model, gateway=gateway)
     guard = hallucination_guard(detector, threshold, on_flag, model=model, gateway=gateway)
     rows, began = [], time.perf_counter()
@@ -131,6 +131,7 @@ def measure_planted(
                 "revisions": state.get("revisions", 0),
                 "delivered": delivered,
                 "planted_kept": planted in delivered,
+                "true_kept": sum(s in delivered for i, s in enumerate(bio.sentences) if i != bio.planted),
                 "truth_stated": all(w in delivered for w in key_words(bio.truth)),
                 "check_calls": sum(v.get("calls", 0) for v in versions),  # the revisions' calls come on top
                 "seconds": round(time.perf_counter() - started, 2),
@@ -147,6 +148,7 @@ def measure_planted(
         "true_sentences": sum(r["true_sentences"] for r in rows),
         "revised": sum(r["revisions"] > 0 for r in rows),
         "planted_kept": sum(r["planted_kept"] for r in rows),
+        "true_kept": sum(r["true_kept"] for r in rows),
         "truth_stated": sum(r["truth_stated"] for r in rows),
         "seconds": round(time.perf_counter() - began, 1),
         "rows": rows,
@@ -178,7 +180,8 @@ def main() -> None:
             print(
                 f"revised {measured['revised']}; delivered answers still holding the planted sentence: "
                 f"{measured['planted_kept']}, stating the truth: {measured['truth_stated']} of "
-                f"{measured['biographies']}"
+                f"{measured['biographies']}; true sentences kept word for word: {measured['true_kept']} of "
+                f"{measured['true_sentences']}"
             )
         if args.out:
             Path(args.out).write_text(json.dumps(measured, indent=1), encoding="utf-8")

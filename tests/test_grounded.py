@@ -425,6 +425,7 @@ def test_the_rag_example_retrieves_answers_and_guards_against_what_it_retrieved(
 
     revised = example.measure_planted(scripted(reviser, "scripted:reviser"), gateway, 0.5, "revise")
     assert (revised["revised"], revised["planted_kept"], revised["truth_stated"]) == (8, 0, 8)
+    assert revised["true_kept"] == revised["true_sentences"] == 32
     # the revision passes its check, which calls only for its new sentence: the four true ones, against the
     # same context, come from the cache of the first check
     assert [(r["action"], r["check_calls"]) for r in revised["rows"]] == [("pass", 5 + 1)] * 8
