@@ -356,7 +356,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="qnli", choices=("qnli",))
     p.add_argument("--limit", type=int, help="only the first K questions")
     p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
-    p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
+    p.add_argument(
+        "--judge",
+        metavar="SPEC",
+        help="zero-shot scorer: a model spec, or nli:PATH (nli:NAME once pulled; default: local model)",
+    )
     p.add_argument("--samples", dest="n", type=int, default=5, help="N outputs per question (default 5)")
     p.add_argument("--theta-h", type=finite_number, default=THETA_H, help=f"S^a above it: entailed concept ({THETA_H})")
     p.add_argument(

@@ -210,6 +210,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--outputs-file", required=True, help="the outputs: a JSON list, or texts separated by '---' lines")
     p.add_argument("--concept", required=True, help="the upper-level concept, e.g. tone")
     p.add_argument("--subconcepts", action=ListFlag, required=True, help='lower-level concepts: "happy tone,sad tone"')
-    p.add_argument("--judge", metavar="SPEC", help="zero-shot scorer: a model spec or nli:PATH (default: local model)")
+    p.add_argument(
+        "--judge",
+        metavar="SPEC",
+        help="zero-shot scorer: a model spec, or nli:PATH (nli:NAME once pulled; default: local model)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_diversity)
