@@ -75,9 +75,7 @@ def _recorded(checkpoint: HubCheckpoint) -> list[Pinned] | None:
         return None
     try:
         data = json.loads(path.read_text())
-        pins = [
-            Pinned("hub-model", data["repo"], data["commit"], f["path"], f["sha256"], f["size"]) for f in data["files"]
-        ]
+        pins = [checkpoint.located(f["path"], data["commit"]).pinned(f["sha256"], f["size"]) for f in data["files"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"{path} is damaged ({exc}): `halluscope models pull {checkpoint.name} --force` fetches the checkpoint anew"
@@ -137,8 +135,7 @@ def _pull(checkpoint: HubCheckpoint, force: bool, report: Callable[[str], None])
         pins = []
         for path in checkpoint.files:
             source = checkpoint.located(path, head.commit)
-            declared = head.sha256 if path == checkpoint.files[0] else hub_file(source).sha256
-            pins.append(download_first(source, folder / path, declared))
+            pins.append(download_first(source, folder / path, hub_file(source).sha256))
         _write_record(checkpoint, pins)
         return folder, "downloaded"
     stale = [pin for pin in pins if not is_current(pin, folder / pin.path)]
