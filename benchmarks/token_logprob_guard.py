@@ -81,25 +81,24 @@ def main() -> None:
     def given(variant: str) -> halluscope.Detector:
         return halluscope.detector("token-logprob", variant=variant, gateway=gateway)
 
-    guards = {  # the proxy first: it reads each biography before the log-probs are made from it
-        "token-logprob max-entropy, proxy forward pass": halluscope.detector(
-            "token-logprob", model=args.model, gateway=gateway
-        ),
+    proxy_name = "token-logprob max-entropy, proxy forward pass"
+    proxy = halluscope.detector("token-logprob", model=args.model, gateway=gateway)
+    guards = {
         "token-logprob avg-nll, the answer's log-probs": given("avg-nll"),
         "token-logprob max-nll, the answer's log-probs": given("max-nll"),
         "token-logprob avg-entropy, the answer's top-5": given("avg-entropy"),
         "token-logprob max-entropy, the answer's top-5": given("max-entropy"),
         "direct-question": halluscope.detector("direct-question", model=args.model, gateway=gateway),
     }
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in guards}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in (proxy_name, *guards)}
     for bio in BIOGRAPHIES:
         text = " ".join(bio.sentences)
-        proxy = next(iter(guards))
-        runs[proxy].append(guarded(guards[proxy], bio, AIMessage(content=text), gateway))
+        # the proxy reads each biography before the log-probs are made from it (no KV prefix to reuse)
+        runs[proxy_name].append(guarded(proxy, bio, AIMessage(content=text), gateway))
         with_logprobs = AIMessage(
             content=text, response_metadata={"logprobs": {"content": generated_logprobs(lm, bio.prompt, text)}}
         )
-        for name, det in list(guards.items())[1:]:
+        for name, det in guards.items():
             message = with_logprobs if "answer's" in name else AIMessage(content=text)
             runs[name].append(guarded(det, bio, message, gateway))
     rows = [
