@@ -29,6 +29,7 @@ import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, common_prefix, log_softmax
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
+from halluscope.bench.provenance import provenance
 from halluscope.bench.report import markdown_table, write_json
 from halluscope.tools import hallucination_guard
 
@@ -119,6 +120,7 @@ def main() -> None:
     write_json(
         path,
         {
+            "provenance": provenance(),
             "model": args.model,
             "machine": platform.platform(),
             "biographies": len(BIOGRAPHIES),

@@ -35,6 +35,7 @@ from halluscope.backends.cache import open_cache
 from halluscope.backends.embeddings import default_embedder
 from halluscope.backends.gateway import Gateway, ModelLike
 from halluscope.bench.planted import BIOGRAPHIES
+from halluscope.bench.provenance import provenance
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.tools import GuardState, hallucination_guard
@@ -184,7 +185,8 @@ def main() -> None:
                 f"{measured['true_sentences']}"
             )
         if args.out:
-            Path(args.out).write_text(json.dumps(measured, indent=1), encoding="utf-8")
+            made = {"provenance": provenance(), "model": model}
+            Path(args.out).write_text(json.dumps({**made, **measured}, indent=1), encoding="utf-8")
     if args.ask:
         documents = [p.wiki_text for p in load_wikibio(args.data)]
         agent = build_agent(model, documents, gateway, args.threshold, args.on_flag)

@@ -13,7 +13,19 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, ModelUnavailableError
 
-KEYS = {"bench", "params", "meta", "metrics", "intervals", "items", "failures", "item", "per_score", "positive"}
+KEYS = {
+    "bench",
+    "params",
+    "meta",
+    "metrics",
+    "intervals",
+    "items",
+    "failures",
+    "item",
+    "per_score",
+    "positive",
+    "provenance",
+}
 
 
 class Refused(Exception):
@@ -59,6 +71,8 @@ def test_a_failed_item_is_recorded_the_rest_are_scored_and_a_rerun_resumes(
     result = run(_plan(gateway, model, items), tmp_path, progress=False)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert set(saved) == KEYS == set(BenchResult.model_fields)
+    made = saved["provenance"]  # how the run was made: a record published from it says so
+    assert set(made) >= {"command", "commit", "machine", "halluscope", "started"} and "cores" in made["machine"]
     assert [i.id for i in result.items] == ["question 0", "question 2"] and result.items[0].scores == {"length": 5.0}
     assert result.items[0].record == {"answer": "Paris", "events": {"short": 1}}
     assert [f["item"] for f in result.failures] == ["question 1"] and "refused" in result.failures[0]["error"]

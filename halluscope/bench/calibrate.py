@@ -18,6 +18,7 @@ import numpy as np
 
 from halluscope import registry
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
+from halluscope.bench.provenance import provenance
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
 from halluscope.calibration import (
     KINDS,
@@ -122,6 +123,7 @@ def calibrate_wikibio(
     p_fit, p_test = probabilities(fit_scores), probabilities(test_scores)
     threshold = threshold_for_precision(fit_labels, p_fit, target_precision)
     calibration.report = {
+        "provenance": provenance(),
         "target_precision": target_precision,
         "threshold": threshold,
         "base_rate_fit": float(fit_labels.mean()),

@@ -36,6 +36,7 @@ from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, mean_resampl
 
 DATASETS = ("rte", "wikibio")
 RTE_LABELS = ("entailment", "not_entailment")
+RTE_SPLITS = ("val", "train")  # train: where a decision threshold is fitted before it is applied to val
 UNSUPPORTED = ("not_entailment",)  # RTE's positive class: the text is not supported by the context
 DECISION = 0.5  # the judge's own decision: not supported when support < 0.5
 FLAGS = ("top_k", "chunk_words", "overlap_words", "decompose")  # grounded's options a run takes as flags
@@ -55,9 +56,11 @@ class Pair:
     label: str
 
 
-def load_rte(data: str | Path | None = None, limit: int | None = None) -> list[Pair]:
-    """The RTE validation pairs (SuperGLUE's jsonl: premise, hypothesis, label, idx)."""
-    path = dataset_file("rte", "val.jsonl", data)
+def load_rte(data: str | Path | None = None, limit: int | None = None, split: str = "val") -> list[Pair]:
+    """RTE's validation (or training) pairs (SuperGLUE's jsonl: premise, hypothesis, label, idx)."""
+    if split not in RTE_SPLITS:
+        raise ConfigError(f"RTE has no split {split!r}; available: {', '.join(RTE_SPLITS)}")
+    path = dataset_file("rte", f"{split}.jsonl", data)
     pairs = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -86,7 +89,9 @@ def rte_metrics(labels: Sequence[str], scores: Sequence[float], weights: np.ndar
     }
 
 
-def rte_plan(name: str, pairs: list[Pair], options: Mapping[str, Any], gateway: Gateway | None) -> Plan:
+def rte_plan(
+    name: str, pairs: list[Pair], options: Mapping[str, Any], gateway: Gateway | None, split: str = "val"
+) -> Plan:
     """One method over the pairs: each hypothesis one unit, checked against its premise."""
     method = registry.get(name)
     stats = CallStats()
@@ -129,6 +134,7 @@ def rte_plan(name: str, pairs: list[Pair], options: Mapping[str, Any], gateway: 
         resampled=resampled,
         params={
             "dataset": "rte",
+            "split": split,
             "method": name,
             "model": model_name(model) if model is not None else None,
             "options": {k: v for k, v in chosen.items() if k != method.model_field},
@@ -161,7 +167,8 @@ def write_report(results: Sequence[BenchResult], out: Path) -> None:
     m = results[0].metrics if results else {}
     write_text(
         out / "report.md",
-        f"# Grounded checking on RTE\n\n{m.get('n_pairs')} validation pairs, {m.get('n_unsupported')} not entailed "
+        f"# Grounded checking on RTE\n\n{m.get('n_pairs')} {results[0].params.get('split', 'val')} pairs, "
+        f"{m.get('n_unsupported')} not entailed "
         f"(random AUC-PR {m.get('random_auc_pr') or 0:.2f}).\nProtocol: {RTE_PROTOCOL}.\n\n"
         f"{markdown_table(rows, RTE_COLUMNS)}\n",
     )
@@ -188,8 +195,9 @@ def grounded_plans(
     model: Any = None,
     gateway: Gateway | None = None,
     options: Mapping[str, Any] | None = None,
+    split: str = "val",
 ) -> list[Plan]:
-    """One plan per grounded method on RTE's pairs or WikiBio's passages."""
+    """One plan per grounded method on RTE's pairs (``split``: val or train) or WikiBio's passages."""
     unknown = [m for m in methods if m not in grounded_methods()]
     if unknown:
         raise ConfigError(f"not a grounded method: {', '.join(unknown)}; available: {', '.join(grounded_methods())}")
@@ -197,9 +205,9 @@ def grounded_plans(
         return wikibio.wikibio_plans(methods, data, limit, None, model, gateway, options=options)
     if dataset != "rte":
         raise ConfigError(f"unknown grounded dataset {dataset!r}; available: {', '.join(DATASETS)}")
-    pairs = load_rte(data, limit)
+    pairs = load_rte(data, limit, split)
     chosen = {**(options or {}), **({"model": model} if model is not None else {})}
-    return [rte_plan(m, pairs, chosen, gateway) for m in methods]
+    return [rte_plan(m, pairs, chosen, gateway, split) for m in methods]
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -212,11 +220,21 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     add_fields(p, grounded.METHOD, FLAGS)
     p.add_argument("--limit", type=int, help="only the first K pairs or passages")
+    p.add_argument(
+        "--split",
+        choices=RTE_SPLITS,
+        default="val",
+        help="RTE's pairs: val (277, the reported split) or train (2,490: where a threshold is fitted)",
+    )
 
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     options = read_fields(grounded.METHOD, args, FLAGS)
-    return grounded_plans(args.dataset, args.method, args.data, args.limit, args.model, gateway(), options)
+    if args.split != "val" and args.dataset != "rte":
+        raise ConfigError("--split chooses RTE's pairs; WikiBio has one set of passages")
+    return grounded_plans(
+        args.dataset, args.method, args.data, args.limit, args.model, gateway(), options, split=args.split
+    )
 
 
 BENCHMARK = Benchmark(

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from halluscope.backends.stats import CallStats
 from halluscope.bench.failures import Failures
+from halluscope.bench.provenance import provenance
 from halluscope.bench.report import write_csv, write_json
 from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
 from halluscope.metrics import Record, Resampled, bootstrap_metrics
@@ -61,6 +62,9 @@ class BenchResult(BaseModel):
     )
     items: list[BenchItem]
     failures: list[dict[str, Any]] = Field(description="items whose model calls failed for good, with the reason")
+    provenance: dict[str, Any] = Field(
+        default_factory=dict, description="how the run was made: command, commit, machine (bench.provenance)"
+    )
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -263,6 +267,7 @@ def run(
         positive=list(plan.positive),
         items=items,
         failures=failures.items,
+        provenance=provenance(),
     )
     result.write(out_dir)
     plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))

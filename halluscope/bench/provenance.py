@@ -1,0 +1,65 @@
+"""How a run was made: the command, the code's commit, the machine. Every results.json and every
+benchmark script's JSON carries it, so a number published from them can say where it came from
+(docs/results holds such files as records; benchmarks/render_docs.py renders the documents from them)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from halluscope.errors import redact_credentials
+from halluscope.version import __version__
+
+
+def provenance(argv: list[str] | None = None, program: str | None = None) -> dict[str, Any]:
+    """The command that is running (``program`` and ``argv``, credentials redacted), the commit of the
+    checkout halluscope runs from (None outside a git checkout; ``+dirty`` when it has uncommitted
+    changes to tracked files), halluscope's version, the machine and the start time (UTC)."""
+    args = sys.argv[1:] if argv is None else argv
+    name = program or _program()
+    return {
+        "command": redact_credentials(shlex.join([name, *args])),
+        "commit": commit(),
+        "halluscope": __version__,
+        "machine": machine(),
+        "python": platform.python_version(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def machine() -> str:
+    """The cores and architecture numbers were measured on ('2 cores, x86_64')."""
+    return f"{os.cpu_count()} cores, {platform.machine()}"
+
+
+def commit(where: Path | None = None) -> str | None:
+    """HEAD's short hash of the checkout holding halluscope (``+dirty`` with uncommitted changes to
+    tracked files), or None where halluscope is not run from a git checkout."""
+    root = where or Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = _git(root, "rev-parse", "--short=12", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True)
+    return done.stdout.strip()
+
+
+def _program() -> str:
+    """How the running program was called: 'halluscope' for the CLI, else the script's path."""
+    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    if first.name in ("halluscope", "__main__.py"):
+        return "halluscope"
+    return str(first) if first.suffix == ".py" else first.name
