@@ -1,0 +1,169 @@
+"""The committed records under docs/results/: what every published figure rests on.
+
+A record is docs/results/NAME.json: ``{"title": ..., "runs": {LABEL: RUN, ...}}``. Every RUN says how it
+was made (``RUN_FIELDS``: the command, the commit, whether a run made it, the models, the items it
+rests on, calls, cache hits, prompt tokens, wall seconds) beside its figures (``metrics``,
+``intervals``, ``rows``...); a field its run never kept is None, with the reason in ``unknown``. A run
+transcribed from an earlier document, not made by a run this round, has ``"recorded": false`` and the
+commit of that document; its documents say so.
+
+    .venv/bin/python benchmarks/records.py add grounded "rte 1.5b" out/grounded-rte    # a bench's results.json
+    .venv/bin/python benchmarks/records.py add demo default demo.json --run run.json   # a command's JSON
+    .venv/bin/python benchmarks/records.py check                                       # every record whole
+
+``add`` reads what the run wrote: a bench's results.json (its meta and provenance), a detection result
+(``halluscope demo --json``), or a benchmark script's JSON that carries its ``provenance``; ``--run`` is the
+run.json a wrapper wrote when the command itself records no provenance (command, commit, seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+RUN_FIELDS = ("command", "commit", "recorded", "models", "items", "calls", "cache_hits", "prompt_tokens", "seconds")
+# a field a run's output never kept (an older run's prompt tokens) is None, and its run's "unknown" says why
+NEVER_UNKNOWN = ("command", "commit", "recorded", "models")
+
+
+def path_of(name: str) -> Path:
+    return RESULTS / f"{name}.json"
+
+
+def read(name: str) -> dict[str, Any]:
+    path = path_of(name)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"title": name, "runs": {}}
+
+
+def write(name: str, record: dict[str, Any]) -> Path:
+    path = path_of(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
+    """A run from a bench's results.json: its provenance and cost, params, metrics and intervals (and,
+    with ``keep_items``, each item's scores and record)."""
+    meta, made = results["meta"], results.get("provenance") or {}
+    run: dict[str, Any] = {
+        "command": made.get("command"),
+        "commit": made.get("commit"),
+        "recorded": True,
+        "machine": made.get("machine"),
+        "models": meta.get("models", []),
+        "items": len(results["items"]) + len(results["failures"]),
+        "item": results.get("item"),
+        "failures": len(results["failures"]),
+        "calls": meta["calls"],
+        "cache_hits": meta["cache_hits"],
+        "prompt_tokens": meta["tokens"]["prompt"],
+        "completion_tokens": meta["tokens"]["completion"],
+        "seconds": meta["seconds"],
+        "prompts": meta.get("prompts", []),
+        "events": meta.get("events", {}),
+        "params": results["params"],
+        "metrics": results["metrics"],
+        "intervals": results["intervals"],
+    }
+    if keep_items:
+        run["rows"] = [{"id": item["id"], "scores": item["scores"], **item["record"]} for item in results["items"]]
+    return run
+
+
+def result_run(result: dict[str, Any], wrapper: dict[str, Any], items: int) -> dict[str, Any]:
+    """A run from a DetectionResult's JSON (``detect --json``, ``demo --json``) and the wrapper's run.json."""
+    meta = result["meta"]
+    return {
+        **_from_wrapper(wrapper),
+        "models": meta.get("models", []),
+        "items": items,
+        "calls": meta["calls"],
+        "cache_hits": meta["cache_hits"],
+        "prompt_tokens": meta["tokens"]["prompt"],
+        "completion_tokens": meta["tokens"]["completion"],
+        "prompts": meta.get("prompts", []),
+        "evidence": result.get("evidence", {}),
+    }
+
+
+def _from_wrapper(wrapper: dict[str, Any]) -> dict[str, Any]:
+    if not wrapper:
+        raise SystemExit("this output records no provenance of its own: give --run RUN.JSON (command, commit, seconds)")
+    if wrapper.get("rc"):
+        raise SystemExit(f"the run exited {wrapper['rc']}: a failed run is not a record")
+    return {
+        "command": wrapper["command"],
+        "commit": wrapper["commit"],
+        "recorded": True,
+        "machine": wrapper.get("machine", "2 cores, x86_64"),
+        "seconds": wrapper["seconds"],
+    }
+
+
+def problems(name: str, record: Any) -> list[str]:
+    """What keeps a record from being one: each run must say how it was made."""
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), dict) or not record["runs"]:
+        return [f"{name}: not a record (no runs)"]
+    found = []
+    for label, run in record["runs"].items():
+        missing = [f for f in RUN_FIELDS if f not in run]
+        if missing:
+            found.append(f"{name} / {label}: no {', '.join(missing)}")
+            continue
+        said = run.get("unknown") or {}
+        unknown = [f for f in RUN_FIELDS if run[f] is None and (f in NEVER_UNKNOWN or not said.get(f))]
+        if unknown:
+            found.append(f"{name} / {label}: {', '.join(unknown)} unknown, and its 'unknown' does not say why")
+        if not isinstance(run["recorded"], bool):
+            found.append(f"{name} / {label}: recorded is not true or false")
+    return found
+
+
+def all_records() -> dict[str, Any]:
+    return {
+        p.relative_to(RESULTS).with_suffix("").as_posix(): json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted(RESULTS.rglob("*.json"))
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    add = sub.add_parser("add", help="add (or replace) one run of a record from what the run wrote")
+    add.add_argument("record", help="the record's name: docs/results/NAME.json")
+    add.add_argument("label", help="the run's label inside the record")
+    add.add_argument("source", type=Path, help="a bench's --out folder, or a JSON file the command wrote")
+    add.add_argument("--run", type=Path, help="the wrapper's run.json (command, commit, seconds)")
+    add.add_argument("--items", action="store_true", help="keep every item's scores (a bench's results.json)")
+    add.add_argument("--title", help="the record's title, when it is new")
+    sub.add_parser("check", help="exit 1 naming every run that does not say how it was made")
+    args = ap.parse_args(argv)
+    if args.command == "check":
+        found = [p for name, record in all_records().items() for p in problems(name, record)]
+        print("\n".join(found) or f"{len(all_records())} records, every run says how it was made")
+        return 1 if found else 0
+    source: Path = args.source
+    wrapper = json.loads(args.run.read_text()) if args.run else {}
+    data = json.loads((source / "results.json" if source.is_dir() else source).read_text(encoding="utf-8"))
+    if "bench" in data and "meta" in data:
+        run = bench_run(data, args.items)
+    elif "units" in data and "meta" in data:
+        run = result_run(data, wrapper, items=len(data["units"]))
+    else:
+        raise SystemExit(f"{source}: neither a bench's results.json nor a detection result; add it by its own script")
+    record = read(args.record)
+    if args.title:
+        record["title"] = args.title
+    record.setdefault("runs", {})[args.label] = run
+    print(f"wrote {write(args.record, record).relative_to(ROOT)}: {args.label}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Render README.md and docs/ from their templates and the committed records: every published figure
+comes from a JSON record under docs/results/, never typed by hand.
+
+    .venv/bin/python benchmarks/render_docs.py            # write every rendered document
+    .venv/bin/python benchmarks/render_docs.py --check    # exit 1 naming each document that differs
+
+A template is ``docs/templates/<path>.j2`` (Jinja2): ``README.md.j2`` renders README.md, any other
+``docs/templates/X.md.j2`` renders ``docs/X.md``. In a template, ``record("grounded")`` is
+docs/results/grounded.json (``record("peers/grounded-rte")`` its peers/ file), and the filters format
+its values: ``f(1)`` fixed decimals, ``n`` thousands separators, ``ci(1)`` an interval ``[a, b]``,
+``minutes`` seconds as minutes. ``unrecorded(name)`` is the sentence a document shows for a record
+transcribed from an earlier document instead of made by a run (``provenance[*].recorded`` false).
+A record's ``provenance`` lists the runs its figures rest on: ``benchmarks/records.py`` checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = ROOT / "docs" / "templates"
+RESULTS = ROOT / "docs" / "results"
+BANNER = (
+    "<!-- Rendered by benchmarks/render_docs.py from {template} and docs/results/*.json: edit those, not this file. -->"
+)
+
+
+def target(template: Path) -> Path:
+    """Where a template renders to: README.md at the root, the rest under docs/."""
+    relative = template.relative_to(TEMPLATES).with_suffix("")  # drop .j2
+    return ROOT / relative if relative == Path("README.md") else ROOT / "docs" / relative
+
+
+def templates() -> list[Path]:
+    return sorted(TEMPLATES.rglob("*.j2"))
+
+
+def load_record(name: str) -> Any:
+    """docs/results/NAME.json, as plain JSON values."""
+    path = RESULTS / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"a template asks for record {name!r}, but {path.relative_to(ROOT)} does not exist")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def fixed(value: Any, digits: int = 1) -> str:
+    """A number with ``digits`` decimals; a missing value is an error, not a blank."""
+    if value is None:
+        raise ValueError("a template formats a figure its record does not hold (None)")
+    return f"{float(value):.{digits}f}"
+
+
+def thousands(value: Any) -> str:
+    if value is None:
+        raise ValueError("a template formats a count its record does not hold (None)")
+    return f"{int(round(float(value))):,}"
+
+
+def interval(pair: Iterable[Any], digits: int = 1) -> str:
+    low, high = list(pair)
+    return f"[{fixed(low, digits)}, {fixed(high, digits)}]"
+
+
+def minutes(seconds: Any, digits: int = 1) -> str:
+    return fixed(float(seconds) / 60, digits)
+
+
+def unrecorded(name: str) -> str:
+    """What a document says of a record whose figures were transcribed, not made by a run this round."""
+    runs = load_record(name)["provenance"]
+    commits = sorted({run["commit"] for run in runs if not run["recorded"]})
+    if not commits:
+        return ""
+    return (
+        f"*Unrecorded: these figures were measured at commit {', '.join(commits)} and transcribed from its "
+        f"document into [{name}.json]({_link(name)}); their run was not repeated since.*"
+    )
+
+
+def _link(name: str) -> str:
+    return f"{name}.json"
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.globals.update(record=load_record, unrecorded=unrecorded)
+    env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes)
+    return env
+
+
+def render(template: Path, env: Environment | None = None) -> str:
+    env = env or environment()
+    name = template.relative_to(TEMPLATES).as_posix()
+    body = env.get_template(name).render()
+    return BANNER.format(template=f"docs/templates/{name}") + "\n" + body
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each document that differs")
+    args = ap.parse_args(argv)
+    env = environment()
+    stale = []
+    for template in templates():
+        text, path = render(template, env), target(template)
+        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if text == old:
+            continue
+        if args.check:
+            stale.append(path)
+            diff = difflib.unified_diff(old.splitlines(), text.splitlines(), str(path), "rendered", lineterm="", n=1)
+            print("\n".join(list(diff)[:40]))
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+        print(f"{names}: differ from their templates and records; run benchmarks/render_docs.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
