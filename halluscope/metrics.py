@@ -91,6 +91,34 @@ def mean_resampled(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return (weights @ x) / weights.sum(axis=1)
 
 
+def decisions_resampled(y: np.ndarray, flagged: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Yes/no decisions against labels, for each row of unit ``weights`` (fractions; NaN where a ratio
+    has nothing under it): accuracy, balanced accuracy (the mean of the true-positive and true-negative
+    rates, which is also the AUC-ROC of a binary score), precision, recall and F1 of the positive class.
+    A method that answers a label is compared with one that gives a graded score on these, never on an
+    AUC (``auc_roc`` over two values is this balanced accuracy)."""
+    y, flagged = np.asarray(y, dtype=bool), np.asarray(flagged, dtype=bool)
+    tp, fp = weights @ (flagged & y), weights @ (flagged & ~y)
+    fn, tn = weights @ (~flagged & y), weights @ (~flagged & ~y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        recall, specificity = tp / (tp + fn), tn / (tn + fp)
+        precision = tp / (tp + fp)
+        return {
+            "accuracy": (tp + tn) / (tp + fp + fn + tn),
+            "balanced_accuracy": (recall + specificity) / 2,
+            "precision": precision,
+            "recall": recall,
+            "f1": 2 * tp / (2 * tp + fp + fn),
+        }
+
+
+def decision_metrics(y: Sequence[bool], flagged: Sequence[bool]) -> dict[str, float | None]:
+    """``decisions_resampled`` of one unweighted row, x100; None where a ratio is undefined (no unit
+    flagged: no precision)."""
+    rows = decisions_resampled(np.asarray(y), np.asarray(flagged), np.ones((1, len(y))))
+    return {k: float(v[0]) * 100 if np.isfinite(v[0]) else None for k, v in rows.items()}
+
+
 def pearson_resampled(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Pearson's r of (x, y) with each item repeated its row's count (scipy's pearsonr of the drawn
     items); NaN where the drawn x or y are constant. x and y: one value per item, or per row and item."""

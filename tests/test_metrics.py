@@ -18,6 +18,8 @@ from halluscope.metrics import (
     auc_roc_resampled,
     bootstrap_metrics,
     both_classes,
+    decision_metrics,
+    decisions_resampled,
     mean_resampled,
     pearson_resampled,
     spearman_resampled,
@@ -94,3 +96,26 @@ def test_no_units_is_undefined_not_an_error() -> None:
     assert np.isnan(auc_pr_resampled(empty, np.array([]), weights)).all()
     assert np.isnan(auc_roc_resampled(empty, np.array([]), weights)).all()
     assert auc_pr(empty, np.array([])) is None and auc_roc(empty, np.array([])) is None
+
+
+def test_decision_metrics_by_hand() -> None:
+    """4 positives, 6 negatives; flagged: 3 of the positives and 1 negative. TP 3, FN 1, FP 1, TN 5:
+    accuracy 8/10, TPR 3/4, TNR 5/6, balanced (3/4 + 5/6) / 2 = 19/24, precision 3/4, F1 6/8."""
+    y = [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]
+    flagged = [1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
+    m = decision_metrics([bool(v) for v in y], [bool(v) for v in flagged])
+    assert m["accuracy"] == pytest.approx(80.0)
+    assert m["balanced_accuracy"] == pytest.approx(100 * 19 / 24)
+    assert m["precision"] == pytest.approx(75.0) and m["recall"] == pytest.approx(75.0)
+    assert m["f1"] == pytest.approx(75.0)
+    # a binary score's AUC-ROC is its balanced accuracy: why a yes/no peer gets no AUC beside a graded one
+    assert auc_roc(np.array(y, dtype=bool), np.array(flagged, dtype=float)) == pytest.approx(m["balanced_accuracy"])
+    assert decision_metrics([True, False], [False, False])["precision"] is None  # nothing flagged
+
+
+def test_decisions_resampled_weigh_units_as_repeats() -> None:
+    y, flagged = np.array([True, True, False]), np.array([True, False, True])
+    twice_first = decisions_resampled(y, flagged, np.array([[2.0, 1.0, 1.0]]))
+    repeated = decision_metrics([True, True, True, False], [True, True, False, True])
+    for key, value in repeated.items():
+        assert twice_first[key][0] * 100 == pytest.approx(value)

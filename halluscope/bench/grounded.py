@@ -1,8 +1,10 @@
 """Grounded checking measured on human labels: `halluscope bench grounded --dataset rte|wikibio`.
 
 - ``rte``: the 277 RTE validation pairs (premise = the context, hypothesis = the text, one unit);
-  positive = not_entailment (the hypothesis is not supported). AUC-ROC and AUC-PR x100, and accuracy
-  of the judge's own decision (not entailed when the score >= 0.5, i.e. support < 0.5).
+  positive = not_entailment (the hypothesis is not supported). AUC-ROC and AUC-PR x100, and the
+  judge's own decision (not entailed when the score >= 0.5, i.e. support < 0.5) scored as accuracy,
+  balanced accuracy, precision, recall and F1. ``--split train`` scores RTE's training pairs instead,
+  where a threshold can be fitted before it is applied to the validation pairs.
 - ``wikibio``: each of GPT-3's 1,908 sentences against the passage's own Wikipedia text, with the
   WikiBio protocol's metrics (the same plans as `bench wikibio`, so the grounded rows sit beside the
   reference-free ones in one table).
@@ -32,7 +34,7 @@ from halluscope.cli.flags import ListFlag, add_fields, read_fields
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import grounded
 from halluscope.graphs.method import start
-from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, mean_resampled
+from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, mean_resampled
 
 DATASETS = ("rte", "wikibio")
 RTE_LABELS = ("entailment", "not_entailment")
@@ -77,14 +79,15 @@ def load_rte(data: str | Path | None = None, limit: int | None = None, split: st
 
 
 def rte_metrics(labels: Sequence[str], scores: Sequence[float], weights: np.ndarray) -> dict[str, np.ndarray]:
-    """AUC-ROC, AUC-PR and accuracy at the judge's own decision, x100, for each row of item weights."""
+    """AUC-ROC, AUC-PR and, at the judge's own decision, accuracy, balanced accuracy, precision, recall and
+    F1 (x100), for each row of item weights."""
     y = np.array([label in UNSUPPORTED for label in labels])
     s = np.array(scores, dtype=np.float64)
-    correct = ((s >= DECISION) == y).astype(np.float64)
+    decided = {k: v * 100 for k, v in decisions_resampled(y, s >= DECISION, weights).items()}
     return {
         "auc_roc": auc_roc_resampled(y, s, weights) * 100,
         "auc_pr": auc_pr_resampled(y, s, weights) * 100,
-        "accuracy": mean_resampled(correct, weights) * 100,
+        **decided,
         "random_auc_pr": mean_resampled(y.astype(np.float64), weights) * 100,
     }
 
@@ -154,6 +157,10 @@ RTE_COLUMNS = (
     ("auc_roc", "AUC-ROC"),
     ("auc_pr", "AUC-PR (not entailed)"),
     ("accuracy", f"accuracy (score >= {DECISION})"),
+    ("balanced_accuracy", "balanced accuracy"),
+    ("precision", "precision"),
+    ("recall", "recall"),
+    ("f1", "F1"),
     ("n_pairs", "pairs"),
 )
 
@@ -182,7 +189,7 @@ def describe(results: Sequence[BenchResult]) -> str:
         lines.append(f"{r.params['method']}: {r.meta.cost()}")
         if r.failures:
             lines.append(f"  {len(r.failures)} pairs failed (left out of the metrics; results.json has the reasons)")
-        values = [(h, r.metrics.get(k)) for k, h in RTE_COLUMNS[1:4]]
+        values = [(h, r.metrics.get(k)) for k, h in RTE_COLUMNS[1:-1]]
         lines.append("  " + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}'}" for h, v in values))
     return "\n".join(lines)
 
