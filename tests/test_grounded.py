@@ -238,12 +238,30 @@ def test_bad_context_is_refused_before_any_call(gateway: Gateway, scripted: Any,
     assert seen == []
 
 
-def test_langchain_documents_are_read_as_their_text(gateway: Gateway, scripted: Any) -> None:
-    documents = [Document(page_content=d, metadata={"source": i}) for i, d in enumerate(DOCS)]
+def test_langchain_documents_are_read_as_their_text_and_their_metadata_named(gateway: Gateway, scripted: Any) -> None:
+    documents = [Document(page_content=d, metadata={"source": f"doc-{i}"}) for i, d in enumerate(DOCS)]
     model = scripted(judge([]))
-    assert grounded.detect(ANSWER, context=documents, model=model, gateway=gateway).units == (
-        grounded.detect(ANSWER, context=DOCS, model=model, gateway=gateway).units
-    )
+    from_documents = grounded.detect(ANSWER, context=documents, model=model, gateway=gateway).units
+    from_texts = grounded.detect(ANSWER, context=DOCS, model=model, gateway=gateway).units
+    plain = [{k: v for k, v in u.evidence.items() if k != "best_chunk_metadata"} for u in from_documents]
+    assert [u.score for u in from_documents] == [u.score for u in from_texts]
+    assert plain == [{k: v for k, v in u.evidence.items() if k != "best_chunk_metadata"} for u in from_texts]
+    # the best chunk's document and its metadata beside it: "It lies in Sydney." rests on the second
+    assert [u.evidence["best_chunk_metadata"] for u in from_documents] == [{"source": "doc-0"}, {"source": "doc-1"}]
+    assert [u.evidence["best_chunk_metadata"] for u in from_texts] == [{}, {}]
+
+
+def test_a_single_text_is_a_context_of_one_document(gateway: Gateway, scripted: Any) -> None:
+    """The docs say a context is a text, texts or Documents: one text is one document, through the
+    function, the detector and a single Document alike (it was refused: 'must be a list of texts')."""
+    model = scripted(judge([]))
+    expected = [u.score for u in grounded.detect(ANSWER, context=DOCS[:1], model=model, gateway=gateway).units]
+    det = halluscope.detector("grounded", model=model, gateway=gateway)
+    assert [u.score for u in det.detect(text=ANSWER, context=DOCS[0]).units] == expected
+    assert [u.score for u in grounded.detect(ANSWER, context=DOCS[0], model=model, gateway=gateway).units] == expected
+    one = Document(page_content=DOCS[0], metadata={"source": "wiki"})
+    found = det.detect(text=ANSWER, context=one).units
+    assert [u.score for u in found] == expected and found[0].evidence["best_chunk_metadata"] == {"source": "wiki"}
 
 
 def test_the_evaluator_reads_the_context_from_the_examples_inputs(gateway: Gateway, scripted: Any) -> None:
@@ -268,6 +286,19 @@ def test_the_tool_and_the_guard_take_the_documents(gateway: Gateway, scripted: A
     flagged = guard.invoke({**state, "context": DOCS[:1]})
     assert flagged["hallucination"]["action"] == "annotated"
     assert [u["text"] for u in flagged["hallucination"]["flagged"]] == ["It lies in Sydney."]
+
+
+def test_the_tool_takes_documents_and_a_single_text(gateway: Gateway, scripted: Any) -> None:
+    """A tool call with LangChain Documents (a retriever's result) or one text as its context is checked,
+    not refused by the tool's schema (it was a pydantic ValidationError), the metadata in the evidence."""
+    tool = as_tool(halluscope.detector("grounded", model=scripted(judge([])), gateway=gateway))
+    documents = [Document(page_content=DOCS[0], metadata={"source": "atlas"})]
+    call = {"type": "tool_call", "id": "1", "name": tool.name}
+    message = tool.invoke({**call, "args": {"answer": "The capital is Sydney.", "context": documents}})
+    unit = message.artifact.units[0]
+    assert unit.score == 1.0 and unit.evidence["best_chunk_metadata"] == {"source": "atlas"}
+    one = tool.invoke({**call, "args": {"answer": "The capital is Sydney.", "context": DOCS[0]}})
+    assert one.artifact.units[0].score == 1.0
 
 
 def test_detect_grounded_from_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

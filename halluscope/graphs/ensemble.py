@@ -20,7 +20,7 @@ from halluscope.backends.gateway import ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, Together, arg
+from halluscope.graphs.method import Documents, Flag, Method, RunContext, Together, arg
 from halluscope.graphs.stages import Steps
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
@@ -57,7 +57,7 @@ class Inputs:
     sentences: list[str] | None = options.sentences()
     prompt: str | None = options.prompt()
     samples: list[str] | None = options.texts_file("--samples-file", "passages for the SelfCheck members")
-    context: str | list[str] | None = options.documents("the documents the text should rest on, for a grounded member")
+    context: Documents | None = options.documents("the documents the text should rest on, for a grounded member")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,7 +31,7 @@ from halluscope.backends.entailment import Entailment, judge_target, nli_checkpo
 from halluscope.backends.gateway import Ask, Gateway, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
-from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.graphs.method import Documents, Flag, Method, Prepared, RunContext, Streamed, arg, checked_documents
 from halluscope.graphs.stages import Calls, Judged, Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.grounded import grounded_score
@@ -70,17 +70,22 @@ def chunk_context(documents: list[str], words: int = CHUNK_WORDS, overlap: int =
     word is about 1.3 tokens of a BPE vocabulary), consecutive chunks of one document sharing their
     boundary sentences up to ``overlap`` words, so a fact stated across a boundary is whole in one of
     them. A document that fits is one chunk, unchanged."""
+    return [chunk for chunk, _ in chunks_of(documents, words, overlap)]
+
+
+def chunks_of(documents: list[str], words: int = CHUNK_WORDS, overlap: int = OVERLAP_WORDS) -> list[tuple[str, int]]:
+    """``chunk_context``'s chunks, each with the index of the document it comes from."""
     if words < 1 or not 0 <= overlap < words:
         raise ConfigError(f"chunks need chunk_words >= 1 and 0 <= overlap_words < chunk_words, got {words}/{overlap}")
-    chunks: list[str] = []
-    for document in documents:
+    chunks: list[tuple[str, int]] = []
+    for index, document in enumerate(documents):
         if _words(document) <= words:
-            chunks.append(document.strip())
+            chunks.append((document.strip(), index))
             continue
         current: list[str] = []
         for piece in _pieces(document, words):
             if current and sum(map(_words, current)) + _words(piece) > words:
-                chunks.append(" ".join(current))
+                chunks.append((" ".join(current), index))
                 carried: list[str] = []
                 for kept in reversed(current):  # the boundary sentences the next chunk repeats
                     if sum(map(_words, carried)) + _words(kept) > overlap:
@@ -91,7 +96,7 @@ def chunk_context(documents: list[str], words: int = CHUNK_WORDS, overlap: int =
                 current = carried
             current.append(piece)
         if current:
-            chunks.append(" ".join(current))
+            chunks.append((" ".join(current), index))
     return chunks
 
 
@@ -125,6 +130,7 @@ class GroundedInput(TypedDict, total=False):
 class GroundedOutput(TypedDict, total=False):
     units: list[str]
     chunks: list[str]
+    chunk_documents: list[int]  # the document (its position in the context) each chunk comes from
     checks: list[Check]
     scores: list[float]
     best: list[int]  # each unit's best-supporting chunk
@@ -172,7 +178,8 @@ def build(
         return {"units": given, "events": ["decompose_unparsed"]}  # the sentences, and the reply's failure noted
 
     def select(state: GroundedState, config: RunnableConfig) -> dict[str, Any]:
-        chunks = chunk_context(state["context"], chunk_words, overlap_words)
+        found = chunks_of(state["context"], chunk_words, overlap_words)
+        chunks = [chunk for chunk, _ in found]
         picked = (
             nearest_chunks(embedder, state["units"], chunks, top_k)
             if top_k is not None and embedder is not None
@@ -180,7 +187,7 @@ def build(
         )
         pairs = [(u, c) for u, near in enumerate(picked) for c in near]
         plan_calls(config, judge.replies_for(len(pairs)) if nli else len(pairs))
-        return {"chunks": chunks, "pairs": pairs}
+        return {"chunks": chunks, "chunk_documents": [document for _, document in found], "pairs": pairs}
 
     def check(state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
         pairs, chunks, found = state["pairs"], state["chunks"], state["units"]
@@ -248,7 +255,7 @@ class Inputs:
 
     text: str | None = options.text("the answer to check")
     sentences: list[str] | None = options.sentences()
-    context: str | list[str] | None = options.documents()
+    context: Documents | None = options.documents()
     question: str | None = options.question("the question the answer answers (shown to the judge)")
 
 
@@ -299,18 +306,13 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
     return Prepared(graph, opts)
 
 
-def _documents(context: str | list[str] | None) -> list[str]:
-    if context is None:
-        raise ConfigError("grounded needs the context the answer should rest on (context=...)")
-    documents = [checked_text(context, "context")] if isinstance(context, str) else checked_texts(context, "context")
-    if not any(d.strip() for d in documents):
-        raise ConfigError("the context is empty")
-    return documents
-
-
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
-    """Per-unit support by the context, with the best chunk named in each unit's evidence."""
-    state: GroundedInput = {"context": _documents(inputs.context)}
+    """Per-unit support by the context, with the best chunk, and its document's metadata, named in each
+    unit's evidence."""
+    if inputs.context is None:
+        raise ConfigError("grounded needs the context the answer should rest on (context=...)")
+    documents = checked_documents(inputs.context)
+    state: GroundedInput = {"context": [text for text, _ in documents]}
     if inputs.text is not None:
         state["text"] = checked_text(inputs.text, "text")
     if inputs.sentences is not None:
@@ -318,14 +320,15 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     if inputs.question:
         state["question"] = inputs.question
     out = yield Streamed(ctx, prepared.graph, state)
-    return _result(out, ctx, prepared.options)
+    return _result(out, ctx, prepared.options, [metadata for _, metadata in documents])
 
 
-def _result(out: dict[str, Any], ctx: RunContext, opts: Options) -> DetectionResult:
+def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[dict[str, Any]]) -> DetectionResult:
     units = []
     for u, text in enumerate(out["units"]):
         mine = [check for check in out["checks"] if check["unit"] == u]
         best = out["best"][u]
+        document = out["chunk_documents"][best]
         units.append(
             Unit(
                 text=text,
@@ -333,6 +336,8 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options) -> DetectionRes
                 evidence={
                     "best_chunk": best,
                     "best_chunk_text": out["chunks"][best],
+                    "best_chunk_document": document,
+                    "best_chunk_metadata": metadata[document],
                     "chunks_checked": [check["chunk"] for check in mine],
                     "support": [check["support"] for check in mine],
                     "answers": [check["answer"] for check in mine],

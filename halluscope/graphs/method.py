@@ -246,7 +246,12 @@ class Method:
 
     def plain(self, name: str, value: Any) -> Any:
         """A text input as a plain str: a chat message or a Document is its text, and a str subclass (LangChain's
-        ``AIMessage.text`` is one) a str, which a tokenizer written in C insists on; lists alike."""
+        ``AIMessage.text`` is one) a str, which a tokenizer written in C insists on; lists alike. The documents
+        of a grounded method stay Documents, whose metadata its evidence names."""
+        if name == self.context_field:
+            if isinstance(value, list | tuple):
+                return [v if isinstance(v, Document) else _plain_text(v) for v in value]
+            return value if isinstance(value, Document) else _plain_text(value)
         if name in self.list_fields() and isinstance(value, list | tuple):
             return [_plain_text(v) for v in value]
         if name in self.text_fields():
@@ -260,7 +265,9 @@ class Method:
         for name, value in given.items():
             if value is None or name not in self.hints:
                 continue
-            if name in texts and isinstance(value, str | bytes | bytearray | int | float):
+            if name == self.context_field:
+                checked_documents(value, name)
+            elif name in texts and isinstance(value, str | bytes | bytearray | int | float):
                 checked_text(value, name)
             elif name in lists:
                 checked_texts(value, name)
@@ -310,6 +317,31 @@ class Method:
         entry.__qualname__ = f"{self.name}.{entry.__name__}"
         entry.__doc__ = f"{self.summary}{' (on the event loop)' if asynchronous else ''}."
         return entry
+
+
+# a grounded method's context: a text, texts, or LangChain Documents (their metadata named in the evidence)
+Documents = str | Document | list[str | Document]
+
+
+def checked_documents(value: Any, name: str = "context") -> list[tuple[str, dict[str, Any]]]:
+    """A context as (text, metadata) per document: a text or a Document is one document, a list holds
+    several; anything else, an empty list or a blank document is a ConfigError naming it."""
+    given = list(value) if isinstance(value, list | tuple) else [value]
+    if not given:
+        raise ConfigError(f"{name} is empty: give the documents the answer should rest on")
+    out = []
+    for i, item in enumerate(given):
+        where = f"{name}[{i}]" if isinstance(value, list | tuple) else name
+        if isinstance(item, Document):
+            text, metadata = item.page_content, dict(item.metadata)
+        elif isinstance(item, str):
+            text, metadata = item, {}
+        else:
+            raise ConfigError(f"{where} must be a text or a LangChain Document, got {type(item).__name__}")
+        if not text.strip():
+            raise ConfigError(f"{where} must be a non-empty text")
+        out.append((text, metadata))
+    return out
 
 
 def _plain_text(value: Any) -> Any:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, create_model
 
 from halluscope.detector import Detector
 from halluscope.errors import HalluscopeError
+from halluscope.graphs.method import Documents
 from halluscope.results import DetectionResult
 
 
@@ -31,8 +32,11 @@ def args_schema(det: Detector) -> type[BaseModel]:
     if spec.context_field is not None:
         needed = any(param == spec.context_field for need in spec.needs for param, _ in need)
         fields["context"] = (
-            list[str] if needed else list[str] | None,
-            Field(... if needed else None, description="the documents the answer should rest on"),
+            Documents if needed else Documents | None,
+            Field(
+                ... if needed else None,
+                description="the documents the answer should rest on: a text, texts or LangChain Documents",
+            ),
         )
     name = "".join(part.title() for part in det.method.split("-")) + "Check"
     return create_model(name, **fields)
