@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,6 +145,7 @@ def _offline_recipe(rows: list[tuple[dict[str, Any], dict[str, Any]]], evaluator
         evaluators=[evaluator],
         client=client,
         upload_results=False,
+        disable_evaluator_tracing=True,
     )
     return [row["evaluation_results"]["results"][0].score for row in results]
 
@@ -178,6 +180,61 @@ def test_the_offline_evaluation_recipe_reaches_no_network(
     assert no_network == []
     _offline_recipe(rows, evaluator, info=False)
     assert no_network, "without info the client asks the server: the guard must see it"
+
+
+# the offline recipe in a process of its own, every connection refused and counted from its first line to
+# its exit: the LangSmith client's background tracing flushes after evaluate returns, at exit
+OFFLINE_PROCESS = """
+import atexit, socket, sys, uuid
+tried = []
+def refuse(*args, **kwargs):
+    tried.append(repr(args[1] if len(args) > 1 else args[0]))
+    raise ConnectionRefusedError("refused")
+socket.socket.connect = lambda self, address: refuse(self, address)
+socket.create_connection = refuse
+atexit.register(lambda: sys.stderr.write(f"CONNECTIONS {len(tried)} {tried[:2]}\\n"))  # runs last
+from langsmith import Client, evaluate
+from langsmith.schemas import Example, LangSmithInfo
+from halluscope.backends.gateway import Gateway
+from halluscope.evaluators import create_selfcheck_prompt_evaluator
+from tests.scripted import ScriptedChatModel
+model = ScriptedChatModel(respond=lambda prompt, params: "No")
+evaluator = create_selfcheck_prompt_evaluator(model=model, gateway=Gateway(cache=None))
+rows = [({"question": q}, {"samples": ["Paris is in France."]}) for q in ("Where is Paris?", "Which country?")]
+client = Client(api_key="offline", api_url="http://localhost:1", info=LangSmithInfo())
+dataset = uuid.uuid4()
+examples = [Example(id=uuid.uuid4(), dataset_id=dataset, inputs=i, outputs=o) for i, o in rows]
+results = evaluate(lambda inputs: {"answer": "Paris is in Spain."}, data=examples, evaluators=[evaluator],
+                   client=client, upload_results=False, disable_evaluator_tracing=TRACING_OFF)
+print([row["evaluation_results"]["results"][0].score for row in results])
+"""
+
+
+@pytest.mark.parametrize("tracing", [None, "true"])
+def test_the_offline_recipe_attempts_no_connection_until_its_process_exits(tracing: str | None) -> None:
+    """docs/usage.md's recipe, run as a user runs it: no connection is attempted, not even by the
+    client's background tracing after evaluate returns (it POSTed the evaluator's runs to localhost:1 and
+    held the process ~17 s at exit), with LANGSMITH_TRACING on or not; without
+    ``disable_evaluator_tracing`` the same process does try, so this test would see a recipe that does."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
+    env |= {"PYTHONPATH": str(Path(__file__).resolve().parents[1])} | (
+        {"LANGSMITH_TRACING": tracing} if tracing else {}
+    )
+
+    def recipe(off: bool) -> subprocess.CompletedProcess[str]:
+        code = OFFLINE_PROCESS.replace("TRACING_OFF", str(off))
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+    done = recipe(True)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "[1.0, 1.0]", done.stderr[-500:]
+    assert "CONNECTIONS 0 " in done.stderr and "Failed to" not in done.stderr, done.stderr[-500:]
+    if tracing is None:  # once: the control costs the ~17 s the client waits on a refused server at exit
+        traced = recipe(False)
+        assert "CONNECTIONS 0 " not in traced.stderr, "without disable_evaluator_tracing the client posts its runs"
 
 
 def test_the_upload_recipe_sends_each_score_to_the_langsmith_server(gateway: Gateway, scripted: Any) -> None:
