@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from records import RESULTS, read, write  # noqa: E402 - beside this script
 
 from halluscope.bench.provenance import provenance  # noqa: E402
-from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled  # noqa: E402
+from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, resample_counts  # noqa: E402
 
 OURS = "rte qwen2.5-coder-1.5b"
 TRAIN = "rte train qwen2.5-coder-1.5b"
@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     labels, grounded = ours_rows(ours[OURS])
     ids = sorted(labels, key=lambda i: int(i.split()[-1]))
     y = np.array([labels[i] for i in ids])
-    rng = np.random.default_rng(0)
-    draws = np.stack([np.bincount(rng.integers(0, y.size, y.size), minlength=y.size) for _ in range(RESAMPLES)])
+    draws = resample_counts(y.size, RESAMPLES)
     train_labels, train_scores = ours_rows(ours[TRAIN])
     train_ids = list(train_scores)
     cut = fitted_threshold(

@@ -27,6 +27,7 @@ from halluscope.results import Unit
 Kind = Literal["isotonic", "platt", "stacked"]
 KINDS: tuple[str, ...] = ("isotonic", "platt")
 ECE_BINS = 10
+EXTREME_BASE_RATE = 0.1  # a fit where fewer than 10% (or more than 90%) of the units are hallucinated
 
 
 class Calibration(BaseModel):
@@ -111,6 +112,29 @@ class Calibration(BaseModel):
         low, high = fitted
         count = sum(1 for s in scores if s is not None and math.isfinite(s) and not low <= s <= high)
         return count, (low, high)
+
+    def base_rate(self) -> float | None:
+        """The share of hallucinated units in the split it was fitted on (None in an older file)."""
+        value = self.report.get("base_rate_fit")
+        return float(value) if isinstance(value, int | float) else None
+
+    def base_rate_note(self) -> str | None:
+        """What a reader of its probabilities should know when it was fitted at an extreme base rate
+        (under 10% or over 90% hallucinated): its probabilities carry that rate."""
+        base = self.base_rate()
+        if base is None or EXTREME_BASE_RATE <= base <= 1 - EXTREME_BASE_RATE:
+            return None
+        return (
+            f"this calibration was fitted where {base:.0%} of the units were hallucinated: its probabilities "
+            "carry that base rate, so a probability near it says little about a unit"
+        )
+
+    def forced_note(self) -> str | None:
+        """Its own held-out check failed and it was kept with --force: why."""
+        quality = self.report.get("quality") or {}
+        if not quality.get("forced"):
+            return None
+        return f"this calibration was kept with --force although {'; '.join(quality.get('problems') or [])}"
 
     def save(self, path: str | Path) -> Path:
         out = Path(path)

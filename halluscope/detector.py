@@ -203,7 +203,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         self.calibration.check_prompts(result.meta.prompts)
         forced = self._check_settings(result.meta.params)
         outside = self._outside(result.units)
-        result.meta.warnings += [note for note in (forced, outside) if note]
+        notes = (forced, outside, self.calibration.base_rate_note(), self.calibration.forced_note())
+        result.meta.warnings += [note for note in notes if note]
         for unit in result.units:
             unit.probability = self.calibration.probability({self.calibration.methods[0]: fitted_score(unit)})
         return result

@@ -222,6 +222,13 @@ CHUNK_CELLS = 2_000_000  # rows x units computed at once by a vectorised bootstr
 Resampled = Callable[[list[Record], np.ndarray], dict[str, np.ndarray]]
 
 
+def resample_counts(items: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """Bootstrap resamples of ``items`` items as rows of counts (how often each item was drawn), the
+    weights the ``*_resampled`` metrics take; fixed seed, so a rerun draws the same resamples."""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.bincount(rng.integers(0, items, items), minlength=items) for _ in range(n_resamples)])
+
+
 def bootstrap_metrics(
     summarise: Callable[[list[Record]], dict[str, Any]],
     records: Sequence[Record],

@@ -14,7 +14,7 @@ import pytest
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.calibrate import calibrate_wikibio, describe, passage_range
+from halluscope.bench.calibrate import calibrate_wikibio, describe, passage_range, quality_problems
 from halluscope.bench.runner import BenchResult
 from halluscope.calibration import (
     Calibration,
@@ -112,8 +112,15 @@ def test_a_calibration_round_trip_from_the_benchmark_into_a_detector(tmp_path: P
 def test_limit_passages_scores_only_the_first_passages_of_each_split(tmp_path: Path, data_dir: Path) -> None:
     """--limit-passages 3 on 0-9 / 100-109 scores six passages, not the 110 up to the last split's end."""
     path = tmp_path / "cal.json"
-    cal = calibrate_wikibio(
-        ["selfcheck-unigram"], range(0, 10), range(100, 110), path, data=data_dir, progress=False, limit_passages=3
+    cal = calibrate_wikibio(  # forced: three passages a split is a look at the plumbing, not a fit to keep
+        ["selfcheck-unigram"],
+        range(0, 10),
+        range(100, 110),
+        path,
+        data=data_dir,
+        progress=False,
+        limit_passages=3,
+        force=True,
     )
     assert cal.data["fit_passages"] == [0, 2] and cal.data["test_passages"] == [100, 102]
     run = BenchResult.read(tmp_path / "cal.runs" / "selfcheck-unigram")
@@ -160,7 +167,7 @@ def test_calibrate_and_detect_with_it_from_the_command_line(
     """The fit used the dataset's 20 samples: a run on 2 is refused in one line naming both, and
     --force-calibration runs it with one warning line."""
     out = tmp_path / "u.json"
-    argv = ["calibrate", "--method", "selfcheck-unigram", "--fit", "0-4", "--test", "5-9", "--kind", "platt"]
+    argv = ["calibrate", "--method", "selfcheck-unigram", "--fit", "0-19", "--test", "20-39", "--kind", "platt"]
     assert main([*argv, "--out", str(out), "--data", str(data_dir)]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("platt calibration of selfcheck-unigram") and "test:" in printed
@@ -299,3 +306,44 @@ def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
         halluscope.detector("ensemble", model=model, calibration=path, methods=["direct-question"]).detect(text=text)
     with pytest.raises(ConfigError, match="ensemble needs calibration"):
         halluscope.detector("ensemble", model=model).detect(text=text)
+
+
+def test_a_fit_that_fails_its_held_out_check_is_refused_unless_forced(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str], gateway: Any, scripted: Any
+) -> None:
+    """Passages 0-3 hold 1 accurate sentence of 34 (97% inaccurate, as the fit the issue saw), and 4-5
+    too few to say more than chance: the fit is refused in one line naming why (it was written, and then
+    made true sentences p=1.00 with no word); --force writes it, its report and every detect with it
+    saying so."""
+    path = tmp_path / "cal.json"
+    argv = ["calibrate", "--method", "selfcheck-unigram", "--fit", "0-3", "--test", "4-5", "--data", str(data_dir)]
+    assert main([*argv, "--out", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]  # after the scoring's finished progress bar
+    assert err.startswith(f"halluscope: error: refused to write {path}")
+    assert "accurate sentences (at least 10 needed)" in err and "--force" in err and not path.exists()
+    assert main([*argv, "--out", str(path), "--force"]) == 0
+    assert "KEPT WITH --force although the fit split has" in capsys.readouterr().out
+    cal = Calibration.load(path)
+    assert cal.report["quality"]["forced"] and cal.report["quality"]["problems"]
+    assert cal.forced_note() is not None and cal.forced_note().startswith("this calibration was kept with --force")
+    assert cal.base_rate() is not None and cal.base_rate() > 0.9
+    det = halluscope.detector("selfcheck-unigram", calibration=cal)
+    with pytest.warns(HalluscopeWarning) as caught:
+        result = det.detect(text="Einstein was born in Ulm.", samples=["Einstein was born in Ulm."] * 20)
+    said = [str(w.message) for w in caught]
+    assert any(
+        "fitted where" in note and "hallucinated: its probabilities carry that base rate" in note for note in said
+    )
+    assert any(note.startswith("this calibration was kept with --force") for note in said)
+    assert result.meta.warnings == said
+
+
+def test_quality_problems_by_hand() -> None:
+    y = np.array([True] * 30 + [False] * 30)
+    assert quality_problems(y, y, [60.0, 80.0]) == []
+    assert quality_problems(y, y, [45.0, 70.0]) == [
+        "its held-out AUC-ROC interval [45.0, 70.0] holds 50: no better than chance"
+    ]
+    few = np.array([True] * 30 + [False] * 9)
+    assert quality_problems(few, y, [60.0, 80.0]) == ["the fit split has 9 accurate sentences (at least 10 needed)"]
+    assert "one class only" in quality_problems(y, y, None)[0]

@@ -33,7 +33,7 @@ from halluscope.calibration import (
 from halluscope.checks import finite_number
 from halluscope.cli.flags import ListFlag, numbers
 from halluscope.errors import ConfigError
-from halluscope.metrics import auc_pr, auc_roc
+from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
 
 TARGET_PRECISION = 0.8
 
@@ -63,10 +63,13 @@ def calibrate_wikibio(
     data: str | Path | None = None,
     progress: bool = True,
     limit_passages: int | None = None,
+    force: bool = False,
 ) -> Calibration:
     """Score the passages of both splits with each method, fit on ``fit_passages``, report on
     ``test_passages``; writes ``out`` (the calibration JSON), the runs beside it and a reliability PNG.
-    ``limit_passages`` keeps the first K passages of each split (a quick first look)."""
+    ``limit_passages`` keeps the first K passages of each split (a quick first look). A fit that fails
+    its own held-out check (``quality_problems``) is refused, unless ``force``: then it is written with
+    its report saying so."""
     if limit_passages is not None:
         if limit_passages < 1:
             raise ConfigError(f"--limit-passages must be at least 1, got {limit_passages}")
@@ -87,14 +90,15 @@ def calibrate_wikibio(
     }
     kept = sorted(set.intersection(*(set(scores) for scores in by_method.values())))
 
-    def split(indexes: range) -> tuple[dict[str, list[float]], np.ndarray]:
+    def split(indexes: range) -> tuple[dict[str, list[float]], np.ndarray, np.ndarray]:
         chosen = [i for i in kept if i in indexes]
         scores = {m: [x for i in chosen for x in by_method[m][i]] for m in methods}
         labels = np.array([lab != "accurate" for i in chosen for lab in passages[i].labels])
-        return scores, labels
+        groups = np.array([i for i in chosen for _ in passages[i].labels])  # each unit's passage
+        return scores, labels, groups
 
-    fit_scores, fit_labels = split(fit_passages)
-    test_scores, test_labels = split(test_passages)
+    fit_scores, fit_labels, _ = split(fit_passages)
+    test_scores, test_labels, test_groups = split(test_passages)
     if not test_labels.size:
         raise ConfigError("no test passage was scored")
     fitted_kind, params = fit(fit_scores, fit_labels, kind)
@@ -122,8 +126,11 @@ def calibrate_wikibio(
 
     p_fit, p_test = probabilities(fit_scores), probabilities(test_scores)
     threshold = threshold_for_precision(fit_labels, p_fit, target_precision)
+    interval = held_out_interval(test_labels, p_test, test_groups)
+    problems = quality_problems(fit_labels, test_labels, interval)
     calibration.report = {
         "provenance": provenance(),
+        "quality": {"auc_roc_interval": interval, "problems": problems, "forced": bool(problems) and force},
         "target_precision": target_precision,
         "threshold": threshold,
         "base_rate_fit": float(fit_labels.mean()),
@@ -134,6 +141,11 @@ def calibrate_wikibio(
         "calls": sum(r.meta.calls for r in results),
         "cache_hits": sum(r.meta.cache_hits for r in results),
     }
+    if problems and not force:
+        raise ConfigError(
+            f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: fit it on more or "
+            "other passages (a split with both accurate and inaccurate sentences), or keep it anyway with --force"
+        )
     reliability_diagram(
         path.with_suffix(".reliability.png"),
         test_labels,
@@ -142,6 +154,38 @@ def calibrate_wikibio(
     )
     calibration.save(path)
     return calibration
+
+
+MIN_EACH_CLASS = 10  # fewer accurate (or inaccurate) fit sentences than this: no curve worth fitting
+
+
+def held_out_interval(y: np.ndarray, p: np.ndarray, groups: np.ndarray) -> list[float] | None:
+    """The 95% bootstrap interval of the held-out AUC-ROC (x100), resampling whole passages (seed 0);
+    None where the held-out split has one class only."""
+    if not both_classes(y):
+        return None
+    names, index = np.unique(groups, return_inverse=True)
+    drawn = resample_counts(names.size)
+    values = auc_roc_resampled(y, p, drawn[:, index].astype(np.float64)) * 100
+    low, high = np.nanpercentile(values, [2.5, 97.5])
+    return [float(low), float(high)]
+
+
+def quality_problems(fit_y: np.ndarray, test_y: np.ndarray, interval: list[float] | None) -> list[str]:
+    """Why a fitted calibration would mislead: too few fit sentences of a class, or a held-out AUC-ROC
+    whose interval holds 50 (its probabilities would rank no better than chance)."""
+    problems = []
+    for name, count in (("inaccurate", int(fit_y.sum())), ("accurate", int((~fit_y).sum()))):
+        if count < MIN_EACH_CLASS:
+            problems.append(f"the fit split has {count} {name} sentences (at least {MIN_EACH_CLASS} needed)")
+    if interval is None:
+        problems.append("the held-out split has one class only, so nothing checks the fit")
+    elif interval[0] <= 50 <= interval[1]:
+        low, high = interval
+        problems.append(
+            f"its held-out AUC-ROC interval [{low:.1f}, {high:.1f}] holds 50: no better than chance"
+        )
+    return problems
 
 
 def _settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +274,15 @@ def describe(calibration: Calibration) -> str:
         lines.append("  operating points (threshold chosen on the fit split; precision / recall fit, then held out):")
         for row in r["operating_points"]:
             lines.append(f"    {row['target']:<14} {_point(row)}")
+    quality = r.get("quality") or {}
+    if quality.get("auc_roc_interval"):
+        low, high = quality["auc_roc_interval"]
+        lines.append(f"  held-out AUC-ROC 95% interval (passages resampled): [{low:.1f}, {high:.1f}]")
+    if quality.get("forced"):
+        lines.append(f"  KEPT WITH --force although {'; '.join(quality['problems'])}")
+    note = calibration.base_rate_note()
+    if note:
+        lines.append(f"  {note}")
     lines.append(f"{r['calls']} model calls, {r['cache_hits']} cache hits")
     return "\n".join(lines)
 
@@ -260,3 +313,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--target-precision", type=finite_number, default=TARGET_PRECISION, help="for the reported threshold"
     )
     p.add_argument("--out", default="out/calibration.json", help="the calibration file (default out/calibration.json)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write a fit that fails its held-out check (too few sentences of a class, or an AUC-ROC interval "
+        "holding 50), its report saying so",
+    )

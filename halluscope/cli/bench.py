@@ -93,6 +93,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         data=args.data,
         progress=not args.json,
         limit_passages=args.limit_passages,
+        force=args.force,
     )
     if args.json:
         print(calibration.model_dump_json(indent=2))
