@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 
 class HalluscopeError(Exception):
@@ -74,3 +76,11 @@ def _redacted_param(match: re.Match[str]) -> str:
     if not _SECRET_WORDS.search(name):
         return match[0]
     return f"{match['lead']}{match['name']}={REDACTED}"
+
+
+def unknown(what: str, given: str, available: Iterable[str]) -> str:
+    """'unknown method 'groundd'; did you mean 'grounded'? available: ...': the near names first."""
+    names = list(available)
+    near = difflib.get_close_matches(given, names, n=3, cutoff=0.6)
+    guess = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+    return f"unknown {what} {given!r}; {guess}available: {', '.join(names)}"

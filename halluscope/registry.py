@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, unknown
 
 if TYPE_CHECKING:
     from halluscope.graphs.method import Method
@@ -55,7 +55,7 @@ def name_of(method: str) -> str:
         )
     name = method.strip().lower().replace("_", "-")
     if name not in methods():
-        raise ConfigError(f"unknown method {method!r}; available: {', '.join(methods())}")
+        raise ConfigError(unknown("method", method, methods()))
     return name
 
 

@@ -52,6 +52,11 @@ def sentences(text: str) -> list[str]:
     return [s.text.strip() for s in doc.sents if s.text.strip()]
 
 
+def ends_sentence(text: str) -> bool:
+    """Whether a text ends as a sentence does (. ! ? or an ellipsis, before closing quotes or brackets)."""
+    return text.rstrip().rstrip("\"'”’)]").endswith((".", "!", "?", "…"))
+
+
 def _content_words(text: str) -> set[str]:
     """Lower-cased tokens that carry content: no stop words, punctuation or spaces."""
     with _lock:

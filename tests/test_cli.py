@@ -554,7 +554,9 @@ def test_detect_draws_a_verdict_at_the_threshold(capsys: pytest.CaptureFixture[s
     middle = str((scores[0] + scores[1]) / 2)
     code, out, _ = run(capsys, *argv, "--threshold", middle)
     assert code == 0 and out.endswith(
-        f"verdict: 1 of 2 units flagged (score >= {float(middle):g})\n! unit 2 ({scores[1]:.3f}): It has a tower.\n"
+        f"verdict: 1 of 2 units flagged (score >= {float(middle):g})\n"
+        "units are numbered from 0, as --json, --csv and decide() number them\n"
+        f"! unit 1 ({scores[1]:.3f}): It has a tower.\n"  # the unit --json's verdict flags: [1]
     )
     code, out, _ = run(capsys, *argv)
     assert "verdict: 2 units ranked by score; give --threshold to flag" in out
@@ -600,7 +602,7 @@ def test_a_long_text_shows_the_riskiest_and_the_flagged_units_once(
     assert sum(s in out for s in sentences) == 5 and "verdict: 0 of 14 units flagged" in out
     code, out, _ = run(capsys, *argv, "--threshold", "0")
     assert all(1 <= out.count(s) <= 2 for s in sentences)  # flagged, and at most once more among the riskiest
-    assert "verdict: 14 of 14 units flagged" in out and "! unit 14 (" in out
+    assert "verdict: 14 of 14 units flagged" in out and "! unit 13 (" in out and "! unit 14 (" not in out
     code, out, _ = run(capsys, *argv, "--all")
     assert all(out.count(s) == 1 for s in sentences)
 
@@ -675,3 +677,45 @@ def test_help_says_what_the_code_does(capsys: pytest.CaptureFixture[str], tmp_pa
         f"wrote {out_dir / 'report.html'} (open it in a browser), report.md and plots; "
         f"results: {out_dir / 'selfcheck-unigram' / 'results.json'}"
     )
+
+
+def test_what_a_new_user_hit_on_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Each was a defect a new user hit: a misspelt method with no suggestion, a threshold a 0-1 score
+    can never reach passing silently, a bare model name met with four providers only, and a text with
+    no sentence ending checked whole without a word. Each is now one line."""
+    for argv, said in (
+        (["detect", "groundd", "--text", "x"], "unknown method 'groundd'; did you mean 'grounded'?"),
+        (["detecct"], "unknown command 'detecct'; did you mean 'detect'?"),
+    ):
+        with pytest.raises(SystemExit) as exited:  # argparse's own exit, with our one line
+            main(argv)
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and said in err and err.count("\n") == 1
+    with pytest.raises(halluscope.errors.ConfigError, match="did you mean 'selfcheck-prompt'"):
+        halluscope.detector("selfchek-prompt")
+    smol = ("--model", "local:smollm2-135m")  # refused before it loads
+    code, _, err = run(capsys, "detect", "direct-question", "--text", "A b.", *smol, "--threshold", "1.5")
+    assert code == 2 and err == (
+        "halluscope: error: --threshold: threshold 1.5 flags nothing: direct-question's scores lie in [0, 1]\n"
+    )
+    argv = unigram_argv(tmp_path)
+    assert run(capsys, *argv, "--threshold", "1.5")[0] == 0  # the unigram's scores are unbounded nats
+    code, _, err = run(capsys, "detect", "direct-question", "--text", "A b.", "--model", "gpt-4o-mini")
+    assert code == 2 and "did you mean openai:gpt-4o-mini?" in err and "ollama" in err and "google_genai" in err
+    samples = tmp_path / "s.txt"
+    samples.write_text("Einstein was born in Ulm.\n---\nHe was born in Ulm.")
+    bare = ["detect", "selfcheck-unigram", "--text", "Einstein born Ulm 1879", "--samples-file", str(samples)]
+    code, out, err = run(capsys, *bare)
+    assert code == 0 and err == (
+        "halluscope: warning: the text has no sentence ending (. ! ?): it was checked whole, as one unit\n"
+    )  # and no progress bar drawn into a log before it: the bar is for a terminal
+    assert "warning" not in run(capsys, *argv)[2]  # sentences that end: no word
+
+
+def test_a_guard_refuses_a_threshold_its_scores_cannot_reach(gateway: Any, scripted: Any) -> None:
+    from halluscope.tools import hallucination_guard
+
+    det = halluscope.detector("direct-question", model=scripted(lambda p, k: "Yes"), gateway=gateway)
+    with pytest.raises(halluscope.errors.ConfigError, match="threshold 1.5 flags nothing"):
+        hallucination_guard(det, threshold=1.5)
+    hallucination_guard(det, threshold=0.5)

@@ -38,6 +38,17 @@ def langchain_providers() -> dict[str, str]:
     return {name: entry[0] for name, entry in table.items() if name not in PROVIDERS}
 
 
+def _inferred_provider(model: str) -> str | None:
+    """The provider LangChain infers from a bare model name ('gpt-4o-mini': openai), where it can."""
+    from langchain.chat_models import base
+
+    infer = getattr(base, "_attempt_infer_model_provider", None)  # private: without it, no guess
+    try:
+        return infer(model) if infer is not None else None
+    except Exception:  # noqa: BLE001 - a guess for an error message never raises
+        return None
+
+
 def _integration_missing(provider: str, shown: str) -> str | None:
     """The sentence that names the package to install, when the provider's integration is missing."""
     module = langchain_providers().get(provider)
@@ -70,10 +81,15 @@ def parse_model_spec(spec: str) -> ModelSpec:
     shown = redact_credentials(spec)  # what errors may say of it
     provider, sep, rest = spec.strip().partition(":")
     if not sep or not rest:
+        guess = _inferred_provider(spec.strip())
+        others = ", ".join(langchain_providers()) or "any installed integration"
         raise ModelSpecError(
-            f"model {shown!r} is not 'provider:model'; providers: {', '.join(PROVIDERS)} "
+            f"model {shown!r} is not 'provider:model'"
+            + (f"; did you mean {guess}:{shown}?" if guess else ";")
+            + f" providers: {', '.join(PROVIDERS)} "
             "(e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, "
-            "openai-compatible:http://127.0.0.1:8000/v1#my-model, local:qwen2.5-coder-1.5b)"
+            "openai-compatible:http://127.0.0.1:8000/v1#my-model, local:qwen2.5-coder-1.5b), "
+            f"and through LangChain's init_chat_model: {others}"
         )
     if provider not in PROVIDERS:
         known = langchain_providers()

@@ -31,7 +31,7 @@ from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.calibration import fitted_score
 from halluscope.cli.flags import ListFlag, add_fields, read_fields
-from halluscope.errors import ConfigError, DataError
+from halluscope.errors import ConfigError, DataError, unknown
 from halluscope.graphs import semantic_entropy_paragraph
 from halluscope.graphs.method import Method, start
 from halluscope.metrics import (
@@ -210,9 +210,9 @@ def wikibio_plans(
     sample count (default: the dataset's 20, or a method's largest, as FIBE's 10 students);
     ``only`` keeps the passages with these indexes (calibration's fit and test splits); ``options``:
     more method options, each given to the methods that declare it (grounded's ``top_k``)."""
-    unknown = [m for m in methods if m not in bench_methods()]
-    if unknown:
-        raise ConfigError(f"unknown bench method(s) {', '.join(unknown)}; available: {', '.join(bench_methods())}")
+    missing = [m for m in methods if m not in bench_methods()]
+    if missing:
+        raise ConfigError(unknown("bench method", missing[0], bench_methods()))
     if n is not None and not 1 <= n <= DATASET_SAMPLES:
         raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {n}")
     specs = {m: registry.get(registry.configured(m)[0]) for m in methods}

@@ -7,13 +7,14 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
 from halluscope.cli.commands import COMMANDS
-from halluscope.errors import HalluscopeError, HalluscopeWarning, redact_credentials
+from halluscope.errors import HalluscopeError, HalluscopeWarning, redact_credentials, unknown
 from halluscope.version import __version__
 
 DESCRIPTION = "Measure and detect LLM hallucinations with published methods."
@@ -24,6 +25,10 @@ class _Parser(argparse.ArgumentParser):
     the usage block before it."""
 
     def error(self, message: str) -> NoReturn:
+        found = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if found:  # a misspelt command or method: the near names first
+            what = "command" if found[1] == "COMMAND" else "method" if found[1] == "METHOD" else found[1]
+            message = unknown(what, found[2], re.findall(r"'([^']*)'", found[3]))
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

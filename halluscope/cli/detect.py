@@ -56,6 +56,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
     calibrated = kwargs.get("calibration") is not None or getattr(args, "calibration", None) is not None
     if args.csv and (Path(args.csv).is_dir() or any(p.is_file() for p in Path(args.csv).parents)):
         raise ConfigError(f"--csv {args.csv} cannot be written: a folder is there, or a file stands for a folder above")
+    problem = method.threshold_problem(args.threshold, calibrated)
+    if problem:
+        raise ConfigError(f"--threshold: {problem}")
     if args.exit_code and args.threshold is None and not calibrated:
         raise ConfigError(
             "--exit-code gates on a verdict: give --threshold T (raw scores have no default), or --calibration"
@@ -65,7 +68,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if getattr(args, "force_calibration", False):
         kwargs["force_calibration"] = True
     found = detector(method.name, gateway=gateway_of(args), max_calls=args.max_calls, yes=args.yes, **kwargs)
-    with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json) as bar:
+    # drawn on a terminal only: in a log a cleared bar is still there, on the line before an error or a warning
+    with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json or not sys.stderr.isatty()) as bar:
 
         def planned(total: int) -> None:  # the method announces its calls as it learns them
             bar.total = max(total, bar.n)
@@ -118,11 +122,12 @@ def show_verdict(result: DetectionResult, verdict: Verdict | None, coloured: boo
         return
     on = "p(hallucinated)" if verdict.on == "probability" else "score"
     console.print(f"verdict: {verdict.count} of {verdict.units} units flagged ({on} >= {verdict.threshold:g})")
-    if not drawn:
+    if not drawn and verdict.flagged:
+        console.print("units are numbered from 0, as --json, --csv and decide() number them")
         for i in verdict.flagged:
             unit = result.units[i]
             value = unit.probability if verdict.on == "probability" else unit.score
-            console.print(Text(f"! unit {i + 1} ({value:.3f}): {unit.text}", style="bold red"))
+            console.print(Text(f"! unit {i} ({value:.3f}): {unit.text}", style="bold red"))
 
 
 def cmd_diversity(args: argparse.Namespace) -> int:

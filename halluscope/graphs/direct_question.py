@@ -132,6 +132,7 @@ def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
 
 METHOD = Method(
     name=NAME,
+    scores=(0.0, 1.0),
     summary="Direct Question: does the model itself hold each sentence true (FIBE paper, Appendix E.4)",
     inputs=Inputs,
     options=Options,

@@ -479,6 +479,7 @@ def _method(variant: str) -> Method:
     regenerate = (("samples", "{}"), ("prompt", "{} to regenerate SelfCheck-Prompt's samples from"))
     return Method(
         name=variant,
+        scores=(0.0, 1.0),
         summary=f"FIBE: {', '.join(parts)} (Hirano et al.)",
         inputs=SelfCheckInputs if v.selfcheck else Inputs,
         options=Options,

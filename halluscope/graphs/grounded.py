@@ -364,6 +364,7 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
 
 METHOD = Method(
     name=NAME,
+    scores=(0.0, 1.0),
     summary="Grounded: is each sentence of an answer supported by the documents given with it (RAG)",
     inputs=Inputs,
     options=Options,

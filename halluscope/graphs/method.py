@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import math
 import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,7 +43,7 @@ from halluscope.graphs.stages import (
     run_streamed,
 )
 from halluscope.results import DetectionResult, RunMeta
-from halluscope.text import checked_text, checked_texts
+from halluscope.text import checked_text, checked_texts, ends_sentence
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
 
@@ -132,7 +133,9 @@ class Method:
     guard and the evaluators give it the answer's message when that carries them);
     ``needs``: what a run cannot start without, and ``check`` what else it refuses, both checked before
     any model is loaded; ``describe``: the lines a person reads for one result; ``presets``: options
-    by name ('selfcheck-prompt:prob'); ``combines``: it runs other methods (no member of an ensemble)."""
+    by name ('selfcheck-prompt:prob'); ``combines``: it runs other methods (no member of an ensemble);
+    ``scores``: the range every score lies in, where it is bounded (a threshold outside it is refused:
+    it would flag nothing or everything)."""
 
     name: str
     summary: str
@@ -151,6 +154,7 @@ class Method:
     describe: Callable[[DetectionResult], str] = field(default=lambda result: result.report())
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     combines: bool = False
+    scores: tuple[float, float] | None = None
     detect: Callable[..., DetectionResult] = field(init=False)
     adetect: Callable[..., Awaitable[DetectionResult]] = field(init=False)
 
@@ -228,6 +232,17 @@ class Method:
                 return f"{self.name} needs {alternatives}"
         return self.check(kwargs, label) if self.check is not None else None
 
+    def threshold_problem(self, threshold: float | None, calibrated: bool) -> str | None:
+        """Why a threshold cannot mean what its user wants (None when it can): a probability threshold
+        outside [0, 1], or a raw one outside the range this method's scores lie in."""
+        if threshold is None:
+            return None
+        low, high = (0.0, 1.0) if calibrated else (self.scores or (-math.inf, math.inf))
+        if low <= threshold <= high:
+            return None
+        what = "a probability, in [0, 1]" if calibrated else f"{self.name}'s scores lie in [{low:g}, {high:g}]"
+        return f"threshold {threshold:g} flags {'nothing' if threshold > high else 'everything'}: {what}"
+
     # -- running it
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, RunContext]:
@@ -293,12 +308,23 @@ class Method:
 
     def _detect(self, *args: Any, **kwargs: Any) -> DetectionResult:
         inputs, options, ctx = self.bind(args, kwargs)
-        return finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats)
+        return self.noted(finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats), inputs)
 
     async def _adetect(self, *args: Any, **kwargs: Any) -> DetectionResult:
         inputs, options, ctx = self.bind(args, kwargs)
         prepared = await asyncio.to_thread(self.prepare, options, ctx)  # loads models, opens files
-        return await afinish(self.run(prepared, inputs, ctx), ctx.stats)
+        return self.noted(await afinish(self.run(prepared, inputs, ctx), ctx.stats), inputs)
+
+    def noted(self, result: DetectionResult, inputs: Any) -> DetectionResult:
+        """What was checked, where a reader could mistake it: a text with no sentence ending is one
+        unit, checked whole (a verdict on "Einstein born Ulm 1879" is on all of it)."""
+        text = getattr(inputs, self.answer_field, None) if self.answer_field else None
+        split_here = getattr(inputs, "sentences", None) is None
+        if isinstance(text, str) and split_here and len(result.units) == 1 and not ends_sentence(text):
+            result.meta.warnings.append(
+                f"the {self.answer_field} has no sentence ending (. ! ?): it was checked whole, as one unit"
+            )
+        return result
 
     def _entry(self, body: Callable[..., Any], asynchronous: bool) -> Callable[..., Any]:
         """``detect`` / ``adetect`` as functions of their own, with the declared signature."""

@@ -355,6 +355,7 @@ def describe(result: DetectionResult) -> str:
 
 METHOD = Method(
     name=NAME,
+    scores=(0.0, 1.0),
     summary="posterior hallucination rate of an in-context learning query (Jesson et al., NeurIPS 2024)",
     inputs=Inputs,
     options=Options,

@@ -89,6 +89,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
 
 METHOD = Method(
     name=NAME,
+    scores=(0.0, 1.0),
     summary="SelfCheck-NLI: how strongly an NLI classifier finds each sentence contradicted by the samples",
     inputs=Inputs,
     options=Options,

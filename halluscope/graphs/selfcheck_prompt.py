@@ -235,6 +235,7 @@ def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_give
 
 METHOD = Method(
     name=NAME,
+    scores=(0.0, 1.0),
     summary="SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)",
     inputs=Inputs,
     options=Options,

@@ -139,6 +139,9 @@ def hallucination_guard(
         raise ConfigError(f"on must be 'score' or 'probability', got {on!r}")
     if on == "probability" and det.calibration is None:
         raise ConfigError("a probability threshold needs a calibrated detector: detector(..., calibration=FILE)")
+    problem = det.spec.threshold_problem(threshold, on == "probability")
+    if problem:
+        raise ConfigError(f"the guard's {problem}")
     if on_flag not in ("annotate", "revise", "refuse"):
         raise ConfigError(f"on_flag must be 'annotate', 'revise' or 'refuse', got {on_flag!r}")
     if on_flag == "revise" and model is None:
