@@ -182,9 +182,7 @@ def quality_problems(fit_y: np.ndarray, test_y: np.ndarray, interval: list[float
         problems.append("the held-out split has one class only, so nothing checks the fit")
     elif interval[0] <= 50 <= interval[1]:
         low, high = interval
-        problems.append(
-            f"its held-out AUC-ROC interval [{low:.1f}, {high:.1f}] holds 50: no better than chance"
-        )
+        problems.append(f"its held-out AUC-ROC interval [{low:.1f}, {high:.1f}] holds 50: no better than chance")
     return problems
 
 
