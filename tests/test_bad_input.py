@@ -137,7 +137,9 @@ def test_a_calibration_for_the_ensemble_runs_from_the_command_line(
         spec = f"openai-compatible:{stub.base_url}/v1#m"
         path = tmp_path / "stack.json"
         methods = ["selfcheck-unigram", "direct-question"]
-        calibrate_wikibio(methods, range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False)
+        calibrate_wikibio(  # forced: a stub judge's fit is plumbing, not a calibration to keep
+            methods, range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False, force=True
+        )
         samples = tmp_path / "samples.json"
         samples.write_text(json.dumps(["Ada Lovelace was a poet.", "She wrote notes."] * 10))  # fitted on 20
         argv = ["detect", "ensemble", "--text", TEXT, "--model", spec, "--calibration", str(path)]

@@ -216,7 +216,7 @@ def test_bench_wikibio_writes_results_report_and_curves(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--method", "fibe-9"], "unknown bench method(s) fibe-9; available: direct-question, fibe"),
+        (["--method", "fibe-9"], "unknown bench method 'fibe-9'; did you mean 'fibe' or 'fibe+dq'? available: direct-question, fibe"),
         (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
         (
             ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m", "--samples", "20"],
@@ -673,9 +673,15 @@ def test_help_says_what_the_code_does(capsys: pytest.CaptureFixture[str], tmp_pa
     out_dir = tmp_path / "bench"
     code, out, _ = run(capsys, "bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "1",
                        "--data", str(data_dir), "--out", str(out_dir))  # fmt: skip
-    assert code == 0 and out.rstrip().splitlines()[-1] == (
-        f"wrote {out_dir / 'report.html'} (open it in a browser), report.md and plots; "
-        f"results: {out_dir / 'selfcheck-unigram' / 'results.json'}"
+    plots = ", ".join(sorted(p.name for p in out_dir.glob("*.png")))
+    assert (
+        code == 0
+        and plots
+        and out.rstrip().splitlines()[-1]
+        == (
+            f"wrote {out_dir / 'report.html'} (open it in a browser), report.md, plots ({plots}); "
+            f"results: {out_dir / 'selfcheck-unigram' / 'results.json'}"
+        )
     )
 
 

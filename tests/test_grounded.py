@@ -20,7 +20,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 import halluscope
 from halluscope.backends.entailment import NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import Gateway
+from halluscope.bench import grounded as grounded_bench
 from halluscope.bench.grounded import grounded_plans, load_rte, rte_metrics
+from halluscope.bench.html import write_html_report
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import run as run_plan
 from halluscope.bench.wikibio import load_wikibio
@@ -362,6 +364,13 @@ def test_the_rte_bench_scores_each_hypothesis_against_its_premise(
         grounded_plans("rte", ["grounded"], data_dir, 4, scripted(judge([])), gateway)[0], tmp_path / "rte"
     )
     assert again.meta.calls == 0 and again.metrics == result.metrics  # resumed from the journal
+    # its report draws what it says it does: PR and ROC curves, and metrics under their names, not raw keys
+    grounded_bench.write_report([result], tmp_path / "rte")
+    page = write_html_report([result], tmp_path / "rte").read_text()
+    assert (tmp_path / "rte" / "pr.png").is_file() and (tmp_path / "rte" / "roc.png").is_file()
+    assert set(json.loads((tmp_path / "rte" / "curves.json").read_text())) == {"pr", "roc"}
+    assert "<svg" in page and ">AUC-PR of a random ranking (the base rate)<" in page
+    assert ">random_auc_pr<" not in page and ">n_unsupported<" not in page
     with pytest.raises(ConfigError, match="not a grounded method: selfcheck-prompt"):
         grounded_plans("rte", ["selfcheck-prompt"], data_dir)
 
@@ -396,7 +405,9 @@ def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Pat
         stub.answers_by_content["was born"] = "Yes"
         spec = f"openai-compatible:{stub.base_url}/v1#m"
         path = tmp_path / "stack.json"
-        calibrate_wikibio(["grounded"], range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False)
+        calibrate_wikibio(  # forced: a stub judge's fit is plumbing, not a calibration to keep
+            ["grounded"], range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False, force=True
+        )
         calibration = Calibration.load(path)
         assert calibration.settings["grounded"]["chunk_words"] == grounded.CHUNK_WORDS
         det = halluscope.detector("ensemble", calibration=path, model=spec)

@@ -303,8 +303,16 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
 
     path = tmp_path / "stack.json"
     methods = ["token-logprob", "selfcheck-unigram"]
-    calibrate_wikibio(
-        methods, range(0, 3), range(3, 5), path, model="local:smollm2-135m", n=2, data=data_dir, progress=False
+    calibrate_wikibio(  # forced: five passages and SmolLM2 make plumbing, not a calibration to keep
+        methods,
+        range(0, 3),
+        range(3, 5),
+        path,
+        model="local:smollm2-135m",
+        n=2,
+        data=data_dir,
+        progress=False,
+        force=True,
     )
     calibration = Calibration.load(path)
     assert calibration.settings["token-logprob"]["variant"] == "max-entropy"  # the default
@@ -314,7 +322,14 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
     assert set(result.units[0].evidence["scores"]) == set(methods)
     one = tmp_path / "one.json"
     calibrate_wikibio(
-        ["token-logprob"], range(0, 3), range(3, 5), one, model="local:smollm2-135m", data=data_dir, progress=False
+        ["token-logprob"],
+        range(0, 3),
+        range(3, 5),
+        one,
+        model="local:smollm2-135m",
+        data=data_dir,
+        progress=False,
+        force=True,
     )
     with pytest.raises(ConfigError, match="variant"):
         halluscope.detector("token-logprob", model="local:smollm2-135m", calibration=one, variant="max-nll").detect(

@@ -28,7 +28,7 @@ from halluscope.backends.gateway import CallStats, Gateway, model_name
 from halluscope.bench import wikibio
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.report import markdown_table, write_text
+from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.cli.flags import ListFlag, add_fields, read_fields
 from halluscope.errors import ConfigError, DataError
@@ -166,18 +166,32 @@ RTE_COLUMNS = (
 
 
 def write_report(results: Sequence[BenchResult], out: Path) -> None:
-    """report.md: the WikiBio protocol's, or RTE's table of methods."""
+    """report.md: the WikiBio protocol's, or RTE's table of methods with their PR and ROC curves
+    (pr.png, roc.png, and curves.json for report.html)."""
     if results and results[0].bench == "wikibio":
         wikibio.write_report(results, out)
         return
     rows = [{"method": r.params["method"], **r.metrics} for r in results]
     m = results[0].metrics if results else {}
+    split = results[0].params.get("split", "val") if results else "val"
+    for kind, title in (("pr", "precision-recall"), ("roc", "ROC")):
+        curves = [
+            Curve(
+                r.params["method"],
+                np.array([item.record["labels"][0] in UNSUPPORTED for item in r.items], dtype=int),
+                np.array([item.scores["hypothesis"] for item in r.items], dtype=np.float64),
+                r.intervals.get(f"auc_{kind}"),
+            )
+            for r in results
+            if r.items
+        ]
+        if curves:
+            write_curves(out / f"{kind}.png", curves, kind, f"RTE {split}: not entailed, {title}")
     write_text(
         out / "report.md",
-        f"# Grounded checking on RTE\n\n{m.get('n_pairs')} {results[0].params.get('split', 'val')} pairs, "
-        f"{m.get('n_unsupported')} not entailed "
+        f"# Grounded checking on RTE\n\n{m.get('n_pairs')} {split} pairs, {m.get('n_unsupported')} not entailed "
         f"(random AUC-PR {m.get('random_auc_pr') or 0:.2f}).\nProtocol: {RTE_PROTOCOL}.\n\n"
-        f"{markdown_table(rows, RTE_COLUMNS)}\n",
+        f"{markdown_table(rows, RTE_COLUMNS)}\n\n![PR](pr.png) ![ROC](roc.png)\n",
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from halluscope import __version__
-from halluscope.bench.report import CURVES, write_text
+from halluscope.bench.report import CURVES, metric_label, write_text
 from halluscope.bench.runner import BenchResult
 from halluscope.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
 
@@ -162,7 +162,9 @@ def _metrics_table(results: Sequence[BenchResult]) -> str:
         return f"<td class='num'>{_number(values.get(name, '-'))}{shown}</td>"
 
     rows = [
-        f"<tr><td>{_e(name)}</td>" + "".join(cell(r, f, name) for r, f in zip(results, flat, strict=True)) + "</tr>"
+        f"<tr><td title='{_e(name)}'>{_e(metric_label(name))}</td>"
+        + "".join(cell(r, f, name) for r, f in zip(results, flat, strict=True))
+        + "</tr>"
         for name in names
     ]
     note = (

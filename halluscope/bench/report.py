@@ -111,6 +111,39 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[s
     write_text(path, text.getvalue())
 
 
+METRIC_LABELS = {  # results.json's keys as a reader names them (report.html's metrics table)
+    "auc_roc": "AUC-ROC",
+    "auc_pr": "AUC-PR",
+    "random_auc_pr": "AUC-PR of a random ranking (the base rate)",
+    "accuracy": "accuracy",
+    "balanced_accuracy": "balanced accuracy",
+    "precision": "precision",
+    "recall": "recall",
+    "f1": "F1",
+    "n_pairs": "pairs",
+    "n_unsupported": "pairs not supported (positives)",
+    "n_passages": "passages",
+    "n_sentences": "sentences",
+    "auc_pr_nonfact": "NonFact AUC-PR",
+    "auc_pr_nonfact_star": "NonFact* AUC-PR",
+    "auc_pr_factual": "Factual AUC-PR",
+    "auc_roc_nonfact": "NonFact AUC-ROC",
+    "auc_roc_nonfact_star": "NonFact* AUC-ROC",
+    "random_auc_pr_nonfact": "NonFact AUC-PR of a random ranking",
+    "random_auc_pr_factual": "Factual AUC-PR of a random ranking",
+    "pearson": "Pearson (passages)",
+    "spearman": "Spearman (passages)",
+}
+
+
+def metric_label(key: str) -> str:
+    """A results.json metric key as a reader names it: a known one by its name, any other (a nested
+    'correlation.D_R.mean') with its underscores as spaces and its dots as ' / '."""
+    if key in METRIC_LABELS:
+        return METRIC_LABELS[key]
+    return " / ".join(METRIC_LABELS.get(part, part.replace("_", " ")) for part in key.split("."))
+
+
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], digits: int = 2) -> str:
     """A markdown table of the given (key, heading) columns; floats with ``digits`` decimals."""
 

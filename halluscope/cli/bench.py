@@ -40,7 +40,9 @@ def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
         return status
     print(benchmark.describe(results, args))
     saved = dict.fromkeys(str(benchmark.out_dir(r.meta.method, args.out) / RESULTS) for r in results)
-    print(f"wrote {Path(args.out) / REPORT} (open it in a browser), report.md and plots; results: {', '.join(saved)}")
+    plots = sorted(p.name for p in Path(args.out).glob("*.png"))
+    drawn = f", plots ({', '.join(plots)})" if plots else ""
+    print(f"wrote {Path(args.out) / REPORT} (open it in a browser), report.md{drawn}; results: {', '.join(saved)}")
     return status
 
 
