@@ -216,7 +216,10 @@ def test_bench_wikibio_writes_results_report_and_curves(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--method", "fibe-9"], "unknown bench method 'fibe-9'; did you mean 'fibe' or 'fibe+dq'? available: direct-question, fibe"),
+        (
+            ["--method", "fibe-9"],
+            "unknown bench method 'fibe-9'; did you mean 'fibe' or 'fibe+dq'? available: direct-question, fibe",
+        ),
         (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
         (
             ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m", "--samples", "20"],

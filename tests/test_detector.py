@@ -48,7 +48,9 @@ def test_detector_binds_options_and_checks_names(gateway: Gateway, scripted: Any
     result = det.detect(text=PASSAGES[0], concept="Einstein")
     assert scores(result) == [0.0, 1.0] and result.ok and result.risk == 1.0
     assert "highest risk 1.000" in result.summary() and "born in Paris" in result.summary()
-    with pytest.raises(ConfigError, match="unknown method 'selfcheck'; did you mean .* available: clue, direct-question"):
+    with pytest.raises(
+        ConfigError, match="unknown method 'selfcheck'; did you mean .* available: clue, direct-question"
+    ):
         halluscope.detector("selfcheck")
     with pytest.raises(ConfigError, match="selfcheck-prompt has no option 'samples_n'; it accepts: text"):
         halluscope.detector("selfcheck-prompt", model="local:smollm2-135m", samples_n=3)
