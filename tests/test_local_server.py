@@ -3,10 +3,12 @@ SmolLM2, started and stopped by the test, reached through the real OpenAI client
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -121,3 +123,38 @@ def test_one_detector_two_ways_to_serve_the_same_model(server: str, gateway: Gat
     assert [u.evidence["raw"] for u in local.units] == [u.evidence["raw"] for u in remote.units]
     assert [u.score for u in local.units] == pytest.approx([u.score for u in remote.units], abs=0.0)
     assert local.meta.calls == remote.meta.calls == 6
+
+
+@pytest.mark.slow
+def test_a_logprobs_file_as_a_llama_cpp_server_writes_it(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/usage.md's recipe: the server's raw reply saved as it came, from /v1/chat/completions
+    (logprobs, top_logprobs) and from /v1/completions (logprobs=5, the parallel-list shape it once
+    refused without naming the shapes it takes), scored by `detect token-logprob --logprobs-file`."""
+    from halluscope.cli import main
+
+    chat = httpx.post(
+        f"{server}/chat/completions",
+        json={
+            "model": "smollm2",
+            "messages": [{"role": "user", "content": "Where is Paris? Answer in two sentences."}],
+            "max_tokens": 24,
+            "temperature": 0,
+            "logprobs": True,
+            "top_logprobs": 5,
+        },
+        timeout=120,
+    ).json()
+    plain = httpx.post(
+        f"{server}/completions",
+        json={"model": "smollm2", "prompt": "Paris is", "max_tokens": 24, "temperature": 0, "logprobs": 5},
+        timeout=120,
+    ).json()
+    for name, reply in (("chat", chat), ("completion", plain)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(reply))
+        assert main(["detect", "token-logprob", "--logprobs-file", str(path), "--json"]) == 0, capsys.readouterr().err
+        result = halluscope.DetectionResult.from_json(capsys.readouterr().out)
+        assert result.units and all(u.score is not None and u.score >= 0 for u in result.units), name
+        assert result.meta.calls == 0 and result.meta.params["entropy_over"].startswith("top-")

@@ -177,7 +177,7 @@ def test_the_command_line_reads_a_logprobs_file(tmp_path: Path, capsys: pytest.C
     assert [u.score for u in result.units] == pytest.approx(_expected("max-entropy"))  # the default
     path.write_text('{"choices": []}')
     assert main(["detect", "token-logprob", "--text", TEXT, "--logprobs-file", str(path)]) == 2
-    assert "logprobs must be a non-empty list" in capsys.readouterr().err
+    assert "the log-probs must be one of: a chat completion response" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- a proxy model reads the text

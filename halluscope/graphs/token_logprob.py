@@ -96,16 +96,36 @@ def given_entries(given: Any) -> tuple[list[Any], str | None]:
                 f"{NAME}: the message carries no log-probs in its response_metadata; ask its model for them "
                 "(langchain-openai: logprobs=True; a llama.cpp server gives them alike)"
             )
-    if isinstance(given, Mapping) and "choices" in given:  # a whole chat completion response
+    if isinstance(given, Mapping) and "choices" in given:  # a whole (chat) completion response
         choices = given["choices"]
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
-        text = text or (choice.get("message") or {}).get("content")
+        text = text or (choice.get("message") or {}).get("content") or choice.get("text")
         given = choice.get("logprobs")
-    if isinstance(given, Mapping):
+    if isinstance(given, Mapping) and "token_logprobs" in given:  # a /v1/completions logprobs object
+        given = _completion_entries(given)
+    elif isinstance(given, Mapping):
         given = given.get("content")
     if isinstance(given, str | bytes) or not isinstance(given, Sequence) or not given:
-        raise ConfigError(f"{NAME}: logprobs must be a non-empty list of tokens with their log-probs")
+        raise ConfigError(f"{NAME}: {SHAPES}")
     return list(given), text
+
+
+SHAPES = (
+    "the log-probs must be one of: a chat completion response (choices[0].logprobs.content), a completion "
+    "response (choices[0].logprobs with tokens, token_logprobs, top_logprobs), OpenAI's logprobs object "
+    "({'content': [...]}), or a non-empty list of {'token', 'logprob', 'top_logprobs'} entries"
+)
+
+
+def _completion_entries(logprobs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A completions API's parallel lists (tokens, token_logprobs, top_logprobs) as token entries."""
+    tokens, values = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(tops, list)) or not (
+        len(tokens) == len(values) == len(tops)
+    ):
+        raise ConfigError(f"{NAME}: a completion's tokens, token_logprobs and top_logprobs must be lists of one length")
+    return [{"token": t, "logprob": v, "top_logprobs": top} for t, v, top in zip(tokens, values, tops, strict=True)]
 
 
 def given_stats(given: Any, text: str | None) -> tuple[str, list[TokenStat], str]:
@@ -132,7 +152,8 @@ def given_stats(given: Any, text: str | None) -> tuple[str, list[TokenStat], str
 
 
 def read_logprobs(path: str, flag: str) -> Any:
-    """--logprobs-file: a JSON list of token entries, OpenAI's logprobs object, or a whole chat completion."""
+    """--logprobs-file: a JSON list of token entries, OpenAI's logprobs object, or a whole (chat)
+    completion response as the provider returned it (``SHAPES``)."""
     raw = read_file(path, flag)
     try:
         found = json.loads(raw)
