@@ -82,8 +82,8 @@ def main() -> None:
     def given(variant: str) -> halluscope.Detector:
         return halluscope.detector("token-logprob", variant=variant, gateway=gateway)
 
-    proxy_name = "token-logprob max-entropy, proxy forward pass"
-    proxy = halluscope.detector("token-logprob", model=args.model, gateway=gateway)
+    proxy_name = "token-logprob max-nll, proxy forward pass"
+    proxy = halluscope.detector("token-logprob", model=args.model, variant="max-nll", gateway=gateway)
     guards = {
         "token-logprob avg-nll, the answer's log-probs": given("avg-nll"),
         "token-logprob max-nll, the answer's log-probs": given("max-nll"),

@@ -160,7 +160,9 @@ def test_given_logprobs_that_cannot_score_are_clear_errors(gateway: Gateway) -> 
     scored = token_logprob.detect(TEXT, logprobs=bare, variant="avg-nll", gateway=gateway)
     assert scored.meta.params["entropy_over"] == "none given"
     with pytest.raises(ConfigError, match="needs each token's alternatives"):
-        token_logprob.detect(TEXT, logprobs=bare, gateway=gateway)  # the default, max-entropy
+        token_logprob.detect(TEXT, logprobs=bare, variant="max-entropy", gateway=gateway)
+    default = token_logprob.detect(TEXT, logprobs=bare, gateway=gateway)  # max-nll: no alternatives needed
+    assert [u.score for u in default.units] == pytest.approx(_expected("max-nll"))
     with pytest.raises(ConfigError, match="not \\(token, logprob"):
         token_logprob.detect(TEXT, logprobs=[{"text": "Paris"}], gateway=gateway)
     with pytest.raises(ConfigError, match="token-logprob needs model .*or logprobs"):
@@ -174,7 +176,7 @@ def test_the_command_line_reads_a_logprobs_file(tmp_path: Path, capsys: pytest.C
     path.write_text(json.dumps({"content": _openai_entries()}))
     assert main(["detect", "token-logprob", "--text", TEXT, "--logprobs-file", str(path), "--json"]) == 0
     result = DetectionResult.from_json(capsys.readouterr().out)
-    assert [u.score for u in result.units] == pytest.approx(_expected("max-entropy"))  # the default
+    assert [u.score for u in result.units] == pytest.approx(_expected("max-nll"))  # the default
     path.write_text('{"choices": []}')
     assert main(["detect", "token-logprob", "--text", TEXT, "--logprobs-file", str(path)]) == 2
     assert "the log-probs must be one of: a chat completion response" in capsys.readouterr().err
@@ -258,7 +260,7 @@ def test_transformers_agrees_with_llama_cpp_on_the_same_tiny_model(
 def test_a_detector_reads_given_logprobs_with_no_model(gateway: Gateway) -> None:
     detector = halluscope.detector("token-logprob", gateway=gateway)
     result = detector.detect(text=TEXT, logprobs=TOKENS)
-    assert [u.score for u in result.units] == pytest.approx(_expected("max-entropy"))
+    assert [u.score for u in result.units] == pytest.approx(_expected("max-nll"))
 
 
 # ---------------------------------------------------------------- through the other doors
@@ -315,7 +317,7 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
         force=True,
     )
     calibration = Calibration.load(path)
-    assert calibration.settings["token-logprob"]["variant"] == "max-entropy"  # the default
+    assert calibration.settings["token-logprob"]["variant"] == "max-nll"  # the default
     det = halluscope.detector("ensemble", calibration=path, model="local:smollm2-135m")
     result = det.detect(text=TEXT, prompt="Where is Paris?", samples=["Paris is in France.", "It has a port."])
     assert len(result.units) == 2 and all(u.probability is not None for u in result.units)
