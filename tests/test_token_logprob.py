@@ -223,7 +223,7 @@ def test_the_proxy_reads_each_text_once_and_the_cache_serves_it_again(gateway: G
         TEXT, question="Where is Paris?", model="local:smollm2-135m", variant="avg-nll", gateway=gateway
     )
     assert again.meta.calls == 0 and again.meta.cache_hits == 1
-    assert [u.evidence["max_entropy"] for u in again.units] == [u.score for u in first.units]
+    assert [u.evidence["max_nll"] for u in again.units] == [u.score for u in first.units]  # the default
     assert [u.score for u in again.units] == [u.evidence["avg_nll"] for u in first.units]
     plain = token_logprob.detect(
         TEXT, question="Where is Paris?", model="local:smollm2-135m", chat=False, gateway=gateway
@@ -334,7 +334,7 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
         force=True,
     )
     with pytest.raises(ConfigError, match="variant"):
-        halluscope.detector("token-logprob", model="local:smollm2-135m", calibration=one, variant="max-nll").detect(
+        halluscope.detector("token-logprob", model="local:smollm2-135m", calibration=one, variant="max-entropy").detect(
             TEXT
         )
 
