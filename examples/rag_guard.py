@@ -22,27 +22,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from tqdm import tqdm
 
 import halluscope
 from halluscope.backends.cache import open_cache
 from halluscope.backends.embeddings import default_embedder
-from halluscope.backends.gateway import Gateway, ModelLike
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.provenance import provenance
 from halluscope.bench.wikibio import load_wikibio
+from halluscope.graphs.stages import stats_of
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.tools import GuardState, hallucination_guard
 from halluscope.tools.guard import OnFlag
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 ANSWER = "rag.answer"
+ANSWER_TOKENS = 256  # two or three sentences fit well within it (the 0.5B once ran 512 tokens, 400 s, mid-word)
 
 
 def example_gateway() -> Gateway:
@@ -69,11 +74,16 @@ def build_agent(
         found = embedder.nearest([question], documents, top, exclude_identical=False)[0]
         return {"context": [documents[i] for i, _ in found]}
 
-    def answer(state: GuardState) -> dict[str, Any]:
+    def answer(state: GuardState, config: RunnableConfig) -> dict[str, Any]:
         question = str(state["messages"][-1].text)
         joined = "\n\n".join(state["context"])
-        text = gateway.call(model, ANSWER, {"documents": joined, "question": question}).text.strip()
-        return {"messages": [AIMessage(content=text)]}
+        stats = stats_of(config)
+        if stats is not None:
+            stats.plan(1)
+        asked = {"documents": joined, "question": question}
+        reply = gateway.call(model, ANSWER, asked, stats=stats, max_tokens=ANSWER_TOKENS)
+        cut = reply.completion_tokens >= ANSWER_TOKENS  # stopped at the limit, maybe mid-sentence
+        return {"messages": [AIMessage(content=reply.text.strip(), response_metadata={"cut_at_limit": cut})]}
 
     graph = StateGraph(GuardState)
     graph.add_node("retrieve", retrieve)
@@ -188,13 +198,42 @@ def main() -> None:
             made = {"provenance": provenance(), "model": model}
             Path(args.out).write_text(json.dumps({**made, **measured}, indent=1), encoding="utf-8")
     if args.ask:
-        documents = [p.wiki_text for p in load_wikibio(args.data)]
-        agent = build_agent(model, documents, gateway, args.threshold, args.on_flag)
-        state = agent.invoke({"messages": [HumanMessage(args.ask)]})
-        for message in state["messages"]:
-            print(f"{message.type}: {message.text}")
-        record = state["hallucination"]
-        print(f"guard: {record.get('action')}, risk {record.get('risk')} against {len(state['context'])} documents")
+        ask(model, gateway, args)
+
+
+def ask(model: ModelLike, gateway: Gateway, args: argparse.Namespace) -> None:
+    """One question through the agent, each stage said as it ends, a bar of the model calls (its total
+    growing as the answer and then the guard's checks are planned) meanwhile."""
+    documents = [p.wiki_text for p in load_wikibio(args.data)]
+    agent = build_agent(model, documents, gateway, args.threshold, args.on_flag)
+    state: dict[str, Any] = {"messages": [HumanMessage(args.ask)]}
+    with tqdm(desc="rag_guard", unit=" call", file=sys.stderr) as bar:
+
+        def planned(total: int) -> None:
+            bar.total = total
+            bar.refresh()
+
+        stats = CallStats(on_reply=bar.update, on_plan=planned)
+        for update in agent.stream(state, {"configurable": {"stats": stats}}, stream_mode="updates"):
+            for stage, change in update.items():
+                state.update(change or {})
+                bar.write(said(stage, change or {}), file=sys.stderr)
+    for message in state["messages"]:
+        print(f"{message.type}: {message.text}")
+    record = state["hallucination"]
+    print(f"guard: {record.get('action')}, risk {record.get('risk')} against {len(state['context'])} documents")
+
+
+def said(stage: str, change: dict[str, Any]) -> str:
+    """One line on a stage that just ended."""
+    if stage == "retrieve":
+        return f"retrieved {len(change['context'])} documents"
+    if stage == "answer":
+        message = change["messages"][-1]
+        cut = " (stopped at its token limit)" if message.response_metadata.get("cut_at_limit") else ""
+        return f"answered in {len(str(message.text).split())} words{cut}; the guard checks it next"
+    record = change.get("hallucination") or {}
+    return f"guard: {record.get('action')}, {record.get('calls', 0)} check calls"
 
 
 if __name__ == "__main__":

@@ -231,3 +231,20 @@ def test_a_calibrated_detector_guards_on_the_probability(gateway: Gateway, scrip
     assert passed["action"] == "pass"
     with pytest.raises(ConfigError, match="needs a calibrated detector"):
         hallucination_guard(halluscope.detector("selfcheck-prompt", model=model), 0.5, on="probability")
+
+
+def test_a_hosts_run_counters_see_the_guards_calls_as_they_come(gateway: Gateway, scripted: Any) -> None:
+    """A host agent that passes its CallStats in the run's configurable gets every reply of the guard's
+    check on its hooks (a progress bar moves) and every plan (the bar's total grows before the calls),
+    while the guard's record keeps the check's own count."""
+    from halluscope.backends.stats import CallStats
+
+    det = halluscope.detector("selfcheck-prompt", model=scripted(world(TRUE, [])), n=2, gateway=gateway)
+    guard = hallucination_guard(det, threshold=0.5)
+    replies, totals = [], []
+    host = CallStats(on_reply=lambda: replies.append(1), on_plan=totals.append)
+    state = {"messages": [HumanMessage(content=QUESTION), AIMessage(content=FALSE)]}
+    out = guard.invoke(state, {"configurable": {"stats": host}})
+    calls = out["hallucination"]["calls"]
+    assert calls > 0 and len(replies) == calls  # every reply, on the host's hook
+    assert totals and totals[-1] == host.planned == calls  # planned before made: the bar's total

@@ -60,6 +60,23 @@ class CallStats:
         if self.on_plan is not None:
             self.on_plan(planned)
 
+    def part(self) -> CallStats:
+        """Counters of one part of this run (a guard's check inside a host agent's run): the part counts
+        its own calls, and passes each reply and each plan on to this run's hooks, so the host's
+        progress bar moves, and its total grows, with every part."""
+        announced = 0
+
+        def planned(so_far: int) -> None:
+            nonlocal announced
+            self.plan(so_far - announced)
+            announced = so_far
+
+        def replied() -> None:
+            if self.on_reply is not None:
+                self.on_reply()
+
+        return CallStats(on_reply=replied, on_plan=planned)
+
     def record_forward(self, model: str, prompt_tokens: int, seconds: float, cached: bool = False) -> None:
         """A deterministic forward pass (teacher forcing, a next-token distribution), or one read back
         from the cache (``cached``: a text's token statistics)."""

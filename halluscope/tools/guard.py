@@ -26,12 +26,14 @@ from collections import Counter
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detector import Detector
 from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.graphs.stages import stats_of
 
 OnFlag = Literal["annotate", "revise", "refuse"]
 REVISE = "guard.revise"
@@ -151,7 +153,7 @@ def hallucination_guard(
     gw = gateway or default_gateway()
     echoes = _prompt_lines(gw) if on_flag == "revise" else []
 
-    def check(state: GuardState) -> dict[str, Any]:
+    def check(state: GuardState, config: RunnableConfig) -> dict[str, Any]:
         exchange = _exchange(state)
         if exchange is None:
             return {"hallucination": {"action": "skipped", "error": "no AI message to check"}}
@@ -166,8 +168,10 @@ def hallucination_guard(
             "versions": previous.get("versions", []) if same_answer else [],
         }
         revisions = state.get("revisions", 0) if same_answer else 0
+        host = stats_of(config)  # a host's run counters ({"configurable": {"stats": ...}}): its bar moves too
+        part = {"stats": host.part()} if host is not None else {}
         try:
-            result = det.detect(**det.answer_item(_text(ai), question, state.get("context"), ai))
+            result = det.detect(**det.answer_item(_text(ai), question, state.get("context"), ai), **part)
         except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
             error = f"{type(exc).__name__}: {exc}"
             return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
