@@ -39,13 +39,15 @@ import contextlib
 import json
 import re
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from records import commit  # noqa: E402 - beside this script; stdlib only, as the peers' venv needs
 
 WIKIBIO = Path("wikibio_gpt3_hallucination") / "wikibio_gpt3_hallucination.json"
 
@@ -202,17 +204,6 @@ def phoenix_scorer(base_url: str, model: str, wire: Wire) -> Any:
         return 1.0 if label == "unfaithful" else 0.0
 
     return score
-
-
-def commit() -> str | None:
-    """The halluscope checkout's commit this script ran from (the peers' own code is pinned by version)."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True)
-    except OSError:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else None
 
 
 SCORERS = {

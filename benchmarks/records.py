@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,17 @@ RESULTS = ROOT / "docs" / "results"
 RUN_FIELDS = ("command", "commit", "recorded", "models", "items", "calls", "cache_hits", "prompt_tokens", "seconds")
 # a field a run's output never kept (an older run's prompt tokens) is None, and its run's "unknown" says why
 NEVER_UNKNOWN = ("command", "commit", "recorded", "models")
+
+
+def commit() -> str | None:
+    """The checkout's commit, ``+dirty`` with uncommitted changes to tracked files, for scripts that run in
+    a peer's venv where halluscope (and its bench.provenance) cannot be imported."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True)
+    except OSError:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else None
 
 
 def path_of(name: str) -> Path:

@@ -32,10 +32,11 @@ def build_tiny_nli(out: Path, words: str, labels: dict[int, str] | None, seed: i
     return out
 
 
-def build_tiny_deberta(out: Path, words: str, seed: int = 0) -> Path:
+def build_tiny_deberta(out: Path, words: str, seed: int = 0, vocab: int = 48, positions: int = 64) -> Path:
     """A two-way DeBERTa-v2 classifier in the layout of SelfCheckGPT's potsawee/deberta-v3-large-mnli: the
-    weights as pytorch_model.bin, a SentencePiece spm.model (trained here on ``words``, with DeBERTa-v3's
-    special ids) and no tokenizer.json, so transformers builds the tokenizer from spm.model."""
+    weights as pytorch_model.bin, a SentencePiece spm.model (trained here on ``words``, ``vocab`` pieces,
+    with DeBERTa-v3's special ids) and no tokenizer.json, so transformers builds the tokenizer from
+    spm.model; inputs longer than ``positions`` tokens are truncated, as the tokenizer's own maximum."""
     import io
     import json
 
@@ -48,7 +49,7 @@ def build_tiny_deberta(out: Path, words: str, seed: int = 0) -> Path:
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(words.split(".") * 8),
         model_writer=spm,
-        vocab_size=48,
+        vocab_size=vocab,
         hard_vocab_limit=False,
         pad_id=0,
         bos_id=1,
@@ -66,7 +67,8 @@ def build_tiny_deberta(out: Path, words: str, seed: int = 0) -> Path:
     specials |= {"pad_token": "[PAD]", "sep_token": "[SEP]", "unk_token": "[UNK]"}
     (out / "special_tokens_map.json").write_text(json.dumps(specials))
     (out / "added_tokens.json").write_text(json.dumps({"[MASK]": pieces}))
-    tokenizer = {"do_lower_case": False, "split_by_punct": False, "vocab_type": "spm", **specials}
+    tokenizer = {"do_lower_case": False, "split_by_punct": False, "vocab_type": "spm", "model_max_length": positions}
+    tokenizer |= specials
     (out / "tokenizer_config.json").write_text(json.dumps({**tokenizer, "tokenizer_class": "DebertaV2Tokenizer"}))
     torch.manual_seed(seed)
     config = DebertaV2Config(
@@ -75,7 +77,7 @@ def build_tiny_deberta(out: Path, words: str, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=32,
-        max_position_embeddings=64,
+        max_position_embeddings=positions,
         relative_attention=True,
         position_buckets=8,
         pos_att_type=["p2c", "c2p"],

@@ -1,0 +1,121 @@
+"""SelfCheckGPT's own SelfCheckNLI beside halluscope's selfcheck-nli, sentence by sentence, on every WikiBio
+passage: ``SelfCheckNLI(nli_model=FOLDER).predict`` on the dataset's GPT-3 samples, against the scores a
+halluscope bench wrote to its results.json, both with the same classifier.
+
+The classifier is a tiny DeBERTa-v2 two-way model built offline in the layout of SelfCheckGPT's
+potsawee/deberta-v3-large-mnli (``tests/tiny_nli.build_tiny_deberta``: random weights, a SentencePiece
+vocabulary trained on the GPT-3 passages, inputs truncated at 512 tokens): it tests that the two compute
+the same thing from the same model, not how well either detects. The real checkpoint needs the Hub.
+
+    .venv/bin/python benchmarks/peer_selfcheckgpt_nli.py build /tmp/tiny-deberta --data ../shared/data
+    .venv/bin/halluscope bench wikibio --method selfcheck-nli --judge nli:/tmp/tiny-deberta --out out/nli
+    python3 -m venv /tmp/peer-nli
+    /tmp/peer-nli/bin/pip install torch==2.13.0 selfcheckgpt==0.1.7 sentencepiece protobuf
+    /tmp/peer-nli/bin/python benchmarks/peer_selfcheckgpt_nli.py compare out/nli/selfcheck-nli/results.json \\
+        --classifier /tmp/tiny-deberta --data ../shared/data --record peers/selfcheckgpt-nli
+
+``build`` runs in halluscope's venv and ``compare`` in the peer's (halluscope is never imported there,
+nor SelfCheckGPT in halluscope's); the record keeps how the classifier was built and the sha256 of
+each of its files, so a test builds the same bytes again and checks today's scores against the peer's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shlex
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from records import commit, write  # noqa: E402 - beside this script; stdlib only, as the peer's venv needs
+
+FILE = Path("wikibio_gpt3_hallucination") / "wikibio_gpt3_hallucination.json"
+BUILDER = {"seed": 0, "vocab": 1000, "positions": 512, "words": "every passage's gpt3_text, joined by spaces"}
+
+
+def vocabulary_text(data: Path) -> str:
+    """What the classifier's SentencePiece vocabulary is trained on: the 238 GPT-3 passages."""
+    return " ".join(p["gpt3_text"] for p in json.loads((data / FILE).read_text(encoding="utf-8")))
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.iterdir()) if f.is_file()}
+
+
+def build(folder: Path, data: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.tiny_nli import build_tiny_deberta
+
+    settings = {k: v for k, v in BUILDER.items() if k != "words"}
+    build_tiny_deberta(folder, vocabulary_text(data), **settings)
+    print(json.dumps(digests(folder), indent=1))
+
+
+def compare(results: Path, folder: Path, data: Path, name: str) -> None:
+    from selfcheckgpt.modeling_selfcheck import SelfCheckNLI
+
+    ours = json.loads(results.read_text(encoding="utf-8"))
+    rows = json.loads((data / FILE).read_text(encoding="utf-8"))
+    samples = ours["params"]["samples"]
+    peer = SelfCheckNLI(nli_model=str(folder), device=None)
+    began = time.perf_counter()
+    per_passage, worst, sentences = [], 0.0, 0
+    for item in ours["items"]:
+        index = item["record"]["index"]
+        row = rows[index]
+        theirs = [float(x) for x in peer.predict(row["gpt3_sentences"], row["gpt3_text_samples"][:samples])]
+        mine = list(item["scores"].values())
+        if len(theirs) != len(mine):
+            raise SystemExit(f"passage {index}: {len(theirs)} peer scores, {len(mine)} of ours")
+        differences = [abs(a - b) for a, b in zip(mine, theirs, strict=True)]
+        sentences += len(differences)
+        per_passage.append({"passage": index, "selfcheckgpt": theirs, "max_abs_difference": max(differences)})
+        worst = max(worst, max(differences))
+    run = {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "commit": commit(),
+        "recorded": True,
+        "machine": "2 cores, x86_64",
+        "models": [f"a tiny DeBERTa-v2 two-way classifier built offline ({folder.name})"],
+        "items": len(per_passage),
+        "item": "passage",
+        "sentences": sentences,
+        "calls": 0,
+        "cache_hits": 0,
+        "prompt_tokens": 0,
+        "seconds": round(time.perf_counter() - began, 1),
+        "peer": {"selfcheckgpt": version("selfcheckgpt"), "transformers": version("transformers")},
+        "halluscope_results": {"command": (ours.get("provenance") or {}).get("command"), "samples": samples},
+        "classifier": {"builder": "tests/tiny_nli.build_tiny_deberta", **BUILDER, "sha256": digests(folder)},
+        "max_abs_difference": worst,
+        "per_passage": per_passage,
+    }
+    title = "SelfCheckGPT's own SelfCheckNLI beside halluscope's selfcheck-nli, on the same classifier"
+    written = write(name, {"title": title, "runs": {f"selfcheckgpt {version('selfcheckgpt')}": run}})
+    print(f"{len(per_passage)} passages, {sentences} sentences: largest |difference| {worst:.3g}; wrote {written}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    b = sub.add_parser("build", help="the tiny classifier, in halluscope's venv")
+    b.add_argument("folder", type=Path)
+    b.add_argument("--data", required=True, type=Path)
+    c = sub.add_parser("compare", help="SelfCheckGPT's scores against ours, in the peer's venv")
+    c.add_argument("results", type=Path, help="results.json of `halluscope bench wikibio --method selfcheck-nli`")
+    c.add_argument("--classifier", required=True, type=Path)
+    c.add_argument("--data", required=True, type=Path)
+    c.add_argument("--record", required=True, help="the record's name under docs/results (peers/selfcheckgpt-nli)")
+    args = ap.parse_args()
+    if args.step == "build":
+        build(args.folder, args.data)
+    else:
+        compare(args.results, args.classifier, args.data, args.record)
+
+
+if __name__ == "__main__":
+    main()
