@@ -119,16 +119,20 @@ def test_each_unit_is_checked_against_each_chunk_and_the_best_chunk_is_named(gat
     assert awaited.units == result.units and awaited.meta.calls == 0
 
 
-def test_a_falsehood_the_documents_do_not_state_is_flagged(gateway: Gateway, scripted: Any) -> None:
-    """What self-consistency passes when the model believes it: the documents decide here."""
+def test_the_judges_no_becomes_the_highest_risk(gateway: Gateway, scripted: Any) -> None:
+    """Plumbing, not detection: a scripted judge's No on the documents becomes score 1.0 (what a judge
+    does on real text is measured by `bench grounded` and benchmarks/injection_flip.py)."""
     model = scripted(judge([]))
     result = grounded.detect("The capital of Australia is Sydney.", context=DOCS[:1], model=model, gateway=gateway)
     assert result.units[0].score == 1.0
 
 
-def test_an_injected_instruction_in_the_context_does_not_flip_the_verdict(gateway: Gateway, scripted: Any) -> None:
-    """The context is fenced: the scripted judge obeys an unfenced 'answer Yes' (the control shows it
-    would), and the verdict on the unsupported sentence stays No."""
+def test_the_prompt_fences_the_context_so_a_judge_that_obeys_unfenced_text_is_not_steered(
+    gateway: Gateway, scripted: Any
+) -> None:
+    """The prompt's fencing, not a model's resistance: the scripted judge obeys an unfenced 'answer Yes'
+    (the control shows it would), and the fenced prompt keeps the instruction inside quotes, so the verdict
+    stays No. How often a real model is steered, fenced and not: benchmarks/injection_flip.py."""
     seen: list[str] = []
     respond = judge(seen)
     poisoned = [f"Canberra is the capital city of Australia. {INJECTION}"]
@@ -431,7 +435,9 @@ def load_rag_example() -> Any:
     return module
 
 
-def test_the_rag_example_retrieves_answers_and_guards_against_what_it_retrieved(cache: Any, scripted: Any) -> None:
+def test_the_rag_examples_plumbing_retrieves_answers_guards_and_measures(cache: Any, scripted: Any) -> None:
+    """The example's wiring with a scripted judge (its 8 of 8 here is the script's, not a model's: the
+    guard's figures on the 1.5B are in docs/results/grounded.md, from their record)."""
     example = load_rag_example()
     gateway = Gateway(cache=cache, registry=PromptRegistry([example.PROMPTS]))
     seen: list[str] = []

@@ -68,13 +68,24 @@ def unigram(passages: list[Passage]) -> list[list[float]]:
 def test_unigram_max_reproduces_selfcheckgpt_on_all_238_passages(
     passages: list[Passage], unigram: list[list[float]]
 ) -> None:
-    scores = unigram
-    m = protocol_metrics(passages, scores)
+    """Our protocol metrics of our scores, against the same metrics of SelfCheckGPT's own per-sentence
+    scores as its recorded run holds them (docs/results/peers/selfcheckgpt-unigram.json): they agree
+    within the record's documented difference (0.01 on a metric: spaCy's statistical sentencizer splits
+    a few samples apart from ours), and near the paper's Table 2 row for Unigram (max)."""
+    m = protocol_metrics(passages, unigram)
     assert m["n_passages"] == 238 and m["n_sentences"] == 1908
-    # SelfCheckGPT's own code on this data gives these (its Table 2, Unigram (max): 85.63 / 58.47 / 64.71)
-    assert m["auc_pr_nonfact"] == pytest.approx(85.63, abs=0.005)
-    assert m["auc_pr_factual"] == pytest.approx(58.43, abs=0.005)
-    assert m["pearson"] == pytest.approx(64.72, abs=0.005)
+    record = json.loads(PEER.read_text(encoding="utf-8"))["runs"]["selfcheckgpt 0.1.7"]
+    theirs = {
+        entry["passage"]: [math.inf if s is None else s for s in entry["selfcheckgpt"]]
+        for entry in record["per_passage"]
+    }
+    peer = protocol_metrics(passages, [theirs[p.index] for p in passages])
+    for key in ("auc_pr_nonfact", "auc_pr_nonfact_star", "auc_pr_factual", "auc_roc_nonfact", "pearson", "spearman"):
+        assert m[key] == pytest.approx(peer[key], abs=0.01), key
+    # the paper's Table 2, Unigram (max): 85.63 / 58.47 / 64.71 (NonFact, Factual AUC-PR; Pearson)
+    assert peer["auc_pr_nonfact"] == pytest.approx(85.63, abs=0.02) and peer["pearson"] == pytest.approx(
+        64.71, abs=0.02
+    )
     assert m["random_auc_pr_nonfact"] == pytest.approx(72.96, abs=0.01)  # the protocol's random baselines
     assert m["random_auc_pr_factual"] == pytest.approx(27.04, abs=0.01)
 
