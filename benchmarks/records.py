@@ -59,6 +59,47 @@ def write(name: str, record: dict[str, Any]) -> Path:
     return path
 
 
+def script_run(
+    *,
+    models: list[str],
+    items: int,
+    item: str,
+    calls: int,
+    seconds: float,
+    cache_hits: int = 0,
+    prompt_tokens: int = 0,
+    **figures: Any,
+) -> dict[str, Any]:
+    """A benchmark script's run as a record run: how it was made (this process's command, the checkout's
+    commit, the machine) and what it cost, beside its figures."""
+    import os
+    import platform
+    import shlex
+
+    return {
+        "command": shlex.join([".venv/bin/python", *sys.argv]),
+        "commit": commit(),
+        "recorded": True,
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}",
+        "models": models,
+        "items": items,
+        "item": item,
+        "calls": calls,
+        "cache_hits": cache_hits,
+        "prompt_tokens": prompt_tokens,
+        "seconds": round(seconds, 1),
+        **figures,
+    }
+
+
+def add_run(name: str, label: str, run: dict[str, Any], title: str) -> Path:
+    """Add (or replace) one run of docs/results/NAME.json."""
+    record = read(name)
+    record["title"] = title
+    record.setdefault("runs", {})[label] = run
+    return write(name, record)
+
+
 def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
     """A run from a bench's results.json: its provenance and cost, params, metrics and intervals (and,
     with ``keep_items``, each item's scores and record)."""

@@ -116,14 +116,15 @@ def measure_planted(
     numbers all stated?) and the true sentences (kept word for word?)."""
     detector = halluscope.detector("grounded", model=model, gateway=gateway)
     guard = hallucination_guard(detector, threshold, on_flag, model=model, gateway=gateway)
-    rows, began = [], time.perf_counter()
+    rows, began, stats = [], time.perf_counter(), CallStats()  # every check and revision, counted
     for bio in BIOGRAPHIES:
         started = time.perf_counter()
         state = guard.invoke(
             {
                 "messages": [HumanMessage(f"Tell me about {bio.person}."), AIMessage(" ".join(bio.sentences))],
                 "context": planted_context(bio),
-            }
+            },
+            {"configurable": {"stats": stats}},
         )
         record = state["hallucination"]
         versions = record.get("versions") or [{}]  # none when the check failed (its error is in the row)
@@ -162,6 +163,9 @@ def measure_planted(
         "true_kept": sum(r["true_kept"] for r in rows),
         "truth_stated": sum(r["truth_stated"] for r in rows),
         "seconds": round(time.perf_counter() - began, 1),
+        "calls": stats.calls,
+        "cache_hits": stats.cache_hits,
+        "prompt_tokens": stats.prompt_tokens,
         "rows": rows,
     }
 

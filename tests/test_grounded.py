@@ -477,6 +477,7 @@ def test_the_rag_examples_plumbing_retrieves_answers_guards_and_measures(cache: 
     # the revision passes its check, which calls only for its new sentence: the four true ones, against the
     # same context, come from the cache of the first check
     assert [(r["action"], r["check_calls"]) for r in revised["rows"]] == [("pass", 5 + 1)] * 8
+    assert revised["calls"] == 8 * (5 + 1 + 1)  # each biography's checks and its revision, all counted
     assert example.key_words("she died in Passy, France, in 1934") == ["Passy", "France", "1934"]
 
 

@@ -34,6 +34,7 @@ class CallStats:
         self.model_seconds = 0.0
         self.models: set[str] = set()
         self.prompts: set[str] = set()
+        self._whole: CallStats | None = None  # the run this is a part of (``part``), counted there too
 
     def record(self, reply: ChatReply, seconds: float = 0.0) -> None:
         with self._lock:
@@ -50,6 +51,8 @@ class CallStats:
                 self.parse_failures += 1
         if self.on_reply is not None:
             self.on_reply()
+        if self._whole is not None:
+            self._whole.record(reply, seconds)
 
     def plan(self, calls: int) -> None:
         """A method that now knows ``calls`` more replies of its run (model calls, cached ones included,
@@ -59,23 +62,16 @@ class CallStats:
             planned = self.planned
         if self.on_plan is not None:
             self.on_plan(planned)
+        if self._whole is not None:
+            self._whole.plan(calls)
 
     def part(self) -> CallStats:
         """Counters of one part of this run (a guard's check inside a host agent's run): the part counts
-        its own calls, and passes each reply and each plan on to this run's hooks, so the host's
-        progress bar moves, and its total grows, with every part."""
-        announced = 0
-
-        def planned(so_far: int) -> None:
-            nonlocal announced
-            self.plan(so_far - announced)
-            announced = so_far
-
-        def replied() -> None:
-            if self.on_reply is not None:
-                self.on_reply()
-
-        return CallStats(on_reply=replied, on_plan=planned)
+        its own calls, and everything it counts is counted here too, so the host's totals and its
+        progress bar (its hooks) see every part."""
+        child = CallStats()
+        child._whole = self
+        return child
 
     def record_forward(self, model: str, prompt_tokens: int, seconds: float, cached: bool = False) -> None:
         """A deterministic forward pass (teacher forcing, a next-token distribution), or one read back
@@ -91,6 +87,8 @@ class CallStats:
                 self.model_seconds += seconds
         if self.on_reply is not None:
             self.on_reply()
+        if self._whole is not None:
+            self._whole.record_forward(model, prompt_tokens, seconds, cached)
 
     _COUNTERS = (
         "calls",
@@ -132,6 +130,8 @@ class CallStats:
     def add_retry(self) -> None:
         with self._lock:
             self.retries += 1
+        if self._whole is not None:
+            self._whole.add_retry()
 
     def meta(self, method: str, events: dict[str, int] | None = None, **params: Any) -> RunMeta:
         """The run's RunMeta; ``events``: bad model answers the method handled, by kind."""

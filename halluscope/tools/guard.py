@@ -231,7 +231,7 @@ def hallucination_guard(
             "hallucination": {**record, **summary, "action": "annotated", "delivered": delivered},
         }
 
-    def revise(state: GuardState) -> dict[str, Any]:
+    def revise(state: GuardState, config: RunnableConfig) -> dict[str, Any]:
         ai, question = _exchange(state)  # type: ignore[misc]
         record = state["hallucination"]
         flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
@@ -240,7 +240,11 @@ def hallucination_guard(
         if documents:  # a RAG turn: the rewrite takes the right fact from the documents (the prompt fences them)
             asked["documents"] = "\n\n".join(documents)
         try:
-            revision = gw.call(model, REVISE_GROUNDED if documents else REVISE, asked).text  # type: ignore[arg-type]
+            prompt = REVISE_GROUNDED if documents else REVISE
+            host = stats_of(config)
+            if host is not None:
+                host.plan(1)
+            revision = gw.call(model, prompt, asked, stats=host).text  # type: ignore[arg-type]
             refused = degenerate(revision, _text(ai), echoes)
         except HalluscopeError as exc:  # an empty reply, a provider that stays down: no revision to check
             revision, refused = "", f"no revision: {exc}"
