@@ -197,6 +197,7 @@ def run(
     Ctrl-C loses none. ``fresh``: score every item again (through the cache)."""
     from tqdm import tqdm  # looked up per run: a caller (a test) may swap the bar
 
+    made = provenance()  # at the start: the code that scores the items, and when it began
     out_dir = checked_out(out)
     ids = [plan.item_id(item) for item in plan.items]
     journal = Journal(out_dir / JOURNAL, _header(plan, fingerprint), fresh)
@@ -267,7 +268,7 @@ def run(
         positive=list(plan.positive),
         items=items,
         failures=failures.items,
-        provenance=provenance(),
+        provenance=made,
     )
     result.write(out_dir)
     plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
