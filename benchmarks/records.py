@@ -113,6 +113,7 @@ def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
         "items": len(results["items"]) + len(results["failures"]),
         "item": results.get("item"),
         "failures": len(results["failures"]),
+        "resumed_items": meta.get("params", {}).get("resumed_items", 0),  # scored by an earlier run: no calls here
         "calls": meta["calls"],
         "cache_hits": meta["cache_hits"],
         "prompt_tokens": meta["tokens"]["prompt"],
@@ -142,6 +143,20 @@ def result_run(result: dict[str, Any], wrapper: dict[str, Any], items: int) -> d
         "completion_tokens": meta["tokens"]["completion"],
         "prompts": meta.get("prompts", []),
         "evidence": result.get("evidence", {}),
+    }
+
+
+def made_run(data: dict[str, Any]) -> dict[str, Any]:
+    """A run from a script's JSON that says how it was made (its ``provenance``) and what it cost."""
+    made = data["provenance"]
+    models = data.get("models") or ([data["model"]] if data.get("model") else [])
+    return {
+        **{k: made.get(k) for k in ("command", "commit", "machine")},
+        "recorded": True,
+        "models": models,
+        "cache_hits": data.get("cache_hits", 0),
+        "prompt_tokens": data.get("prompt_tokens", 0),
+        **{k: v for k, v in data.items() if k != "provenance"},
     }
 
 
@@ -208,8 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         run = bench_run(data, args.items)
     elif "units" in data and "meta" in data:
         run = result_run(data, wrapper, items=len(data["units"]))
+    elif "provenance" in data and all(k in data for k in ("items", "calls", "seconds")):
+        run = made_run(data)
     else:
-        raise SystemExit(f"{source}: neither a bench's results.json nor a detection result; add it by its own script")
+        raise SystemExit(
+            f"{source}: neither a bench's results.json, a detection result nor a script's JSON with its provenance, "
+            "items, calls and seconds"
+        )
     record = read(args.record)
     if args.title:
         record["title"] = args.title

@@ -155,6 +155,8 @@ def measure_planted(
         "threshold": threshold,
         "on_flag": on_flag,
         "biographies": len(rows),
+        "items": len(rows),
+        "item": "biography",
         "planted_flagged": sum(r["planted_flagged"] for r in rows),
         "true_flagged": sum(r["true_flagged"] for r in rows),
         "true_sentences": sum(r["true_sentences"] for r in rows),
