@@ -73,6 +73,13 @@ def minutes(seconds: Any, digits: int = 1) -> str:
     return fixed(float(seconds) / 60, digits)
 
 
+def holds(condition: Any, claim: str) -> str:
+    """A sentence of prose that states what the records show: rendering fails when they no longer do."""
+    if not condition:
+        raise ValueError(f"a document claims {claim!r}, which its records no longer show")
+    return ""
+
+
 def unrecorded(name: str) -> str:
     """What a document says of a record whose figures were transcribed, not made by a run this round."""
     runs = load_record(name)["provenance"]
@@ -96,7 +103,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals.update(record=load_record, unrecorded=unrecorded)
+    env.globals.update(record=load_record, unrecorded=unrecorded, holds=holds)
     env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes)
     return env
 

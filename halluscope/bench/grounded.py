@@ -42,7 +42,7 @@ RTE_SPLITS = ("val", "train")  # train: where a decision threshold is fitted bef
 UNSUPPORTED = ("not_entailment",)  # RTE's positive class: the text is not supported by the context
 DECISION = 0.5  # the judge's own decision: not supported when support < 0.5
 FLAGS = ("top_k", "chunk_words", "overlap_words", "decompose")  # grounded's options a run takes as flags
-RTE_PROTOCOL = "RTE validation: hypothesis against premise; positive = not_entailment; AUC-ROC/PR x100, accuracy"
+RTE_PROTOCOL = "RTE pairs: hypothesis against premise; positive = not_entailment; AUC-ROC/PR x100, decisions at 0.5"
 
 
 def grounded_methods() -> tuple[str, ...]:
