@@ -92,6 +92,7 @@ def main() -> None:
         "direct-question": halluscope.detector("direct-question", model=args.model, gateway=gateway),
     }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in (proxy_name, *guards)}
+    began = time.perf_counter()
     for bio in BIOGRAPHIES:
         text = " ".join(bio.sentences)
         # the proxy reads each biography before the log-probs are made from it (no KV prefix to reuse)
@@ -105,7 +106,8 @@ def main() -> None:
     rows = [
         {
             "guard": name,
-            "hits": f"{sum(r['hit'] for r in found)} of {len(found)}",
+            "hits": sum(r["hit"] for r in found),
+            "answers": len(found),
             "calls per answer": statistics.mean(r["calls"] for r in found),
             "added ms per answer (median)": round(1000 * statistics.median(r["seconds"] for r in found), 1),
         }
@@ -122,8 +124,11 @@ def main() -> None:
         {
             "provenance": provenance(),
             "model": args.model,
-            "machine": platform.platform(),
-            "biographies": len(BIOGRAPHIES),
+            "platform": platform.platform(),
+            "items": len(BIOGRAPHIES),
+            "item": "biography",
+            "calls": sum(r["calls"] for found in runs.values() for r in found),  # the guards' own, every one sent
+            "seconds": round(time.perf_counter() - began, 1),
             "rows": rows,
             "per_biography": per_biography,
         },
