@@ -28,6 +28,7 @@ from langchain_core.outputs import ChatResult
 
 import halluscope
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json
 from halluscope.bench.wikibio import load_wikibio
 
@@ -112,6 +113,7 @@ def main() -> None:
     passages = load_wikibio(args.data)[: args.passages]
     items = [{"sentences": p.sentences, "text": p.text, "concept": p.concept, "prompt": p.concept} for p in passages]
     rows = []
+    began = time.perf_counter()
     for method in args.methods.split(","):
         for level in [int(c) for c in args.concurrency.split(",")]:
             for way in (THREADS, ASYNC):
@@ -124,7 +126,10 @@ def main() -> None:
     columns = [(k, k) for k in ("method", "concurrency", "way", "calls", "failed", "wall_s", "peak_threads")]
     print(markdown_table(rows, [*columns, ("serial_calls_s", "serial_calls_s")]))
     path = Path(args.out) / "async_batch.json"
-    write_json(path, {"latency_s": args.latency, "samples": SAMPLES, "passages": len(items), "rows": rows})
+    stub = f"a scripted model that answers in {args.latency} s (tests/scripted.py)"
+    calls = sum(r["calls"] for r in rows)
+    made = envelope(models=[stub], items=len(items), item="passage", calls=calls, seconds=time.perf_counter() - began)
+    write_json(path, {**made, "latency_s": args.latency, "samples": SAMPLES, "passages": len(items), "rows": rows})
     print(f"wrote {path}")
 
 

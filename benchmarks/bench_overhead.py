@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from halluscope.bench.provenance import commit as _commit
+from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,6 +96,7 @@ def main() -> None:
     args = ap.parse_args()
     sources = [Path(s).resolve() for s in args.source] + [REPO]
     measured: dict[str, Any] = {}
+    began = time.perf_counter()
     for source in sources:
         label = "this checkout" if source == REPO else str(source)
         measured[label] = measure(source, args.data)
@@ -107,7 +110,11 @@ def main() -> None:
     ]
     print(markdown_table(rows, [("command", "command"), *((label, label) for label in measured)]))
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
-    write_json(Path(args.out) / "bench_overhead.json", {"machine": machine, "runs": measured})
+    made = envelope(models=[], items=238, item="passage", calls=0, seconds=time.perf_counter() - began)
+    sources_at = {label: _commit(source) for label, source in zip(measured, sources, strict=True)}
+    write_json(
+        Path(args.out) / "bench_overhead.json", {**made, "machine": machine, "sources": sources_at, "runs": measured}
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import LLMZeroShot
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.bench.provenance import envelope
 from halluscope.bench.runner import BenchResult
 from halluscope.graphs.clue import merge_concepts, pooled_concepts
 
@@ -39,6 +40,7 @@ def main() -> None:
     scorer = LLMZeroShot(args.judge, gateway=Gateway(cache=None))
     embedder = Embedder()
     rows: list[dict[str, Any]] = []
+    began = time.perf_counter()
     for q in questions:
         pool = pooled_concepts(q["extracted"])
         kept_by_mode = {}
@@ -70,7 +72,10 @@ def main() -> None:
         )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"judge": args.judge, "machine": platform.platform(), "rows": rows}
+    calls = sum(r["scorer_calls"] for r in rows)
+    made = envelope(models=[args.judge], items=len(questions), item="question", calls=calls,
+                    seconds=time.perf_counter() - began)  # fmt: skip
+    report = {**made, "judge": args.judge, "platform": platform.platform(), "rows": rows}
     (out / "clue_merge.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {out / 'clue_merge.json'}")
 

@@ -10,13 +10,15 @@ the same thing from the same model, not how well either detects. The real checkp
     .venv/bin/python benchmarks/peer_selfcheckgpt_nli.py build /tmp/tiny-deberta --data ../shared/data
     .venv/bin/halluscope bench wikibio --method selfcheck-nli --judge nli:/tmp/tiny-deberta --out out/nli
     python3 -m venv /tmp/peer-nli
-    /tmp/peer-nli/bin/pip install torch==2.13.0 selfcheckgpt==0.1.7 sentencepiece protobuf
+    /tmp/peer-nli/bin/pip install torch==2.13.0 selfcheckgpt==0.1.7 sentencepiece protobuf "transformers<5"
     /tmp/peer-nli/bin/python benchmarks/peer_selfcheckgpt_nli.py compare out/nli/selfcheck-nli/results.json \\
         --classifier /tmp/tiny-deberta --data ../shared/data --record peers/selfcheckgpt-nli
 
-``build`` runs in halluscope's venv and ``compare`` in the peer's (halluscope is never imported there,
-nor SelfCheckGPT in halluscope's); the record keeps how the classifier was built and the sha256 of
-each of its files, so a test builds the same bytes again and checks today's scores against the peer's.
+selfcheckgpt 0.1.7 calls ``tokenizer.batch_encode_plus``, which transformers 5 removed: its venv keeps
+transformers 4 (4.57.6 here; halluscope's has 5). ``build`` runs in halluscope's venv and ``compare`` in
+the peer's (halluscope is never imported there, nor SelfCheckGPT in halluscope's); the record keeps how
+the classifier was built and the sha256 of each of its files, so a test builds the same bytes again and
+checks today's scores against the peer's.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
 
     ours = json.loads(results.read_text(encoding="utf-8"))
     rows = json.loads((data / FILE).read_text(encoding="utf-8"))
-    samples = ours["params"]["samples"]
+    samples = ours["params"]["n"]  # the dataset samples each sentence was checked against
     peer = SelfCheckNLI(nli_model=str(folder), device=None)
     began = time.perf_counter()
     per_passage, worst, sentences = [], 0.0, 0

@@ -26,6 +26,7 @@ from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, load_logprob_model
 from halluscope.bench.icl import balanced_context, load_icl_task
+from halluscope.bench.provenance import envelope
 from halluscope.graphs import phr
 
 CASES = (
@@ -55,6 +56,7 @@ def main() -> None:
     context = balanced_context(task.pool, task.labels, args.n, rng)
     queries = [task.queries[int(i)] for i in rng.choice(len(task.queries), size=args.queries, replace=False)]
     rows: list[dict[str, Any]] = []
+    began = time.perf_counter()
     for label, responses, exact, reuse in CASES:
         model.reuse_prefix = reuse
         with tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +100,10 @@ def main() -> None:
         )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "phr_paths.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2) + "\n")
+    passes = sum(r["forward_passes"] for r in rows)
+    made = envelope(models=[args.model], items=args.queries, item="query", calls=sum(r["calls"] for r in rows),
+                    seconds=time.perf_counter() - began, forward_passes=passes)  # fmt: skip
+    (out / "phr_paths.json").write_text(json.dumps({**made, "args": vars(args), "rows": rows}, indent=2) + "\n")
     print(f"wrote {out / 'phr_paths.json'}")
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import halluscope
 from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json
 from halluscope.scale import release_workers
 
@@ -71,6 +72,7 @@ def main() -> None:
     ray.init(include_dashboard=False, log_to_driver=False, namespace="halluscope")
     batch = items(args.items)
     rows: list[dict[str, Any]] = []
+    began = time.perf_counter()
     with StubAPI(latency=args.latency) as stub, tempfile.TemporaryDirectory() as tmp:
         spec = f"openai-compatible:{stub.base_url}/v1#stub"
 
@@ -121,7 +123,10 @@ def main() -> None:
     columns += [(k, k) for k in ("wall_over_bound", "overhead_ms_per_item", "cpu_busy")]
     print(markdown_table(rows, columns))
     path = Path(args.out) / "ray_scale.json"
-    write_json(path, {"latency_s": args.latency, "limit": LIMIT, "rows": rows})
+    stub = f"the stub OpenAI-compatible server at {args.latency} s a call (tests/stub_servers.py)"
+    calls = sum(r["calls"] for r in rows)
+    made = envelope(models=[stub], items=args.items, item="item", calls=calls, seconds=time.perf_counter() - began)
+    write_json(path, {**made, "ray": ray.__version__, "latency_s": args.latency, "limit": LIMIT, "rows": rows})
     print(f"wrote {path}")
 
 

@@ -175,7 +175,15 @@ def _from_wrapper(wrapper: dict[str, Any]) -> dict[str, Any]:
 
 
 def problems(name: str, record: Any) -> list[str]:
-    """What keeps a record from being one: each run must say how it was made."""
+    """What keeps a record from being one: each run must say how it was made; each figure quoted from a
+    paper (docs/results/papers.json) names its table and where it was read."""
+    if isinstance(record, dict) and "papers" in record:
+        return [
+            f"{name} / {paper} / {table}: no rows, or no 'read_from'"
+            for paper, quoted in record["papers"].items()
+            for table, figures in quoted["tables"].items()
+            if not figures.get("rows") or not figures.get("read_from")
+        ]
     if not isinstance(record, dict) or not isinstance(record.get("runs"), dict) or not record["runs"]:
         return [f"{name}: not a record (no runs)"]
     found = []

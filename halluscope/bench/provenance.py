@@ -63,3 +63,17 @@ def _program() -> str:
     if first.name in ("halluscope", "__main__.py"):
         return "halluscope"
     return str(first) if first.suffix == ".py" else first.name
+
+
+def envelope(*, models: list[str], items: int, item: str, calls: int, seconds: float, **cost: Any) -> dict[str, Any]:
+    """What a benchmark script's JSON says of itself, so that it can be committed as a record run
+    (benchmarks/records.py add): how it was made, what it rests on and what it cost."""
+    return {
+        "provenance": provenance(),
+        "models": models,
+        "items": items,
+        "item": item,
+        "calls": calls,
+        "seconds": round(seconds, 1),
+        **cost,
+    }
