@@ -218,8 +218,32 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--run", type=Path, help="the wrapper's run.json (command, commit, seconds)")
     add.add_argument("--items", action="store_true", help="keep every item's scores (a bench's results.json)")
     add.add_argument("--title", help="the record's title, when it is new")
+    out = sub.add_parser("add-output", help="add what a command printed (an example transcript) from a wrapper's run")
+    out.add_argument("record")
+    out.add_argument("label")
+    out.add_argument("run", type=Path, help="a folder with the wrapper's run.json and the command's stdout.txt")
+    out.add_argument("--models", action="append", default=[], help="the models the command used")
+    out.add_argument("--title")
     sub.add_parser("check", help="exit 1 naming every run that does not say how it was made")
     args = ap.parse_args(argv)
+    if args.command == "add-output":
+        wrapper = json.loads((args.run / "run.json").read_text(encoding="utf-8"))
+        run = {
+            **_from_wrapper(wrapper),
+            "models": args.models,
+            "items": 1,
+            "item": "command",
+            "calls": None,
+            "cache_hits": None,
+            "prompt_tokens": None,
+            "unknown": {
+                k: "a transcript: what the command printed says it" for k in ("calls", "cache_hits", "prompt_tokens")
+            },
+            "cache": wrapper.get("cache"),
+            "stdout": (args.run / "stdout.txt").read_text(encoding="utf-8"),
+        }
+        print(f"wrote {add_run(args.record, args.label, run, args.title or args.record).relative_to(ROOT)}")
+        return 0
     if args.command == "check":
         found = [p for name, record in all_records().items() for p in problems(name, record)]
         print("\n".join(found) or f"{len(all_records())} records, every run says how it was made")
