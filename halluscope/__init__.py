@@ -18,7 +18,16 @@ from halluscope.version import __version__
 # public name -> the module that defines it
 _EXPORTS = {
     **dict.fromkeys(
-        ("CallCache", "CallStats", "ChatReply", "Gateway", "RetryPolicy", "default_gateway", "parse_model_spec"),
+        (
+            "CallCache",
+            "CallStats",
+            "ChatReply",
+            "Gateway",
+            "RetryPolicy",
+            "chat_model",
+            "default_gateway",
+            "parse_model_spec",
+        ),
         "halluscope.backends",
     ),
     "Embedder": "halluscope.backends.embeddings",
@@ -61,6 +70,9 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     )
     from halluscope.backends import (
         RetryPolicy as RetryPolicy,
+    )
+    from halluscope.backends import (
+        chat_model as chat_model,
     )
     from halluscope.backends import (
         default_gateway as default_gateway,

@@ -173,6 +173,11 @@ class Gateway:
                 self._models[spec.key] = _Model(spec.key, chat, spec.provider, spec.base_url)
             return self._models[spec.key]
 
+    def chat_model(self, model: ModelLike) -> BaseChatModel:
+        """The LangChain chat model a spec names, the one this gateway's calls use (a local GGUF loaded
+        once): for a chain of your own beside a detector, e.g. ``prompt | gateway.chat_model(spec)``."""
+        return self.model(model).chat
+
     def gives_logprobs(self, model: ModelLike) -> bool:
         """Whether to ask this model for token log-probs by default: local, OpenAI and OpenAI-compatible
         models give them; Anthropic and init_chat_model's providers do not here, and a chat model
