@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 
 class HalluscopeError(Exception):
@@ -52,30 +54,55 @@ class CacheError(ConfigError):
 
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@#?]+@")
-# a query parameter whose name says it holds a secret (api_key, apiKey, token, sig, X-Amz-Signature,
-# client_secret, password, auth ...), after '?', '&', ';' or an HTML-escaped '&amp;'
+# a query parameter, after '?', '&', ';' or an HTML-escaped '&amp;': its value is shown only where its name
+# is known to be harmless; any other (api_key, token, sig, code, a provider's own name for a key) is redacted
 _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[\w.\-\[\]]+)=(?P<value>[^&#\s'\"<>;]+)")
-_SECRET_WORDS = re.compile(
-    r"(?:^|[_.\-\[\]])(?:api)?(?:key|keys|token|tokens|secret|password|passwd|pwd|pass|sig|signature|auth|"
-    r"authorization|credential|credentials|session|sessionid|jwt|bearer)(?:$|[_.\-\[\]])",
-    re.IGNORECASE,
-)
+HARMLESS_PARAMS = frozenset(
+    {
+        "api-version", "api_version", "version", "v", "model", "deployment", "region", "format", "lang",
+        "language", "locale", "timeout", "stream", "limit", "offset", "page", "per_page", "sort", "order",
+        "mode", "q", "query", "id",
+    }
+)  # fmt: skip
 REDACTED = "***"
 
 
 def redact_credentials(text: str) -> str:
     """Text fit to show or store: credentials written into URLs, as user info (``http://user:KEY@host``)
-    or as a query parameter named like a secret (``?api_key=KEY``), are replaced by ``***``. Every
-    printout and every file halluscope writes passes through this one function."""
+    or as a query parameter (``?api_key=KEY``, ``?code=KEY``: every parameter but those known to be
+    harmless, ``HARMLESS_PARAMS``), are replaced by ``***``. Every printout, every file and every log
+    line halluscope writes passes through this one function."""
     text = _URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", text)
     return _QUERY_PARAM.sub(_redacted_param, text)
 
 
 def _redacted_param(match: re.Match[str]) -> str:
-    name = re.sub(r"([a-z])([A-Z])", r"\1_\2", match["name"])  # apiKey, accessToken: words of their own
-    if not _SECRET_WORDS.search(name):
+    if match["name"].lower() in HARMLESS_PARAMS or match["value"] == REDACTED:
         return match[0]
     return f"{match['lead']}{match['name']}={REDACTED}"
+
+
+def redact_log_records() -> None:
+    """Every log record of the process redacted as it is made (``redact_credentials``), whoever
+    configured the logging: httpx logs each request's full URL at INFO (a served graph's log under
+    `langgraph dev` showed ``?api_key=...``). Installed once, by the first import of the backends."""
+    made = logging.getLogRecordFactory()
+    if getattr(made, "redacts", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = made(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot format is the logging's own error to report
+            return record
+        shown = redact_credentials(message)
+        if shown != message:
+            record.msg, record.args = shown, ()
+        return record
+
+    factory.redacts = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
 
 
 def unknown(what: str, given: str, available: Iterable[str]) -> str:

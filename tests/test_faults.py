@@ -300,32 +300,53 @@ def test_a_bad_context_size_in_the_environment_is_a_clear_error(monkeypatch: pyt
 # ---------------------------------------------------------------- issue 32: a key in a URL's query string
 
 
-QUERY_SPECS = ("api_key", "token", "sig", "password", "X-Amz-Signature", "apiKey", "client_secret", "auth")
+QUERY_SPECS = ("api_key", "token", "sig", "password", "X-Amz-Signature", "apiKey", "client_secret", "auth", "code")
 
 
 @pytest.mark.parametrize("name", QUERY_SPECS)
-def test_a_secret_query_parameter_is_redacted_and_others_are_kept(name: str) -> None:
+def test_every_query_parameter_not_known_harmless_is_redacted(name: str) -> None:
+    """Redacted by default, shown only by name: a key in ``?code=`` (a serverless function's URL) was
+    shown, because only names that look like a secret were redacted."""
     from halluscope.errors import redact_credentials
 
     url = f"openai-compatible:http://127.0.0.1:8000/v1?model=m&{name}={SECRET}&region=eu#m"
     assert redact_credentials(url) == f"openai-compatible:http://127.0.0.1:8000/v1?model=m&{name}=***&region=eu#m"
-    escaped = f"http://h/v1?x=1&amp;{name}={SECRET}&amp;y=2"  # as report.html escapes it
-    assert SECRET not in redact_credentials(escaped) and "y=2" in redact_credentials(escaped)
-    assert redact_credentials("http://h/?keyword=ada&monkey=1") == "http://h/?keyword=ada&monkey=1"
+    escaped = f"http://h/v1?model=1&amp;{name}={SECRET}&amp;api-version=2"  # as report.html escapes it
+    assert SECRET not in redact_credentials(escaped) and "api-version=2" in redact_credentials(escaped)
+    assert redact_credentials("http://h/?keyword=ada&monkey=1") == "http://h/?keyword=***&monkey=***"
+    assert redact_credentials(redact_credentials(url)) == redact_credentials(url)
 
 
-def _secret_spec(stub: StubAPI) -> str:
-    return f"openai-compatible:http://127.0.0.1:{stub.port}/v1?api_key={SECRET}#m"
+def _secret_spec(stub: StubAPI, name: str = "api_key") -> str:
+    return f"openai-compatible:http://127.0.0.1:{stub.port}/v1?{name}={SECRET}#m"
 
 
-def test_a_query_string_key_never_reaches_errors_progress_or_any_bench_file(
-    stub: StubAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str], data_dir: Path
+@pytest.mark.parametrize("name", ["api_key", "code"])
+def test_no_log_line_carries_a_credential_whoever_configured_the_logging(
+    stub: StubAPI, caplog: pytest.LogCaptureFixture, name: str
 ) -> None:
-    """One spec with ?api_key= through a bench (results.json, report.md, report.html, items.jsonl,
-    curves.json, the printed lines and the progress on stderr) and through a refused call (the error)."""
+    """httpx logs every request's full URL at INFO (under `langgraph dev` the server's log showed
+    ``?api_key=...``); every record of the process is redacted as it is made."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # what a server's logging does: httpx at INFO, httpcore at DEBUG
+    reply = _gateway(None).call(_secret_spec(stub, name), "semantic_entropy.answer", {"question": "Who?"})
+    assert reply.text
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("HTTP Request: POST" in line for line in logged)  # the request line is there, redacted
+    assert all(SECRET not in line for line in logged) and f"{name}=***" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["api_key", "code"])
+def test_a_query_string_key_never_reaches_errors_progress_or_any_bench_file(
+    stub: StubAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str], data_dir: Path, name: str
+) -> None:
+    """One spec with ?api_key= (or a serverless function's ?code=) through a bench (results.json, report.md,
+    report.html, items.jsonl, curves.json, the printed lines and the progress on stderr), --json, and a
+    refused call (the error)."""
     from halluscope.cli import main
 
-    spec = _secret_spec(stub)
+    spec = _secret_spec(stub, name)
     out = tmp_path / "bench"
     argv = ["bench", "wikibio", "--method", "selfcheck-prompt", "--model", spec, "--limit", "1", "--samples", "1"]
     assert main([*argv, "--out", str(out), "--data", str(data_dir)]) == 0
@@ -334,13 +355,16 @@ def test_a_query_string_key_never_reaches_errors_progress_or_any_bench_file(
         p.name: p.read_text(encoding="utf-8") for p in out.rglob("*") if p.suffix in (".json", ".jsonl", ".md", ".html")
     }
     assert {"results.json", "report.md", "report.html", "items.jsonl", "curves.json"} <= set(written)
-    for name, text in [*written.items(), ("stdout", printed.out), ("stderr (progress)", printed.err)]:
-        assert SECRET not in text, name
-    assert "api_key=***" in written["items.jsonl"] and "api_key=***" in written["report.html"]
+    for where, text in [*written.items(), ("stdout", printed.out), ("stderr (progress)", printed.err)]:
+        assert SECRET not in text, where
+    assert f"{name}=***" in written["items.jsonl"] and f"{name}=***" in written["report.html"]
+    assert main(["detect", "direct-question", "--text", "Ada wrote.", "--model", spec, "--json"]) == 0
+    shown = capsys.readouterr().out
+    assert SECRET not in shown and f"{name}=***" in shown
     stub.fail_next(400)
     code = main(["detect", "direct-question", "--text", "Ada wrote.", "--model", spec, "--no-cache"])
     err = capsys.readouterr().err
-    assert code == 2 and "refused the call (400)" in err and "api_key=***" in err and SECRET not in err
+    assert code == 2 and "refused the call (400)" in err and f"{name}=***" in err and SECRET not in err
 
 
 def test_a_query_string_key_never_reaches_a_failed_item_or_the_log(

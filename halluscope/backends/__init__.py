@@ -5,6 +5,9 @@ from langchain_core.language_models import BaseChatModel
 from halluscope.backends.cache import CallCache
 from halluscope.backends.chat import ModelSpec, parse_model_spec
 from halluscope.backends.gateway import CallStats, ChatReply, Gateway, RetryPolicy, default_gateway
+from halluscope.errors import redact_log_records
+
+redact_log_records()  # every log line of the process, before any client logs a request's URL
 
 
 def chat_model(spec: str) -> BaseChatModel:
