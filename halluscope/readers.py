@@ -31,6 +31,17 @@ def read_file(path: str, flag: str) -> str:
         ) from exc
 
 
+def load_json(text: str, flag: str, path: str) -> Any:
+    """A user file's JSON, or one ConfigError naming the flag and the file: invalid JSON, or JSON nested
+    deeper than Python's parser recurses (a file of 100,000 opening brackets)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{flag} {path} is JSON nested too deeply to read: give a list of texts") from exc
+
+
 def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
     """A user's file as (its JSON, its text) when it opens with '[', else (None, its text). A file that is a
     JSON object is refused: read as text it would become one item holding the whole JSON."""
@@ -39,7 +50,7 @@ def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
     if opening == "{":
         try:
             found = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None, text  # text that happens to open with a brace
         keys = ", ".join(map(repr, list(found)[:3])) if isinstance(found, dict) else ""
         raise ConfigError(
@@ -48,10 +59,7 @@ def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
         )
     if opening != "[":
         return None, text
-    try:
-        return json.loads(text), text
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+    return load_json(text, flag, path), text
 
 
 def read_texts(path: str, flag: str, what: str = "texts", one_per_line: bool = False) -> list[str]:

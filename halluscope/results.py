@@ -6,6 +6,7 @@ Convention: a unit's ``score`` is higher when the unit is more likely hallucinat
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -179,14 +180,26 @@ class DetectionResult(BaseModel):
         return to_pandas([self], threshold)
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """JSON values only: a score or number that is not finite (an unseen token's +inf) becomes None,
+        since JSON has no Infinity or NaN and a reader's parser may refuse them."""
+        return _finite(self.model_dump(mode="json"))
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> DetectionResult:
         return cls.model_validate_json(text)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 ROW_COLUMNS = ("item", "method", "unit", "text", "score", "probability", "flagged", "evidence", "error")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ from halluscope.cli import build_parser, main
 from halluscope.results import DetectionResult, RunMeta, Unit
 from tests.stub_servers import StubAPI
 from tests.test_prompts import V1_HASHES
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -728,3 +731,44 @@ def test_a_guard_refuses_a_threshold_its_scores_cannot_reach(gateway: Any, scrip
     with pytest.raises(halluscope.errors.ConfigError, match="threshold 1.5 flags nothing"):
         hallucination_guard(det, threshold=1.5)
     hallucination_guard(det, threshold=0.5)
+
+
+def test_every_error_exits_2_and_a_closed_stdout_keeps_the_verdict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--exit-code reads 1 as "flagged": a traceback (exit 1) looked like a flag, a closed stdout (`| true`)
+    turned a flag into 0, --csv - wrote a file named '-'. Each case the issue found is now one line."""
+    argv = unigram_argv(tmp_path)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run(capsys, "detect", "grounded", "--text", "A b.", "--context-file", str(deep))
+    assert code == 2 and "nested too deeply" in err and err.count("\n") == 1
+    code, _, err = run(capsys, *argv, "--csv", str(Path("/proc/none/units.csv")))
+    assert code == 2 and err.startswith("halluscope: error: cannot write /proc/none/units.csv")
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(DetectionResult, "decide", broken)
+    code, _, err = run(capsys, *argv, "--threshold", "0")
+    assert code == 2 and err.startswith("halluscope: error: internal error, ValueError: a bug") and err[-1] == "\n"
+    monkeypatch.undo()
+    code, out, err = run(capsys, *argv, "--csv", "-")
+    assert code == 0 and out.startswith("item,method,unit,text,score") and not Path("-").exists()
+    assert run(capsys, *argv, "--csv", "-", "--json")[0] == 2
+    script = "import sys; from halluscope.cli import main; sys.exit(main(sys.argv[1:]))"  # as `halluscope ... | true`
+    command = shlex.join([sys.executable, "-c", script, *argv, "--threshold", "0", "--exit-code"])
+    piped = subprocess.run(
+        f"{command} | true; exit ${{PIPESTATUS[0]}}", shell=True, executable="/bin/bash", capture_output=True,
+        text=True, cwd=REPO,
+    )  # fmt: skip
+    assert piped.returncode == 1, piped.stderr
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_escaped() -> None:
+    from halluscope.bench.report import csv_text
+
+    rows = [{"text": "=cmd|' /C calc'!A0", "score": -1.5}, {"text": "+1", "score": 0.5}, {"text": "@SUM(A1)"}]
+    lines = csv_text(rows).splitlines()
+    assert lines[1].startswith("'=cmd|' /C calc'!A0,-1.5") and lines[2] == "'+1,0.5" and lines[3] == "'@SUM(A1),"
+    assert csv_text([{"text": "-dash"}, {"text": "plain"}]).splitlines()[1:] == ["'-dash", "plain"]

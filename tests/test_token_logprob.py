@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -357,3 +358,46 @@ def test_the_guarded_agent_answers_with_logprobs_and_its_guard_sends_no_call(gat
         "local:smollm2-135m", det, threshold=100.0, on_flag="annotate", gateway=gateway, planted="Paris is in Peru."
     ).invoke({"messages": [HumanMessage(content="Where is Paris?")]})
     assert planted["hallucination"]["calls"] == 1  # never generated: the model reads it once
+
+
+@pytest.mark.parametrize(
+    ("bad", "shown"),
+    [(float("nan"), "nan"), (float("inf"), "inf"), (5.0, "5.0"), (1e308, "1e+308"), (-math.inf, "-inf")],
+)
+def test_a_logprob_that_cannot_be_one_is_refused_naming_its_token(
+    bad: float, shown: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NaN was dropped (its unit scored 0.10), +inf and +5.0 ignored, -inf made "score": Infinity in
+    --json: a log-prob must be finite and at most 0, the file is refused in one line, exit 2."""
+    entries = _openai_entries()
+    entries[1] = {**entries[1], "logprob": bad}
+    with pytest.raises(ConfigError, match=rf"log-prob {re.escape(shown)} of token ' is' is not a log-probability"):
+        token_logprob.detect(TEXT, logprobs=entries)
+    alternatives = _openai_entries()
+    alternatives[2]["top_logprobs"] = [{"token": "x", "logprob": bad}] * 2
+    with pytest.raises(ConfigError, match="is not a log-probability"):
+        token_logprob.detect(TEXT, logprobs=alternatives, variant="max-entropy")
+    path = tmp_path / "lp.json"
+    path.write_text(json.dumps({"content": entries}))  # Python's json writes NaN and Infinity as such
+    argv = [
+        "detect",
+        "token-logprob",
+        "--text",
+        TEXT,
+        "--logprobs-file",
+        str(path),
+        "--exit-code",
+        "--threshold",
+        "0.5",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("halluscope: error: token-logprob: the log-prob") and err.count("\n") == 1
+
+
+def test_json_output_is_valid_json_whatever_the_scores() -> None:
+    from halluscope.results import DetectionResult, RunMeta, Unit
+
+    result = DetectionResult(method="m", units=[Unit(text="a", score=math.inf)], meta=RunMeta(method="m"))
+    shown = json.loads(result.to_json(), parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    assert shown["units"][0]["score"] is None

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halluscope.errors import redact_credentials
+from halluscope.errors import ConfigError, redact_credentials
 
 CURVES = "curves.json"  # every curve a report drew, beside its PNG: report.html draws them again
 
@@ -90,25 +90,41 @@ def write_json(path: Path, obj: Any) -> None:
 
 def write_text(path: Path, text: str) -> None:
     """A report file (report.md, report.html, compare.md ...), with credentials in any URL redacted: every
-    file a benchmark writes goes through here or ``write_json``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(redact_credentials(text), encoding="utf-8")
+    file a benchmark writes goes through here or ``write_json``. A path that cannot be written is one
+    ConfigError naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(redact_credentials(text), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a cell as a formula
+
+
+def csv_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
     """A table as CSV, for a spreadsheet or ``pandas.read_csv``: a dict or list cell as JSON, None as an
-    empty cell, credentials redacted as in every file written. ``columns``: their order (default: as the
-    rows first name them)."""
+    empty cell, and a text cell that a spreadsheet would run as a formula (it starts with = + - @, a tab
+    or a carriage return: a model's answer, a user's text) escaped with a leading apostrophe, as OWASP
+    advises; numbers stay numbers. ``columns``: their order (default: as the rows first name them)."""
     names = list(columns) if columns is not None else list(dict.fromkeys(k for row in rows for k in row))
 
     def cell(value: Any) -> Any:
-        return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list | tuple) else value
+        if isinstance(value, dict | list | tuple):
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=names, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows({k: cell(v) for k, v in row.items()} for row in rows)
-    write_text(path, text.getvalue())
+    return redact_credentials(text.getvalue())
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+    """``csv_text`` written to ``path``, credentials redacted as in every file written: the one writer of
+    every CSV (detect --csv, every bench's items.csv)."""
+    write_text(path, csv_text(rows, columns))
 
 
 METRIC_LABELS = {  # results.json's keys as a reader names them (report.html's metrics table)

@@ -9,8 +9,10 @@ import importlib
 import os
 import re
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from halluscope.cli.commands import COMMANDS
@@ -129,3 +131,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:  # the reader went away (`halluscope methods | head`): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:  # a bug: still one line and exit 2, which --exit-code never means "flagged"
+        if os.environ.get("HALLUSCOPE_DEBUG"):
+            raise
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        print(
+            f"halluscope: error: internal error, {type(exc).__name__}: {redact_credentials(str(exc))[:300]} "
+            f"(at {Path(where.filename).name}:{where.lineno}; HALLUSCOPE_DEBUG=1 shows its traceback; report it)",
+            file=sys.stderr,
+        )
+        return 2

@@ -5,6 +5,7 @@ run through ``halluscope.detector`` and printed as the method describes its resu
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from tqdm import tqdm
 from halluscope import registry
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
-from halluscope.bench.report import write_csv
+from halluscope.bench.report import csv_text, write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values, print_json
@@ -54,7 +55,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
     method = registry.get(args.method)
     kwargs = arguments(method, args)
     calibrated = kwargs.get("calibration") is not None or getattr(args, "calibration", None) is not None
-    if args.csv and (Path(args.csv).is_dir() or any(p.is_file() for p in Path(args.csv).parents)):
+    to_stdout = args.csv == "-"
+    if to_stdout and args.json:
+        raise ConfigError("--csv - and --json both write to standard output: give --csv a file")
+    if args.csv and not to_stdout and (Path(args.csv).is_dir() or any(p.is_file() for p in Path(args.csv).parents)):
         raise ConfigError(f"--csv {args.csv} cannot be written: a folder is there, or a file stands for a folder above")
     problem = method.threshold_problem(args.threshold, calibrated)
     if problem:
@@ -82,16 +86,23 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
         result = found.detect(stats=CallStats(on_reply=replied, on_plan=planned))
     verdict = result.decide(args.threshold)
-    if args.csv:
+    status = 1 if args.exit_code and verdict is not None and verdict.count else 0
+    if args.csv and not to_stdout:
         write_csv(Path(args.csv), result.rows(), ROW_COLUMNS)
         print(f"wrote {len(result.units)} units to {args.csv}", file=sys.stderr)
-    if args.json:
-        print(result.to_json())
-    else:
-        long = len(result.units) > LONG and not args.all
-        print(f"{result.summary(top=5)}\n{result.meta.cost()}" if long else method.describe(result))
-        show_verdict(result, verdict, coloured=not long)
-    return 1 if args.exit_code and verdict is not None and verdict.count else 0
+    try:
+        if to_stdout:
+            sys.stdout.write(csv_text(result.rows(), ROW_COLUMNS))
+        elif args.json:
+            print(result.to_json())
+        else:
+            long = len(result.units) > LONG and not args.all
+            print(f"{result.summary(top=5)}\n{result.meta.cost()}" if long else method.describe(result))
+            show_verdict(result, verdict, coloured=not long)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`, `| true`): the verdict is still the exit status
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return status
 
 
 def show_verdict(result: DetectionResult, verdict: Verdict | None, coloured: bool) -> None:

@@ -18,7 +18,7 @@ No model call is sent for given log-probs, and one forward pass per text otherwi
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -32,7 +32,7 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, arg
 from halluscope.graphs.stages import Blocking, Steps
-from halluscope.readers import read_file
+from halluscope.readers import load_json, read_file
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.token_probability import (
     ENTROPY_VARIANTS,
@@ -56,21 +56,35 @@ WHOLE_VOCABULARY = "whole vocabulary"
 # ---------------------------------------------------------------- log-probs given with an answer
 
 
-def _top_values(top: Any) -> list[float] | None:
+LOGPROB_TOLERANCE = 1e-3  # a log-prob a provider rounded to just above 0 is still a log-prob
+
+
+def _logprob(value: Any, token: str) -> float:
+    """A given log-prob as a float: finite and at most 0 (a rounding above it tolerated, read as 0), or a
+    ConfigError naming the token; a NaN, an infinity or +5.0 cannot be a log-probability."""
+    number = float(value)
+    if not math.isfinite(number) or number > LOGPROB_TOLERANCE:
+        raise ConfigError(
+            f"{NAME}: the log-prob {value!r} of token {token!r} is not a log-probability (finite, at most 0)"
+        )
+    return min(number, 0.0)
+
+
+def _top_values(top: Any, token: str) -> list[float] | None:
     """A token's alternatives' log-probs from any of the shapes providers give: a list of entries
     ({'token', 'logprob'} or objects), a {token: logprob} mapping (completions APIs), (token, logprob) pairs."""
     if not top:
         return None
     if isinstance(top, Mapping):
-        return [float(v) for v in top.values()]
+        return [_logprob(v, token) for v in top.values()]
     values = []
     for alt in top:
         if isinstance(alt, Mapping):
-            values.append(float(alt["logprob"]))
+            values.append(_logprob(alt["logprob"], token))
         elif isinstance(alt, list | tuple):
-            values.append(float(alt[1]))
+            values.append(_logprob(alt[1], token))
         else:
-            values.append(float(alt.logprob))
+            values.append(_logprob(alt.logprob, token))
     return values
 
 
@@ -78,10 +92,13 @@ def _entry(entry: Any) -> tuple[str, float, list[float] | None]:
     """(token, logprob, its alternatives' log-probs) of one given token."""
     try:
         if isinstance(entry, Mapping):
-            return str(entry["token"]), float(entry["logprob"]), _top_values(entry.get("top_logprobs"))
+            token = str(entry["token"])
+            return token, _logprob(entry["logprob"], token), _top_values(entry.get("top_logprobs"), token)
         if isinstance(entry, list | tuple):
-            return str(entry[0]), float(entry[1]), _top_values(entry[2] if len(entry) > 2 else None)
-        return str(entry.token), float(entry.logprob), _top_values(getattr(entry, "top_logprobs", None))
+            token = str(entry[0])
+            return token, _logprob(entry[1], token), _top_values(entry[2] if len(entry) > 2 else None, token)
+        token = str(entry.token)
+        return token, _logprob(entry.logprob, token), _top_values(getattr(entry, "top_logprobs", None), token)
     except (KeyError, IndexError, AttributeError, TypeError, ValueError) as exc:
         raise ConfigError(
             f"{NAME}: a given log-prob entry {str(entry)[:80]!r} is not (token, logprob, top_logprobs): {exc}"
@@ -157,11 +174,7 @@ def given_stats(given: Any, text: str | None) -> tuple[str, list[TokenStat], str
 def read_logprobs(path: str, flag: str) -> Any:
     """--logprobs-file: a JSON list of token entries, OpenAI's logprobs object, or a whole (chat)
     completion response as the provider returned it (``SHAPES``)."""
-    raw = read_file(path, flag)
-    try:
-        found = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{flag} {path} is not JSON: {exc}") from exc
+    found = load_json(read_file(path, flag), flag, path)
     given_entries(found)  # its shape, checked before any model loads
     return found
 
