@@ -48,6 +48,67 @@ class Calibration(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict, description="the benchmark and the fit / test split")
     report: dict[str, Any] = Field(default_factory=dict, description="held-out metrics of the fitted probability")
 
+    def problem(self) -> str | None:
+        """Why the fitted numbers cannot be used (None when they can), naming the field: every number
+        finite, an isotonic curve's x sorted and its y probabilities in [0, 1] of x's length, a logistic
+        fit's one coefficient per method, each method's cap. Checked when a calibration is read or given,
+        so a hand-edited or damaged file never turns a score into p=nan or p=7."""
+        if not self.methods:
+            return "methods is empty"
+        params = self.params
+
+        def numbers(name: str, value: Any) -> str | None:
+            values = value if isinstance(value, list) else [value]
+            for i, v in enumerate(values):
+                where = f"params.{name}[{i}]" if isinstance(value, list) else f"params.{name}"
+                if isinstance(v, bool) or not isinstance(v, int | float):
+                    return f"{where} is {v!r}, not a number"
+                if not math.isfinite(v):
+                    return f"{where} is {v}, not a finite number"
+            return None
+
+        need = ("x", "y", "cap") if self.kind == "isotonic" else ("coef", "intercept", "cap")
+        missing = [k for k in need if k not in params]
+        if missing:
+            return f"params has no {', '.join(missing)} (a {self.kind} calibration needs {', '.join(need)})"
+        if self.kind == "isotonic":
+            x, y = params["x"], params["y"]
+            if not isinstance(x, list) or not isinstance(y, list) or not x or len(x) != len(y):
+                return "params.x and params.y must be lists of one length, at least 1"
+            found = numbers("x", x) or numbers("y", y)
+            if found:
+                return found
+            if any(b < a for a, b in zip(x, x[1:], strict=False)):
+                return "params.x is not sorted (an isotonic curve's x rises)"
+            outside = [i for i, v in enumerate(y) if not 0 <= v <= 1]
+            if outside:
+                return f"params.y[{outside[0]}] is {y[outside[0]]}, not a probability in [0, 1]"
+            if len(self.methods) != 1:
+                return f"an isotonic calibration has one method, not {len(self.methods)}"
+        else:
+            coef = params["coef"]
+            if not isinstance(coef, list) or len(coef) != len(self.methods):
+                shown = len(coef) if isinstance(coef, list) else repr(coef)
+                return f"params.coef has {shown} coefficients for {len(self.methods)} method(s)"
+            found = numbers("coef", coef) or numbers("intercept", params["intercept"])
+            if found:
+                return found
+        caps = params["cap"]
+        if not isinstance(caps, dict) or set(caps) != set(self.methods):
+            return f"params.cap must give each method ({', '.join(self.methods)}) its cap"
+        for method in self.methods:
+            found = numbers(f"cap.{method}", caps[method])
+            if found:
+                return found
+        return None
+
+    def checked(self, where: str = "the calibration") -> Calibration:
+        """This calibration, or one ConfigError naming ``where`` and the field that cannot be used."""
+        found = self.problem()
+        if found:
+            raise ConfigError(f"{where} cannot be used: {found}")
+        return self
+
     def probability(self, scores: Mapping[str, float | None]) -> float | None:
         """P(hallucinated) from each method's raw score (None when a method has no score)."""
         values = []
@@ -146,9 +207,12 @@ class Calibration(BaseModel):
     def load(cls, path: str | Path) -> Calibration:
         text = read_file(str(path), "the calibration file")  # binary, non-UTF-8 or missing: one line
         try:
-            return cls.model_validate_json(text)
+            found = cls.model_validate_json(text)
         except (ValidationError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{path} is not a halluscope calibration file: {exc}") from exc
+            first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+            why = f"{'.'.join(map(str, first['loc']))}: {first['msg']}" if first else str(exc)
+            raise ConfigError(f"{path} is not a halluscope calibration file ({why})") from exc
+        return found.checked(str(path))
 
 
 def fitted_score(unit: Unit) -> float | None:

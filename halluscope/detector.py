@@ -64,6 +64,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         self._check_names(self.options, "option")
         check_arguments(self.method, self.options, self.spec.hints)
         if self.calibration is not None:
+            self.calibration.checked()  # a Calibration built in Python is checked as a file is
             model = self.options.get(self.spec.model_field)
             self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
             self._check_settings(self._scale_options())  # n=3 against a fit on 20: refused before any call

@@ -347,3 +347,59 @@ def test_quality_problems_by_hand() -> None:
     few = np.array([True] * 30 + [False] * 9)
     assert quality_problems(few, y, [60.0, 80.0]) == ["the fit split has 9 accurate sentences (at least 10 needed)"]
     assert "one class only" in quality_problems(y, y, None)[0]
+
+
+GOOD = {
+    "kind": "isotonic",
+    "methods": ["selfcheck-unigram"],
+    "model": None,
+    "prompts": [],
+    "params": {"x": [0.0, 1.0, 2.0], "y": [0.1, 0.5, 0.9], "cap": {"selfcheck-unigram": 3.0}},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"params": {}}, "params has no x, y, cap"),
+        ({"kind": "platt", "params": {"intercept": 0.0, "cap": {"selfcheck-unigram": 3.0}}}, "params has no coef"),
+        ({"params": {**GOOD["params"], "y": [0.1, 0.5]}}, "params.x and params.y must be lists of one length"),
+        ({"kind": "stacked", "params": {"coef": [1, 2, 3], "intercept": 0, "cap": {"selfcheck-unigram": 3.0}}},
+         "params.coef has 3 coefficients for 1 method"),
+        ({"params": {**GOOD["params"], "x": ["a", "b", "c"]}}, "params.x[0] is 'a', not a number"),
+        ({"params": {**GOOD["params"], "y": [0.1, float("nan"), 0.9]}}, "params.y[1] is nan, not a finite number"),
+        ({"params": {**GOOD["params"], "y": [5, 7, 9]}}, "params.y[0] is 5, not a probability in [0, 1]"),
+        ({"params": {**GOOD["params"], "y": [-0.1, 0.5, 0.9]}}, "params.y[0] is -0.1, not a probability"),
+        ({"params": {**GOOD["params"], "x": [0.0, 1e400, 2.0]}}, "params.x[1] is inf, not a finite number"),
+        ({"params": {**GOOD["params"], "x": [2.0, 1.0, 0.0]}}, "params.x is not sorted"),
+        ({"params": {**GOOD["params"], "cap": {}}}, "params.cap must give each method"),
+    ],
+)  # fmt: skip
+def test_a_calibration_file_that_cannot_be_used_is_refused_in_one_line(
+    change: dict[str, Any], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each was a traceback (params {}: KeyError 'x') or, worse, used: NaN gave p=nan and '0 of 2 units
+    flagged', so --exit-code passed; y = [5, 7] printed p=5.00 and p=7.00."""
+    import json
+
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({**GOOD, **change}).replace("Infinity", "1e400"))
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        Calibration.load(path)
+    samples = tmp_path / "s.txt"
+    samples.write_text("Einstein was born in Ulm.\n---\nHe played the violin.\n")
+    argv = ["detect", "selfcheck-unigram", "--text", "He was born in Ulm.", "--samples-file", str(samples)]
+    assert main([*argv, "--calibration", str(path), "--exit-code"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(f"halluscope: error: {path} cannot be used: ") and said in err
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        halluscope.detector("selfcheck-unigram", calibration=Calibration.model_validate({**GOOD, **change}))
+    assert Calibration.load(_written(tmp_path, GOOD)).problem() is None
+
+
+def _written(folder: Path, content: dict[str, Any]) -> Path:
+    import json
+
+    path = folder / "good.json"
+    path.write_text(json.dumps(content))
+    return path
