@@ -96,12 +96,6 @@ def build_agent(
     return graph.compile()
 
 
-def planted_context(bio: Any) -> list[str]:
-    """A biography's true sentences, then the planted detail stated right."""
-    true = [s for i, s in enumerate(bio.sentences) if i != bio.planted]
-    return [" ".join(true) + f" In fact, {bio.truth}."]
-
-
 def key_words(fact: str) -> list[str]:
     """The names and numbers of a stated fact ("she died in Passy, France, in 1934": Passy, France, 1934)."""
     return [w.strip(".,") for w in fact.split() if w[:1].isupper() or w[:1].isdigit()]
@@ -122,7 +116,7 @@ def measure_planted(
         state = guard.invoke(
             {
                 "messages": [HumanMessage(f"Tell me about {bio.person}."), AIMessage(" ".join(bio.sentences))],
-                "context": planted_context(bio),
+                "context": bio.documents,
             },
             {"configurable": {"stats": stats}},
         )

@@ -277,6 +277,8 @@ def test_the_evaluator_reads_the_context_from_the_examples_inputs(gateway: Gatew
     assert row["metadata"]["error"] is None
     missing = evaluate(inputs={"question": "What is the capital?"}, outputs={"answer": ANSWER})
     assert missing["score"] is None and "context" in missing["comment"]
+    one = evaluate(inputs={"question": "What is the capital?", "context": DOCS[0]}, outputs={"answer": ANSWER})
+    assert one["score"] == 1.0 and one["metadata"]["error"] is None  # openevals' style: one text (it scored None)
 
 
 def test_the_tool_and_the_guard_take_the_documents(gateway: Gateway, scripted: Any) -> None:
@@ -468,7 +470,7 @@ def test_the_rag_examples_plumbing_retrieves_answers_guards_and_measures(cache: 
         """Rewrites a flagged biography as its documents state it (the true sentences, and the truth)."""
         if "Draft answer:" in prompt:
             bio = next(b for b in BIOGRAPHIES if f"Tell me about {b.person}." in prompt)
-            return example.planted_context(bio)[0]
+            return bio.documents[0]
         return respond(prompt, params)
 
     revised = example.measure_planted(scripted(reviser, "scripted:reviser"), gateway, 0.5, "revise")

@@ -33,6 +33,13 @@ class Biography:
     def prompt(self) -> str:
         return f"This is a Wikipedia passage about {self.person}:"
 
+    @property
+    def documents(self) -> list[str]:
+        """What a grounded check reads the biography against: its true sentences, then the planted
+        detail stated right ("In fact, he was born in Ulm.")."""
+        true = [s for i, s in enumerate(self.sentences) if i != self.planted]
+        return [" ".join(true) + f" In fact, {self.truth}."]
+
 
 BIOGRAPHIES = (
     Biography(
@@ -142,7 +149,8 @@ def riskiest(scores: list[float | None]) -> list[int]:
 
 def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3) -> Plan:
     """Each biography scored by ``method`` (SelfCheck-Prompt regenerates ``n`` passages; FIBE's exam
-    is answered ``n`` times); a hit when the planted sentence alone scores highest."""
+    is answered ``n`` times; a grounded method reads ``Biography.documents``); a hit when the planted
+    sentence alone scores highest."""
     if method not in registry.sentence_methods():
         choices = ", ".join(registry.sentence_methods())
         raise ConfigError(f"bench planted scores sentences: {method!r} does not; available: {choices}")
@@ -154,6 +162,8 @@ def planted_plan(method: str, *, model: ModelLike, gateway: Gateway, n: int = 3)
 
     def score(bio: Biography) -> dict[str, Any]:
         context = {det.spec.question_field: bio.prompt} if det.spec.question_field else {}
+        if det.spec.context_field:  # a grounded method checks the biography against its documents
+            context[det.spec.context_field] = bio.documents
         result = det.detect(text=" ".join(bio.sentences), sentences=list(bio.sentences), stats=stats, **context)
         scores = [u.score for u in result.units]
         top = riskiest(scores)
