@@ -152,3 +152,28 @@ def test_a_sentencepiece_tokenizer_without_sentencepiece_names_the_install(
     monkeypatch.setattr("halluscope.backends.logprobs.find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r"SentencePiece model \(spm.model\), which needs sentencepiece"):
         hf_directory(tmp_path, None, "the NLI backend")
+
+
+def test_garbage_files_that_match_their_record_are_one_line_naming_the_folder_and_the_repair(
+    hub: FileHost, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record rewritten to match garbage (config.json not JSON) passed the check and then failed in
+    transformers: OSError '... config.json is not a valid JSON file'. Now one line names the folder."""
+    assert main(["models", "pull", NAME]) == 0
+    folder = checkpoint_dir(NAME)
+    (folder / "config.json").write_bytes(b"not json")
+    record = json.loads((folder / RECORD).read_text())
+    for entry in record["files"]:
+        if entry["path"] == "config.json":
+            entry |= {"size": 8, "sha256": hashlib.sha256(b"not json").hexdigest()}
+    (folder / RECORD).write_text(json.dumps(record))
+    with pytest.raises(
+        ConfigError, match=rf"the NLI checkpoint in {folder} cannot be loaded .*models pull NAME --force"
+    ):
+        entailment.nli_checkpoint(NAME)
+    samples = folder.parent / "samples.json"
+    samples.write_text(json.dumps(SAMPLES))
+    capsys.readouterr()
+    code = main(["detect", "selfcheck-nli", "--judge", f"nli:{NAME}", "--text", TEXT, "--samples-file", str(samples)])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot be loaded" in err and err.count("\n") == 1

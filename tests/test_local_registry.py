@@ -104,3 +104,41 @@ def test_registry_models_of_the_local_extra_are_installed() -> None:
     rows = {r["name"]: r for r in local.registry_rows()}
     assert all(r["installed"] for r in rows.values()), {n: r.get("install") for n, r in rows.items()}
     assert rows["smollm2-135m"]["bytes"] == 98362432
+
+
+@pytest.fixture
+def pulled_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> local.RegistryModel:
+    """A registry model whose GGUF was pulled from the Hub into the model cache (no packages)."""
+    payload = b"GGUF" + bytes(range(256)) * 8
+    digest = hashlib.sha256(payload).hexdigest()
+    monkeypatch.setenv("HALLUSCOPE_MODELS_DIR", str(tmp_path / "models"))
+    hub = local._hub("someone/fake-GGUF", "fake.gguf", digest, len(payload))
+    model = local.RegistryModel("fake-pulled", "test model", (), "0.1", digest, hub=hub)
+    monkeypatch.setitem(local.REGISTRY, "fake-pulled", model)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "fake-pulled.gguf").write_bytes(payload)
+    monkeypatch.setattr(local, "_verified", set())
+    return model
+
+
+def test_a_pulled_model_with_a_flipped_byte_is_refused_when_first_loaded(
+    pulled_model: local.RegistryModel, tmp_path: Path
+) -> None:
+    """It was checked by size only, loaded and used, while `models pull` said it was installed."""
+    path = tmp_path / "models" / "fake-pulled.gguf"
+    data = path.read_bytes()
+    path.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])  # same size, one bit off
+    with pytest.raises(ConfigError, match=r"is damaged: its sha256 is .*`halluscope models pull fake-pulled --force`"):
+        local.model_file("fake-pulled")
+    path.write_bytes(bytes(len(data)))  # a same-size file of zeros: the same refusal
+    with pytest.raises(ConfigError, match="is damaged"):
+        local.model_file("fake-pulled")
+    path.write_bytes(data)
+    assert local.model_file("fake-pulled") == path
+
+
+def test_a_gguf_llama_cpp_cannot_load_is_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + bytes(64))
+    with pytest.raises(ConfigError, match=rf"llama.cpp cannot load {broken}"):
+        local.load_llama(local.model_file(str(broken)))

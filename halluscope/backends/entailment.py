@@ -183,8 +183,15 @@ class NLIEntailment(Entailment):
         self.name = name or f"nli:{path}"
         self.device = device or "cpu"
         self.batch_size = batch_size
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForSequenceClassification.from_pretrained(path).to(self.device).eval()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForSequenceClassification.from_pretrained(path).to(self.device).eval()
+        except (OSError, ValueError) as exc:  # a config.json that is not JSON, weights that are not weights
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(
+                f"the NLI checkpoint in {path} cannot be loaded ({first[:200]}): its files are damaged or not a "
+                "checkpoint; a pulled one is repaired by `halluscope models pull NAME --force`"
+            ) from exc
         self.index = self._label_index(self.model.config.id2label)
         self._lock = threading.Lock()
 

@@ -266,6 +266,15 @@ def model_file(name_or_path: str) -> Path:
     model = REGISTRY[name_or_path]
     with _verify_lock:
         if (pulled := pulled_file(model)) is not None:
+            if pulled not in _verified:  # once a process: a flipped byte of the same size is caught here
+                pin = model.hub.sha256 if model.hub is not None else model.sha256
+                if (found := _sha256(_read(pulled))) != pin:
+                    raise ConfigError(
+                        f"{pulled} is damaged: its sha256 is {found}, not its pin {pin}; repair it with "
+                        f"`halluscope models pull {model.name} --force`, or delete it"
+                        + (" (its pip packages join it again)" if model.split else "")
+                    )
+                _verified.add(pulled)
             return pulled
     parts = _part_files(model)
     if not model.split:
@@ -361,14 +370,20 @@ def load_llama(path: Path, logits_all: bool = False, n_ctx: int | None = None) -
                     "local models need llama-cpp-python: pip install -e '.[local]' (it builds from source; "
                     "needs a C/C++ compiler and cmake, about 5 minutes on 2 cores)"
                 ) from exc
-            llama = Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                logits_all=logits_all,
-                n_threads=os.cpu_count() or 1,
-                seed=0,
-                verbose=False,
-            )
+            try:
+                llama = Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    logits_all=logits_all,
+                    n_threads=os.cpu_count() or 1,
+                    seed=0,
+                    verbose=False,
+                )
+            except ValueError as exc:  # llama.cpp's "Failed to load model from file": a damaged GGUF
+                raise ConfigError(
+                    f"llama.cpp cannot load {path} ({exc}): the file is damaged or not a model llama.cpp reads; "
+                    "a registry model is repaired by `halluscope models pull NAME --force`"
+                ) from exc
             _loaded[key] = LoadedLlama(llama, threading.Lock(), path, logits_all)
         return _loaded[key]
 
