@@ -59,7 +59,8 @@ def generated_logprobs(lm: LlamaCppLogProbModel, question: str, text: str) -> li
 
 def guarded(det: halluscope.Detector, bio: Biography, message: AIMessage, gateway: Gateway) -> dict[str, Any]:
     """One guard check of a biography: hit, added seconds, calls, the sentences' scores."""
-    guard = hallucination_guard(det, threshold=float("inf"), on_flag="annotate", gateway=gateway)
+    top = det.spec.scores[1] if det.spec.scores else float("inf")  # the most a score can be: the guard passes
+    guard = hallucination_guard(det, threshold=top, on_flag="annotate", gateway=gateway)
     started = time.perf_counter()
     state = guard.invoke({"messages": [HumanMessage(content=bio.prompt), message]})
     seconds = time.perf_counter() - started
