@@ -33,7 +33,7 @@ from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
-from halluscope.graphs.method import RUN_SETTINGS, Method, call_limit
+from halluscope.graphs.method import RUN_SETTINGS, Method, batch_budget, call_limit
 from halluscope.graphs.stages import MAX_CALLS, CallBudget
 from halluscope.results import DetectionResult, RunMeta, Unit
 from halluscope.text import checked_text, checked_texts
@@ -293,7 +293,10 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             if executor == "ray":
                 self._on_ray(batch, done, concurrency, address, workers)
             else:
-                with ContextThreadPoolExecutor(max_workers=concurrency) as pool:
+                with (
+                    batch_budget(CallBudget(self.max_calls, scope="batch")),
+                    ContextThreadPoolExecutor(max_workers=concurrency) as pool,
+                ):
                     list(pool.map(lambda i: done(i, self.scored(batch[i])), range(len(batch))))
         finished = [r for r in results if r is not None]
         if len(finished) != len(batch):  # every item is scored or recorded as failed: none may be lost
@@ -340,8 +343,9 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         def arrived(index: int, value: DetectionResult | scale.WorkerLost) -> None:
             done(index, self._failed(value, 0.0) if isinstance(value, scale.WorkerLost) else value)
 
+        budget = scale.budget_actor() if self.max_calls is not None else None
         scale.ray_map(
-            _DetectJob(self),
+            _DetectJob(self, budget),
             batch,
             arrived,
             workers=workers,
@@ -361,12 +365,35 @@ FORCED = " (forced)"  # ends the warning of a calibration applied to other setti
 
 @dataclass(frozen=True)
 class _DetectJob:
-    """A Ray worker's share of detect_many: the detector, scored item by item."""
+    """A Ray worker's share of detect_many: the detector, scored item by item, every run's calls counted
+    on the batch's one budget actor."""
 
     detector: Detector
+    budget: Any = None  # the batch's BatchBudget actor (scale.budget_actor); None: no limit
 
     def build(self) -> Callable[[Mapping[str, Any]], DetectionResult]:
-        return self.detector.scored
+        if self.budget is None:
+            return self.detector.scored
+        shared = _ClusterBudget(self.detector.max_calls, self.budget)
+
+        def scored(item: Mapping[str, Any]) -> DetectionResult:
+            with batch_budget(shared):
+                return self.detector.scored(item)
+
+        return scored
+
+
+class _ClusterBudget(CallBudget):
+    """A batch's budget whose count lives in a Ray actor: every worker's runs plan against one total."""
+
+    def __init__(self, limit: int | None, actor: Any) -> None:
+        super().__init__(limit, scope="batch")
+        self.actor = actor
+
+    def plan(self, calls: int, retry: bool = False) -> None:
+        from halluscope import scale
+
+        self.check(*scale.ray_module().get(self.actor.plan.remote(calls, retry)))
 
 
 def detector(

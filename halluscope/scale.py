@@ -216,6 +216,25 @@ def _limit_actor_class() -> Any:
     return ModelLimit
 
 
+def budget_actor() -> Any:
+    """A batch's call count for the whole cluster (detect_many on Ray): each worker's runs announce their
+    calls, and their retries, to this one actor, so ``max_calls`` covers the batch's items together."""
+    ray = ray_module()
+
+    @ray.remote(num_cpus=0)
+    class BatchBudget:
+        def __init__(self) -> None:
+            self.planned = 0
+            self.retries = 0
+
+        def plan(self, calls: int, retry: bool) -> tuple[int, int]:
+            self.planned += calls
+            self.retries += calls if retry else 0
+            return self.planned, self.retries
+
+    return BatchBudget.remote()
+
+
 def _limit_name(model: str, limit: int) -> str:
     """The limit actor's name, which Ray's dashboard and state API show: no credential in it."""
     return f"limit:{redact_credentials(model)}:{limit}"

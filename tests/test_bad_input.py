@@ -286,3 +286,31 @@ def test_paragraph_semantic_entropy_checks_its_budget_again_once_it_knows_the_cl
     with pytest.raises(BudgetError, match="more than the limit of 10,000"):
         det.detect(question="Tell me about Ada Lovelace.", text=TEXT)
     assert len(asked) == 1  # the decomposition only
+
+
+def test_a_batch_budget_covers_the_batch_and_says_so(gateway: halluscope.Gateway, scripted: Any) -> None:
+    """detect_many of 10 items planning 4 calls each under max_calls=4 sent 40 requests: the limit now
+    covers the batch's items together, and the items past it fail naming the batch."""
+    asked: list[str] = []
+    model = scripted(lambda prompt, _params: asked.append(prompt) or "Yes", "scripted:batch")
+    det = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway, max_calls=4)
+    items = [{"text": f"Ada wrote program {i}. It ran.", "samples": ["Ada wrote.", "It ran."]} for i in range(10)]
+    results = det.detect_many(items, concurrency=1, progress=False)
+    assert len(asked) == 4 and results[0].ok
+    assert all(r.error is not None and "this batch plans 8 model calls" in r.error for r in results[1:2])
+    assert all("max_calls covers the whole batch" in (r.error or "") for r in results[1:])
+    assert det.detect(**items[1]).ok  # one run alone has its own budget
+
+
+def test_retries_count_against_the_budget(gateway: halluscope.Gateway) -> None:
+    """A run that plans exactly max_calls against a failing server sent twice as many requests: each
+    retry is one more call of the budget, so the run stops at its limit, saying retries took it there."""
+    from tests.stub_servers import StubAPI
+
+    with StubAPI(answer="Yes") as stub:
+        stub.fail_next(503, 100)
+        spec = f"openai-compatible:{stub.base_url}/v1#m"
+        det = halluscope.detector("direct-question", model=spec, gateway=gateway, max_calls=2)
+        with pytest.raises(BudgetError, match=r"plans 3 model calls \(1 of them retries of failed requests\)"):
+            det.detect(text="Ada wrote a program. It ran on an engine.", prompt="Who was Ada?")
+        assert len(stub.requests) <= 2  # never more requests than the limit, retries included

@@ -265,3 +265,11 @@ def test_the_upload_recipe_sends_each_score_to_the_langsmith_server(gateway: Gat
     feedback = [json.loads(r["body"]) for r in server.requests if r["path"] == "/feedback"]
     assert len(created) == 1 and created[0]["name"].startswith("halluscope")
     assert [(f["key"], f["score"]) for f in feedback] == [("halluscope_selfcheck_prompt", 1.0)] * 2
+
+
+def test_an_evaluator_past_its_budget_says_why_in_its_row(gateway: Gateway, scripted: Any) -> None:
+    evaluator = factories.create_direct_question_evaluator(
+        model=scripted(lambda p, k: "Yes"), gateway=gateway, max_calls=1
+    )
+    row = evaluator(inputs={"question": "Q?"}, outputs={"answer": "Paris is in France. Rome is in Italy."})
+    assert row["score"] is None and "BudgetError: this run plans 2 model calls" in row["comment"]

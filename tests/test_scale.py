@@ -342,3 +342,14 @@ def test_a_detector_whose_model_cannot_travel_is_refused_before_any_work(cluster
     det = halluscope.detector("selfcheck-prompt", model=model)
     with pytest.raises(ConfigError, match="cannot travel .* give models and judges as spec strings"):
         det.detect_many(_items(2), progress=False, executor="ray")
+
+
+def test_a_batch_budget_holds_across_the_ray_workers(cluster: Any) -> None:
+    """max_calls covers the batch's items together on Ray too: the workers plan against one actor."""
+    with StubAPI() as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        det = halluscope.detector("selfcheck-prompt", model=spec, gateway=Gateway(cache=None), max_calls=8)
+        items = [item for item in _items(12) if item["text"].strip()]
+        results = det.detect_many(items, concurrency=1, progress=False, executor="ray", workers=2)
+        assert len(stub.requests) <= 8 and sum(r.ok for r in results) == 2
+        assert all("max_calls covers the whole batch" in (r.error or "") for r in results if not r.ok)

@@ -41,7 +41,7 @@ from halluscope.backends.retry import (
     call_with_retries,
     env_number,
 )
-from halluscope.backends.stats import CallStats, ChatReply
+from halluscope.backends.stats import CallStats, ChatReply, retry_hook
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
 from halluscope.scoring.token_probability import TokenStat
@@ -660,8 +660,18 @@ def _raised_in(exc: BaseException, package: str) -> bool:
     return tb is not None and package in tb.tb_frame.f_code.co_filename
 
 
-def _retry_counter(stats: CallStats | None) -> Callable[[], None] | None:
-    return stats.add_retry if stats is not None else None
+def _retry_counter(stats: CallStats | None) -> Callable[[], None]:
+    """What a retry of a request counts: the run's retries, and one more call of its budget (which may
+    refuse it: a run cannot send more requests than its limit, retries included)."""
+    budget = retry_hook.get()  # read where the call starts: a retry may run on another thread
+
+    def counted() -> None:
+        if stats is not None:
+            stats.add_retry()
+        if budget is not None:
+            budget()
+
+    return counted
 
 
 # fields that hold secrets, clients or run-time plumbing: they never change an answer

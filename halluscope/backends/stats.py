@@ -7,10 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from halluscope.results import RunMeta, TokenUsage
+
+# what a run counts each retry against (its call budget, set while its graph runs): the gateway calls it
+retry_hook: ContextVar[Callable[[], None] | None] = ContextVar("halluscope_retry_hook", default=None)
 
 
 class CallStats:

@@ -484,8 +484,22 @@ def call_limit(max_calls: int | None) -> Iterator[None]:
         _max_calls.reset(token)
 
 
+_batch: ContextVar[CallBudget | None] = ContextVar("halluscope_batch_budget", default=None)
+
+
+@contextmanager
+def batch_budget(budget: CallBudget) -> Iterator[None]:
+    """The runs started inside share ``budget``: a batch's limit covers all its items (detect_many), not
+    each one (ten items of four calls under max_calls=4 once sent forty requests)."""
+    token = _batch.set(budget)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+
+
 def _budget() -> CallBudget:
-    return CallBudget(_max_calls.get())
+    return _batch.get() or CallBudget(_max_calls.get())
 
 
 def option_table(method: Method) -> str:

@@ -6,7 +6,8 @@ import asyncio
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -15,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.entailment import Entailment, Judgement, Mode, ZeroShot, equivalent
 from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, samples
+from halluscope.backends.stats import retry_hook
 from halluscope.errors import ConfigError
 from halluscope.scoring import ClusterRule, cluster_steps, length_normalised
 from halluscope.text import checked_passage
@@ -253,26 +255,48 @@ class BudgetError(ConfigError):
 
 
 class CallBudget:
-    """The model calls one run may plan (None: no limit). A method announces its calls as soon as it knows
-    them (``plan_calls``), before it makes them; the announcement that passes the limit raises, naming
-    the count and how to allow it."""
+    """The model calls a run may plan (None: no limit), or a batch's runs together (``scope``). A method
+    announces its calls as soon as it knows them (``plan_calls``), before it makes them; the gateway
+    counts each retry of a request as one more (``counting_retries``). The announcement that passes the
+    limit raises, naming the count, what the limit covers and how to allow it."""
 
-    def __init__(self, limit: int | None = MAX_CALLS) -> None:
+    def __init__(self, limit: int | None = MAX_CALLS, scope: str = "run") -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ConfigError(f"max_calls takes a whole number of at least 1 (or None: no limit), got {limit!r}")
         self.limit = limit
+        self.scope = scope
         self.planned = 0
+        self.retries = 0
         self._lock = threading.Lock()
 
-    def plan(self, calls: int) -> None:
+    def plan(self, calls: int, retry: bool = False) -> None:
         with self._lock:
             self.planned += calls
-            planned = self.planned
+            self.retries += calls if retry else 0
+            planned, retries = self.planned, self.retries
+        self.check(planned, retries)
+
+    def check(self, planned: int, retries: int) -> None:
+        """Refuse a count past the limit (a subclass that counts elsewhere, a cluster's, checks here too)."""
         if self.limit is not None and planned > self.limit:
+            counted = f" ({retries} of them retries of failed requests)" if retries else ""
+            covers = " (max_calls covers the whole batch)" if self.scope == "batch" else ""
             raise BudgetError(
-                f"this run plans {planned:,} model calls, more than the limit of {self.limit:,}; allow it with "
-                f"max_calls={planned} or yes=True (on the command line: --max-calls {planned} or --yes)"
+                f"this {self.scope} plans {planned:,} model calls{counted}, more than the limit of {self.limit:,}"
+                f"{covers}; allow it with max_calls={planned} or yes=True (on the command line: --max-calls "
+                f"{planned} or --yes)"
             )
+
+
+@contextmanager
+def counting_retries(budget: CallBudget | None) -> Iterator[None]:
+    """While a run's graph runs, each retry the gateway makes is one more call of its budget: a run that
+    plans exactly its limit against a failing server once sent twice as many requests."""
+    token = retry_hook.set((lambda: budget.plan(1, retry=True)) if budget is not None else None)
+    try:
+        yield
+    finally:
+        retry_hook.reset(token)
 
 
 def budget_of(config: RunnableConfig | None) -> CallBudget | None:
@@ -337,8 +361,9 @@ def run_streamed(
     """Run a graph to its final state, telling ``on_step`` of every node run."""
     folded = _Folded(on_step)
     config = _run_config(stats, max_concurrency, budget)
-    for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
-        folded.add(namespace, mode, chunk)
+    with counting_retries(budget):
+        for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
+            folded.add(namespace, mode, chunk)
     return folded.out
 
 
@@ -354,9 +379,10 @@ async def arun_streamed(
     client; one without runs on LangGraph's threads."""
     folded = _Folded(on_step)
     config = _run_config(stats, max_concurrency, budget)
-    stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
-    async for namespace, mode, chunk in stream:
-        folded.add(namespace, mode, chunk)
+    with counting_retries(budget):
+        stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
+        async for namespace, mode, chunk in stream:
+            folded.add(namespace, mode, chunk)
     return folded.out
 
 
