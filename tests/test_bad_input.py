@@ -246,7 +246,7 @@ def test_a_run_that_plans_too_many_calls_is_refused_before_its_first(
     with pytest.raises(BudgetError, match=r"plans 12,000 model calls.*max_calls=12000 or yes=True"):
         small.detect(text=long_text, samples=samples)
     failed = small.detect_many([{"text": long_text, "samples": samples}], progress=False)[0]
-    assert failed.error is not None and failed.error.startswith("BudgetError: this run plans 12,000")
+    assert failed.error is not None and failed.error.startswith("BudgetError: this batch plans 12,000")
     assert asked == []  # refused before the first call
     at_the_limit = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway, max_calls=20)
     ten = " ".join(f"Ada wrote program number {i}." for i in range(10))

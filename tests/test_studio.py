@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -39,6 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
     client = get_sync_client(url=f"http://127.0.0.1:{port}")
+    client.log = log  # type: ignore[attr-defined]  # the server's log, which a test reads
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -168,3 +170,64 @@ def test_a_method_without_a_graph_is_served_as_one_node() -> None:
     out = graph.invoke(item)
     assert [u["text"] for u in out["result"]["units"]] == ["Ada wrote a program.", "She was a poet."]
     assert asyncio.run(graph.ainvoke(item))["result"]["units"] == out["result"]["units"]
+
+
+SECRET = "sk-studio-secret-0123456789"
+
+
+def test_a_first_grounded_run_works_on_the_default_server_and_no_log_line_holds_a_key(
+    server: Any, tmp_path: Path
+) -> None:
+    """The server (no --allow-blocking) refused the first grounded run inside the lazy spaCy/torch
+    import, and every later run then failed on a half-imported torch; its log showed ?api_key=."""
+    with StubAPI(answer="No") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1?api_key={SECRET}#stub"
+        out = server.runs.wait(
+            None,
+            "grounded",
+            input={"text": TEXT, "context": ["Paris is the capital of France."]},
+            config={"configurable": {"model": spec}},
+        )
+        no = pytest.approx([math.exp(-0.05)] * 2)  # the probability of the stub's "No" (log-prob -0.05)
+        assert out["scores"] == no and len(stub.requests) == 2
+        again = server.runs.wait(
+            None, "grounded", input={"text": TEXT, "context": ["Lyon."]}, config={"configurable": {"model": spec}}
+        )
+        assert again["scores"] == no
+    assert SECRET not in server.log.read_text() and "api_key=***" in server.log.read_text()
+
+
+def test_a_served_run_is_held_to_a_call_budget_and_checks_its_input(server: Any) -> None:
+    """No budget reached a served graph (n=1,000,000 grew the server to 7.5 GB; 6,000 documents sent
+    12,036 requests): the server's ceiling holds, a configurable max_calls may lower it, not raise it;
+    a context the Python API refuses in one line is refused in that line."""
+    with StubAPI(answer="Yes") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        over = "plans 3,000,000 model calls, more than the limit of 10,000; a run's configurable max_calls may"
+        with pytest.raises(Exception, match=over):
+            server.runs.wait(
+                None,
+                "selfcheck-prompt",
+                input={"text": TEXT, "question": "Where is Paris?"},
+                config={"configurable": {"model": spec, "n": 1_000_000}},
+            )
+        with pytest.raises(Exception, match="plans 4 model calls, more than the limit of 3"):
+            server.runs.wait(
+                None,
+                "grounded",
+                input={"text": TEXT, "context": ["A.", "B."]},
+                config={"configurable": {"model": spec, "max_calls": 3}},
+            )
+        with pytest.raises(Exception, match="max_calls takes 1 to this server's ceiling of 10,000"):
+            server.runs.wait(
+                None, "grounded", input={"text": TEXT, "context": ["A."]}, config={"configurable": {"max_calls": 10**6}}
+            )
+        for context, said in (
+            ([], "context is empty"),
+            ([123], "context\\[0\\] must be a text or a LangChain Document"),
+        ):
+            with pytest.raises(Exception, match=said):
+                server.runs.wait(
+                    None, "grounded", input={"text": TEXT, "context": context}, config={"configurable": {"model": spec}}
+                )
+        assert stub.requests == []  # nothing past a limit, nothing for a refused input

@@ -276,6 +276,14 @@ class Method:
     def validate(self, given: Mapping[str, Any], label: Callable[[str], str] = python_label) -> None:
         """Everything a run checks before any model loads: a user's texts as texts, every other value
         against its type and range, then the needs (named through ``label``); one ConfigError."""
+        self.validate_fields(given)
+        problem = self.problem(given, label)
+        if problem:
+            raise ConfigError(problem)
+
+    def validate_fields(self, given: Mapping[str, Any]) -> None:
+        """Each value given, on its own: texts as texts, documents as documents, every other value against
+        its type and range (a served graph's input is checked so, whatever keys its graph takes)."""
         texts, lists = self.text_fields(), self.list_fields()
         for name, value in given.items():
             if value is None or name not in self.hints:
@@ -291,9 +299,6 @@ class Method:
             most = self.most(name)
             if most is not None and isinstance(value, int) and not 1 <= value <= most:
                 raise ConfigError(f"{self.name}: {name} takes 1 to {most}, got {value}")
-        problem = self.problem(given, label)
-        if problem:
-            raise ConfigError(problem)
 
     def scorer(self, options: Any, ctx: RunContext) -> Callable[[Any], DetectionResult]:
         """Prepared once (a benchmark's options and run), then one item (its ``Inputs``) per call: what a

@@ -151,10 +151,12 @@ def node(name: str, steps: Callable[[Any, RunnableConfig], Steps[dict[str, Any]]
     loop, so a graph's model calls use the provider's async client without a second copy of the node."""
 
     def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return finish(steps(state, config), stats_of(config))
+        with counting_retries(budget_of(config)):
+            return finish(steps(state, config), stats_of(config))
 
     async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return await afinish(steps(state, config), stats_of(config))
+        with counting_retries(budget_of(config)):
+            return await afinish(steps(state, config), stats_of(config))
 
     return RunnableLambda(run, afunc=arun, name=name)
 
@@ -260,11 +262,12 @@ class CallBudget:
     counts each retry of a request as one more (``counting_retries``). The announcement that passes the
     limit raises, naming the count, what the limit covers and how to allow it."""
 
-    def __init__(self, limit: int | None = MAX_CALLS, scope: str = "run") -> None:
+    def __init__(self, limit: int | None = MAX_CALLS, scope: str = "run", allow: str | None = None) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ConfigError(f"max_calls takes a whole number of at least 1 (or None: no limit), got {limit!r}")
         self.limit = limit
         self.scope = scope
+        self.allow = allow  # how to allow more, where the Python and command-line ways do not apply
         self.planned = 0
         self.retries = 0
         self._lock = threading.Lock()
@@ -281,17 +284,20 @@ class CallBudget:
         if self.limit is not None and planned > self.limit:
             counted = f" ({retries} of them retries of failed requests)" if retries else ""
             covers = " (max_calls covers the whole batch)" if self.scope == "batch" else ""
+            allow = self.allow or (
+                f"allow it with max_calls={planned} or yes=True (on the command line: --max-calls {planned} or --yes)"
+            )
             raise BudgetError(
                 f"this {self.scope} plans {planned:,} model calls{counted}, more than the limit of {self.limit:,}"
-                f"{covers}; allow it with max_calls={planned} or yes=True (on the command line: --max-calls "
-                f"{planned} or --yes)"
+                f"{covers}; {allow}"
             )
 
 
 @contextmanager
 def counting_retries(budget: CallBudget | None) -> Iterator[None]:
-    """While a run's graph runs, each retry the gateway makes is one more call of its budget: a run that
-    plans exactly its limit against a failing server once sent twice as many requests."""
+    """While a node of a run's graph runs, each retry the gateway makes is one more call of the run's
+    budget: a run that plans exactly its limit against a failing server once sent twice as many requests.
+    Set and reset inside the node, on its own thread or task."""
     token = retry_hook.set((lambda: budget.plan(1, retry=True)) if budget is not None else None)
     try:
         yield
@@ -361,9 +367,8 @@ def run_streamed(
     """Run a graph to its final state, telling ``on_step`` of every node run."""
     folded = _Folded(on_step)
     config = _run_config(stats, max_concurrency, budget)
-    with counting_retries(budget):
-        for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
-            folded.add(namespace, mode, chunk)
+    for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
+        folded.add(namespace, mode, chunk)
     return folded.out
 
 
@@ -379,10 +384,9 @@ async def arun_streamed(
     client; one without runs on LangGraph's threads."""
     folded = _Folded(on_step)
     config = _run_config(stats, max_concurrency, budget)
-    with counting_retries(budget):
-        stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
-        async for namespace, mode, chunk in stream:
-            folded.add(namespace, mode, chunk)
+    stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
+    async for namespace, mode, chunk in stream:
+        folded.add(namespace, mode, chunk)
     return folded.out
 
 

@@ -29,8 +29,9 @@ from halluscope import registry
 from halluscope.backends.local import default_local_model
 from halluscope.checks import check_value
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.graphs.method import Method, Prepared, RunContext, start
-from halluscope.graphs.stages import afinish, finish
+from halluscope.graphs.method import Method, Prepared, RunContext, call_limit, start
+from halluscope.graphs.stages import MAX_CALLS, CallBudget, afinish, finish
+from halluscope.text import sentences as split_sentences
 
 Factory = Callable[[RunnableConfig], Awaitable[CompiledStateGraph]]
 # what the server puts in configurable itself: not options
@@ -51,14 +52,43 @@ def config() -> dict[str, Any]:
     return {"dependencies": ["."], "graphs": graphs}
 
 
+MAX_CALLS_ENV = "HALLUSCOPE_SERVE_MAX_CALLS"  # the most calls a served run may plan (default MAX_CALLS)
+
+
+def ceiling() -> int:
+    """The server's limit on one run's model calls: a run's configurable ``max_calls`` may lower it."""
+    from halluscope.backends.retry import env_number
+
+    return int(env_number(MAX_CALLS_ENV, MAX_CALLS, whole=True, minimum=1))
+
+
+def run_limit(configurable: Mapping[str, Any]) -> int:
+    """The calls one served run may plan: its configurable ``max_calls``, at most the server's ceiling."""
+    top = ceiling()
+    asked = configurable.get("max_calls", top)
+    check_value("the served run", "max_calls", asked, int)
+    if not 1 <= asked <= top:
+        raise ConfigError(f"max_calls takes 1 to this server's ceiling of {top:,} ({MAX_CALLS_ENV}), got {asked:,}")
+    return asked
+
+
+def warm() -> None:
+    """What a first run would otherwise import on the server's event loop, where its blocking-call guard
+    stops it half-way (spaCy, and torch beneath it): loaded here, on the build's thread."""
+    split_sentences("Warm up.")
+
+
 def factory(name: str) -> Factory:
     """The server's factory of a method's graph, built from the run's configurable."""
     method = registry.get(name)
 
     def built(configurable: Mapping[str, Any]) -> CompiledStateGraph:
         try:
-            ctx = start()
-            prepared = method.prepare(method.options(**options(method, configurable)), ctx)
+            warm()
+            with call_limit(run_limit(configurable)):
+                ctx = start()
+            given = {k: v for k, v in configurable.items() if k != "max_calls"}
+            prepared = method.prepare(method.options(**options(method, given)), ctx)
         except HalluscopeError as exc:  # the schemas stay served; a run says why it cannot run
             return _one_node(method, _refusing(exc))
         if prepared.graph is not None:
@@ -70,8 +100,10 @@ def factory(name: str) -> Factory:
         # touch the disk, so the build runs on a thread (the graph's own nodes run on threads anyway)
         compiled = await asyncio.to_thread(built, config.get("configurable") or {})
         attributes = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy
-        return Served(**{**attributes, "context_schema": options_schema(method)})  # Studio's form: the options
+        return served(**{**attributes, "context_schema": options_schema(method)})  # Studio's form: the options
 
+    # the method a class attribute: the server copies a graph (Pregel.copy) into a new one of its class
+    served = type(f"Served_{attribute(name)}", (Served,), {"method": method})
     graph.__doc__ = f"{method.summary}: the graph, built from the run's configurable."
     graph.__name__ = attribute(name)
     return graph
@@ -84,19 +116,41 @@ class ClientError(ValueError):
 
 
 class Served(CompiledStateGraph):
-    """A method's graph as the server runs it: a halluscope error (an empty text, a provider that stays
-    down) reaches the client as its message, as a ClientError."""
+    """A method's graph as the server runs it, held to what the Python API holds a run to: its input
+    checked as the method checks it (an empty or non-text context is the same one line), a call budget
+    (the server's ceiling, or the run's configurable ``max_calls``: n=1,000,000 once grew the server to
+    7.5 GB) with its retries counted, and a halluscope error (an empty text, a provider that stays down)
+    reaching the client as its message, a ClientError."""
+
+    method: Method | None = None
+
+    def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The run's arguments with its budget in its config (its nodes count their calls and retries
+        on it), after its input is checked."""
+        given, rest = (args[0], args[1:]) if args else (kwargs.pop("input", None), ())
+        config = dict((rest[0] if rest else kwargs.pop("config", None)) or {})
+        configurable = dict(config.get("configurable") or {})
+        limit = run_limit(configurable)
+        budget = CallBudget(
+            limit,
+            allow=f"a run's configurable max_calls may raise it to this server's ceiling of "
+            f"{ceiling():,} ({MAX_CALLS_ENV})",
+        )
+        if self.method is not None and isinstance(given, Mapping):
+            self.method.validate_fields({k: v for k, v in given.items() if k in self.method.input_names})
+        config["configurable"] = {**configurable, "budget": budget}
+        return (given, config, *rest[1:])
 
     async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         try:
-            async for chunk in super().astream(*args, **kwargs):
+            async for chunk in super().astream(*self._guarded(args, kwargs), **kwargs):
                 yield chunk
         except HalluscopeError as exc:
             raise ClientError(f"{type(exc).__name__}: {exc}") from exc
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
         try:
-            yield from super().stream(*args, **kwargs)
+            yield from super().stream(*self._guarded(args, kwargs), **kwargs)
         except HalluscopeError as exc:
             raise ClientError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -153,7 +207,8 @@ def options(method: Method, configurable: Mapping[str, Any]) -> dict[str, Any]:
     accepted = method.option_names
     unknown = sorted(set(given) - set(accepted))
     if unknown:
-        raise ConfigError(f"unknown configurable {', '.join(unknown)}; this graph accepts: {', '.join(accepted)}")
+        takes = ", ".join([*accepted, "max_calls"])
+        raise ConfigError(f"unknown configurable {', '.join(unknown)}; this graph accepts: {takes}")
     for key, value in given.items():
         check_value(method.name, key, value, method.hints[key])
     if method.model_field == "model" and "model" in accepted and not given.get("model"):
