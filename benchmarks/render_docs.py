@@ -9,8 +9,8 @@ A template is ``docs/templates/<path>.j2`` (Jinja2): ``README.md.j2`` renders RE
 docs/results/grounded.json (``record("peers/grounded-rte")`` its peers/ file), and the filters format
 its values: ``f(1)`` fixed decimals, ``n`` thousands separators, ``ci(1)`` an interval ``[a, b]``,
 ``minutes`` seconds as minutes. ``unrecorded(name)`` is the sentence a document shows for a record
-transcribed from an earlier document instead of made by a run (``provenance[*].recorded`` false).
-A record's ``provenance`` lists the runs its figures rest on: ``benchmarks/records.py`` checks it.
+transcribed from an earlier document instead of made by a run (a run's ``recorded`` false).
+A record's ``runs`` say how each was made: ``benchmarks/records.py check`` checks them.
 """
 
 from __future__ import annotations
@@ -82,18 +82,14 @@ def holds(condition: Any, claim: str) -> str:
 
 def unrecorded(name: str) -> str:
     """What a document says of a record whose figures were transcribed, not made by a run this round."""
-    runs = load_record(name)["provenance"]
+    runs = load_record(name)["runs"].values()
     commits = sorted({run["commit"] for run in runs if not run["recorded"]})
     if not commits:
         return ""
     return (
         f"*Unrecorded: these figures were measured at commit {', '.join(commits)} and transcribed from its "
-        f"document into [{name}.json]({_link(name)}); their run was not repeated since.*"
+        f"document into `docs/results/{name}.json`; their run was not repeated since.*"
     )
-
-
-def _link(name: str) -> str:
-    return f"{name}.json"
 
 
 def environment() -> Environment:
