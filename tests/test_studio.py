@@ -5,6 +5,7 @@ against the stub server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -18,27 +19,30 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
+from halluscope.errors import ConfigError, DataError, ModelSpecError, ModelUnavailableError, ParseError, PromptError
 from halluscope.graphs import studio
+from halluscope.graphs.stages import BudgetError
 from tests.stub_servers import StubAPI, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Paris is in France. It has a tower."
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The API server on a free port, its log kept for a failing test; stopped after the module."""
-    port, log = free_port(), tmp_path_factory.mktemp("langgraph") / "server.log"
+@contextlib.contextmanager
+def serving(folder: Path) -> Iterator[Any]:
+    """The API server on a free port with its cache and log in ``folder``, its log kept for a failing
+    test (``client.log``); stopped at the end of the block."""
+    port, log = free_port(), folder / "server.log"
     env = {
         **os.environ,
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGSMITH_TRACING": "false",
-        "HALLUSCOPE_CACHE_DIR": str(log.parent / "calls"),
+        "HALLUSCOPE_CACHE_DIR": str(folder / "calls"),
     }
     command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--config", str(ROOT / "langgraph.json")]
     command += ["--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
     with log.open("w") as out:
-        proc = subprocess.Popen(command, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
     client = get_sync_client(url=f"http://127.0.0.1:{port}")
     client.log = log  # type: ignore[attr-defined]  # the server's log, which a test reads
     try:
@@ -55,6 +59,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One server for the module's tests."""
+    with serving(tmp_path_factory.mktemp("langgraph")) as client:
+        yield client
 
 
 def test_the_server_serves_every_graph_of_langgraph_json(server: Any) -> None:
@@ -175,11 +186,10 @@ def test_a_method_without_a_graph_is_served_as_one_node() -> None:
 SECRET = "sk-studio-secret-0123456789"
 
 
-def test_a_first_grounded_run_works_on_the_default_server_and_no_log_line_holds_a_key(
-    server: Any, tmp_path: Path
-) -> None:
-    """The server (no --allow-blocking) refused the first grounded run inside the lazy spaCy/torch
-    import, and every later run then failed on a half-imported torch; its log showed ?api_key=."""
+def test_a_grounded_run_answers_twice_and_no_server_log_line_holds_a_key(server: Any) -> None:
+    """The server's HTTP client logged each request's full URL, ?api_key= included; a second grounded run
+    once failed on the torch the first had left half-imported (the first run of each graph on a fresh
+    server: test_every_graphs_first_run_on_a_fresh_default_server_runs_or_says_why)."""
     with StubAPI(answer="No") as stub:
         spec = f"openai-compatible:{stub.base_url}/v1?api_key={SECRET}#stub"
         out = server.runs.wait(
@@ -231,3 +241,72 @@ def test_a_served_run_is_held_to_a_call_budget_and_checks_its_input(server: Any)
                     None, "grounded", input={"text": TEXT, "context": context}, config={"configurable": {"model": spec}}
                 )
         assert stub.requests == []  # nothing past a limit, nothing for a refused input
+
+
+# graph: (input, configurable), "stub" standing for the stub server's spec
+FIRST_RUNS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "clue": ({"question": "Where is Paris?", "outputs": ["Paris is in France."]}, {"judge": "stub", "n": 1}),
+    "direct-question": ({"text": TEXT}, {}),
+    "ensemble": ({"text": TEXT, "samples": ["Paris, France."], "context": ["Paris is in France."]}, {"n": 1}),
+    "fewl": ({"items": [{"question": "Where is Paris?", "answers": ["In France."]}]}, {"references": ["stub"], "n": 2}),
+    "fibe": ({"text": TEXT}, {"n": 1}),
+    "fibe+dq": ({"text": TEXT}, {"n": 1}),
+    "fibe+sbc": ({"text": TEXT}, {"n": 1}),
+    "fibe+sbc+dq": ({"text": TEXT}, {"n": 1}),
+    "fibe+selfcheck+sbc": ({"text": TEXT, "samples": ["Paris, France."]}, {"n": 1}),
+    "fibe+selfcheck+sbc+dq": ({"text": TEXT, "samples": ["Paris, France."]}, {"n": 1}),
+    "grounded": ({"text": TEXT, "context": "Paris is the capital of France."}, {}),
+    "phr": ({"context": [["great movie", "positive"], ["awful film", "negative"]], "query": "a fine film"}, {}),
+    "selfcheck-nli": ({"text": TEXT, "samples": ["Paris, France."]}, {}),
+    "selfcheck-prompt": ({"text": TEXT, "samples": ["Paris, France."]}, {"n": 1}),
+    "selfcheck-unigram": ({"text": TEXT, "samples": ["Paris, France."]}, {}),
+    "semantic-entropy": ({"question": "Where is Paris?", "answers": ["France", "France"]}, {"judge": "stub"}),
+    "semantic-entropy-paragraph": ({"text": TEXT, "question": "Where is Paris?"}, {"judge": "stub"}),
+    "token-logprob": ({"text": TEXT}, {"model": "local:smollm2-135m"}),
+}
+LOCAL = {"phr": {"model": "local:smollm2-135m", "n": 2, "k": 5, "n_imagined": 1}}
+
+
+def test_every_graphs_first_run_on_a_fresh_default_server_runs_or_says_why(tmp_path: Path) -> None:
+    """Each method's lazy imports (spaCy, torch, sentence-transformers, llama.cpp) happen on its first
+    run, which the server (no --allow-blocking) makes on its event loop: the first grounded run died
+    there and left torch half-imported for every later run. Each method module's graphs run first on a
+    fresh server of their own: each answers, or refuses in a halluscope error's one line."""
+    assert sorted(FIRST_RUNS) == sorted(json.loads((ROOT / "langgraph.json").read_text())["graphs"])
+    by_module: dict[str, list[str]] = {}  # FIBE's variants are one module's graphs
+    for name in FIRST_RUNS:
+        by_module.setdefault(name.partition("+")[0], []).append(name)
+    outcomes: dict[str, str] = {}
+    with StubAPI(answer="Yes") as stub:
+        spec = f"openai-compatible:{stub.base_url}/v1#stub"
+        for number, names in enumerate(by_module.values()):
+            folder = tmp_path / str(number)
+            folder.mkdir()
+            with serving(folder) as client:
+                for name in names:
+                    outcomes[name] = _first_run(client, name, spec)
+                log = client.log.read_text()
+            assert "BlockingError" not in log and "partially initialized" not in log, (names, log[-3000:])
+    refused = {k: v for k, v in outcomes.items() if v != "ran"}  # what no stub can stand in for
+    assert sorted(refused) == ["ensemble", "selfcheck-nli"], outcomes
+    assert "needs a calibration" in refused["ensemble"] and "needs an NLI classifier" in refused["selfcheck-nli"]
+
+
+def _first_run(client: Any, name: str, spec: str) -> str:
+    """'ran', or the error the server's client read."""
+    given, configurable = FIRST_RUNS[name]
+    settings = {k: [spec] if v == ["stub"] else spec if v == "stub" else v for k, v in configurable.items()}
+    takes_model = "model" in studio.registry.get(name).option_names
+    settings = LOCAL.get(name) or ({"model": spec} if takes_model else {}) | settings
+    try:
+        client.runs.wait(None, name, input=given, config={"configurable": settings})
+    except Exception as exc:  # the server's error, as its client reads it
+        assert any(kind in str(exc) for kind in HALLUSCOPE_ERRORS), (name, str(exc))
+        return str(exc)
+    return "ran"
+
+
+HALLUSCOPE_ERRORS = tuple(
+    kind.__name__
+    for kind in (ConfigError, ModelSpecError, ModelUnavailableError, PromptError, ParseError, BudgetError, DataError)
+)
