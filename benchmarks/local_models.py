@@ -175,7 +175,7 @@ def main() -> None:
         calls=0,
         seconds=time.perf_counter() - began,
     )
-    path.write_text(json.dumps({**made, "cores": os.cpu_count(), "models": rows, "embeddings": embeddings}, indent=2))
+    path.write_text(json.dumps({**made, "cores": os.cpu_count(), "rows": rows, "embeddings": embeddings}, indent=2))
     print(f"wrote {path}")
 
 
