@@ -26,6 +26,7 @@ from halluscope.scoring.fibe import (
     first_token_probability,
     known_value,
     snowballing_correction,
+    variant_scores,
 )
 from tests import fibe_paper
 
@@ -142,6 +143,14 @@ def test_ensemble_weights_and_clip_by_hand() -> None:
     assert ensemble(fibe=[0.3, 0.9], direct_question=[0.5, 1.0]) == pytest.approx([0.4, 1.0])  # C_F = 1.0
     with pytest.raises(ValueError):
         ensemble(fibe=[0.1], selfcheck=[0.1, 0.2])
+
+
+def test_a_variants_scores_by_hand() -> None:
+    """H_F alone; H_+ of the parts a variant uses; H_S on top with SBC (theta = 0.1, |R| = 2)."""
+    assert variant_scores({"fibe": [0.4, 0.3]}, sbc=False) == pytest.approx([0.4, 0.3])
+    parts = {"fibe": [0.4, 0.3], "direct_question": [1.0, 0.0], "selfcheck": [0.2, 0.1]}
+    assert variant_scores(parts, sbc=False) == pytest.approx([0.5, 0.2])  # 0.5 F + 0.2 D + 0.5 P
+    assert variant_scores(parts, sbc=True, theta=0.1) == pytest.approx([0.5, 0.2 + 0.4 / 2])
 
 
 # ---------------------------------------------------------------- the graph, on scripted models

@@ -15,7 +15,7 @@ from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import semantic_entropy_paragraph as paragraph
-from halluscope.scoring import question_entropy, unanswered
+from halluscope.scoring import claim_entropy, question_entropy, unanswered
 from halluscope.text import align_claims
 
 TEXT = "Ada Lovelace was born in London. She wrote the first program. She died in 1900."
@@ -69,6 +69,13 @@ def judge_model(seen: list[str]) -> Any:
         return "Entailment" if a.lower() == b.lower() else "Contradiction"
 
     return respond
+
+
+def test_a_claims_entropy_by_hand() -> None:
+    """The mean of its questions' entropies; no question: log 4, each of 4 answers its own cluster."""
+    assert claim_entropy([0.0, math.log(2), math.log(4)], regenerated=3) == pytest.approx(math.log(8) / 3)
+    assert claim_entropy([], regenerated=3) == pytest.approx(math.log(4))
+    assert claim_entropy([], regenerated=3, base=2) == pytest.approx(2.0)
 
 
 def test_refusal_rule_and_question_entropy_by_hand() -> None:

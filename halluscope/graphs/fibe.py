@@ -38,12 +38,11 @@ from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import (
     THETA,
     build_exam,
-    ensemble,
     ensemble_weights,
     fibe_score,
     first_token_probability,
     known_value,
-    snowballing_correction,
+    variant_scores,
 )
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -209,6 +208,156 @@ def answer_variables(prompt: str, exam: list[str]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Exam:
+    """What every node of one FIBE variant's graph shares: its model and gateway, its settings, and
+    SelfCheck-Prompt's graph in the +selfcheck variants."""
+
+    model: ModelLike
+    gateway: Gateway
+    n: int
+    variant: str
+    theta: float
+    dq_logprobs: bool
+    scgp: CompiledStateGraph | None
+
+    @property
+    def steps(self) -> Variant:
+        return VARIANTS[self.variant]
+
+    @property
+    def after_grading(self) -> str:
+        v = self.steps
+        return "direct_question_all" if v.direct_question else ("selfcheck" if v.selfcheck else "combine")
+
+    @property
+    def after_direct_question(self) -> str:
+        return "selfcheck" if self.steps.selfcheck else "combine"
+
+
+def split(exam: Exam, state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
+    """The passage's sentences; the calls they take are announced (SelfCheck-Prompt's own are its)."""
+    found = state.get("sentences") or split_sentences(state.get("text", ""))
+    if not found:
+        raise ConfigError("FIBE needs a non-empty text (no sentence found)")
+    selfcheck = exam.n * len(found) if exam.steps.selfcheck else 0
+    plan_calls(config, planned_calls(exam.variant, exam.n, len(found)) - selfcheck)
+    return {"sentences": found}
+
+
+def create(exam: Exam, state: FIBEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """E.3.1: the model blanks out the passage's key words; the exam and its answer key are built."""
+    sentences = state["sentences"]
+    variables = create_variables(state.get("prompt", ""), sentences)
+    params = {"max_tokens": create_max_tokens(len(sentences))}
+    reply = yield Calls(exam.gateway, Ask(exam.model, CREATE, variables, params))
+    events: list[dict[str, Any]] = []
+    created = reply.parsed if reply.ok else []
+    if not reply.ok:
+        events.append({"sentence": None, "event": "create_unparsed", "detail": reply.text[:200]})
+    made = build_exam(sentences, created)
+    return {"created": created, "exam": made.sentences, "answer_key": made.answer_key, "events": events + made.events}
+
+
+def fan_answers(exam: Exam, state: FIBEState) -> list[Send]:
+    return [Send("answer", AnswerInput(j=j, prompt=state.get("prompt", ""), exam=state["exam"])) for j in range(exam.n)]
+
+
+def answer(exam: Exam, state: AnswerInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """E.3.2: student j fills in the blanks (sample j of the same prompt)."""
+    variables = answer_variables(state["prompt"], state["exam"])
+    params = {"sample_index": state["j"], "max_tokens": answer_max_tokens(len(state["exam"]))}
+    reply = yield Calls(exam.gateway, Ask(exam.model, ANSWER, variables, params))
+    filled = reply.parsed if reply.ok else {}
+    sheet: AnswerSheet = {
+        "j": state["j"],
+        "sentences": {str(i): filled[i] for i in range(len(state["exam"])) if filled.get(i)},
+        "raw": reply.text,
+    }
+    events = [
+        {"sentence": i, "event": "missing_answer", "detail": f"answer {state['j']}"}
+        for i in range(len(state["exam"]))
+        if str(i) not in sheet["sentences"]
+    ]
+    return {"answers": [sheet], "events": events}
+
+
+def fan_grades(exam: Exam, state: FIBEState) -> list[Send] | list[str]:
+    """One grading per sentence that some student answered (none answered: straight on)."""
+    sends = []
+    for i, sentence in enumerate(state["sentences"]):
+        students = {
+            str(a["j"]): a["sentences"][str(i)]
+            for a in sorted(state["answers"], key=lambda a: a["j"])
+            if str(i) in a["sentences"]
+        }
+        if students:
+            sends.append(Send("grade", GradeInput(i=i, correct=sentence, students=students)))
+    return sends or [exam.after_grading]
+
+
+def grade(exam: Exam, state: GradeInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """E.3.3: the students' answers to one sentence graded 0-100 against the original."""
+    lines = "\n".join(f"[{STUDENTS[int(j)]}] {said}" for j, said in state["students"].items())
+    variables = {"correct_answer": state["correct"], "student_answers": lines}
+    params = {"max_tokens": _score_max_tokens(len(state["students"]))}
+    reply = yield Calls(exam.gateway, Ask(exam.model, SCORE, variables, params))
+    by_name = {name.lower(): score for name, score in (reply.parsed if reply.ok else {}).items()}
+    scores = {j: by_name[STUDENTS[int(j)].lower()] for j in state["students"] if STUDENTS[int(j)].lower() in by_name}
+    if not reply.ok:
+        events = [{"sentence": state["i"], "event": "grade_unparsed", "detail": reply.text[:200]}]
+    else:
+        events = [
+            {"sentence": state["i"], "event": "grade_missing", "detail": STUDENTS[int(j)]}
+            for j in state["students"]
+            if j not in scores
+        ]
+    return {"grades": [Grade(i=state["i"], scores=scores, raw=reply.text)], "events": events}
+
+
+def fan_direct_questions(state: FIBEState) -> list[Send]:
+    return [
+        Send("direct_question", KnownInput(i=i, prompt=state.get("prompt", ""), claim=sentence))
+        for i, sentence in enumerate(state["sentences"])
+    ]
+
+
+def direct_question(exam: Exam, state: KnownInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """E.4: does the model know the sentence's claim (H_D = 1 - known)?"""
+    known = yield from ask_direct_question(exam.gateway, exam.model, state, exam.dq_logprobs)
+    return {"known": [known]}
+
+
+def selfcheck(exam: Exam, state: FIBEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """SelfCheck-Prompt's H_P, by its own graph, on the given samples or its own."""
+    assert exam.scgp is not None
+    scgp_state: dict[str, Any] = {"sentences": state["sentences"], "concept": state.get("prompt", "")}
+    if state.get("samples"):
+        scgp_state["samples"] = state["samples"]
+    out = yield Subgraph(exam.scgp, scgp_state, config)
+    return {"selfcheck": out["scores"], "samples": out["used_samples"], "selfcheck_verdicts": out["verdicts"]}
+
+
+def combine(exam: Exam, state: FIBEState) -> dict[str, Any]:
+    """H_F per sentence from its grades, then the variant's ensemble and snowballing correction."""
+    grades = {g["i"]: g for g in state.get("grades", [])}
+    graded = [list(grades[i]["scores"].values()) if i in grades else [] for i in range(len(state["sentences"]))]
+    events = [{"sentence": i, "event": "ungraded"} for i, scores in enumerate(graded) if not scores]
+    parts = {"fibe": [fibe_score(scores) if scores else UNGRADED for scores in graded]}
+    if exam.steps.direct_question:
+        known = {k["i"]: k["known"] for k in state["known"]}
+        parts["direct_question"] = [1.0 - known[i] for i in range(len(state["sentences"]))]
+    if exam.steps.selfcheck:
+        parts["selfcheck"] = state["selfcheck"]
+    return {
+        "parts": parts,
+        "scores": variant_scores(parts, exam.steps.sbc, exam.theta),
+        "events": events,
+        "scored_sentences": state["sentences"],
+        "handled": [*state.get("events", []), *events],
+    }
+
+
 def build(
     model: ModelLike,
     gateway: Gateway | None = None,
@@ -225,157 +374,40 @@ def build(
         raise ConfigError(f"unknown FIBE variant {variant!r}; available: {', '.join(VARIANTS)}")
     if not 1 <= n <= len(STUDENTS):
         raise ConfigError(f"FIBE needs 1 to {len(STUDENTS)} exam answers (one per named student), got n={n}")
-    v = VARIANTS[variant]
     gw = gateway or default_gateway()
-    if dq_logprobs is None:
-        dq_logprobs = gw.gives_logprobs(model)
-    scgp = selfcheck_prompt.build(model, gw, n=n) if v.selfcheck else None
-
-    def split(state: FIBEState, config: RunnableConfig) -> dict[str, Any]:
-        found = state.get("sentences") or split_sentences(state.get("text", ""))
-        if not found:
-            raise ConfigError("FIBE needs a non-empty text (no sentence found)")
-        selfcheck = n * len(found) if v.selfcheck else 0  # the SelfCheck-Prompt subgraph announces its own
-        plan_calls(config, planned_calls(variant, n, len(found)) - selfcheck)
-        return {"sentences": found}
-
-    def create(state: FIBEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        sentences = state["sentences"]
-        variables = create_variables(state.get("prompt", ""), sentences)
-        reply = yield Calls(gw, Ask(model, CREATE, variables, {"max_tokens": create_max_tokens(len(sentences))}))
-        events: list[dict[str, Any]] = []
-        created = reply.parsed if reply.ok else []
-        if not reply.ok:
-            events.append({"sentence": None, "event": "create_unparsed", "detail": reply.text[:200]})
-        exam = build_exam(sentences, created)
-        return {
-            "created": created,
-            "exam": exam.sentences,
-            "answer_key": exam.answer_key,
-            "events": events + exam.events,
-        }
-
-    def fan_answers(state: FIBEState) -> list[Send]:
-        return [Send("answer", AnswerInput(j=j, prompt=state.get("prompt", ""), exam=state["exam"])) for j in range(n)]
-
-    def answer(state: AnswerInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        variables = answer_variables(state["prompt"], state["exam"])
-        params = {"sample_index": state["j"], "max_tokens": answer_max_tokens(len(state["exam"]))}
-        reply = yield Calls(gw, Ask(model, ANSWER, variables, params))
-        filled = reply.parsed if reply.ok else {}
-        sheet: AnswerSheet = {
-            "j": state["j"],
-            "sentences": {str(i): filled[i] for i in range(len(state["exam"])) if filled.get(i)},
-            "raw": reply.text,
-        }
-        events = [
-            {"sentence": i, "event": "missing_answer", "detail": f"answer {state['j']}"}
-            for i in range(len(state["exam"]))
-            if str(i) not in sheet["sentences"]
-        ]
-        return {"answers": [sheet], "events": events}
-
-    after_grading = "direct_question_all" if v.direct_question else ("selfcheck" if v.selfcheck else "combine")
-    after_direct_question = "selfcheck" if v.selfcheck else "combine"
-
-    def fan_grades(state: FIBEState) -> list[Send] | list[str]:
-        sends = []
-        for i, sentence in enumerate(state["sentences"]):
-            students = {
-                str(a["j"]): a["sentences"][str(i)]
-                for a in sorted(state["answers"], key=lambda a: a["j"])
-                if str(i) in a["sentences"]
-            }
-            if students:
-                sends.append(Send("grade", GradeInput(i=i, correct=sentence, students=students)))
-        return sends or [after_grading]
-
-    def grade(state: GradeInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        lines = "\n".join(f"[{STUDENTS[int(j)]}] {answer}" for j, answer in state["students"].items())
-        variables = {"correct_answer": state["correct"], "student_answers": lines}
-        reply = yield Calls(gw, Ask(model, SCORE, variables, {"max_tokens": _score_max_tokens(len(state["students"]))}))
-        by_name = {name.lower(): score for name, score in (reply.parsed if reply.ok else {}).items()}
-        scores = {
-            j: by_name[STUDENTS[int(j)].lower()] for j in state["students"] if STUDENTS[int(j)].lower() in by_name
-        }
-        if not reply.ok:
-            events = [{"sentence": state["i"], "event": "grade_unparsed", "detail": reply.text[:200]}]
-        else:
-            events = [
-                {"sentence": state["i"], "event": "grade_missing", "detail": STUDENTS[int(j)]}
-                for j in state["students"]
-                if j not in scores
-            ]
-        return {"grades": [Grade(i=state["i"], scores=scores, raw=reply.text)], "events": events}
-
-    def fan_direct_questions(state: FIBEState) -> list[Send]:
-        return [
-            Send("direct_question", KnownInput(i=i, prompt=state.get("prompt", ""), claim=sentence))
-            for i, sentence in enumerate(state["sentences"])
-        ]
-
-    def direct_question(state: KnownInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        known = yield from ask_direct_question(gw, model, state, dq_logprobs)
-        return {"known": [known]}
-
-    def selfcheck(state: FIBEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        assert scgp is not None
-        scgp_state: dict[str, Any] = {
-            "sentences": state["sentences"],
-            "concept": state.get("prompt", ""),
-        }
-        if state.get("samples"):
-            scgp_state["samples"] = state["samples"]
-        out = yield Subgraph(scgp, scgp_state, config)
-        return {"selfcheck": out["scores"], "samples": out["used_samples"], "selfcheck_verdicts": out["verdicts"]}
-
-    def combine(state: FIBEState) -> dict[str, Any]:
-        grades = {g["i"]: g for g in state.get("grades", [])}
-        h_f, events = [], []
-        for i in range(len(state["sentences"])):
-            graded = list(grades[i]["scores"].values()) if i in grades else []
-            if not graded:
-                events.append({"sentence": i, "event": "ungraded"})
-            h_f.append(fibe_score(graded) if graded else UNGRADED)
-        parts = {"fibe": h_f}
-        if v.direct_question:
-            known = {k["i"]: k["known"] for k in state["known"]}
-            parts["direct_question"] = [1.0 - known[i] for i in range(len(state["sentences"]))]
-        if v.selfcheck:
-            parts["selfcheck"] = state["selfcheck"]
-        combined = (
-            ensemble(parts["fibe"], parts.get("direct_question"), parts.get("selfcheck")) if len(parts) > 1 else h_f
-        )
-        scores = snowballing_correction(combined, theta) if v.sbc else combined
-        return {
-            "parts": parts,
-            "scores": scores,
-            "events": events,
-            "scored_sentences": state["sentences"],
-            "handled": [*state.get("events", []), *events],
-        }
-
+    v = VARIANTS[variant]
+    exam = Exam(
+        model=model,
+        gateway=gw,
+        n=n,
+        variant=variant,
+        theta=theta,
+        dq_logprobs=gw.gives_logprobs(model) if dq_logprobs is None else dq_logprobs,
+        scgp=selfcheck_prompt.build(model, gw, n=n) if v.selfcheck else None,
+    )
     graph = StateGraph(FIBEState, input_schema=FIBEInput, output_schema=FIBEOutput)
-    graph.add_node("split", split)
+    graph.add_node("split", partial(split, exam))
     # each model-calling node runs its calls on threads under invoke, on the event loop under ainvoke
-    graph.add_node("create", node("create", create))
-    graph.add_node("answer", node("answer", answer), input_schema=AnswerInput)
+    graph.add_node("create", node("create", partial(create, exam)))
+    graph.add_node("answer", node("answer", partial(answer, exam)), input_schema=AnswerInput)
     graph.add_node("grade_all", lambda state: {})  # join: all N answers are in
-    graph.add_node("grade", node("grade", grade), input_schema=GradeInput)
-    graph.add_node("combine", combine)
+    graph.add_node("grade", node("grade", partial(grade, exam)), input_schema=GradeInput)
+    graph.add_node("combine", partial(combine, exam))
     graph.add_edge(START, "split")
     graph.add_edge("split", "create")
-    graph.add_conditional_edges("create", fan_answers, ["answer"])
+    graph.add_conditional_edges("create", partial(fan_answers, exam), ["answer"])
     graph.add_edge("answer", "grade_all")
-    graph.add_conditional_edges("grade_all", fan_grades, ["grade", after_grading])
-    graph.add_edge("grade", after_grading)
+    graph.add_conditional_edges("grade_all", partial(fan_grades, exam), ["grade", exam.after_grading])
+    graph.add_edge("grade", exam.after_grading)
     if v.direct_question:
         graph.add_node("direct_question_all", lambda state: {})
-        graph.add_node("direct_question", node("direct_question", direct_question), input_schema=KnownInput)
+        graph.add_node(
+            "direct_question", node("direct_question", partial(direct_question, exam)), input_schema=KnownInput
+        )
         graph.add_conditional_edges("direct_question_all", fan_direct_questions, ["direct_question"])
-        graph.add_edge("direct_question", after_direct_question)
+        graph.add_edge("direct_question", exam.after_direct_question)
     if v.selfcheck:
-        graph.add_node("selfcheck", node("selfcheck", selfcheck))
+        graph.add_node("selfcheck", node("selfcheck", partial(selfcheck, exam)))
         graph.add_edge("selfcheck", "combine")
     graph.add_edge("combine", END)
     return graph.compile(name=variant)

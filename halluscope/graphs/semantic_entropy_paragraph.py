@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 import operator
-import statistics
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -42,7 +42,7 @@ from halluscope.graphs import method, options
 from halluscope.graphs.method import Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, planner, read_answer
 from halluscope.results import DetectionResult, Unit
-from halluscope.scoring import ClusterRule, question_entropy, unanswered
+from halluscope.scoring import ClusterRule, claim_entropy, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
 from halluscope.text import sentences as split_sentences
 
@@ -158,6 +158,158 @@ def questions_of(asked: list[Asked], k: int) -> list[dict[str, str]]:
     return [qa for a in sorted((a for a in asked if a["k"] == k), key=lambda a: a["batch"]) for qa in a["pairs"]]
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the nodes share: the model that asks and answers the questions, the judge of equivalence,
+    and how clusters are made and measured."""
+
+    model: ModelLike
+    judge: Entailment
+    gateway: Gateway
+    mode: Mode
+    cluster_rule: ClusterRule
+    base: float
+
+
+def start(state: ParagraphState, config: RunnableConfig) -> dict[str, Any]:
+    """The question and text checked, the sentences found; the decomposition's call announced (the rest
+    is known once the claims are)."""
+    if not (state.get("question") or "").strip():
+        raise ConfigError("paragraph semantic entropy needs the question (prompt) the text answers")
+    if not (state.get("text") or "").strip():
+        raise ConfigError("the text to check is empty")
+    plan_calls(config, 1)
+    return {"sentences": state.get("sentences") or split_sentences(state["text"])}
+
+
+def decompose(setup: Setup, state: ParagraphState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """The text as claims (an unreadable list: its sentences), and the calls the claims take."""
+    params = {"max_tokens": decompose_max_tokens(state["text"])}
+    reply = yield Calls(setup.gateway, Ask(setup.model, DECOMPOSE, {"text": state["text"]}, params))
+    update: dict[str, Any] = (
+        {"claims": list(reply.parsed)}
+        if reply.ok
+        else {"claims": list(state["sentences"]), "events": [{"k": -1, "kind": "decompose_unparsed"}]}
+    )
+    plan_calls(config, planned_calls(len(update["claims"])) - 1)
+    return update
+
+
+def route_questions(state: ParagraphState) -> list[Send]:
+    claims = state["claims"]
+    return [
+        Send(
+            "questions",
+            QuestionsInput(k=k, batch=b, question=state["question"], claim=claim, text_so_far=text_so_far(claims, k)),
+        )
+        for k, claim in enumerate(claims)
+        for b in range(BATCHES)
+    ]
+
+
+def questions(setup: Setup, state: QuestionsInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """One batch of questions (with their expected answers) that claim k answers, given the text so far;
+    an unreadable list is asked again, as a new sample."""
+    first = not state["text_so_far"]
+    variables = {"claim": state["claim"]} | ({} if first else {"text_so_far": state["text_so_far"]})
+    events: list[dict[str, Any]] = []
+    for attempt in range(QUESTION_ATTEMPTS):
+        params = {"sample_index": state["batch"] + BATCHES * attempt, "max_tokens": QUESTIONS_MAX_TOKENS, "seed": 0}
+        reply = yield Calls(setup.gateway, Ask(setup.model, QUESTIONS_FIRST if first else QUESTIONS, variables, params))
+        if reply.ok:
+            asked = Asked(k=state["k"], batch=state["batch"], pairs=list(reply.parsed)[:PER_BATCH])
+            return {"asked": [asked], "events": events}
+        events.append({"k": state["k"], "kind": "questions_unparsed"})
+        if attempt + 1 < QUESTION_ATTEMPTS:
+            plan_calls(config, 1)  # the next attempt
+    return {"asked": [Asked(k=state["k"], batch=state["batch"], pairs=[])], "events": events}
+
+
+def route_answers(state: ParagraphState) -> list[Send] | list[str]:
+    sends = [
+        Send(
+            "new_answer",
+            AnswerInput(
+                k=k,
+                q=q,
+                r=r,
+                question=state["question"],
+                claim_question=qa["question"],
+                text_so_far=text_so_far(state["claims"], k),
+            ),
+        )
+        for k in range(len(state["claims"]))
+        for q, qa in enumerate(questions_of(state["asked"], k))
+        for r in range(REGENERATE)
+    ]
+    return sends or ["score"]
+
+
+def new_answer(setup: Setup, state: AnswerInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """A new short answer to one of claim k's questions, given the text so far."""
+    first = not state["text_so_far"]
+    variables = {"question": state["question"], "claim_question": state["claim_question"]}
+    if not first:
+        variables["text_so_far"] = state["text_so_far"]
+    ask = answer_ask(
+        setup.model,
+        NEW_ANSWER_FIRST if first else NEW_ANSWER,
+        variables,
+        REGENERATE * state["q"] + state["r"],  # the same question asked twice gets its own samples
+        NEW_ANSWER_MAX_TOKENS,
+    )
+    text, _ = read_answer((yield Calls(setup.gateway, ask)))
+    return {"new_answers": [NewAnswer(k=state["k"], q=state["q"], r=state["r"], text=text)]}
+
+
+def route_clusters(state: ParagraphState) -> list[Send]:
+    sends = []
+    for k in range(len(state["claims"])):
+        for q, qa in enumerate(questions_of(state["asked"], k)):
+            regenerated = sorted((a for a in state["new_answers"] if a["k"] == k and a["q"] == q), key=lambda a: a["r"])
+            answers = [qa["answer"], *(a["text"] for a in regenerated)]
+            sends.append(Send("cluster", ClusterInput(k=k, q=q, claim_question=qa["question"], answers=answers)))
+    return sends
+
+
+def cluster(setup: Setup, state: ClusterInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """A question's expected and new answers clustered by the judge, and their entropy."""
+    answers = state["answers"]
+    clusters, pairs = yield from clustering(
+        answers, setup.judge, state["claim_question"], setup.mode, rule=setup.cluster_rule, plan=planner(config)
+    )
+    scored = Scored(
+        k=state["k"],
+        q=state["q"],
+        question=state["claim_question"],
+        answers=answers,
+        clusters=clusters,
+        unanswered=unanswered(answers),
+        entropy=question_entropy(answers, [len(c) for c in clusters], base=setup.base),
+        pairs_judged=pairs,
+    )
+    return {"scored": [scored]}
+
+
+def score(setup: Setup, state: ParagraphState) -> dict[str, Any]:
+    """Each claim's score from its questions' entropies, and the claims held by each sentence."""
+    scored = state.get("scored", [])
+    claims, events = [], []
+    for k, text in enumerate(state["claims"]):
+        mine = sorted((s for s in scored if s["k"] == k), key=lambda s: s["q"])
+        if not mine:
+            events.append({"k": k, "kind": "no_questions"})
+        value = claim_entropy([s["entropy"] for s in mine], REGENERATE, setup.base)
+        claims.append(ScoredClaim(index=k, text=text, score=value, questions=mine))
+    return {
+        "scored_claims": claims,
+        "held": align_claims(state["claims"], state["sentences"]),
+        "events": events,
+        "scored_sentences": state["sentences"],
+        "handled": [*state.get("events", []), *events],
+    }
+
+
 def build(
     model: ModelLike,
     judge: Entailment,
@@ -167,147 +319,17 @@ def build(
     base: float = math.e,
 ) -> CompiledStateGraph:
     """The graph for one model that asks and answers the questions and one judge of equivalence."""
-    gw = gateway or default_gateway()
-    max_entropy = math.log(1 + REGENERATE) / math.log(base)  # a claim with no question to ask
-
-    def start(state: ParagraphState, config: RunnableConfig) -> dict[str, Any]:
-        if not (state.get("question") or "").strip():
-            raise ConfigError("paragraph semantic entropy needs the question (prompt) the text answers")
-        if not (state.get("text") or "").strip():
-            raise ConfigError("the text to check is empty")
-        plan_calls(config, 1)  # the decomposition; the rest is known once the claims are
-        return {"sentences": state.get("sentences") or split_sentences(state["text"])}
-
-    def decompose(state: ParagraphState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        params = {"max_tokens": decompose_max_tokens(state["text"])}
-        reply = yield Calls(gw, Ask(model, DECOMPOSE, {"text": state["text"]}, params))
-        update: dict[str, Any] = (
-            {"claims": list(reply.parsed)}
-            if reply.ok
-            else {"claims": list(state["sentences"]), "events": [{"k": -1, "kind": "decompose_unparsed"}]}
-        )
-        plan_calls(config, planned_calls(len(update["claims"])) - 1)
-        return update
-
-    def route_questions(state: ParagraphState) -> list[Send]:
-        claims = state["claims"]
-        return [
-            Send(
-                "questions",
-                QuestionsInput(
-                    k=k, batch=b, question=state["question"], claim=claim, text_so_far=text_so_far(claims, k)
-                ),
-            )
-            for k, claim in enumerate(claims)
-            for b in range(BATCHES)
-        ]
-
-    def questions(state: QuestionsInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        first = not state["text_so_far"]
-        variables = {"claim": state["claim"]} | ({} if first else {"text_so_far": state["text_so_far"]})
-        events: list[dict[str, Any]] = []
-        for attempt in range(QUESTION_ATTEMPTS):
-            params = {
-                "sample_index": state["batch"] + BATCHES * attempt,  # a retry is a new sample
-                "max_tokens": QUESTIONS_MAX_TOKENS,
-                "seed": 0,
-            }
-            reply = yield Calls(gw, Ask(model, QUESTIONS_FIRST if first else QUESTIONS, variables, params))
-            if reply.ok:
-                asked = Asked(k=state["k"], batch=state["batch"], pairs=list(reply.parsed)[:PER_BATCH])
-                return {"asked": [asked], "events": events}
-            events.append({"k": state["k"], "kind": "questions_unparsed"})
-            if attempt + 1 < QUESTION_ATTEMPTS:
-                plan_calls(config, 1)  # the next attempt
-        return {"asked": [Asked(k=state["k"], batch=state["batch"], pairs=[])], "events": events}
-
-    def route_answers(state: ParagraphState) -> list[Send] | list[str]:
-        sends = []
-        for k in range(len(state["claims"])):
-            for q, qa in enumerate(questions_of(state["asked"], k)):
-                for r in range(REGENERATE):
-                    item = AnswerInput(
-                        k=k,
-                        q=q,
-                        r=r,
-                        question=state["question"],
-                        claim_question=qa["question"],
-                        text_so_far=text_so_far(state["claims"], k),
-                    )
-                    sends.append(Send("new_answer", item))
-        return sends or ["score"]
-
-    def new_answer(state: AnswerInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        first = not state["text_so_far"]
-        variables = {"question": state["question"], "claim_question": state["claim_question"]}
-        if not first:
-            variables["text_so_far"] = state["text_so_far"]
-        ask = answer_ask(
-            model,
-            NEW_ANSWER_FIRST if first else NEW_ANSWER,
-            variables,
-            REGENERATE * state["q"] + state["r"],  # the same question asked twice gets its own samples
-            NEW_ANSWER_MAX_TOKENS,
-        )
-        text, _ = read_answer((yield Calls(gw, ask)))
-        return {"new_answers": [NewAnswer(k=state["k"], q=state["q"], r=state["r"], text=text)]}
-
-    def route_clusters(state: ParagraphState) -> list[Send]:
-        sends = []
-        for k in range(len(state["claims"])):
-            for q, qa in enumerate(questions_of(state["asked"], k)):
-                regenerated = sorted(
-                    (a for a in state["new_answers"] if a["k"] == k and a["q"] == q), key=lambda a: a["r"]
-                )
-                answers = [qa["answer"], *(a["text"] for a in regenerated)]
-                sends.append(Send("cluster", ClusterInput(k=k, q=q, claim_question=qa["question"], answers=answers)))
-        return sends
-
-    def cluster(state: ClusterInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        answers = state["answers"]
-        clusters, pairs = yield from clustering(
-            answers, judge, state["claim_question"], mode, rule=cluster_rule, plan=planner(config)
-        )
-        entropy = question_entropy(answers, [len(c) for c in clusters], base=base)
-        scored = Scored(
-            k=state["k"],
-            q=state["q"],
-            question=state["claim_question"],
-            answers=answers,
-            clusters=clusters,
-            unanswered=unanswered(answers),
-            entropy=entropy,
-            pairs_judged=pairs,
-        )
-        return {"scored": [scored]}
-
-    def score(state: ParagraphState) -> dict[str, Any]:
-        scored = state.get("scored", [])
-        claims, events = [], []
-        for k, text in enumerate(state["claims"]):
-            mine = sorted((s for s in scored if s["k"] == k), key=lambda s: s["q"])
-            if not mine:
-                events.append({"k": k, "kind": "no_questions"})
-            value = statistics.fmean(s["entropy"] for s in mine) if mine else max_entropy
-            claims.append(ScoredClaim(index=k, text=text, score=value, questions=mine))
-        return {
-            "scored_claims": claims,
-            "held": align_claims(state["claims"], state["sentences"]),
-            "events": events,
-            "scored_sentences": state["sentences"],
-            "handled": [*state.get("events", []), *events],
-        }
-
+    setup = Setup(model, judge, gateway or default_gateway(), mode, cluster_rule, base)
     graph = StateGraph(ParagraphState, input_schema=ParagraphInput, output_schema=ParagraphOutput)
     graph.add_node("start", start)
     # each model-calling node runs its calls on threads under invoke, on the event loop under ainvoke
-    graph.add_node("decompose", node("decompose", decompose))
-    graph.add_node("questions", node("questions", questions), input_schema=QuestionsInput)
+    graph.add_node("decompose", node("decompose", partial(decompose, setup)))
+    graph.add_node("questions", node("questions", partial(questions, setup)), input_schema=QuestionsInput)
     graph.add_node("ask", lambda _state: {})
-    graph.add_node("new_answer", node("new_answer", new_answer), input_schema=AnswerInput)
+    graph.add_node("new_answer", node("new_answer", partial(new_answer, setup)), input_schema=AnswerInput)
     graph.add_node("judge", lambda _state: {})
-    graph.add_node("cluster", node("cluster", cluster), input_schema=ClusterInput)
-    graph.add_node("score", score)
+    graph.add_node("cluster", node("cluster", partial(cluster, setup)), input_schema=ClusterInput)
+    graph.add_node("score", partial(score, setup))
     graph.add_edge(START, "start")
     graph.add_edge("start", "decompose")
     graph.add_conditional_edges("decompose", route_questions, ["questions"])

@@ -26,6 +26,7 @@ from halluscope.scoring.selfcheck import (
 from halluscope.scoring.semantic_entropy import (
     CLUSTER_RULES,
     ClusterRule,
+    claim_entropy,
     cluster_logprobs,
     cluster_steps,
     discrete_semantic_entropy,
@@ -38,6 +39,7 @@ from halluscope.scoring.semantic_entropy import (
 )
 
 __all__ = [
+    "claim_entropy",
     "UnigramScore",
     "assignment_counts",
     "concept_labels",

@@ -169,3 +169,14 @@ def ensemble(
     w = dict(weights) if weights is not None else ensemble_weights(*(parts[k] is not None for k in parts))
     n = lengths.pop()
     return [clip(sum(w.get(name, 0.0) * h[i] for name, h in used.items())) for i in range(n)]
+
+
+def variant_scores(parts: Mapping[str, Sequence[float]], sbc: bool, theta: float = THETA) -> list[float]:
+    """A variant's score per sentence from its parts (``fibe``: H_F, and ``direct_question`` H_D and
+    ``selfcheck`` H_P where it uses them): their ensemble when there are several, then H_S with ``sbc``."""
+    combined = (
+        ensemble(parts["fibe"], parts.get("direct_question"), parts.get("selfcheck"))
+        if len(parts) > 1
+        else list(parts["fibe"])
+    )
+    return snowballing_correction(combined, theta) if sbc else combined

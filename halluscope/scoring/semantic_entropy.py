@@ -132,6 +132,14 @@ def question_entropy(answers: Sequence[str], cluster_sizes: Sequence[int], base:
     return discrete_semantic_entropy(cluster_sizes, base=base)
 
 
+def claim_entropy(question_entropies: Sequence[float], regenerated: int, base: float = math.e) -> float:
+    """A claim's score: the mean entropy of its questions; with no question to ask, the most a question
+    can have (each of its 1 + ``regenerated`` answers in a cluster of its own)."""
+    if not question_entropies:
+        return math.log(1 + regenerated) / math.log(base)
+    return math.fsum(question_entropies) / len(question_entropies)
+
+
 def _logsumexp(values: Sequence[float]) -> float:
     """log sum exp; -inf when every value is -inf (probability 0), not -inf - -inf = nan."""
     top = max(values)
