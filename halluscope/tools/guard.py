@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -34,6 +36,7 @@ from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detector import Detector
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs.stages import stats_of
+from halluscope.results import DetectionResult
 
 OnFlag = Literal["annotate", "revise", "refuse"]
 REVISE = "guard.revise"
@@ -121,6 +124,146 @@ def _danger(version: dict[str, Any]) -> tuple[int, float]:
     return len(version["flagged"]), version["risk"] if version["risk"] is not None else math.inf
 
 
+@dataclass(frozen=True)
+class Guard:
+    """What the guard's nodes share: the detector and its threshold, what to do with a flagged answer,
+    and the model (with the revise prompts' own wording) that revises one."""
+
+    det: Detector
+    threshold: float
+    on: Literal["score", "probability"]
+    on_flag: OnFlag
+    max_revisions: int
+    model: ModelLike | None
+    gateway: Gateway
+    refusal: str
+    echoes: list[str]
+
+
+def check(guard: Guard, state: GuardState, config: RunnableConfig) -> dict[str, Any]:
+    """The detector on the last AI message (the user's last message before it as the question): the
+    version it checked, with its risk, flags and the method's evidence, joins the answer's record."""
+    exchange = _exchange(state)
+    if exchange is None:
+        return {"hallucination": {"action": "skipped", "error": "no AI message to check"}}
+    ai, question = exchange
+    previous = state.get("hallucination") or {}
+    same_answer = previous.get("message_id") == ai.id  # a revision keeps the message id; a new turn does not
+    record: dict[str, Any] = {
+        "method": guard.det.method,
+        "threshold": guard.threshold,
+        "on": guard.on,
+        "message_id": ai.id,
+        "versions": previous.get("versions", []) if same_answer else [],
+    }
+    revisions = state.get("revisions", 0) if same_answer else 0
+    host = stats_of(config)  # a host's run counters ({"configurable": {"stats": ...}}): its bar moves too
+    part = {"stats": host.part()} if host is not None else {}
+    try:
+        result = guard.det.detect(**guard.det.answer_item(_text(ai), question, state.get("context"), ai), **part)
+    except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
+        error = f"{type(exc).__name__}: {exc}"
+        return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
+    version = _version(guard, _text(ai), result)
+    summary = {k: version[k] for k in ("risk", "units", "flagged", "calls")}
+    flagged = bool(version["flagged"])
+    return {
+        "hallucination": {
+            **record,
+            **summary,
+            "versions": [*record["versions"], version],
+            "action": "flagged" if flagged else "pass",
+            **({} if flagged else {"delivered": len(record["versions"])}),
+        },
+        "revisions": revisions,
+    }
+
+
+def _version(guard: Guard, answer: str, result: DetectionResult) -> dict[str, Any]:
+    """One checked text: its units (and probabilities, calibrated), those flagged, its risk and why."""
+    calibrated = guard.det.calibration is not None
+    hits = {id(u) for u in result.flagged(guard.threshold, guard.on)}
+    units = [
+        {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
+        for u in result.units
+    ]
+    values = [v for u in result.units if (v := getattr(u, guard.on)) is not None]
+    return {
+        "answer": answer,
+        "risk": max(values) if values else None,
+        "units": units,
+        "flagged": [row for row, u in zip(units, result.units, strict=True) if id(u) in hits],
+        "evidence": {  # why it passed or not: the samples, answers ... the method compared it with
+            "result": result.evidence,
+            "units": [u.evidence for u in result.units],
+        },
+        "calls": result.meta.calls,
+    }
+
+
+def route(guard: Guard, state: GuardState) -> str:
+    if state["hallucination"]["action"] != "flagged":
+        return END
+    if guard.on_flag == "revise":
+        return "revise" if state.get("revisions", 0) < guard.max_revisions else "annotate"
+    return guard.on_flag
+
+
+def annotate(guard: Guard, state: GuardState) -> dict[str, Any]:
+    """The least risky version checked (the answer where no revision is safer), with its note."""
+    ai, _ = _exchange(state)  # type: ignore[misc]
+    record = state["hallucination"]
+    checked = [v for v in record["versions"] if "refused" not in v]
+    best = min(range(len(checked)), key=lambda i: _danger(checked[i]))  # the earliest of equals
+    chosen = checked[best]
+    content = chosen["answer"] + _note(chosen["flagged"], guard.det.method)
+    delivered = record["versions"].index(chosen)
+    summary = {k: chosen[k] for k in ("risk", "units", "flagged")}
+    return {
+        "messages": [AIMessage(content=content, id=ai.id)],
+        "hallucination": {**record, **summary, "action": "annotated", "delivered": delivered},
+    }
+
+
+def revise(guard: Guard, state: GuardState, config: RunnableConfig) -> dict[str, Any]:
+    """The model rewrites the flagged statements (from the turn's documents where it has them); a
+    degenerate revision is kept in the record, never checked or delivered."""
+    ai, question = _exchange(state)  # type: ignore[misc]
+    record = state["hallucination"]
+    flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
+    asked = {"question": question or "", "answer": _text(ai), "flagged": flagged}
+    documents = state.get("context")
+    if documents:  # a RAG turn: the rewrite takes the right fact from the documents (the prompt fences them)
+        asked["documents"] = "\n\n".join(documents)
+    try:
+        prompt = REVISE_GROUNDED if documents else REVISE
+        host = stats_of(config)
+        if host is not None:
+            host.plan(1)
+        revision = guard.gateway.call(guard.model, prompt, asked, stats=host).text  # type: ignore[arg-type]
+        refused = degenerate(revision, _text(ai), guard.echoes)
+    except HalluscopeError as exc:  # an empty reply, a provider that stays down: no revision to check
+        revision, refused = "", f"no revision: {exc}"
+    if refused is not None:
+        versions = [*record["versions"], {"answer": revision, "refused": refused}]
+        return {"hallucination": {**record, "versions": versions}, "revisions": state.get("revisions", 0) + 1}
+    return {
+        "messages": [AIMessage(content=revision.strip(), id=ai.id)],
+        "revisions": state.get("revisions", 0) + 1,
+        "hallucination": {**record, "action": "revised"},
+    }
+
+
+def after_revision(state: GuardState) -> str:
+    return "annotate" if "refused" in state["hallucination"]["versions"][-1] else "check"
+
+
+def refuse(guard: Guard, state: GuardState) -> dict[str, Any]:
+    ai, _ = _exchange(state)  # type: ignore[misc]
+    record = state["hallucination"]
+    return {"messages": [AIMessage(content=guard.refusal, id=ai.id)], "hallucination": {**record, "action": "refused"}}
+
+
 def hallucination_guard(
     det: Detector,
     threshold: float,
@@ -152,126 +295,14 @@ def hallucination_guard(
         raise ConfigError(f"max_revisions must be >= 0, got {max_revisions}")
     gw = gateway or default_gateway()
     echoes = _prompt_lines(gw) if on_flag == "revise" else []
-
-    def check(state: GuardState, config: RunnableConfig) -> dict[str, Any]:
-        exchange = _exchange(state)
-        if exchange is None:
-            return {"hallucination": {"action": "skipped", "error": "no AI message to check"}}
-        ai, question = exchange
-        previous = state.get("hallucination") or {}
-        same_answer = previous.get("message_id") == ai.id  # a revision keeps the message id; a new turn does not
-        record: dict[str, Any] = {
-            "method": det.method,
-            "threshold": threshold,
-            "on": on,
-            "message_id": ai.id,
-            "versions": previous.get("versions", []) if same_answer else [],
-        }
-        revisions = state.get("revisions", 0) if same_answer else 0
-        host = stats_of(config)  # a host's run counters ({"configurable": {"stats": ...}}): its bar moves too
-        part = {"stats": host.part()} if host is not None else {}
-        try:
-            result = det.detect(**det.answer_item(_text(ai), question, state.get("context"), ai), **part)
-        except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
-            error = f"{type(exc).__name__}: {exc}"
-            return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
-        calibrated = det.calibration is not None
-        hits = {id(u) for u in result.flagged(threshold, on)}
-        units: list[dict[str, Any]] = []
-        flagged: list[dict[str, Any]] = []
-        for u in result.units:
-            row = {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
-            units.append(row)
-            if id(u) in hits:
-                flagged.append(row)
-        values = [v for u in result.units if (v := getattr(u, on)) is not None]
-        version = {
-            "answer": _text(ai),
-            "risk": max(values) if values else None,
-            "units": units,
-            "flagged": flagged,
-            "evidence": {  # why it passed or not: the samples, answers ... the method compared it with
-                "result": result.evidence,
-                "units": [u.evidence for u in result.units],
-            },
-            "calls": result.meta.calls,
-        }
-        summary = {k: version[k] for k in ("risk", "units", "flagged", "calls")}
-        return {
-            "hallucination": {
-                **record,
-                **summary,
-                "versions": [*record["versions"], version],
-                "action": "flagged" if flagged else "pass",
-                **({} if flagged else {"delivered": len(record["versions"])}),
-            },
-            "revisions": revisions,
-        }
-
-    def route(state: GuardState) -> str:
-        record = state["hallucination"]
-        if record["action"] != "flagged":
-            return END
-        if on_flag == "revise":
-            return "revise" if state.get("revisions", 0) < max_revisions else "annotate"
-        return on_flag
-
-    def annotate(state: GuardState) -> dict[str, Any]:
-        """The least risky version checked (the answer where no revision is safer), with its note."""
-        ai, _ = _exchange(state)  # type: ignore[misc]
-        record = state["hallucination"]
-        checked = [v for v in record["versions"] if "refused" not in v]
-        best = min(range(len(checked)), key=lambda i: _danger(checked[i]))  # the earliest of equals
-        chosen = checked[best]
-        content = chosen["answer"] + _note(chosen["flagged"], det.method)
-        delivered = record["versions"].index(chosen)
-        summary = {k: chosen[k] for k in ("risk", "units", "flagged")}
-        return {
-            "messages": [AIMessage(content=content, id=ai.id)],
-            "hallucination": {**record, **summary, "action": "annotated", "delivered": delivered},
-        }
-
-    def revise(state: GuardState, config: RunnableConfig) -> dict[str, Any]:
-        ai, question = _exchange(state)  # type: ignore[misc]
-        record = state["hallucination"]
-        flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
-        asked = {"question": question or "", "answer": _text(ai), "flagged": flagged}
-        documents = state.get("context")
-        if documents:  # a RAG turn: the rewrite takes the right fact from the documents (the prompt fences them)
-            asked["documents"] = "\n\n".join(documents)
-        try:
-            prompt = REVISE_GROUNDED if documents else REVISE
-            host = stats_of(config)
-            if host is not None:
-                host.plan(1)
-            revision = gw.call(model, prompt, asked, stats=host).text  # type: ignore[arg-type]
-            refused = degenerate(revision, _text(ai), echoes)
-        except HalluscopeError as exc:  # an empty reply, a provider that stays down: no revision to check
-            revision, refused = "", f"no revision: {exc}"
-        if refused is not None:  # kept in the record, never checked or delivered
-            versions = [*record["versions"], {"answer": revision, "refused": refused}]
-            return {"hallucination": {**record, "versions": versions}, "revisions": state.get("revisions", 0) + 1}
-        return {
-            "messages": [AIMessage(content=revision.strip(), id=ai.id)],
-            "revisions": state.get("revisions", 0) + 1,
-            "hallucination": {**record, "action": "revised"},
-        }
-
-    def after_revision(state: GuardState) -> str:
-        return "annotate" if "refused" in state["hallucination"]["versions"][-1] else "check"
-
-    def refuse(state: GuardState) -> dict[str, Any]:
-        ai, _ = _exchange(state)  # type: ignore[misc]
-        record = state["hallucination"]
-        return {"messages": [AIMessage(content=refusal, id=ai.id)], "hallucination": {**record, "action": "refused"}}
-
+    guard = Guard(det, threshold, on, on_flag, max_revisions, model, gw, refusal, echoes)
     graph = StateGraph(GuardState)
-    graph.add_node("check", check)
-    graph.add_node("annotate", annotate)
-    graph.add_node("revise", revise)
-    graph.add_node("refuse", refuse)
+    graph.add_node("check", partial(check, guard))
+    graph.add_node("annotate", partial(annotate, guard))
+    graph.add_node("revise", partial(revise, guard))
+    graph.add_node("refuse", partial(refuse, guard))
     graph.add_edge(START, "check")
-    graph.add_conditional_edges("check", route, ["annotate", "revise", "refuse", END])
+    graph.add_conditional_edges("check", partial(route, guard), ["annotate", "revise", "refuse", END])
     graph.add_conditional_edges("revise", after_revision, ["check", "annotate"])
     graph.add_edge("annotate", END)
     graph.add_edge("refuse", END)
