@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any
 
 import numpy as np
@@ -99,6 +100,113 @@ class FewlState(FewlInput, FewlOutput, total=False):
     responses: Annotated[list[Response], operator.add]
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the nodes share: the reference models (one asked for ``n`` diversified answers, or each once),
+    the model that writes the IW/CO answers, the candidates, the neighbours' count and the embedder."""
+
+    references: list[ModelLike]
+    n: int | None
+    neighbours: int
+    writer: ModelLike
+    candidates: Sequence[ModelLike]
+    embedder: Embedder | None
+    gateway: Gateway
+
+    def embed(self) -> Embedder:
+        """Loaded on first use: a graph that never embeds needs no model."""
+        return self.embedder or default_embedder()
+
+
+def plan(setup: Setup, state: FewlState, config: RunnableConfig) -> dict[str, Any]:
+    """The batch checked, each question's K nearest questions of the pool found, the calls announced."""
+    items = state.get("items") or []
+    if not items:
+        raise ConfigError("FEWL needs at least one question")
+    blank = [k for k, it in enumerate(items) if not it["question"].strip()]
+    if blank:
+        raise ConfigError(f"empty question(s) at batch position(s) {blank}")
+    pool = [q for q in state.get("pool") or [] if q.strip()]
+    found: dict[str, list[tuple[str, float]]] = {}
+    if pool:
+        questions = [it["question"] for it in items]
+        near = setup.embed().nearest(questions, pool, setup.neighbours)
+        found = {q: [(pool[j], cos) for j, cos in picked] for q, picked in zip(questions, near, strict=True)}
+    plan_calls(config, len(calls(setup, items, found)))  # one model call each
+    return {"neighbours": found, "pool": pool}
+
+
+def calls(setup: Setup, items: Sequence[Item], neighbours: dict[str, list[tuple[str, float]]]) -> list[Send]:
+    """Every needed question (the batch's and their neighbours') answered once per reference, the
+    batch's IW/CO answers written, and the candidates' answers asked."""
+    batch = list(dict.fromkeys(it["question"] for it in items))
+    needed = list(dict.fromkeys(batch + [q for q in batch for q, _ in neighbours.get(q, [])]))
+    if setup.n is None:
+        sends = [Send("answer", {"question": q, "i": i}) for q in needed for i in range(len(setup.references))]
+    else:
+        sends = [Send("diversified", {"question": q}) for q in needed]
+    sends += [Send("wrong", {"question": q}) for q in batch]
+    sends += [Send("respond", {"question": q, "model": m}) for q in batch for m in setup.candidates]
+    return sends
+
+
+def fan_out(setup: Setup, state: FewlState) -> list[Send]:
+    return calls(setup, state["items"], state["neighbours"])
+
+
+def answer(setup: Setup, state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """Reference model i's answer h_i(x)."""
+    reply = yield Calls(setup.gateway, Ask(setup.references[state["i"]], ANSWER, {"question": state["question"]}))
+    text = reply.parsed if reply.ok else None
+    return {"references": [ReferenceAnswer(question=state["question"], i=state["i"], text=text, raw=reply.text)]}
+
+
+def diversified(setup: Setup, state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """The one reference model's N diversified answers, in one call."""
+    n = setup.n
+    assert n is not None
+    variables = {"question": state["question"], "n": n}
+    ask = Ask(setup.references[0], DIVERSE, variables, {"max_tokens": DIVERSE_TOKENS_PER_ANSWER * n})
+    reply = yield Calls(setup.gateway, ask)
+    # an answer that is not a list is still one answer (the rest are recorded as missing)
+    listed = list(reply.parsed)[:n] if reply.ok else [reply.text.strip()] if reply.text.strip() else []
+    texts: list[str | None] = [*listed, *[None] * (n - len(listed))]
+    return {
+        "references": [
+            ReferenceAnswer(question=state["question"], i=i, text=t, raw=reply.text) for i, t in enumerate(texts)
+        ]
+    }
+
+
+def wrong(setup: Setup, state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """D.1: the intentionally wrong answers with their corrected versions."""
+    ask = Ask(setup.writer, IW_CO, {"question": state["question"]}, {"max_tokens": IW_CO_MAX_TOKENS})
+    reply = yield Calls(setup.gateway, ask)
+    pairs = list(reply.parsed) if reply.ok else []
+    return {"wrongs": [WrongAnswers(question=state["question"], pairs=pairs, raw=reply.text, parsed=reply.ok)]}
+
+
+def respond(setup: Setup, state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """A candidate model's own answer, scored beside the given ones."""
+    reply = yield Calls(setup.gateway, Ask(state["model"], ANSWER, {"question": state["question"]}))
+    text = reply.parsed if reply.ok else None
+    response = Response(question=state["question"], model=model_name(state["model"]), text=text, raw=reply.text)
+    return {"responses": [response]}
+
+
+def score(setup: Setup, state: FewlState) -> dict[str, Any]:
+    return score_batch(
+        state["items"],
+        state.get("references", []),
+        state.get("wrongs", []),
+        state.get("responses", []),
+        state["neighbours"],
+        setup.n or len(setup.references),
+        setup.embed(),
+        penalty=bool(state["pool"]),
+    )
+
+
 def build(
     references: Sequence[ModelLike],
     *,
@@ -121,105 +229,95 @@ def build(
         )
     if neighbours < 1:
         raise ConfigError(f"the laziness penalty needs K >= 1 neighbour questions, got {neighbours}")
-    gw = gateway or default_gateway()
     writer = wrong_model or references[0]
-
-    def embed() -> Embedder:  # loaded on first use: a graph that never embeds needs no model
-        return embedder or default_embedder()
-
-    def plan(state: FewlState, config: RunnableConfig) -> dict[str, Any]:
-        items = state.get("items") or []
-        if not items:
-            raise ConfigError("FEWL needs at least one question")
-        blank = [k for k, it in enumerate(items) if not it["question"].strip()]
-        if blank:
-            raise ConfigError(f"empty question(s) at batch position(s) {blank}")
-        pool = [q for q in state.get("pool") or [] if q.strip()]
-        found: dict[str, list[tuple[str, float]]] = {}
-        if pool:
-            questions = [it["question"] for it in items]
-            near = embed().nearest(questions, pool, neighbours)
-            found = {q: [(pool[j], cos) for j, cos in picked] for q, picked in zip(questions, near, strict=True)}
-        plan_calls(config, len(calls(items, found)))  # one model call each
-        return {"neighbours": found, "pool": pool}
-
-    def fan_out(state: FewlState) -> list[Send]:
-        return calls(state["items"], state["neighbours"])
-
-    def calls(items: Sequence[Item], neighbours: dict[str, list[tuple[str, float]]]) -> list[Send]:
-        batch = list(dict.fromkeys(it["question"] for it in items))
-        needed = list(dict.fromkeys(batch + [q for q in batch for q, _ in neighbours.get(q, [])]))
-        if n is None:
-            sends = [Send("answer", {"question": q, "i": i}) for q in needed for i in range(len(references))]
-        else:
-            sends = [Send("diversified", {"question": q}) for q in needed]
-        sends += [Send("wrong", {"question": q}) for q in batch]
-        sends += [Send("respond", {"question": q, "model": m}) for q in batch for m in candidates]
-        return sends
-
-    def answer(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
-        reply = yield Calls(gw, Ask(references[state["i"]], ANSWER, {"question": state["question"]}))
-        text = reply.parsed if reply.ok else None
-        return {"references": [ReferenceAnswer(question=state["question"], i=state["i"], text=text, raw=reply.text)]}
-
-    def diversified(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
-        assert n is not None
-        variables = {"question": state["question"], "n": n}
-        reply = yield Calls(gw, Ask(references[0], DIVERSE, variables, {"max_tokens": DIVERSE_TOKENS_PER_ANSWER * n}))
-        # an answer that is not a list is still one answer (the rest are recorded as missing)
-        listed = list(reply.parsed)[:n] if reply.ok else [reply.text.strip()] if reply.text.strip() else []
-        texts: list[str | None] = [*listed, *[None] * (n - len(listed))]
-        return {
-            "references": [
-                ReferenceAnswer(question=state["question"], i=i, text=t, raw=reply.text) for i, t in enumerate(texts)
-            ]
-        }
-
-    def wrong(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
-        reply = yield Calls(gw, Ask(writer, IW_CO, {"question": state["question"]}, {"max_tokens": IW_CO_MAX_TOKENS}))
-        pairs = list(reply.parsed) if reply.ok else []
-        return {"wrongs": [WrongAnswers(question=state["question"], pairs=pairs, raw=reply.text, parsed=reply.ok)]}
-
-    def respond(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
-        reply = yield Calls(gw, Ask(state["model"], ANSWER, {"question": state["question"]}))
-        return {
-            "responses": [
-                Response(
-                    question=state["question"],
-                    model=model_name(state["model"]),
-                    text=reply.parsed if reply.ok else None,
-                    raw=reply.text,
-                )
-            ]
-        }
-
-    def score(state: FewlState) -> dict[str, Any]:
-        n_refs = n or len(references)
-        return score_batch(
-            state["items"],
-            state.get("references", []),
-            state.get("wrongs", []),
-            state.get("responses", []),
-            state["neighbours"],
-            n_refs,
-            embed(),
-            penalty=bool(state["pool"]),
-        )
-
+    setup = Setup(references, n, neighbours, writer, candidates, embedder, gateway or default_gateway())
     graph = StateGraph(FewlState, input_schema=FewlInput, output_schema=FewlOutput)
-    graph.add_node("plan", plan)
+    graph.add_node("plan", partial(plan, setup))
     # the model calls run on threads under invoke, on the event loop under ainvoke
-    graph.add_node("answer", node("answer", answer))
-    graph.add_node("diversified", node("diversified", diversified))
-    graph.add_node("wrong", node("wrong", wrong))
-    graph.add_node("respond", node("respond", respond))
-    graph.add_node("score", score)
+    for name, asking in (("answer", answer), ("diversified", diversified), ("wrong", wrong), ("respond", respond)):
+        graph.add_node(name, node(name, partial(asking, setup)))
+    graph.add_node("score", partial(score, setup))
     graph.add_edge(START, "plan")
-    graph.add_conditional_edges("plan", fan_out, ["answer", "diversified", "wrong", "respond"])
-    for asking in ("answer", "diversified", "wrong", "respond"):
-        graph.add_edge(asking, "score")
+    graph.add_conditional_edges("plan", partial(fan_out, setup), ["answer", "diversified", "wrong", "respond"])
+    for asking_node in ("answer", "diversified", "wrong", "respond"):
+        graph.add_edge(asking_node, "score")
     graph.add_edge("score", END)
     return graph.compile(name=NAME)
+
+
+@dataclass
+class _Batch:
+    """A batch's answers to every question, their embeddings and the events its scoring handled."""
+
+    ref_text: dict[tuple[str, int], str | None]
+    wrong_of: dict[str, WrongAnswers]
+    responses: Sequence[Response]
+    neighbours: dict[str, list[tuple[str, float]]]
+    n_refs: int
+    vectors: dict[str, Any]
+    penalty: bool
+    events: dict[str, int] = field(default_factory=dict)
+
+    def event(self, name: str, count: int = 1) -> None:
+        if count:
+            self.events[name] = self.events.get(name, 0) + count
+
+    def sim(self, a: str, b: str) -> float:
+        return float(np.dot(self.vectors[a], self.vectors[b]))
+
+    def weights(self, h: list[str], pairs: list[dict[str, str]]) -> tuple[list[float], list[float]]:
+        """Each reference's expertise r_i and lambda (uniform without IW/CO pairs)."""
+        if not (pairs and h):
+            return [], [1.0 / len(h)] * len(h) if h else []
+        corrected = [[self.sim(hi, p["corrected"]) for p in pairs] for hi in h]
+        wrong = [[self.sim(hi, p["wrong"]) for p in pairs] for hi in h]
+        r = [expertise_score(c, w) for c, w in zip(corrected, wrong, strict=True)]
+        return r, expertise_weights(r)
+
+    def scored(self, it: Item) -> dict[str, Any]:
+        """One question's expertise weights and every answer's FEWL terms and ablations."""
+        x = it["question"]
+        present = [i for i in range(self.n_refs) if self.ref_text.get((x, i))]
+        h = [self.ref_text[(x, i)] or "" for i in present]
+        pairs = self.wrong_of[x]["pairs"] if x in self.wrong_of else []
+        if x in self.wrong_of and not self.wrong_of[x]["parsed"]:
+            self.event("iw_co_unparsed")
+        elif 0 < len(pairs) < 25:
+            self.event("iw_co_short")
+        r, weights = self.weights(h, pairs)
+        near = self.neighbours.get(x, [])
+        lazy_refs = {i: [t for q, _ in near if (t := self.ref_text.get((q, i)))] for i in present}
+        answers = [(a, "given") for a in it["answers"]]
+        answers += [(resp["text"], resp["model"]) for resp in self.responses if resp["question"] == x and resp["text"]]
+        rows = []
+        for y, source in answers:
+            row: dict[str, Any] = {"text": y, "source": source}
+            if not h:
+                row.update(fewl=None, variants={})
+            else:
+                truth = [self.sim(y, hi) for hi in h]
+                lazy = [[self.sim(y, t) for t in lazy_refs[i]] for i in present] if self.penalty and near else None
+                terms = fewl_terms(truth, weights, lazy)
+                row.update(
+                    fewl=terms["score"],
+                    similarity=truth,
+                    truthfulness=terms["truthfulness"],
+                    penalty=terms["penalty"],
+                    variants=variant_scores(truth, weights, lazy),
+                )
+            rows.append(row)
+        if not h:
+            self.event("no_reference_answer")
+        return {
+            "question": x,
+            "references": h,
+            "reference_index": present,
+            "expertise": r,
+            "weights": weights,
+            "wrong_pairs": len(pairs),
+            "neighbours": [{"question": q, "cosine": c} for q, c in near],
+            "answers": rows,
+        }
 
 
 def score_batch(
@@ -236,83 +334,24 @@ def score_batch(
 
     A reference with no answer to x is left out of x's weights (and a neighbour it did not answer out
     of its penalty); IW/CO answers that could not be read leave lambda uniform. Both are events."""
-    ref_text = {(r["question"], r["i"]): r["text"] for r in references}
-    wrong_of = {w["question"]: w for w in wrongs}
-    texts: list[str] = []
-    for it in items:
-        texts += it["answers"]
+    texts = [a for it in items for a in it["answers"]]
     texts += [r["text"] for r in references if r["text"]]
     texts += [t for w in wrongs for p in w["pairs"] for t in (p["wrong"], p["corrected"])]
     texts += [r["text"] for r in responses if r["text"]]
     unique = list(dict.fromkeys(texts))
-    vectors = dict(zip(unique, embedder.encode(unique), strict=True)) if unique else {}
-
-    def sim(a: str, b: str) -> float:
-        return float(np.dot(vectors[a], vectors[b]))
-
-    events: dict[str, int] = {}
-
-    def event(name: str, count: int = 1) -> None:
-        if count:
-            events[name] = events.get(name, 0) + count
-
-    event("reference_missing", sum(r["text"] is None for r in references))
-    event("response_missing", sum(r["text"] is None for r in responses))
-    scored = []
-    for it in items:
-        x = it["question"]
-        present = [i for i in range(n_refs) if ref_text.get((x, i))]
-        h = [ref_text[(x, i)] or "" for i in present]
-        pairs = wrong_of[x]["pairs"] if x in wrong_of else []
-        if x in wrong_of and not wrong_of[x]["parsed"]:
-            event("iw_co_unparsed")
-        elif 0 < len(pairs) < 25:
-            event("iw_co_short")
-        if pairs and h:
-            r = [
-                expertise_score([sim(hi, p["corrected"]) for p in pairs], [sim(hi, p["wrong"]) for p in pairs])
-                for hi in h
-            ]
-            weights = expertise_weights(r)
-        else:
-            r = []
-            weights = [1.0 / len(h)] * len(h) if h else []
-        near = neighbours.get(x, [])
-        lazy_refs = {i: [t for q, _ in near if (t := ref_text.get((q, i)))] for i in present}
-        answers = [(a, "given") for a in it["answers"]]
-        answers += [(resp["text"], resp["model"]) for resp in responses if resp["question"] == x and resp["text"]]
-        rows = []
-        for y, source in answers:
-            row: dict[str, Any] = {"text": y, "source": source}
-            if not h:
-                row.update(fewl=None, variants={})
-            else:
-                truth = [sim(y, hi) for hi in h]
-                lazy = [[sim(y, t) for t in lazy_refs[i]] for i in present] if penalty and near else None
-                terms = fewl_terms(truth, weights, lazy)
-                row.update(
-                    fewl=terms["score"],
-                    similarity=truth,
-                    truthfulness=terms["truthfulness"],
-                    penalty=terms["penalty"],
-                    variants=variant_scores(truth, weights, lazy),
-                )
-            rows.append(row)
-        if not h:
-            event("no_reference_answer")
-        scored.append(
-            {
-                "question": x,
-                "references": h,
-                "reference_index": present,
-                "expertise": r,
-                "weights": weights,
-                "wrong_pairs": len(pairs),
-                "neighbours": [{"question": q, "cosine": c} for q, c in near],
-                "answers": rows,
-            }
-        )
-    return {"scored": scored, "events": events}
+    batch = _Batch(
+        ref_text={(r["question"], r["i"]): r["text"] for r in references},
+        wrong_of={w["question"]: w for w in wrongs},
+        responses=responses,
+        neighbours=neighbours,
+        n_refs=n_refs,
+        vectors=dict(zip(unique, embedder.encode(unique), strict=True)) if unique else {},
+        penalty=penalty,
+    )
+    batch.event("reference_missing", sum(r["text"] is None for r in references))
+    batch.event("response_missing", sum(r["text"] is None for r in responses))
+    scored = [batch.scored(it) for it in items]
+    return {"scored": scored, "events": batch.events}
 
 
 def _input(items: Sequence[Item], pool: Sequence[str]) -> FewlState:
