@@ -19,6 +19,7 @@ per batch of pairs instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -142,6 +143,88 @@ class GroundedState(GroundedInput, GroundedOutput, total=False):
     pairs: list[tuple[int, int]]  # (unit, chunk) pairs to check, private to one run
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the nodes share: the judge (an LLM spec or an NLI ``Entailment``) and its gateway, whether
+    the answer is decomposed into claims, the chunking, and the retrieval of each unit's chunks."""
+
+    judge: ModelLike | Entailment
+    gateway: Gateway
+    decompose: bool
+    chunk_words: int
+    overlap_words: int
+    top_k: int | None
+    embedder: Embedder | None
+    probability: dict[str, Any]  # what an LLM judge is asked for to give p(Yes): its log-probs
+
+
+def units(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """The units checked: the answer's sentences, or with ``decompose`` the claims the judge writes."""
+    given = state.get("sentences") or split_sentences(state.get("text", ""))
+    if not given:
+        raise ConfigError("grounded needs a non-empty text (no sentence found)")
+    if not setup.decompose:
+        return {"units": given, "events": []}
+    plan_calls(config, 1)
+    text = state.get("text") or " ".join(given)
+    ask = Ask(setup.judge, DECOMPOSE, {"text": text}, {"max_tokens": 2 * _words(text) + 100})
+    reply = yield Calls(setup.gateway, ask)
+    if reply.ok and reply.parsed:
+        return {"units": list(reply.parsed), "events": []}
+    return {"units": given, "events": ["decompose_unparsed"]}  # the sentences, and the reply's failure noted
+
+
+def select(setup: Setup, state: GroundedState, config: RunnableConfig) -> dict[str, Any]:
+    """The documents as chunks, and the (unit, chunk) pairs to check: every chunk, or each unit's top_k."""
+    found = chunks_of(state["context"], setup.chunk_words, setup.overlap_words)
+    chunks = [chunk for chunk, _ in found]
+    picked = (
+        nearest_chunks(setup.embedder, state["units"], chunks, setup.top_k)
+        if setup.top_k is not None and setup.embedder is not None
+        else [list(range(len(chunks))) for _ in state["units"]]
+    )
+    pairs = [(u, c) for u, near in enumerate(picked) for c in near]
+    plan_calls(config, setup.judge.replies_for(len(pairs)) if isinstance(setup.judge, Entailment) else len(pairs))
+    return {"chunks": chunks, "chunk_documents": [document for _, document in found], "pairs": pairs}
+
+
+def check(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """Each pair's support: the NLI judge's entailment probability, or the LLM judge's p(Yes)."""
+    pairs, chunks, found = state["pairs"], state["chunks"], state["units"]
+    if isinstance(setup.judge, Entailment):
+        judged = yield Judged(setup.judge, [(chunks[c], found[u]) for u, c in pairs])
+        checks = [
+            Check(unit=u, chunk=c, support=(j.probs or {}).get("entailment", 0.0), answer=j.label, p_yes=None, raw=None)
+            for (u, c), j in zip(pairs, judged, strict=True)
+        ]
+        return {"checks": checks}
+    question = state.get("question") or NO_QUESTION
+    params = {"max_tokens": CHECK_MAX_TOKENS, **setup.probability}
+    asks = [  # the prompt fences all three (grounded.support's `fenced`): a document is untrusted input
+        Ask(setup.judge, SUPPORT, {"context": chunks[c], "question": question, "sentence": found[u]}, params)
+        for u, c in pairs
+    ]
+    replies = yield Calls(setup.gateway, asks)
+    checks = []
+    for (u, c), reply in zip(pairs, replies, strict=True):
+        answer = reply.parsed if reply.ok else None
+        p_yes = yes_probability(reply.logprobs) if setup.probability else None
+        support, _ = supported_probability(p_yes, answer)
+        checks.append(Check(unit=u, chunk=c, support=support, answer=answer, p_yes=p_yes, raw=reply.text))
+    return {"checks": checks, "fallbacks": sum(c["p_yes"] is None for c in checks) if setup.probability else 0}
+
+
+def score(state: GroundedState) -> dict[str, Any]:
+    """Each unit's score from its best-supporting chunk."""
+    scores, best = [], []
+    for u in range(len(state["units"])):
+        mine = [check for check in state["checks"] if check["unit"] == u]
+        value, at = grounded_score([check["support"] for check in mine])
+        scores.append(value)
+        best.append(mine[at]["chunk"])
+    return {"scores": scores, "best": best}
+
+
 def build(
     judge: ModelLike | Entailment,
     gateway: Gateway,
@@ -163,80 +246,11 @@ def build(
     probability: dict[str, Any] = (
         {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if not nli and gateway.gives_logprobs(judge) else {}
     )
-
-    def units(state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        given = state.get("sentences") or split_sentences(state.get("text", ""))
-        if not given:
-            raise ConfigError("grounded needs a non-empty text (no sentence found)")
-        if not decompose:
-            return {"units": given, "events": []}
-        plan_calls(config, 1)
-        text = state.get("text") or " ".join(given)
-        reply = yield Calls(gateway, Ask(judge, DECOMPOSE, {"text": text}, {"max_tokens": 2 * _words(text) + 100}))
-        if reply.ok and reply.parsed:
-            return {"units": list(reply.parsed), "events": []}
-        return {"units": given, "events": ["decompose_unparsed"]}  # the sentences, and the reply's failure noted
-
-    def select(state: GroundedState, config: RunnableConfig) -> dict[str, Any]:
-        found = chunks_of(state["context"], chunk_words, overlap_words)
-        chunks = [chunk for chunk, _ in found]
-        picked = (
-            nearest_chunks(embedder, state["units"], chunks, top_k)
-            if top_k is not None and embedder is not None
-            else [list(range(len(chunks))) for _ in state["units"]]
-        )
-        pairs = [(u, c) for u, near in enumerate(picked) for c in near]
-        plan_calls(config, judge.replies_for(len(pairs)) if nli else len(pairs))
-        return {"chunks": chunks, "chunk_documents": [document for _, document in found], "pairs": pairs}
-
-    def check(state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        pairs, chunks, found = state["pairs"], state["chunks"], state["units"]
-        if nli:
-            judged = yield Judged(judge, [(chunks[c], found[u]) for u, c in pairs])
-            checks = [
-                Check(
-                    unit=u,
-                    chunk=c,
-                    support=(j.probs or {}).get("entailment", 0.0),
-                    answer=j.label,
-                    p_yes=None,
-                    raw=None,
-                )
-                for (u, c), j in zip(pairs, judged, strict=True)
-            ]
-            return {"checks": checks}
-        question = state.get("question") or NO_QUESTION
-        asks = [  # the prompt fences all three (grounded.support's `fenced`): a document is untrusted input
-            Ask(
-                judge,
-                SUPPORT,
-                {"context": chunks[c], "question": question, "sentence": found[u]},
-                {"max_tokens": CHECK_MAX_TOKENS, **probability},
-            )
-            for u, c in pairs
-        ]
-        replies = yield Calls(gateway, asks)
-        checks = []
-        for (u, c), reply in zip(pairs, replies, strict=True):
-            answer = reply.parsed if reply.ok else None
-            p_yes = yes_probability(reply.logprobs) if probability else None
-            support, _ = supported_probability(p_yes, answer)
-            checks.append(Check(unit=u, chunk=c, support=support, answer=answer, p_yes=p_yes, raw=reply.text))
-        return {"checks": checks, "fallbacks": sum(c["p_yes"] is None for c in checks) if probability else 0}
-
-    def score(state: GroundedState) -> dict[str, Any]:
-        scores, best = [], []
-        for u in range(len(state["units"])):
-            mine = [check for check in state["checks"] if check["unit"] == u]
-            value, at = grounded_score([check["support"] for check in mine])
-            scores.append(value)
-            best.append(mine[at]["chunk"])
-        return {"scores": scores, "best": best}
-
+    setup = Setup(judge, gateway, decompose, chunk_words, overlap_words, top_k, embedder, probability)
     graph = StateGraph(GroundedState, input_schema=GroundedInput, output_schema=GroundedOutput)
-    graph.add_node("units", node("units", units))
-    graph.add_node("select", select)
-    graph.add_node("check", node("check", check))
+    graph.add_node("units", node("units", partial(units, setup)))
+    graph.add_node("select", partial(select, setup))
+    graph.add_node("check", node("check", partial(check, setup)))
     graph.add_node("score", score)
     graph.add_edge(START, "units")
     graph.add_edge("units", "select")
