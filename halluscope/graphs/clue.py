@@ -19,6 +19,7 @@ import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -164,6 +165,96 @@ def merging(
     return kept, merged, asked
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the nodes share: the model that samples the outputs and extracts their concepts (None:
+    outputs are always given), the zero-shot scorer, the sample count and how concepts merge."""
+
+    model: ModelLike | None
+    scorer: ZeroShot
+    gateway: Gateway
+    n: int
+    threshold: float
+    prefilter: float | None
+    embedder: Embedder | None
+
+
+def start(setup: Setup, state: ClueState, config: RunnableConfig) -> dict[str, Any]:
+    """The question checked; the samples' and extractions' calls announced (scoring's once merged)."""
+    if not (state.get("question") or "").strip():
+        raise ConfigError("CLUE needs the question (the prompt that the outputs answer)")
+    if setup.model is None:
+        raise ConfigError("CLUE needs a model: it extracts the concepts, and samples the outputs unless given")
+    given = len(state.get("given") or [])
+    plan_calls(config, given if given else 2 * setup.n)
+    return {}
+
+
+def route(setup: Setup, state: ClueState) -> list[Send]:
+    if state.get("given"):
+        return [Send("extract", {"i": i, "text": t}) for i, t in enumerate(state["given"])]
+    return [Send("sample", {"j": j, "question": state["question"]}) for j in range(setup.n)]
+
+
+def sample(setup: Setup, state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """Output j at temperature 1 with the paper's one-sentence prompt."""
+    assert setup.model is not None
+    ask = answer_ask(setup.model, SAMPLE, {"question": state["question"]}, state["j"], SAMPLE_MAX_TOKENS)
+    text, _ = read_answer((yield Calls(setup.gateway, ask)))
+    return {"sampled": [(state["j"], text)]}
+
+
+def collect(state: ClueState) -> dict[str, Any]:
+    return {}  # the N samples join here, so extraction fans out once
+
+
+def fan_extract(state: ClueState) -> list[Send]:
+    return [Send("extract", {"i": j, "text": text}) for j, text in sorted(state["sampled"])]
+
+
+def extract(setup: Setup, state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """Table 7's one-shot extraction of an output's concepts."""
+    assert setup.model is not None
+    if not state["text"].strip():
+        return {"extracted": [Extracted(i=state["i"], concepts=[], raw="", parsed=False)]}
+    ask = Ask(setup.model, CONCEPTS, {"output": state["text"]}, {"max_tokens": CONCEPTS_MAX_TOKENS})
+    reply = yield Calls(setup.gateway, ask)
+    concepts = list(reply.parsed) if reply.ok else []
+    return {"extracted": [Extracted(i=state["i"], concepts=concepts, raw=reply.text, parsed=reply.ok)]}
+
+
+def merge(setup: Setup, state: ClueState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """The outputs' concepts pooled and merged where both mutual scores pass the threshold."""
+    outputs = list(state["given"]) if state.get("given") else [t for _, t in sorted(state["sampled"])]
+    pool, merged, asked = yield from merging(
+        pooled_concepts(state["extracted"]), setup.scorer, setup.threshold, setup.prefilter, setup.embedder
+    )
+    return {"outputs": outputs, "pool": pool, "merged": merged, "merge_pairs": asked}
+
+
+def score(setup: Setup, state: ClueState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """Every kept concept against every output (and reference, and the question for the baseline) in
+    one batch, premise by premise: an NLI scorer fills its batches, and a local LLM scorer keeps each
+    premise's KV prefix across its hypotheses (parallel nodes would interleave premises)."""
+    pool = state["pool"]
+    if not pool:
+        return {"rows": []}
+    about = [ABOUT.format(c) for c in pool]
+    premises = {_output(i): o for i, o in enumerate(state["outputs"])} | dict(state.get("references") or {})
+    jobs = [(name, text, about) for name, text in premises.items()]
+    if state.get("baseline"):
+        jobs.append((BASELINE, state["question"], [RELEVANT.format(c) for c in pool]))
+    pairs = [(text, h) for _, text, hyps in jobs for h in hyps]
+    plan_calls(config, setup.scorer.replies_for(len(pairs)))
+    probs = yield Scored(setup.scorer, pairs)
+    rows = []
+    for k, (name, _, _) in enumerate(jobs):
+        part = probs[k * len(pool) : (k + 1) * len(pool)]
+        scores = [UNSCORED if p is None else float(p) for p in part]
+        rows.append(Row(name=name, scores=scores, unscored=sum(p is None for p in part)))
+    return {"rows": rows}
+
+
 def build(
     model: ModelLike | None,
     scorer: ZeroShot,
@@ -179,82 +270,19 @@ def build(
         raise ConfigError(f"CLUE needs at least one output, got n={n}")
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"the merge threshold is a probability in (0, 1], got {threshold}")
-    gw = gateway or default_gateway()
     if prefilter is not None and embedder is None:
         embedder = default_embedder()
-
-    def start(state: ClueState, config: RunnableConfig) -> dict[str, Any]:
-        if not (state.get("question") or "").strip():
-            raise ConfigError("CLUE needs the question (the prompt that the outputs answer)")
-        if model is None:
-            raise ConfigError("CLUE needs a model: it extracts the concepts, and samples the outputs unless given")
-        given = len(state.get("given") or [])
-        plan_calls(config, given if given else 2 * n)  # the samples and their extractions; scoring once merged
-        return {}
-
-    def route(state: ClueState) -> list[Send]:
-        if state.get("given"):
-            return [Send("extract", {"i": i, "text": t}) for i, t in enumerate(state["given"])]
-        return [Send("sample", {"j": j, "question": state["question"]}) for j in range(n)]
-
-    def sample(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
-        assert model is not None
-        ask = answer_ask(model, SAMPLE, {"question": state["question"]}, state["j"], SAMPLE_MAX_TOKENS)
-        text, _ = read_answer((yield Calls(gw, ask)))
-        return {"sampled": [(state["j"], text)]}
-
-    def collect(state: ClueState) -> dict[str, Any]:
-        return {}  # the N samples join here, so extraction fans out once
-
-    def fan_extract(state: ClueState) -> list[Send]:
-        return [Send("extract", {"i": j, "text": text}) for j, text in sorted(state["sampled"])]
-
-    def extract(state: dict[str, Any], config: RunnableConfig) -> Steps[dict[str, Any]]:
-        assert model is not None
-        if not state["text"].strip():
-            return {"extracted": [Extracted(i=state["i"], concepts=[], raw="", parsed=False)]}
-        reply = yield Calls(gw, Ask(model, CONCEPTS, {"output": state["text"]}, {"max_tokens": CONCEPTS_MAX_TOKENS}))
-        concepts = list(reply.parsed) if reply.ok else []
-        return {"extracted": [Extracted(i=state["i"], concepts=concepts, raw=reply.text, parsed=reply.ok)]}
-
-    def merge(state: ClueState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        outputs = list(state["given"]) if state.get("given") else [t for _, t in sorted(state["sampled"])]
-        pool, merged, asked = yield from merging(
-            pooled_concepts(state["extracted"]), scorer, threshold, prefilter, embedder
-        )
-        return {"outputs": outputs, "pool": pool, "merged": merged, "merge_pairs": asked}
-
-    def score(state: ClueState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        """One batch, premise by premise: an NLI scorer fills its batches, and a local LLM scorer keeps
-        each premise's KV prefix across its hypotheses (parallel nodes would interleave premises)."""
-        pool = state["pool"]
-        if not pool:
-            return {"rows": []}
-        about = [ABOUT.format(c) for c in pool]
-        premises = {_output(i): o for i, o in enumerate(state["outputs"])} | dict(state.get("references") or {})
-        jobs = [(name, text, about) for name, text in premises.items()]
-        if state.get("baseline"):
-            jobs.append((BASELINE, state["question"], [RELEVANT.format(c) for c in pool]))
-        pairs = [(text, h) for _, text, hyps in jobs for h in hyps]
-        plan_calls(config, scorer.replies_for(len(pairs)))
-        probs = yield Scored(scorer, pairs)
-        rows = []
-        for k, (name, _, _) in enumerate(jobs):
-            part = probs[k * len(pool) : (k + 1) * len(pool)]
-            scores = [UNSCORED if p is None else float(p) for p in part]
-            rows.append(Row(name=name, scores=scores, unscored=sum(p is None for p in part)))
-        return {"rows": rows}
-
+    setup = Setup(model, scorer, gateway or default_gateway(), n, threshold, prefilter, embedder)
     graph = StateGraph(ClueState, input_schema=ClueInput, output_schema=ClueOutput)
-    graph.add_node("start", start)
+    graph.add_node("start", partial(start, setup))
     # the model's and an LLM scorer's calls run on threads under invoke, on the event loop under ainvoke
-    graph.add_node("sample", node("sample", sample))
+    graph.add_node("sample", node("sample", partial(sample, setup)))
     graph.add_node("collect", collect)
-    graph.add_node("extract", node("extract", extract))
-    graph.add_node("merge", node("merge", merge))
-    graph.add_node("score", node("score", score))
+    graph.add_node("extract", node("extract", partial(extract, setup)))
+    graph.add_node("merge", node("merge", partial(merge, setup)))
+    graph.add_node("score", node("score", partial(score, setup)))
     graph.add_edge(START, "start")
-    graph.add_conditional_edges("start", route, ["sample", "extract"])
+    graph.add_conditional_edges("start", partial(route, setup), ["sample", "extract"])
     graph.add_edge("sample", "collect")
     graph.add_conditional_edges("collect", fan_extract, ["extract"])
     graph.add_edge("extract", "merge")
