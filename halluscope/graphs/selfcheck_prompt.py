@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -90,6 +91,83 @@ class SCGPState(SCGPInput, SCGPOutput, total=False):
     checks: Annotated[list[Verdict], operator.add]  # the fan-out's results, private to one run
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the nodes share: the model that writes the samples and checks each sentence against each, the
+    sample count, and how a verdict is read (``probability``: the log-probs asked for p(Yes))."""
+
+    model: ModelLike
+    gateway: Gateway
+    n: int
+    check_max_tokens: int | None
+    scoring: Scoring
+    probability: dict[str, Any]
+
+    def supported(self, verdict: Verdict) -> float:
+        if self.scoring == "prob":
+            return supported_probability(verdict["p_yes"], verdict["answer"])[0]
+        return supported_value(verdict["answer"])
+
+
+def split(setup: Setup, state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
+    """The sentences, and the calls they take (the samples' too when none are given)."""
+    found = state.get("sentences") or split_sentences(state.get("text", ""))
+    if not found:
+        raise ConfigError("SelfCheck-Prompt needs a non-empty text (no sentence found)")
+    given = len(state.get("samples") or [])
+    plan_calls(config, len(found) * given if given else setup.n + setup.n * len(found))
+    return {"sentences": found}
+
+
+def regenerate(setup: Setup, state: SCGPState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """N further passages from the prompt (the question or concept), as SelfCheckGPT draws them."""
+    samples = yield from regenerate_passages(
+        setup.gateway, setup.model, state.get("concept", ""), len(state["sentences"]), setup.n, state.get("question")
+    )
+    return {"samples": samples}
+
+
+def needs_samples(state: SCGPState) -> str:
+    return "check_all" if state.get("samples") else "regenerate"
+
+
+def fan_out(state: SCGPState) -> list[Send]:
+    # sample-major: the E.2 prompt puts the sample first, so consecutive checks of one sample share
+    # their prompt prefix (a local model reuses its KV cache for it)
+    return [
+        Send("check", CheckInput(i=i, j=j, sentence=sentence, context=sample))
+        for j, sample in enumerate(state["samples"])
+        for i, sentence in enumerate(state["sentences"])
+    ]
+
+
+def check(setup: Setup, state: CheckInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """One (sentence, sample) check; a Send target receives its own payload as its state."""
+    variables = {"context": state["context"], "sentence": state["sentence"]}
+    params = {"max_tokens": setup.check_max_tokens, **setup.probability}
+    reply = yield Calls(setup.gateway, Ask(setup.model, CHECK, variables, params))
+    verdict: Verdict = {
+        "i": state["i"],
+        "j": state["j"],
+        "answer": reply.parsed if reply.ok else None,
+        "p_yes": yes_probability(reply.logprobs) if setup.probability else None,
+        "raw": reply.text,
+    }
+    return {"checks": [verdict]}
+
+
+def score(setup: Setup, state: SCGPState) -> dict[str, Any]:
+    """Each sentence's score from its verdicts against every sample."""
+    verdicts = sorted(state["checks"], key=lambda v: (v["i"], v["j"]))
+    scores = [scgp_score([setup.supported(v) for v in verdicts if v["i"] == i]) for i in range(len(state["sentences"]))]
+    return {
+        "scores": scores,
+        "scored_sentences": state["sentences"],
+        "used_samples": state["samples"],
+        "verdicts": verdicts,
+    }
+
+
 def build(
     model: ModelLike,
     gateway: Gateway | None = None,
@@ -107,67 +185,13 @@ def build(
     # would retry an answer it cannot have); without them every check falls back to the discrete value
     asks = scoring == "prob" and gw.gives_logprobs(model)
     probability: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asks else {}
-
-    def split(state: SCGPState, config: RunnableConfig) -> dict[str, Any]:
-        found = state.get("sentences") or split_sentences(state.get("text", ""))
-        if not found:
-            raise ConfigError("SelfCheck-Prompt needs a non-empty text (no sentence found)")
-        given = len(state.get("samples") or [])
-        plan_calls(config, len(found) * given if given else n + n * len(found))
-        return {"sentences": found}
-
-    def regenerate(state: SCGPState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        samples = yield from regenerate_passages(
-            gw, model, state.get("concept", ""), len(state["sentences"]), n, state.get("question")
-        )
-        return {"samples": samples}
-
-    def needs_samples(state: SCGPState) -> str:
-        return "check_all" if state.get("samples") else "regenerate"
-
-    def fan_out(state: SCGPState) -> list[Send]:
-        # sample-major: the E.2 prompt puts the sample first, so consecutive checks of one sample share
-        # their prompt prefix (a local model reuses its KV cache for it)
-        return [
-            Send("check", CheckInput(i=i, j=j, sentence=sentence, context=sample))
-            for j, sample in enumerate(state["samples"])
-            for i, sentence in enumerate(state["sentences"])
-        ]
-
-    def check(state: CheckInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        """One (sentence, sample) check; a Send target receives its own payload as its state."""
-        variables = {"context": state["context"], "sentence": state["sentence"]}
-        reply = yield Calls(gw, Ask(model, CHECK, variables, {"max_tokens": check_max_tokens, **probability}))
-        verdict: Verdict = {
-            "i": state["i"],
-            "j": state["j"],
-            "answer": reply.parsed if reply.ok else None,
-            "p_yes": yes_probability(reply.logprobs) if probability else None,
-            "raw": reply.text,
-        }
-        return {"checks": [verdict]}
-
-    def supported(verdict: Verdict) -> float:
-        if scoring == "prob":
-            return supported_probability(verdict["p_yes"], verdict["answer"])[0]
-        return supported_value(verdict["answer"])
-
-    def score(state: SCGPState) -> dict[str, Any]:
-        verdicts = sorted(state["checks"], key=lambda v: (v["i"], v["j"]))
-        scores = [scgp_score([supported(v) for v in verdicts if v["i"] == i]) for i in range(len(state["sentences"]))]
-        return {
-            "scores": scores,
-            "scored_sentences": state["sentences"],
-            "used_samples": state["samples"],
-            "verdicts": verdicts,
-        }
-
+    setup = Setup(model, gw, n, check_max_tokens, scoring, probability)
     graph = StateGraph(SCGPState, input_schema=SCGPInput, output_schema=SCGPOutput)
-    graph.add_node("split", split)
-    graph.add_node("regenerate", node("regenerate", regenerate))
+    graph.add_node("split", partial(split, setup))
+    graph.add_node("regenerate", node("regenerate", partial(regenerate, setup)))
     graph.add_node("check_all", lambda state: {})  # a join point the fan-out starts from
-    graph.add_node("check", node("check", check), input_schema=CheckInput)
-    graph.add_node("score", score)
+    graph.add_node("check", node("check", partial(check, setup)), input_schema=CheckInput)
+    graph.add_node("score", partial(score, setup))
     graph.add_edge(START, "split")
     graph.add_conditional_edges("split", needs_samples, ["regenerate", "check_all"])
     graph.add_edge("regenerate", "check_all")
