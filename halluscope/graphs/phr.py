@@ -26,6 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
@@ -194,6 +195,83 @@ class PHRState(PHRInput, PHROutput, total=False):
     completions: Annotated[list[Completion], operator.add]
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the nodes share: the in-context model and the estimators' settings (M completions of N - n
+    imagined pairs, K responses, the epsilons, exact or sampled quantiles)."""
+
+    cgm: TextICL
+    m: int
+    k: int
+    n_imagined: int
+    epsilons: tuple[float, ...]
+    exact: bool
+
+
+def start(setup: Setup, state: PHRState, config: RunnableConfig) -> dict[str, Any]:
+    """The problem checked, the imagined completions' calls announced, the model's memo cleared."""
+    if not state.get("query", "").strip():
+        raise ConfigError("PHR needs a query x")
+    if not state.get("context"):
+        raise ConfigError("PHR needs an in-context dataset D_n of at least one (x, y) pair")
+    for pair in state["context"]:
+        if len(pair) != 2 or not str(pair[0]).strip() or not str(pair[1]).strip():
+            raise ConfigError(f"each in-context example is a non-empty (x, y) pair, got {pair!r}")
+    plan_calls(config, setup.m * setup.n_imagined)  # forward passes follow from them
+    setup.cgm.forget()
+    return {}
+
+
+def fan_out(setup: Setup, state: PHRState) -> list[Send]:
+    return [Send("imagine", ImagineInput(index=i, context=state["context"])) for i in range(setup.m)]
+
+
+def imagine(setup: Setup, state: ImagineInput) -> dict[str, Any]:
+    """Algorithm 1's completion i: N - n imagined pairs continuing D_n."""
+    pairs, events = setup.cgm.imagine_counted(state["context"], setup.n_imagined, state["index"])
+    return {"completions": [Completion(index=state["index"], pairs=pairs, events=dict(events))]}
+
+
+def estimate(setup: Setup, state: PHRState) -> dict[str, Any]:
+    """The PHR at each epsilon (and the MHR with an evaluation set), the entropies, and with the truth
+    the error rate."""
+    cgm, context, x = setup.cgm, state["context"], state["query"]
+    rng = np.random.default_rng(state.get("seed", 0))
+    completions = sorted(state["completions"], key=lambda c: c["index"])
+    imagined = [c["pairs"] for c in completions]
+    by_epsilon: dict[str, dict[str, Any]] = {}
+    for eps in setup.epsilons:
+        run = phr_estimate(cgm, x, context, setup.m, setup.n_imagined, setup.k, eps, rng, setup.exact, imagined)
+        row: dict[str, Any] = {"phr": run.phr, "thr": run.thr, "standard_error": run.standard_error}
+        if state.get("evaluation"):
+            row["mhr"] = model_hallucination_rate(cgm, x, context, state["evaluation"], setup.k, eps, rng, setup.exact)
+        by_epsilon[str(eps)] = row
+    total = total_entropy(cgm, x, context, setup.k, rng, setup.exact)
+    out: dict[str, Any] = {
+        **by_epsilon[str(setup.epsilons[0])],
+        "total_entropy": total,
+        "aleatoric_entropy": run.aleatoric,
+        "mutual_information": mutual_information(total, run.aleatoric),
+        "imagined": run.imagined,
+        "events": dict(sum((Counter(c["events"]) for c in completions), Counter())),
+    }
+    if len(setup.epsilons) > 1:
+        out["by_epsilon"] = by_epsilon
+    if state.get("truth"):
+        truth = cgm.label_response(str(state["truth"]))
+        out["error_rate"] = error_rate(cgm, x, context, truth, setup.k, rng, setup.exact)
+        if cgm.responses == "distribution":
+            out["correct"] = int(np.argmax(cgm.distribution(x, context))) == truth
+    if cgm.responses == "distribution":
+        log_probs = cgm.distribution(x, context)
+        top = np.argsort(log_probs)[::-1][:5]
+        out["top_responses"] = [
+            {"token": cgm.model.token_text(int(t)), "p": round(float(np.exp(log_probs[t])), 4)} for t in top
+        ]
+    cgm.forget()
+    return {"estimate": out}
+
+
 def build(
     cgm: TextICL,
     m: int = 10,
@@ -211,69 +289,13 @@ def build(
         raise ConfigError(f"epsilon must lie in (0, 1), got {list(epsilons)}")
     if exact and cgm.responses != "distribution":
         raise ConfigError("exact PHR needs the whole next-token distribution (responses='distribution')")
-
-    def start(state: PHRState, config: RunnableConfig) -> dict[str, Any]:
-        if not state.get("query", "").strip():
-            raise ConfigError("PHR needs a query x")
-        if not state.get("context"):
-            raise ConfigError("PHR needs an in-context dataset D_n of at least one (x, y) pair")
-        for pair in state["context"]:
-            if len(pair) != 2 or not str(pair[0]).strip() or not str(pair[1]).strip():
-                raise ConfigError(f"each in-context example is a non-empty (x, y) pair, got {pair!r}")
-        plan_calls(config, m * n_imagined)  # the imagined completions; forward passes follow from them
-        cgm.forget()
-        return {}
-
-    def fan_out(state: PHRState) -> list[Send]:
-        return [Send("imagine", ImagineInput(index=i, context=state["context"])) for i in range(m)]
-
-    def imagine(state: ImagineInput) -> dict[str, Any]:
-        pairs, events = cgm.imagine_counted(state["context"], n_imagined, state["index"])
-        return {"completions": [Completion(index=state["index"], pairs=pairs, events=dict(events))]}
-
-    def estimate(state: PHRState) -> dict[str, Any]:
-        context, x = state["context"], state["query"]
-        rng = np.random.default_rng(state.get("seed", 0))
-        completions = sorted(state["completions"], key=lambda c: c["index"])
-        imagined = [c["pairs"] for c in completions]
-        by_epsilon: dict[str, dict[str, Any]] = {}
-        for eps in epsilons:
-            run = phr_estimate(cgm, x, context, m, n_imagined, k, eps, rng, exact, imagined)
-            row: dict[str, Any] = {"phr": run.phr, "thr": run.thr, "standard_error": run.standard_error}
-            if state.get("evaluation"):
-                row["mhr"] = model_hallucination_rate(cgm, x, context, state["evaluation"], k, eps, rng, exact)
-            by_epsilon[str(eps)] = row
-        total = total_entropy(cgm, x, context, k, rng, exact)
-        out: dict[str, Any] = {
-            **by_epsilon[str(epsilons[0])],
-            "total_entropy": total,
-            "aleatoric_entropy": run.aleatoric,
-            "mutual_information": mutual_information(total, run.aleatoric),
-            "imagined": run.imagined,
-            "events": dict(sum((Counter(c["events"]) for c in completions), Counter())),
-        }
-        if len(epsilons) > 1:
-            out["by_epsilon"] = by_epsilon
-        if state.get("truth"):
-            truth = cgm.label_response(str(state["truth"]))
-            out["error_rate"] = error_rate(cgm, x, context, truth, k, rng, exact)
-            if cgm.responses == "distribution":
-                out["correct"] = int(np.argmax(cgm.distribution(x, context))) == truth
-        if cgm.responses == "distribution":
-            log_probs = cgm.distribution(x, context)
-            top = np.argsort(log_probs)[::-1][:5]
-            out["top_responses"] = [
-                {"token": cgm.model.token_text(int(t)), "p": round(float(np.exp(log_probs[t])), 4)} for t in top
-            ]
-        cgm.forget()
-        return {"estimate": out}
-
+    setup = Setup(cgm, m, k, n_imagined, epsilons, exact)
     graph = StateGraph(PHRState, input_schema=PHRInput, output_schema=PHROutput)
-    graph.add_node("start", start)
-    graph.add_node("imagine", imagine, input_schema=ImagineInput)
-    graph.add_node("estimate", estimate)
+    graph.add_node("start", partial(start, setup))
+    graph.add_node("imagine", partial(imagine, setup), input_schema=ImagineInput)
+    graph.add_node("estimate", partial(estimate, setup))
     graph.add_edge(START, "start")
-    graph.add_conditional_edges("start", fan_out, ["imagine"])
+    graph.add_conditional_edges("start", partial(fan_out, setup), ["imagine"])
     graph.add_edge("imagine", "estimate")
     graph.add_edge("estimate", END)
     return graph.compile(name=NAME)
