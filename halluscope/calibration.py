@@ -109,6 +109,11 @@ class Calibration(BaseModel):
             raise ConfigError(f"{where} cannot be used: {found}")
         return self
 
+    def probabilities(self, scores: Mapping[str, Sequence[float]]) -> np.ndarray:
+        """Each sentence's probability, from each method's scores of the same sentences in one order."""
+        rows = zip(*(scores[m] for m in self.methods), strict=True)
+        return np.array([self.probability(dict(zip(self.methods, row, strict=True))) for row in rows])
+
     def probability(self, scores: Mapping[str, float | None]) -> float | None:
         """P(hallucinated) from each method's raw score (None when a method has no score)."""
         values = []

@@ -89,19 +89,11 @@ def calibrate_wikibio(
         for r in results
     }
     kept = sorted(set.intersection(*(set(scores) for scores in by_method.values())))
-
-    def split(indexes: range) -> tuple[dict[str, list[float]], np.ndarray, np.ndarray]:
-        chosen = [i for i in kept if i in indexes]
-        scores = {m: [x for i in chosen for x in by_method[m][i]] for m in methods}
-        labels = np.array([lab != "accurate" for i in chosen for lab in passages[i].labels])
-        groups = np.array([i for i in chosen for _ in passages[i].labels])  # each unit's passage
-        return scores, labels, groups
-
-    fit_scores, fit_labels, _ = split(fit_passages)
-    test_scores, test_labels, test_groups = split(test_passages)
-    if not test_labels.size:
+    fit_split = Split.of(methods, by_method, passages, [i for i in kept if i in fit_passages])
+    test_split = Split.of(methods, by_method, passages, [i for i in kept if i in test_passages])
+    if not test_split.labels.size:
         raise ConfigError("no test passage was scored")
-    fitted_kind, params = fit(fit_scores, fit_labels, kind)
+    fitted_kind, params = fit(fit_split.scores, fit_split.labels, kind)
     calibration = Calibration(
         kind=fitted_kind,
         methods=methods,
@@ -119,28 +111,10 @@ def calibrate_wikibio(
             "runs": str(runs),
         },
     )
-
-    def probabilities(scores: dict[str, list[float]]) -> np.ndarray:
-        rows = zip(*(scores[m] for m in methods), strict=True)
-        return np.array([calibration.probability(dict(zip(methods, row, strict=True))) for row in rows])
-
-    p_fit, p_test = probabilities(fit_scores), probabilities(test_scores)
-    threshold = threshold_for_precision(fit_labels, p_fit, target_precision)
-    interval = held_out_interval(test_labels, p_test, test_groups)
-    problems = quality_problems(fit_labels, test_labels, interval)
-    calibration.report = {
-        "provenance": provenance(),
-        "quality": {"auc_roc_interval": interval, "problems": problems, "forced": bool(problems) and force},
-        "target_precision": target_precision,
-        "threshold": threshold,
-        "base_rate_fit": float(fit_labels.mean()),
-        "operating_points": operating_points(fit_labels, p_fit, test_labels, p_test),
-        "fit": evaluate(fit_labels, p_fit, threshold),
-        "test": evaluate(test_labels, p_test, threshold),
-        "raw_scores_test": {m: _ranking(test_labels, np.asarray(test_scores[m], dtype=np.float64)) for m in methods},
-        "calls": sum(r.meta.calls for r in results),
-        "cache_hits": sum(r.meta.cache_hits for r in results),
-    }
+    calibration.report = held_out_report(calibration, fit_split, test_split, target_precision, force)
+    calibration.report["calls"] = sum(r.meta.calls for r in results)
+    calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
+    problems = calibration.report["quality"]["problems"]
     if problems and not force:
         raise ConfigError(
             f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: fit it on more or "
@@ -148,12 +122,61 @@ def calibrate_wikibio(
         )
     reliability_diagram(
         path.with_suffix(".reliability.png"),
-        test_labels,
-        p_test,
+        test_split.labels,
+        calibration.probabilities(test_split.scores),
         f"{'+'.join(methods)}: held-out passages {test_passages.start}-{test_passages.stop - 1}",
     )
     calibration.save(path)
     return calibration
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """One split's sentences: each method's scores, the labels (inaccurate: True) and each sentence's
+    passage (what the held-out interval resamples)."""
+
+    scores: dict[str, list[float]]
+    labels: np.ndarray
+    groups: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        methods: list[str],
+        by_method: dict[str, dict[int, list[float]]],
+        passages: dict[int, Any],
+        chosen: list[int],
+    ) -> Split:
+        return cls(
+            scores={m: [x for i in chosen for x in by_method[m][i]] for m in methods},
+            labels=np.array([lab != "accurate" for i in chosen for lab in passages[i].labels]),
+            groups=np.array([i for i in chosen for _ in passages[i].labels]),
+        )
+
+
+def held_out_report(
+    calibration: Calibration, fit_split: Split, test_split: Split, target_precision: float, force: bool
+) -> dict[str, Any]:
+    """The fitted calibration judged on both splits: the threshold for the target precision (chosen on
+    the fit split), the held-out AUC-ROC interval and the quality problems it shows, operating points."""
+    p_fit, p_test = calibration.probabilities(fit_split.scores), calibration.probabilities(test_split.scores)
+    threshold = threshold_for_precision(fit_split.labels, p_fit, target_precision)
+    interval = held_out_interval(test_split.labels, p_test, test_split.groups)
+    problems = quality_problems(fit_split.labels, test_split.labels, interval)
+    raw = {
+        m: _ranking(test_split.labels, np.asarray(test_split.scores[m], dtype=np.float64)) for m in calibration.methods
+    }
+    return {
+        "provenance": provenance(),
+        "quality": {"auc_roc_interval": interval, "problems": problems, "forced": bool(problems) and force},
+        "target_precision": target_precision,
+        "threshold": threshold,
+        "base_rate_fit": float(fit_split.labels.mean()),
+        "operating_points": operating_points(fit_split.labels, p_fit, test_split.labels, p_test),
+        "fit": evaluate(fit_split.labels, p_fit, threshold),
+        "test": evaluate(test_split.labels, p_test, threshold),
+        "raw_scores_test": raw,
+    }
 
 
 MIN_EACH_CLASS = 10  # fewer accurate (or inaccurate) fit sentences than this: no curve worth fitting
