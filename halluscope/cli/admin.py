@@ -303,6 +303,14 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """demo, prompts, cache, models and data."""
+    _add_demo(sub, common)
+    _add_prompts(sub, common)
+    _add_cache(sub)
+    _add_models(sub)
+    _add_data(sub)
+
+
+def _add_demo(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "demo",
         parents=[common],
@@ -316,6 +324,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_demo)
 
+
+def _add_prompts(sub: Any, common: argparse.ArgumentParser) -> None:
     prompts = sub.add_parser("prompts", help=help_of("prompts")).add_subparsers(
         dest="prompts_command", required=True, metavar="ACTION"
     )
@@ -344,6 +354,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompts_run)
 
+
+def _add_cache(sub: Any) -> None:
     cache = sub.add_parser("cache", help=help_of("cache")).add_subparsers(
         dest="cache_command", required=True, metavar="ACTION"
     )
@@ -353,6 +365,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = cache.add_parser("clear", parents=[cache_parser()], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
 
+
+def _add_models(sub: Any) -> None:
     models = sub.add_parser("models", help=help_of("models")).add_subparsers(
         dest="models_command", required=True, metavar="ACTION"
     )
@@ -386,6 +400,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.set_defaults(func=cmd_models_pull)
 
+
+def _add_data(sub: Any) -> None:
     data = sub.add_parser("data", help=help_of("data")).add_subparsers(
         dest="data_command", required=True, metavar="ACTION"
     )
