@@ -356,6 +356,35 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if tau is None or np.isnan(tau) else float(tau)
 
 
+def rank_summary(records: list[dict[str, Any]], models: list[str], modes: dict[str, str]) -> dict[str, Any]:
+    """The models ranked by mean FEWL and by MC1 accuracy, and Kendall's tau between the two rankings."""
+    ranked = fewl.ranking([r["scored"] for r in records], models, penalty=True)
+    accuracy = {m: mc1_summary(modes[m], [r["mc1"][m] for r in records]) for m in models}
+    rows = [
+        {
+            "model": m,
+            "fewl": ranked["models"][m]["mean"][ranked["headline"]],
+            "answered": ranked["models"][m]["answered"],
+            "mc1_accuracy": accuracy[m]["accuracy"],
+            "mc_mode": accuracy[m]["mode"],
+            "variants": ranked["models"][m]["mean"],
+        }
+        for m in models
+    ]
+    tau = None
+    if all(r["fewl"] is not None for r in rows):
+        tau = kendall_tau([r["fewl"] for r in rows], [r["mc1_accuracy"] for r in rows])
+    return {
+        "questions": len(records),
+        "headline": ranked["headline"],
+        "models": rows,
+        "ranking_fewl": ranked["ranking"],
+        "ranking_mc1": sorted(models, key=lambda m: -accuracy[m]["accuracy"]),
+        "kendall_tau": tau,
+        "mc1": {m: {k: v for k, v in a.items() if k != "picks"} for m, a in accuracy.items()},
+    }
+
+
 def rank_plan(
     *,
     models: Sequence[str],
@@ -404,33 +433,6 @@ def rank_plan(
             "scores": {model_name(m): by_model.get(model_name(m)) for m in models},
         }
 
-    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-        ranked = fewl.ranking([r["scored"] for r in records], list(models), penalty=True)
-        accuracy = {m: mc1_summary(modes[m], [r["mc1"][m] for r in records]) for m in models}
-        rows = [
-            {
-                "model": m,
-                "fewl": ranked["models"][m]["mean"][ranked["headline"]],
-                "answered": ranked["models"][m]["answered"],
-                "mc1_accuracy": accuracy[m]["accuracy"],
-                "mc_mode": accuracy[m]["mode"],
-                "variants": ranked["models"][m]["mean"],
-            }
-            for m in models
-        ]
-        tau = None
-        if all(r["fewl"] is not None for r in rows):
-            tau = kendall_tau([r["fewl"] for r in rows], [r["mc1_accuracy"] for r in rows])
-        return {
-            "questions": len(records),
-            "headline": ranked["headline"],
-            "models": rows,
-            "ranking_fewl": ranked["ranking"],
-            "ranking_mc1": sorted(models, key=lambda m: -accuracy[m]["accuracy"]),
-            "kendall_tau": tau,
-            "mc1": {m: {k: v for k, v in a.items() if k != "picks"} for m, a in accuracy.items()},
-        }
-
     params = {
         "dataset": "truthfulqa v1",
         "method": fewl.NAME,
@@ -447,7 +449,7 @@ def rank_plan(
         items=questions,
         item_id=lambda q: f"question {q.index}",
         score=score,
-        summarise=summarise,
+        summarise=partial(rank_summary, models=list(models), modes=modes),
         params=params,
         report=_write_rank_report,
         stats=stats,
