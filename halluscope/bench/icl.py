@@ -20,8 +20,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError, DataError
 from halluscope.scoring.phr import Pair
+
+if TYPE_CHECKING:
+    from halluscope.backends.gateway import CallStats
 
 MAX_QUERY_TOKENS = 116
 HELD_OUT = 0.2  # share of a single-file dataset kept for queries (never a demonstration)
@@ -259,6 +263,27 @@ def _queries(
     return out
 
 
+def score_query(rate: Callable[[Any], Any], stats: CallStats, item: ICLQuery) -> dict[str, Any]:
+    """One query's PHR record: the estimate's evidence (less its imagined datasets) and what it cost."""
+    from halluscope.graphs import phr
+
+    began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
+    result = rate(phr.Inputs(context=item.context, query=item.x, truth=item.truth, evaluation=item.evaluation))
+    est = {**result.units[0].evidence, "events": dict(result.meta.events)}
+    est.pop("imagined")
+    return {
+        "n": item.n,
+        "context": item.context_index,
+        "x": item.x,
+        "truth": item.truth,
+        **est,
+        "calls": stats.calls - calls_before,
+        "prompt_tokens": stats.prompt_tokens - tokens_before,
+        "seconds": time.perf_counter() - began,
+        "scores": {"phr": est["phr"]},
+    }
+
+
 def phr_plan(
     task_name: str,
     model: str | LogProbModel = "local:qwen2.5-coder-0.5b",
@@ -301,23 +326,6 @@ def phr_plan(
     rate = phr.METHOD.scorer(options, start(gw, stats))
     low, high = (str(e) for e in epsilons)
 
-    def score(item: ICLQuery) -> dict[str, Any]:
-        began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
-        result = rate(phr.Inputs(context=item.context, query=item.x, truth=item.truth, evaluation=item.evaluation))
-        est = {**result.units[0].evidence, "events": dict(result.meta.events)}
-        est.pop("imagined")
-        return {
-            "n": item.n,
-            "context": item.context_index,
-            "x": item.x,
-            "truth": item.truth,
-            **est,
-            "calls": stats.calls - calls_before,
-            "prompt_tokens": stats.prompt_tokens - tokens_before,
-            "seconds": time.perf_counter() - began,
-            "scores": {"phr": est["phr"]},
-        }
-
     params = {
         "task": task_name,
         "method": phr.NAME,
@@ -345,7 +353,7 @@ def phr_plan(
         what="query",
         items=_queries(task, ns, contexts, queries, eval_size, seed),
         item_id=lambda item: item.id,
-        score=score,
+        score=partial(score_query, rate, stats),
         summarise=lambda records: {
             "random_error": 1 - 1 / len(task.labels),
             "rows": [summarise(records, n, low, high) for n in ns],
