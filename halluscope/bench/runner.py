@@ -195,8 +195,6 @@ def run(
     Each scored item is appended to ``out``/items.jsonl as it finishes; a rerun with the same plan
     (params and ``fingerprint``, e.g. the prompt versions) skips the items found there, so a crash or a
     Ctrl-C loses none. ``fresh``: score every item again (through the cache)."""
-    from tqdm import tqdm  # looked up per run: a caller (a test) may swap the bar
-
     made = provenance()  # at the start: the code that scores the items, and when it began
     out_dir = checked_out(out)
     ids = [plan.item_id(item) for item in plan.items]
@@ -207,6 +205,30 @@ def run(
     pending = [i for i in range(len(ids)) if i not in finished]
     failures = Failures()
     kept: dict[int, Record] = {i: journal.records[ids[i]] for i in finished}
+    try:
+        _score_pending(plan, pending, ids, journal, kept, failures, executor, progress)
+    finally:
+        journal.close()
+    result = _result(plan, ids, kept, failures, len(finished), made)
+    result.write(out_dir)
+    plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
+    return result
+
+
+def _score_pending(
+    plan: Plan,
+    pending: list[int],
+    ids: list[str],
+    journal: Journal,
+    kept: dict[int, Record],
+    failures: Failures,
+    executor: Executor | None,
+    progress: bool,
+) -> None:
+    """Score the pending items (on ``executor``), each kept and journalled as it finishes or recorded as
+    failed, under a bar that counts calls (its total grows as methods announce them) or items."""
+    from tqdm import tqdm  # looked up per run: a caller (a test) may swap the bar
+
     planned = plan.planned_calls if plan.counts_calls else None
     if planned:
         total: int | None = sum(planned(plan.items[i]) for i in pending)
@@ -243,8 +265,13 @@ def run(
         try:
             (executor or InProcess()).map(plan, pending, on_result)
         finally:
-            journal.close()
-    plan.stats.on_reply = plan.stats.on_plan = None
+            plan.stats.on_reply = plan.stats.on_plan = None
+
+
+def _result(
+    plan: Plan, ids: list[str], kept: dict[int, Record], failures: Failures, resumed: int, made: dict[str, Any]
+) -> BenchResult:
+    """The run's result from every item kept, in the plan's order: metrics, intervals, failures."""
     position = {item_id: i for i, item_id in enumerate(ids)}
     failures.items.sort(key=lambda f: position[f["item"]])
     failures.check_some_scored(len(kept), plan.what)
@@ -256,11 +283,10 @@ def run(
         BenchItem(id=ids[i], scores=record.pop("scores"), record=record)
         for i, record in zip(order, records, strict=True)
     ]
-    resumed = {"resumed_items": len(finished)} if finished else {}
-    result = BenchResult(
+    return BenchResult(
         bench=plan.bench,
         params=plan.params,
-        meta=plan.stats.meta(plan.method, plan.events(records), **resumed),
+        meta=plan.stats.meta(plan.method, plan.events(records), **({"resumed_items": resumed} if resumed else {})),
         metrics=metrics,
         intervals=intervals,
         item=plan.what,
@@ -270,9 +296,6 @@ def run(
         failures=failures.items,
         provenance=made,
     )
-    result.write(out_dir)
-    plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
-    return result
 
 
 def checked_out(out: str | Path) -> Path:
