@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from halluscope.metrics import (
     pearson_resampled,
     spearman_resampled,
 )
+from halluscope.results import DetectionResult
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"
@@ -263,31 +265,7 @@ def _plan(
     ctx = start(gateway, stats)
     if "judge" in method.option_names and judge is None:
         options["judge"] = entailment_judge(None, ctx.gateway)  # one judge for every passage (and the params)
-    score_passage = method.scorer(method.options(**options), ctx)
-
-    def score(passage: Passage) -> dict[str, Any]:
-        given = {"text": passage.text, "sentences": passage.sentences, method.question_field: passage.prompt}
-        if "samples" in method.input_names:
-            given["samples"] = passage.samples[:samples]
-        if method.context_field is not None:
-            given[method.context_field] = passage.wiki_text
-        result = score_passage(method.inputs(**{k: v for k, v in given.items() if k in method.input_names}))
-        sentence_scores = [fitted_score(u) for u in result.units]  # the sentences given, each scored
-        return {
-            "index": passage.index,
-            "sentences": passage.sentences,  # beside each score and label: results.json reads on its own
-            "labels": passage.labels,
-            "events": dict(result.meta.events),
-            "scores": {f"sentence {s}": _finite(x) for s, x in enumerate(sentence_scores)},
-        }
-
-    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-        scored = [passages_by_index[r["index"]] for r in records]
-        return protocol_metrics(scored, [_sentence_list(r["scores"]) for r in records])
-
-    def resampled(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
-        scores = [_sentence_list(r["scores"]) for r in records]
-        return Protocol([passages_by_index[r["index"]].labels for r in records], scores).metrics(counts)
+    scorer = method.scorer(method.options(**options), ctx)
 
     passages_by_index = {p.index: p for p in passages}
     params = {
@@ -307,9 +285,9 @@ def _plan(
         what="passage",
         items=passages,
         item_id=lambda p: f"passage {p.index}",
-        score=score,
-        summarise=summarise,
-        resampled=resampled,
+        score=partial(score_passage, method, scorer, samples),
+        summarise=partial(passage_metrics, passages_by_index),
+        resampled=partial(resampled_metrics, passages_by_index),
         params=params,
         report=lambda result, out, failed: None,  # one report for all methods: write_report
         stats=stats,
@@ -317,6 +295,40 @@ def _plan(
         per_score={"sentences": "sentence", "labels": "label"},
         positive=NONFACT,
     )
+
+
+def score_passage(
+    method: Method, scorer: Callable[[Any], DetectionResult], samples: int, passage: Passage
+) -> dict[str, Any]:
+    """One passage through the method: its text, sentences and prompt, the dataset's first ``samples``
+    samples where it reads samples, the Wikipedia text where it reads documents; each sentence scored."""
+    given = {"text": passage.text, "sentences": passage.sentences, method.question_field: passage.prompt}
+    if "samples" in method.input_names:
+        given["samples"] = passage.samples[:samples]
+    if method.context_field is not None:
+        given[method.context_field] = passage.wiki_text
+    result = scorer(method.inputs(**{k: v for k, v in given.items() if k in method.input_names}))
+    sentence_scores = [fitted_score(u) for u in result.units]  # the sentences given, each scored
+    return {
+        "index": passage.index,
+        "sentences": passage.sentences,  # beside each score and label: results.json reads on its own
+        "labels": passage.labels,
+        "events": dict(result.meta.events),
+        "scores": {f"sentence {s}": _finite(x) for s, x in enumerate(sentence_scores)},
+    }
+
+
+def passage_metrics(passages: Mapping[int, Passage], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The protocol's metrics of the passages scored."""
+    return protocol_metrics([passages[r["index"]] for r in records], [_sentence_list(r["scores"]) for r in records])
+
+
+def resampled_metrics(
+    passages: Mapping[int, Passage], records: list[dict[str, Any]], counts: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The protocol's metrics on each bootstrap resample of the passages (``counts``: one row a resample)."""
+    scores = [_sentence_list(r["scores"]) for r in records]
+    return Protocol([passages[r["index"]].labels for r in records], scores).metrics(counts)
 
 
 def _finite(score: float | None) -> float | None:
