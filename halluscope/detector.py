@@ -27,12 +27,12 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from pydantic import BaseModel, Field, create_model
 from tqdm.auto import tqdm
 
-from halluscope import registry
 from halluscope.backends.chat import message_logprobs
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
+from halluscope.graphs import registry
 from halluscope.graphs.method import RUN_SETTINGS, Method, batch_budget, call_limit
 from halluscope.graphs.stages import MAX_CALLS, CallBudget
 from halluscope.results import DetectionResult, RunMeta, Unit

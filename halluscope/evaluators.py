@@ -25,9 +25,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from halluscope import registry
 from halluscope.detector import Detector, detector
 from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.graphs import registry
 from halluscope.results import DetectionResult
 
 EvaluatorResult = dict[str, Any]

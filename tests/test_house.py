@@ -1,13 +1,92 @@
-"""The house kept in order: a function reads on one screen (a graph's build is its wiring, each node a
-function of its own)."""
+"""The house kept in order (docs/architecture.md): its rooms in layers that import only downwards, no
+import cycle, and functions that read on one screen (a graph's build is its wiring, each node a function
+of its own)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "halluscope"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "halluscope"
 LONGEST = 80  # lines, docstring included
+# the rooms of halluscope/, lowest first: a room imports from its own layer and those below it
+LAYERS = (
+    ("errors", "version"),
+    ("checks", "text", "readers", "hub", "metrics", "scoring", "prompts", "results"),
+    ("backends", "calibration"),
+    ("graphs", "scale"),
+    ("detector",),
+    ("tools", "evaluators", "bench", "demo"),
+    ("cli", "halluscope"),
+)
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Every halluscope module ``path`` imports, at its top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("halluscope")}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            module = node.module if node.level == 0 else f"{package}.{node.module}"
+            if module.startswith("halluscope"):
+                found.add(module)
+                found |= {f"{module}.{a.name}" for a in node.names}
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules of the package it imports."""
+    files = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in PACKAGE.rglob("*.py")
+    }
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        graph[name] = {m for m in _imports(path, package) if m in files and m != name and m != "halluscope"}
+    return graph
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_every_room_imports_only_from_its_layer_and_below() -> None:
+    layer = {room: depth for depth, rooms in enumerate(LAYERS) for room in rooms}
+    graph = _graph()
+    unplaced = sorted({_room(m) for m in graph} - set(layer))
+    assert not unplaced, f"rooms in no layer of LAYERS (and of docs/architecture.md): {unplaced}"
+    upward = sorted(
+        f"{module} -> {imported}"
+        for module, imported_all in graph.items()
+        for imported in imported_all
+        if layer[_room(imported)] > layer[_room(module)]
+    )
+    assert not upward, upward
+
+
+def test_no_import_cycle_not_even_inside_functions() -> None:
+    """A cycle, hidden in a function or not, is a failure naming it."""
+    graph = _graph()
+    seen: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        seen[node] = 1
+        for nxt in graph[node]:
+            if seen.get(nxt) == 1:
+                cycle = trail[trail.index(nxt) :] + [nxt] if nxt in trail else [node, nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in seen:
+                visit(nxt, [*trail, nxt])
+        seen[node] = 2
+
+    for name in graph:
+        if name not in seen:
+            visit(name, [name])
 
 
 def test_no_function_of_the_package_is_longer_than_80_lines() -> None:
@@ -17,5 +96,5 @@ def test_no_function_of_the_package_is_longer_than_80_lines() -> None:
             if isinstance(found, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (found.end_lineno or found.lineno) - found.lineno + 1
                 if lines > LONGEST:
-                    long.append(f"{path.relative_to(PACKAGE.parent)}:{found.lineno} {found.name} ({lines} lines)")
+                    long.append(f"{path.relative_to(ROOT)}:{found.lineno} {found.name} ({lines} lines)")
     assert not long, long

@@ -10,10 +10,10 @@ import pytest
 
 import halluscope
 from halluscope.cli import build_parser, main
-from halluscope.cli.flags import label_of
 from halluscope.detector import METHODS
 from halluscope.errors import ConfigError
 from halluscope.graphs import fibe
+from halluscope.graphs.flags import label_of
 
 
 def test_every_method_and_fibe_variant_has_a_contract_and_a_detect_subcommand() -> None:

@@ -4,7 +4,6 @@ import halluscope and the CLI's --help load no model stack; no import cycle."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import subprocess
 import sys
@@ -15,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import halluscope
-from halluscope import evaluators, registry
+from halluscope import evaluators
 from halluscope.cli import main
-from halluscope.graphs import studio
+from halluscope.graphs import registry, studio
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = '''
@@ -121,48 +120,6 @@ def test_import_halluscope_and_the_cli_help_load_no_model_stack(what: str, setup
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     loaded = done.stdout.strip().splitlines()[-1]
     assert loaded == "loaded:", f"{what} {loaded}"
-
-
-def _imports(path: Path, package: str) -> set[str]:
-    """Every halluscope module ``path`` imports, at its top or inside a function."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("halluscope")}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            module = node.module if node.level == 0 else f"{package}.{node.module}"
-            if module.startswith("halluscope"):
-                found.add(module)
-                found |= {f"{module}.{a.name}" for a in node.names}
-    return found
-
-
-def test_no_import_cycle_not_even_inside_functions() -> None:
-    """Modules import one way (cli / tools / evaluators / bench -> detector -> methods -> scoring,
-    backends, prompts); a cycle, hidden in a function or not, is a failure naming it."""
-    files = {
-        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in (ROOT / "halluscope").rglob("*.py")
-    }
-    graph = {}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        graph[name] = {m for m in _imports(path, package) if m in files and m != name and m != "halluscope"}
-    seen: dict[str, int] = {}
-
-    def visit(node: str, trail: list[str]) -> None:
-        seen[node] = 1
-        for nxt in graph[node]:
-            if seen.get(nxt) == 1:
-                cycle = trail[trail.index(nxt) :] + [nxt] if nxt in trail else [node, nxt]
-                pytest.fail("import cycle: " + " -> ".join(cycle))
-            if nxt not in seen:
-                visit(nxt, [*trail, nxt])
-        seen[node] = 2
-
-    for name in graph:
-        if name not in seen:
-            visit(name, [name])
 
 
 def test_the_docs_reference_of_every_method_is_current() -> None:

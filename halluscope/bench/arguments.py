@@ -11,7 +11,7 @@ from pathlib import Path
 
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.runner import BenchResult, Plan
-from halluscope.cli.flags import ListFlag
+from halluscope.graphs.flags import ListFlag
 
 
 def _no_shared_report(_results: Sequence[BenchResult], _out: Path) -> None:

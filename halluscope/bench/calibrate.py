@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from halluscope import registry
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench.provenance import provenance
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
@@ -31,8 +30,9 @@ from halluscope.calibration import (
     threshold_for_recall,
 )
 from halluscope.checks import finite_number
-from halluscope.cli.flags import ListFlag, numbers
 from halluscope.errors import ConfigError
+from halluscope.graphs import registry
+from halluscope.graphs.flags import ListFlag, numbers
 from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
 
 TARGET_PRECISION = 0.8

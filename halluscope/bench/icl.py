@@ -31,8 +31,8 @@ from halluscope.bench.arguments import Benchmark, add_context_sizes
 from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError, DataError
+from halluscope.graphs.flags import ListFlag
 from halluscope.scoring.phr import Pair
 
 if TYPE_CHECKING:

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from halluscope import registry
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
+from halluscope.graphs import registry
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.cli.flags import add_fields, read_fields
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import semantic_entropy
+from halluscope.graphs.flags import add_fields, read_fields
 from halluscope.graphs.method import start
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
 

@@ -29,9 +29,9 @@ from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.cli.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
+from halluscope.graphs.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.graphs.method import start
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
 

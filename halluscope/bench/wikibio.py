@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from halluscope import registry
 from halluscope.backends.entailment import entailment_judge
 from halluscope.backends.gateway import CallStats, model_name
 from halluscope.bench.arguments import Benchmark
@@ -31,9 +30,9 @@ from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.calibration import fitted_score
-from halluscope.cli.flags import ListFlag, add_fields, read_fields
 from halluscope.errors import ConfigError, DataError, unknown
-from halluscope.graphs import semantic_entropy_paragraph
+from halluscope.graphs import registry, semantic_entropy_paragraph
+from halluscope.graphs.flags import ListFlag, add_fields, read_fields
 from halluscope.graphs.method import Method, start
 from halluscope.metrics import (
     auc_pr_resampled,

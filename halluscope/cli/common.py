@@ -15,8 +15,8 @@ from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.checks import finite_number
-from halluscope.cli.flags import ListFlag
 from halluscope.errors import ConfigError, redact_credentials
+from halluscope.graphs.flags import ListFlag
 from halluscope.prompts.registry import PromptRegistry
 
 

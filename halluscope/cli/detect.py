@@ -14,17 +14,16 @@ from rich.console import Console
 from rich.text import Text
 from tqdm import tqdm
 
-from halluscope import registry
 from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
 from halluscope.bench.report import csv_text, write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values, print_json
-from halluscope.cli.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.graphs import clue
+from halluscope.graphs import clue, registry
+from halluscope.graphs.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import read_texts

@@ -7,10 +7,9 @@ import argparse
 import json
 from typing import Any
 
-from halluscope import registry
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import print_json
-from halluscope.graphs import studio
+from halluscope.graphs import registry, studio
 from halluscope.graphs.method import option_table
 
 REFERENCE_HEAD = (

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from halluscope import registry
 from halluscope.backends.gateway import ModelLike, model_name
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
+from halluscope.graphs import method, options, registry
 from halluscope.graphs.method import Documents, Flag, Method, RunContext, Together, arg
 from halluscope.graphs.stages import Steps
 from halluscope.results import DetectionResult, Unit

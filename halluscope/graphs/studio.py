@@ -25,10 +25,10 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, Field, TypeAdapter, create_model
 from typing_extensions import TypedDict
 
-from halluscope import registry
 from halluscope.backends.local import default_local_model
 from halluscope.checks import check_value
 from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.graphs import registry
 from halluscope.graphs.method import Method, Prepared, RunContext, call_limit, start
 from halluscope.graphs.stages import MAX_CALLS, CallBudget, afinish, finish
 from halluscope.text import sentences as split_sentences
