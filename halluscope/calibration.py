@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,11 +22,12 @@ from pydantic import BaseModel, Field, ValidationError
 from halluscope.errors import ConfigError, redact_credentials
 from halluscope.metrics import auc_pr, auc_roc
 from halluscope.readers import read_file
-from halluscope.results import Unit
+from halluscope.results import DetectionResult, Unit
 
 Kind = Literal["isotonic", "platt", "stacked"]
 KINDS: tuple[str, ...] = ("isotonic", "platt")
 ECE_BINS = 10
+FORCED = " (forced)"  # ends the warning of a calibration applied to other settings
 EXTREME_BASE_RATE = 0.1  # a fit where fewer than 10% (or more than 90%) of the units are hallucinated
 
 
@@ -178,6 +179,46 @@ class Calibration(BaseModel):
         low, high = fitted
         count = sum(1 for s in scores if s is not None and math.isfinite(s) and not low <= s <= high)
         return count, (low, high)
+
+    def apply(self, result: DetectionResult, force: bool = False) -> DetectionResult:
+        """Each unit's probability, when the run's settings and prompts are those it was fitted with
+        (another setting: refused, or with ``force`` applied and said); what a reader should know (forced
+        settings, scores outside the fitted range, an extreme base rate) goes to ``meta.warnings``."""
+        self.check_prompts(result.meta.prompts)
+        notes = (
+            self.settings_note(result.meta.params, force),
+            self.outside_note(result.units),
+            self.base_rate_note(),
+            self.forced_note(),
+        )
+        result.meta.warnings += [note for note in notes if note]
+        for unit in result.units:
+            unit.probability = self.probability({self.methods[0]: fitted_score(unit)})
+        return result
+
+    def settings_note(self, used: Mapping[str, Any], force: bool) -> str | None:
+        """Refuse settings it was not fitted with, unless ``force``: then the warning to give (it ends
+        with FORCED)."""
+        problem = self.mismatch(used)
+        if problem is None:
+            return None
+        if not force:
+            raise ConfigError(
+                f"{problem}; fit it again with these settings, or force it (force_calibration=True, "
+                "--force-calibration)"
+            )
+        return problem + FORCED
+
+    def outside_note(self, units: Iterable[Unit]) -> str | None:
+        """One sentence on the units whose raw score lies outside the range it was fitted on."""
+        scores = [fitted_score(u) for u in units]
+        count, span = self.outside(scores)
+        if not count or span is None:
+            return None
+        return (
+            f"{count} of {len(scores)} units scored outside the range the calibration was fitted on "
+            f"({span[0]:.4g} to {span[1]:.4g}): their probability is the fit's edge value, not a measured one"
+        )
 
     def base_rate(self) -> float | None:
         """The share of hallucinated units in the split it was fitted on (None in an older file)."""

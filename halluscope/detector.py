@@ -29,13 +29,13 @@ from tqdm.auto import tqdm
 
 from halluscope.backends.chat import message_logprobs
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
-from halluscope.calibration import Calibration, fitted_score
+from halluscope.calibration import FORCED, Calibration
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
 from halluscope.graphs import registry
 from halluscope.graphs.method import RUN_SETTINGS, Method, batch_budget, call_limit
 from halluscope.graphs.stages import MAX_CALLS, CallBudget
-from halluscope.results import DetectionResult, RunMeta, Unit
+from halluscope.results import DetectionResult, RunMeta
 from halluscope.text import checked_text, checked_texts
 
 # Every method by name, FIBE's variants included ('fibe+sbc+dq'), as the registry finds them: one
@@ -67,7 +67,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             self.calibration.checked()  # a Calibration built in Python is checked as a file is
             model = self.options.get(self.spec.model_field)
             self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
-            self._check_settings(self._scale_options())  # n=3 against a fit on 20: refused before any call
+            self.calibration.settings_note(self._scale_options(), self.force_calibration)  # n=3 on a fit on 20
 
     @property
     def spec(self) -> Method:
@@ -196,32 +196,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         return self.answer_item(value, None)
 
     def _calibrated(self, result: DetectionResult) -> DetectionResult:
-        """Each unit's probability from the calibration, when the run's settings are those it was fitted
-        with; what a reader should know (forced settings, scores outside the fitted range) goes to the
-        result's ``meta.warnings``."""
-        if self.calibration is None:
-            return result
-        self.calibration.check_prompts(result.meta.prompts)
-        forced = self._check_settings(result.meta.params)
-        outside = self._outside(result.units)
-        notes = (forced, outside, self.calibration.base_rate_note(), self.calibration.forced_note())
-        result.meta.warnings += [note for note in notes if note]
-        for unit in result.units:
-            unit.probability = self.calibration.probability({self.calibration.methods[0]: fitted_score(unit)})
-        return result
-
-    def _check_settings(self, used: Mapping[str, Any]) -> str | None:
-        """Refuse settings the calibration was not fitted with, unless forced: then the warning to give."""
-        assert self.calibration is not None
-        problem = self.calibration.mismatch(used)
-        if problem is None:
-            return None
-        if not self.force_calibration:
-            raise ConfigError(
-                f"{problem}; fit it again with these settings, or force it (force_calibration=True, "
-                "--force-calibration)"
-            )
-        return problem + FORCED
+        return result if self.calibration is None else self.calibration.apply(result, self.force_calibration)
 
     def _scale_options(self) -> dict[str, Any]:
         """The options given that a run records as they are (those with a plain default: ``n``,
@@ -230,18 +205,6 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             f.name for f in dataclasses.fields(self.spec.options) if isinstance(f.default, str | int | float | bool)
         }
         return {name: value for name, value in self.options.items() if name in plain}
-
-    def _outside(self, units: Iterable[Unit]) -> str | None:
-        """One sentence on the units whose raw score lies outside the range the calibration was fitted on."""
-        assert self.calibration is not None
-        scores = [fitted_score(u) for u in units]
-        count, span = self.calibration.outside(scores)
-        if not count or span is None:
-            return None
-        return (
-            f"{count} of {len(scores)} units scored outside the range the calibration was fitted on "
-            f"({span[0]:.4g} to {span[1]:.4g}): their probability is the fit's edge value, not a measured one"
-        )
 
     def _warned(self, result: DetectionResult) -> DetectionResult:
         for note in result.meta.warnings:
@@ -303,7 +266,7 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             raise RuntimeError(f"detect_many lost {len(batch) - len(finished)} of {len(batch)} items")
         if self.calibration is not None:  # one warning for the batch, not one per item
             forced = dict.fromkeys(note for r in finished for note in r.meta.warnings if note.endswith(FORCED))
-            outside = self._outside(u for r in finished for u in r.units)
+            outside = self.calibration.outside_note(u for r in finished for u in r.units)
             for note in [*forced, *([outside] if outside else [])]:
                 warnings.warn(note, HalluscopeWarning, stacklevel=2)
         return finished
@@ -360,7 +323,6 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
 
 EXECUTORS = ("thread", "ray")
-FORCED = " (forced)"  # ends the warning of a calibration applied to other settings
 
 
 @dataclass(frozen=True)
