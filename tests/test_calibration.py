@@ -403,3 +403,31 @@ def _written(folder: Path, content: dict[str, Any]) -> Path:
     path = folder / "good.json"
     path.write_text(json.dumps(content))
     return path
+
+
+def test_the_ensembles_selfcheck_members_share_one_draw_of_samples() -> None:
+    """With the cache off, SelfCheck-Prompt and -Unigram on a regenerated question drew their n samples
+    once each (2n); members that would draw alike now share one draw (n), the ensemble's meta says so."""
+    asked: list[str] = []
+
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        asked.append(prompt)
+        return "Yes" if "Answer Yes or No" in prompt else "Paris is the capital of France."
+
+    from tests.scripted import ScriptedChatModel
+
+    model = ScriptedChatModel(respond=respond, model_id="scripted:shared")
+    methods = ["selfcheck-prompt", "selfcheck-unigram"]
+    cal = Calibration(
+        kind="stacked",
+        methods=methods,
+        model="scripted:shared",
+        prompts=[],
+        params={"coef": [1.0, 0.1], "intercept": -0.5, "cap": {m: 10.0 for m in methods}},
+    )
+    det = halluscope.detector("ensemble", model=model, calibration=cal, n=3, gateway=Gateway(cache=None))
+    result = det.detect(text="Paris is in France. It is large.", prompt="Where is Paris?")
+    questions = [p for p in asked if "Where is Paris?" in p and "Answer Yes or No" not in p]
+    assert len(questions) == 3 and result.meta.params["sample_draws"] == 1
+    assert result.meta.calls == 3 + 3 * 2  # the draw, then SelfCheck-Prompt's 3 samples x 2 sentences
+    assert all(u.probability is not None for u in result.units)

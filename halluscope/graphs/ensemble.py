@@ -20,7 +20,7 @@ from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options, registry
 from halluscope.graphs.method import Documents, Flag, Method, RunContext, Together, arg
-from halluscope.graphs.stages import Steps
+from halluscope.graphs.stages import Steps, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -86,14 +86,15 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Each member on the same sentences (``prompt`` is the prompt that produced the text: FIBE's and
     DQ's context, the concept SelfCheck regenerates from), then each sentence's stacked probability;
-    the evidence holds every member's score. The members run together on the event loop."""
+    the evidence holds every member's score. Samples no one gave are drawn once for every member that
+    would draw them alike (``Method.draws_samples``), not once a member. The members run together."""
     cal, opts = prepared.calibration, prepared.options
     assert cal is not None
     text, sentences, samples = checked_passage(inputs.text, inputs.sentences, inputs.samples)
     found = sentences or split_sentences(text or "")
     if not found:
         raise ConfigError("the ensemble needs a non-empty text (no sentence found)")
-    members = []
+    members, drawn = [], {}
     for member in cal.methods:
         spec, kwargs = _member(member)
         given = {
@@ -105,15 +106,26 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         }
         if spec.context_field is not None:
             given[spec.context_field] = inputs.context
+        if not samples and spec.draws_samples is not None and opts.model is not None:
+            draw = spec.draws_samples(given)  # members that would draw alike share one draw
+            if draw not in drawn:
+                ctx.plan(opts.n)
+                concept, question = draw
+                drawn[draw] = yield from regenerate_passages(
+                    ctx.gateway, opts.model, concept, len(found), opts.n, question
+                )
+            given["samples"] = drawn[draw]
         accepted = spec.signature.parameters
         kwargs |= {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}
         kwargs |= {k: v for k, v in given.items() if k in accepted and v is not None}
         members.append((spec, kwargs))
     results = yield Together(tuple(members))
-    return _result(cal, found, ctx, results)
+    return _result(cal, found, ctx, results, len(drawn))
 
 
-def _result(cal: Calibration, found: list[str], ctx: RunContext, results: list[DetectionResult]) -> DetectionResult:
+def _result(
+    cal: Calibration, found: list[str], ctx: RunContext, results: list[DetectionResult], draws: int
+) -> DetectionResult:
     """Each sentence's stacked probability from the members' results (in ``cal.methods`` order)."""
     member_scores = {m: [fitted_score(u) for u in r.units] for m, r in zip(cal.methods, results, strict=True)}
     cal.check_prompts(sorted(ctx.stats.prompts))
@@ -127,7 +139,7 @@ def _result(cal: Calibration, found: list[str], ctx: RunContext, results: list[D
         p = cal.probability(scores)
         shown = {m: (None if s is None or math.isinf(s) else s) for m, s in scores.items()}
         units.append(Unit(text=sentence, score=p, probability=p, evidence={"scores": shown}))
-    meta = ctx.meta(NAME, methods=cal.methods, calibration=cal.kind)
+    meta = ctx.meta(NAME, methods=cal.methods, calibration=cal.kind, sample_draws=draws)
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
@@ -521,7 +522,13 @@ def _method(variant: str) -> Method:
         answer_field="text",
         positional=("text",),
         needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),), *((regenerate,) if v.selfcheck else ())),
+        draws_samples=_selfcheck_draw if v.selfcheck else None,
     )
+
+
+def _selfcheck_draw(given: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The SelfCheck-Prompt part regenerates its samples from the prompt, as its concept."""
+    return given.get("prompt") or "", None
 
 
 METHODS = {variant: _method(variant) for variant in VARIANTS}

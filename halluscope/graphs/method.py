@@ -135,7 +135,9 @@ class Method:
     any model is loaded; ``describe``: the lines a person reads for one result; ``presets``: options
     by name ('selfcheck-prompt:prob'); ``combines``: it runs other methods (no member of an ensemble);
     ``scores``: the range every score lies in, where it is bounded (a threshold outside it is refused:
-    it would flag nothing or everything)."""
+    it would flag nothing or everything); ``draws_samples``: what it consumes when no samples are given,
+    the regeneration (concept, question) it would draw them with from its inputs, so a host running
+    several methods on one text (the ensemble) draws each set once and hands it to every member."""
 
     name: str
     summary: str
@@ -155,6 +157,7 @@ class Method:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     combines: bool = False
     scores: tuple[float, float] | None = None
+    draws_samples: Callable[[Mapping[str, Any]], tuple[str, str | None]] | None = None
     detect: Callable[..., DetectionResult] = field(init=False)
     adetect: Callable[..., Awaitable[DetectionResult]] = field(init=False)
 

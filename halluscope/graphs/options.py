@@ -3,6 +3,7 @@ spellings), and the readers that turn a flag's text into a field's value."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +160,11 @@ class PromptedText:
     text: str | None = text()
     sentences: list[str] | None = sentences()
     prompt: str | None = prompt()
+
+
+def sampled_draw(given: Mapping[str, Any]) -> tuple[str, str | None]:
+    """How a SelfCheck method (``SampledText``) regenerates its samples: from its concept and question."""
+    return given.get("concept") or "", given.get("question")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -102,5 +102,6 @@ METHOD = Method(
         (("text", "{}"), ("sentences", "{}")),
         (("judge", f"{{}} (nli:{SELFCHECKGPT_NLI} or nli:PATH, an NLI checkpoint)"),),
     ),
+    draws_samples=options.sampled_draw,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

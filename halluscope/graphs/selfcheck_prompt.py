@@ -274,5 +274,6 @@ METHOD = Method(
         (("samples", "{}"), ("question", "{} to regenerate samples"), ("concept", "{}")),
     ),
     presets={"prob": {"scoring": "prob"}},
+    draws_samples=options.sampled_draw,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

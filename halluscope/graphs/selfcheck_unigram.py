@@ -64,5 +64,6 @@ METHOD = Method(
     answer_field="text",
     positional=("text",),
     needs=((("text", "{}"), ("sentences", "{}")),),
+    draws_samples=options.sampled_draw,
 )
 detect, adetect = METHOD.detect, METHOD.adetect
