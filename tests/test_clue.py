@@ -14,7 +14,7 @@ import pytest
 
 from halluscope.backends.entailment import ZeroShot, yes_probability
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.bench.clue import pearson
+from halluscope.bench.papers.clue import pearson
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
 from halluscope.graphs import clue
@@ -327,7 +327,7 @@ def _qnli_responder(prompt: str, params: dict[str, Any]) -> str:
 
 
 def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data_dir: Any, tmp_path: Any) -> None:
-    from halluscope.bench.clue import load_qnli, run_clue_bench
+    from halluscope.bench.papers.clue import load_qnli, run_clue_bench
 
     items = load_qnli(data_dir, limit=3)
     assert [i.question for i in items][:1] == ["What is the minimum required if you want to teach in Canada?"]

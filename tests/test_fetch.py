@@ -15,8 +15,8 @@ from huggingface_hub import constants as hub_constants
 
 from halluscope.backends import local, ollama
 from halluscope.backends.chat import make_chat_model, parse_model_spec
+from halluscope.bench.papers.truthfulqa import load_truthfulqa
 from halluscope.bench.sources import SOURCES
-from halluscope.bench.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
 from halluscope.hub import GITHUB_RAW_ENV, HUB_ENV, sha256_of

@@ -18,8 +18,7 @@ import pytest
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.bench.runner import BenchResult
-from halluscope.bench.truthfulqa import (
+from halluscope.bench.papers.truthfulqa import (
     kendall_tau,
     load_mc1,
     load_truthfulqa,
@@ -28,6 +27,7 @@ from halluscope.bench.truthfulqa import (
     run_truthfulqa_bench,
     table_measures,
 )
+from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
 from halluscope.graphs import fewl
 from halluscope.scoring.fewl import (

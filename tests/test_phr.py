@@ -196,7 +196,7 @@ def test_k_draws_converge_to_the_exact_categorical_rate() -> None:
 def test_a_synthetic_problem_scores_the_same_whatever_ran_before_it() -> None:
     """Each problem has its own random stream: scored alone (a resumed run, a Ray worker) it gives the
     record it gives in a full run."""
-    from halluscope.bench.phr_synthetic import phr_synthetic_plan
+    from halluscope.bench.papers.phr_synthetic import phr_synthetic_plan
 
     plan = phr_synthetic_plan(ns=(2, 8), problems=3, m=5, k=100, n_imagined=10)
     in_order = [plan.score(item) for item in plan.items]

@@ -14,7 +14,7 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.qa import is_correct, load_qa, normalise, run_qa_bench
+from halluscope.bench.papers.qa import is_correct, load_qa, normalise, run_qa_bench
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, bootstrap_metrics

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from halluscope.backends.gateway import Gateway
-from halluscope.bench import clue, grounded, icl, phr_synthetic, planted, qa, truthfulqa, wikibio
+from halluscope.bench import grounded, planted, wikibio
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.distributed import OnRay
 from halluscope.bench.html import write_html_report
+from halluscope.bench.papers import clue, icl, phr_synthetic, qa, truthfulqa
 from halluscope.bench.runner import BenchResult, Executor, checked_out, run
 
 BENCHMARKS: dict[str, Benchmark] = {

@@ -1,0 +1,1 @@
+"""One paper's benchmark protocol a module: its datasets, plan, metrics and report."""
