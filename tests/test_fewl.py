@@ -18,6 +18,7 @@ import pytest
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.bench.papers import truthfulqa
 from halluscope.bench.papers.truthfulqa import (
     kendall_tau,
     load_mc1,
@@ -154,7 +155,7 @@ def test_two_reference_models_weights_penalty_calls_and_cache(gateway: Gateway, 
 
     stats = CallStats()
     results = run_all(stats)
-    out = {"scored": [fewl.scored(r) for r in results]}
+    out = {"scored": [truthfulqa.question_record(r) for r in results]}
     # needed: the 2 questions + their 2 neighbours each (colour questions, shared) = 3 questions
     needed = {q for s in out["scored"] for q in [s["question"], *(n["question"] for n in s["neighbours"])]}
     assert len(needed) == 3
@@ -216,7 +217,7 @@ def test_diversified_mode_records_short_lists_and_unreadable_wrong_answers(gatew
 def test_rank_models_puts_the_informed_model_first(gateway: Gateway, scripted: Any) -> None:
     reference = scripted(_reference, "scripted:reference")
     informed, lazy = scripted(_reference, "scripted:informed"), scripted(_lazy, "scripted:vague")
-    ranked = fewl.rank_models(
+    ranked = truthfulqa.rank_models(
         list(QUESTIONS)[:3],
         [lazy, informed],
         references=[reference],
@@ -228,7 +229,7 @@ def test_rank_models_puts_the_informed_model_first(gateway: Gateway, scripted: A
     assert ranked["ranking"] == ["scripted:informed", "scripted:vague"]
     assert ranked["headline"] == "fewl" and ranked["models"]["scripted:informed"]["answered"] == 3
     with pytest.raises(ConfigError, match="two models"):
-        fewl.rank_models(["q?"], [lazy], references=[reference], embedder=WordEmbedder(), gateway=gateway)
+        truthfulqa.rank_models(["q?"], [lazy], references=[reference], embedder=WordEmbedder(), gateway=gateway)
 
 
 def test_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:

@@ -34,14 +34,14 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway, model_name
+from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway, model_name
 from halluscope.backends.local import default_local_model
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg, start
+from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
-from halluscope.scoring.fewl import VARIANTS, expertise_score, expertise_weights, fewl_terms, variant_scores
+from halluscope.scoring.fewl import expertise_score, expertise_weights, fewl_terms, variant_scores
 
 NAME = "fewl"
 ANSWER = "fewl.answer"
@@ -478,88 +478,6 @@ def _result(out: dict[str, Any], ctx: RunContext, asked: dict[str, Any], neighbo
     evidence = {k: v for k, v in scored.items() if k != "answers"}
     evidence["wrong_answers"] = out["wrongs"][0]["pairs"] if out["wrongs"] else []
     return DetectionResult(method=NAME, units=units, meta=meta, evidence=evidence)
-
-
-def rank_models(
-    questions: Sequence[str],
-    models: Sequence[ModelLike],
-    *,
-    references: Sequence[ModelLike] | None = None,
-    n: int | None = None,
-    pool: Sequence[str] = (),
-    neighbours: int = NEIGHBOURS,
-    wrong_model: ModelLike | None = None,
-    embedder: Embedder | None = None,
-    gateway: Gateway | None = None,
-    stats: CallStats | None = None,
-    on_step: Callable[[str], None] | None = None,
-    max_concurrency: int | None = None,
-) -> dict[str, Any]:
-    """Section 4.3: every model answers every question (``fewl.answer``), FEWL scores the answers
-    against the same references, and the models are ranked by mean FEWL (higher = less
-    hallucinated). Returns ``ranking`` (best first), per model ``mean`` {variant: mean} and
-    per-question ``scores``, and the ``scored`` records (one per question)."""
-    if len(models) < 2:
-        raise ConfigError(f"ranking needs at least two models, got {len(models)}")
-    opts = Options(
-        references=references,
-        n=n,
-        pool=pool,
-        neighbours=neighbours,
-        wrong_model=wrong_model,
-        candidates=list(models),
-        embedder=embedder,
-    )
-    score = METHOD.scorer(opts, start(gateway, stats, max_concurrency, on_step))
-    results = [score(Inputs(question=q, answers=[])) for q in questions]
-    events: dict[str, int] = {}
-    for result in results:
-        for kind, count in result.meta.events.items():
-            events[kind] = events.get(kind, 0) + count
-    return {
-        **ranking([scored(r) for r in results], models, bool(pool)),
-        "scored": [scored(r) for r in results],
-        "events": events,
-        "references": results[0].meta.params["references"] if results else [],
-    }
-
-
-def scored(result: DetectionResult) -> dict[str, Any]:
-    """One question's record as FEWL's scoring makes it (the references, expertise, weights,
-    neighbours and every answer's row), read back from its result."""
-    record = {k: v for k, v in result.evidence.items() if k != "wrong_answers"}
-    return {**record, "answers": [{"text": u.text, **u.evidence} for u in result.units]}
-
-
-def ranking(scored: Sequence[dict[str, Any]], models: Sequence[ModelLike], penalty: bool) -> dict[str, Any]:
-    """The models ranked by the mean FEWL of their answers over the ``scored`` questions (higher =
-    less hallucinated): ``ranking`` (best first), per model its ``scores``, ``answered`` and ``mean``
-    {variant: mean}, the ``headline`` variant and whether the ``penalty`` was on."""
-    names = [model_name(m) for m in models]
-    per_model: dict[str, dict[str, Any]] = {}
-    for name in names:
-        rows = [next((a for a in s["answers"] if a["source"] == name), None) for s in scored]
-        scores = [None if a is None else a["fewl"] for a in rows]
-        variants = {
-            v: [a["variants"].get(v) for a in rows if a is not None and a["fewl"] is not None] for v in VARIANTS
-        }
-        per_model[name] = {
-            "scores": scores,
-            "answered": sum(s is not None for s in scores),
-            "mean": {v: (float(np.mean(xs)) if xs and None not in xs else None) for v, xs in variants.items()},
-        }
-    headline = "fewl" if penalty else "multi"  # without a pool there is no penalty: uniform weights
-
-    def mean_of(name: str) -> float:
-        value = per_model[name]["mean"][headline]
-        return -np.inf if value is None else value
-
-    return {
-        "ranking": sorted(names, key=mean_of, reverse=True),
-        "models": per_model,
-        "penalty": penalty,
-        "headline": headline,
-    }
 
 
 def describe(result: DetectionResult) -> str:

@@ -33,6 +33,7 @@ from halluscope.errors import ConfigError, DataError
 from halluscope.graphs import fewl
 from halluscope.graphs.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.graphs.method import start
+from halluscope.results import DetectionResult
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
 
 # Table 3 (and Table 10 for uniform lambda): counts of 817 questions whose best answer scored highest,
@@ -170,7 +171,7 @@ def truthfulqa_plan(
 
     def score(q: TruthfulQuestion) -> dict[str, Any]:
         result = factualness(fewl.Inputs(question=q.question, answers=q.labelled))
-        scored = fewl.scored(result)
+        scored = question_record(result)
         return {
             "index": q.index,
             "best": q.best,
@@ -356,9 +357,91 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if tau is None or np.isnan(tau) else float(tau)
 
 
+def rank_models(
+    questions: Sequence[str],
+    models: Sequence[ModelLike],
+    *,
+    references: Sequence[ModelLike] | None = None,
+    n: int | None = None,
+    pool: Sequence[str] = (),
+    neighbours: int = fewl.NEIGHBOURS,
+    wrong_model: ModelLike | None = None,
+    embedder: Embedder | None = None,
+    gateway: Gateway | None = None,
+    stats: CallStats | None = None,
+    on_step: Callable[[str], None] | None = None,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """FEWL's Section 4.3: every model answers every question (``fewl.answer``), FEWL scores the answers
+    against the same references, and the models are ranked by mean FEWL (higher = less
+    hallucinated). Returns ``ranking`` (best first), per model ``mean`` {variant: mean} and
+    per-question ``scores``, and the ``scored`` records (one per question)."""
+    if len(models) < 2:
+        raise ConfigError(f"ranking needs at least two models, got {len(models)}")
+    opts = fewl.Options(
+        references=references,
+        n=n,
+        pool=pool,
+        neighbours=neighbours,
+        wrong_model=wrong_model,
+        candidates=list(models),
+        embedder=embedder,
+    )
+    score = fewl.METHOD.scorer(opts, start(gateway, stats, max_concurrency, on_step))
+    results = [score(fewl.Inputs(question=q, answers=[])) for q in questions]
+    events: dict[str, int] = {}
+    for result in results:
+        for kind, count in result.meta.events.items():
+            events[kind] = events.get(kind, 0) + count
+    return {
+        **ranking([question_record(r) for r in results], models, bool(pool)),
+        "scored": [question_record(r) for r in results],
+        "events": events,
+        "references": results[0].meta.params["references"] if results else [],
+    }
+
+
+def question_record(result: DetectionResult) -> dict[str, Any]:
+    """One question's record as FEWL's scoring makes it (the references, expertise, weights,
+    neighbours and every answer's row), read back from its result."""
+    record = {k: v for k, v in result.evidence.items() if k != "wrong_answers"}
+    return {**record, "answers": [{"text": u.text, **u.evidence} for u in result.units]}
+
+
+def ranking(scored: Sequence[dict[str, Any]], models: Sequence[ModelLike], penalty: bool) -> dict[str, Any]:
+    """The models ranked by the mean FEWL of their answers over the ``scored`` questions (higher =
+    less hallucinated): ``ranking`` (best first), per model its ``scores``, ``answered`` and ``mean``
+    {variant: mean}, the ``headline`` variant and whether the ``penalty`` was on."""
+    names = [model_name(m) for m in models]
+    per_model: dict[str, dict[str, Any]] = {}
+    for name in names:
+        rows = [next((a for a in s["answers"] if a["source"] == name), None) for s in scored]
+        scores = [None if a is None else a["fewl"] for a in rows]
+        variants = {
+            v: [a["variants"].get(v) for a in rows if a is not None and a["fewl"] is not None] for v in VARIANTS
+        }
+        per_model[name] = {
+            "scores": scores,
+            "answered": sum(s is not None for s in scores),
+            "mean": {v: (float(np.mean(xs)) if xs and None not in xs else None) for v, xs in variants.items()},
+        }
+    headline = "fewl" if penalty else "multi"  # without a pool there is no penalty: uniform weights
+
+    def mean_of(name: str) -> float:
+        value = per_model[name]["mean"][headline]
+        return -np.inf if value is None else value
+
+    return {
+        "ranking": sorted(names, key=mean_of, reverse=True),
+        "models": per_model,
+        "penalty": penalty,
+        "headline": headline,
+    }
+
+
 def rank_summary(records: list[dict[str, Any]], models: list[str], modes: dict[str, str]) -> dict[str, Any]:
     """The models ranked by mean FEWL and by MC1 accuracy, and Kendall's tau between the two rankings."""
-    ranked = fewl.ranking([r["scored"] for r in records], models, penalty=True)
+    ranked = ranking([r["scored"] for r in records], models, penalty=True)
     accuracy = {m: mc1_summary(modes[m], [r["mc1"][m] for r in records]) for m in models}
     rows = [
         {
@@ -422,7 +505,7 @@ def rank_plan(
 
     def score(q: TruthfulQuestion) -> dict[str, Any]:
         result = factualness(fewl.Inputs(question=q.question, answers=[]))
-        scored = fewl.scored(result)
+        scored = question_record(result)
         mc1 = {m: mc1_pick(m, q.index, q.question, options, gateway, modes[m], stats) for m in models}
         by_model = {a["source"]: a.get("fewl") for a in scored["answers"]}
         return {
