@@ -23,7 +23,7 @@ from halluscope.bench.wikibio import (
     run_bench,
     sentence_scores,
 )
-from halluscope.errors import DataError, ModelUnavailableError
+from halluscope.errors import ConfigError, DataError, ModelUnavailableError
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, sentences, tokens
 
@@ -289,3 +289,10 @@ def test_a_passage_whose_calls_fail_for_good_is_recorded_and_the_bench_goes_on(
             ["selfcheck-prompt"], tmp_path, data_dir, limit=1, n=1,
             model=scripted(refuse, "scripted:down"), gateway=gateway, progress=False,
         )  # fmt: skip
+
+
+def test_a_bench_gives_no_llm_judge_to_a_method_that_takes_an_nli_classifier(data_dir: Path, tmp_path: Path) -> None:
+    """SelfCheck-NLI without --judge was handed the default LLM entailment judge, and refused it as
+    '<LLMEntailment object at 0x...>'; only a method whose judge may be an LLM gets the default one."""
+    with pytest.raises(ConfigError, match=r"SelfCheck-NLI needs an NLI classifier: .*, got None$"):
+        run_bench(["selfcheck-nli"], tmp_path / "out", data_dir, 1, None, False, None, Gateway(cache=None))

@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import re
+import typing
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.backends.entailment import entailment_judge
+from halluscope.backends.entailment import Entailment, entailment_judge
 from halluscope.backends.gateway import CallStats, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
@@ -262,7 +263,7 @@ def _plan(
         options["judge"] = judge
     stats = CallStats()
     ctx = start(gateway, stats)
-    if "judge" in method.option_names and judge is None:
+    if "judge" in method.option_names and judge is None and Entailment in typing.get_args(method.hints["judge"]):
         options["judge"] = entailment_judge(None, ctx.gateway)  # one judge for every passage (and the params)
     scorer = method.scorer(method.options(**options), ctx)
 
