@@ -340,13 +340,13 @@ def test_detect_clue_and_diversity_from_the_command_line(capsys: pytest.CaptureF
         assert sum(bool(r["body"].get("logprobs")) for r in stub.requests) == 3  # the scorer asks for p(Yes)
 
         code, out, _ = run(
-            capsys, "diversity", "--outputs-file", str(outputs), "--concept", "tone",
+            capsys, "detect", "clue-diversity", "--outputs-file", str(outputs), "--concept", "tone",
             "--subconcepts", "happy tone, sad tone", "--judge", spec, "--json",
         )  # fmt: skip
-    div = json.loads(out)
-    assert code == 0 and div["calls"] == 4 and div["counts"] == [2, 0]  # a tie goes to the first
-    assert div["uncertainty"] == pytest.approx([0.05, 0.05]) and div["entropy"] == 0.0
-    assert div["harmonic_mean"] == pytest.approx(0.05)
+    div = DetectionResult.from_json(out)
+    assert code == 0 and div.meta.calls == 4 and [u.evidence["assigned"] for u in div.units] == [2, 0]  # a tie: first
+    assert [u.score for u in div.units] == pytest.approx([0.05, 0.05]) and div.evidence["entropy"] == 0.0
+    assert div.evidence["harmonic_mean"] == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.papers.clue import pearson
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
-from halluscope.graphs import clue
+from halluscope.graphs import clue, clue_diversity
 from halluscope.scoring import (
     assignment_counts,
     concept_labels,
@@ -289,14 +289,17 @@ def test_diversity_counts_each_output_once() -> None:
             return [0.9 if h.endswith(p.split()[0] + " tone") else 0.05 for p, h in pairs]
 
     stories = ["happy story", "happy tale", "sad story"]
-    out = clue.diversity(stories, ["happy tone", "sad tone", "humorous tone"], ToneScorer())
-    assert out["counts"] == [2, 1, 0]
+    result = clue_diversity.detect(
+        outputs=stories, subconcepts=["happy tone", "sad tone", "humorous tone"], concept="tone", judge=ToneScorer()
+    )
+    out = result.evidence
+    assert [u.evidence["assigned"] for u in result.units] == [2, 1, 0]
     assert out["entropy"] == pytest.approx(-(2 / 3) * math.log(2 / 3) - (1 / 3) * math.log(1 / 3))
-    u = out["uncertainty"]
+    u = [unit.score for unit in result.units]
     assert u[0] == pytest.approx(-(2 * math.log(0.9) + math.log(0.05)) / 3)
     assert out["harmonic_mean"] == pytest.approx(3 / sum(1 / x for x in u))
     with pytest.raises(ConfigError, match="two lower-level"):
-        clue.diversity(stories, ["happy tone"], ToneScorer())
+        clue_diversity.detect(outputs=stories, subconcepts=["happy tone"], judge=ToneScorer())
 
 
 # ---------------------------------------------------------------- the QNLI bench and the CLI

@@ -246,6 +246,7 @@ def test_a_served_run_is_held_to_a_call_budget_and_checks_its_input(server: Any)
 # graph: (input, configurable), "stub" standing for the stub server's spec
 FIRST_RUNS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "clue": ({"question": "Where is Paris?", "outputs": ["Paris is in France."]}, {"judge": "stub", "n": 1}),
+    "clue-diversity": ({"outputs": ["A happy tale."], "subconcepts": ["happy tone", "sad tone"]}, {"judge": "stub"}),
     "direct-question": ({"text": TEXT}, {}),
     "ensemble": ({"text": TEXT, "samples": ["Paris, France."], "context": ["Paris is in France."]}, {"n": 1}),
     "fewl": ({"items": [{"question": "Where is Paris?", "answers": ["In France."]}]}, {"references": ["stub"], "n": 2}),

@@ -13,7 +13,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "methods": ("methods", "every method: what it scores, its inputs and options"),
     "studio": ("methods", "LangGraph Studio: the langgraph.json that serves every method's graph"),
     "detect": ("detect", "score one item with one method"),
-    "diversity": ("detect", "CLUE's conceptual diversity of outputs (harmonic mean and entropy over sub-concepts)"),
     "bench": ("bench", "run a paper's benchmark protocol"),
     "calibrate": (
         "bench",

@@ -1,6 +1,5 @@
 """`halluscope detect METHOD`: one subcommand per method contract, its flags read from the contract,
-run through ``halluscope.detector`` and printed as the method describes its result. Also CLUE's
-`diversity`."""
+run through ``halluscope.detector`` and printed as the method describes its result."""
 
 from __future__ import annotations
 
@@ -14,19 +13,17 @@ from rich.console import Console
 from rich.text import Text
 from tqdm import tqdm
 
-from halluscope.backends.entailment import zero_shot_judge
 from halluscope.backends.gateway import CallStats
 from halluscope.bench.report import csv_text, write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
-from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values, print_json
+from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.graphs import clue, registry
-from halluscope.graphs.flags import ListFlag, add_fields, label_of, read_fields
+from halluscope.graphs import registry
+from halluscope.graphs.flags import add_fields, label_of, read_fields
 from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
-from halluscope.readers import read_texts
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, ROW_COLUMNS, DetectionResult, Verdict
 
 
@@ -140,28 +137,8 @@ def show_verdict(result: DetectionResult, verdict: Verdict | None, coloured: boo
             console.print(Text(f"! unit {i} ({value:.3f}): {unit.text}", style="bold red"))
 
 
-def cmd_diversity(args: argparse.Namespace) -> int:
-    outputs = read_texts(args.outputs_file, "--outputs-file", "outputs")
-    gateway = gateway_of(args)
-    stats = CallStats()
-    out = clue.diversity(outputs, args.subconcepts, zero_shot_judge(args.judge, gateway), stats)
-    summary = {"concept": args.concept, **{k: v for k, v in out.items() if k != "matrix"}, "calls": stats.calls}
-    if args.json:
-        print_json({**summary, "matrix": out["matrix"]})
-        return 0
-    print(f"diversity of {args.concept!r} over {len(outputs)} outputs (CLUE Section 5.3)")
-    for name, u, count in zip(out["subconcepts"], out["uncertainty"], out["counts"], strict=True):
-        print(f"  {name:30s} U {u:7.3f}   outputs assigned {count}")
-    print(f"harmonic mean {out['harmonic_mean']:.3f}   entropy {out['entropy']:.3f} nats")
-    print(
-        f"{stats.calls} model calls, {stats.cache_hits} cache hits"
-        + (f"; {out['unscored']} unscored" if out["unscored"] else "")
-    )
-    return 0
-
-
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    """`detect METHOD` for every method contract, and `diversity`."""
+    """`detect METHOD` for every method contract."""
     detect = sub.add_parser("detect", help=help_of("detect")).add_subparsers(
         dest="method", required=True, metavar="METHOD"
     )
@@ -216,19 +193,3 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             help="also write the units as CSV: item, method, unit, text, score, probability, flagged, evidence",
         )
         p.set_defaults(func=cmd_detect)
-
-    p = sub.add_parser(
-        "diversity",
-        parents=[common],
-        help=help_of("diversity"),
-    )
-    p.add_argument("--outputs-file", required=True, help="the outputs: a JSON list, or texts separated by '---' lines")
-    p.add_argument("--concept", required=True, help="the upper-level concept, e.g. tone")
-    p.add_argument("--subconcepts", action=ListFlag, required=True, help='lower-level concepts: "happy tone,sad tone"')
-    p.add_argument(
-        "--judge",
-        metavar="SPEC",
-        help="zero-shot scorer: a model spec, or nli:PATH (nli:NAME once pulled; default: local model)",
-    )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_diversity)

@@ -48,10 +48,7 @@ from halluscope.graphs.stages import (
 )
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import (
-    assignment_counts,
     concept_uncertainties,
-    entropy_diversity,
-    harmonic_mean_diversity,
 )
 from halluscope.scoring.clue import FLOOR
 
@@ -453,32 +450,3 @@ METHOD = Method(
     describe=describe,
 )
 detect, adetect = METHOD.detect, METHOD.adetect
-
-
-def diversity(
-    outputs: Sequence[str], subconcepts: Sequence[str], scorer: ZeroShot, stats: CallStats | None = None
-) -> dict[str, Any]:
-    """Section 5.3: an upper-level concept's diversity over outputs from its lower-level concepts:
-    the harmonic mean of their uncertainties (Eq. 4) and the entropy of the argmax assignment (Eq. 5)."""
-    outputs = [o for o in outputs if o.strip()]
-    subconcepts = [c.strip() for c in subconcepts if c.strip()]
-    if not outputs:
-        raise ConfigError("diversity needs at least one output")
-    if len(subconcepts) < 2:
-        raise ConfigError(f"diversity needs at least two lower-level concepts, got {subconcepts}")
-    pairs = [(o, ABOUT.format(c)) for o in outputs for c in subconcepts]
-    probs = scorer.scores(pairs, stats)
-    flat = [UNSCORED if p is None else float(p) for p in probs]
-    m = len(subconcepts)
-    matrix = [flat[i * m : (i + 1) * m] for i in range(len(outputs))]
-    uncertainty = concept_uncertainties(matrix)
-    counts = assignment_counts(matrix)
-    return {
-        "subconcepts": subconcepts,
-        "uncertainty": uncertainty,
-        "counts": counts,
-        "harmonic_mean": harmonic_mean_diversity(uncertainty),
-        "entropy": entropy_diversity(counts),
-        "matrix": matrix,
-        "unscored": sum(p is None for p in probs),
-    }
