@@ -37,7 +37,7 @@ def main() -> None:
 
     every = BenchResult.read(Path(args.results).parent).records
     questions = [every[int(i)] for i in args.questions.split(",")]
-    scorer = LLMZeroShot(args.judge, gateway=Gateway(cache=None))
+    scorer = LLMZeroShot(args.judge, gateway=Gateway(cache=None), prompt="clue.zero_shot")
     embedder = Embedder()
     rows: list[dict[str, Any]] = []
     began = time.perf_counter()

@@ -76,7 +76,9 @@ def bench_model(name: str, queue: Any) -> None:
     model.score_many(prompt, CONTINUATIONS)
     score_s = time.perf_counter() - start
 
-    judge = LLMEntailment(f"local:{name}", gateway=Gateway(cache=None), with_probs=False)
+    judge = LLMEntailment(
+        f"local:{name}", gateway=Gateway(cache=None), with_probs=False, prompt="semantic_entropy.entailment"
+    )
     start = time.perf_counter()
     judge.judge_many(PAIRS, "Who wrote Middlemarch?")
     judge_s = time.perf_counter() - start

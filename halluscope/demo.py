@@ -19,6 +19,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.detector import detector
+from halluscope.graphs import semantic_entropy
 from halluscope.results import DetectionResult, RunMeta, Unit
 
 QUESTIONS = (
@@ -101,7 +102,9 @@ def run_demo(
     """The two checks through the public detectors, counted in one CallStats."""
     chosen: ModelLike = model if model is not None else f"local:{default_local_model()}"
     model_key = gateway.model(chosen).key  # a missing model or key fails here, before any progress
-    entail = LLMEntailment(judge if judge is not None else chosen, gateway=gateway, with_probs=False)
+    entail = LLMEntailment(
+        judge if judge is not None else chosen, gateway=gateway, prompt=semantic_entropy.ENTAILMENT, with_probs=False
+    )
     # one step per question and per biography, so the bar has a total and an ETA (a question's judge
     # calls are not known before its answers are clustered); the calls so far ride along
     steps = len(QUESTIONS) + len(BIOGRAPHIES)

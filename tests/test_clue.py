@@ -369,7 +369,11 @@ def test_clue_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:
     model = "local:smollm2-135m"
     outputs = OUTPUTS[:2]
     result = clue.detect(
-        QUESTION, model=model, outputs=outputs, judge=LLMZeroShot(model, gateway=gateway), gateway=gateway
+        QUESTION,
+        model=model,
+        outputs=outputs,
+        judge=LLMZeroShot(model, gateway=gateway, prompt="clue.zero_shot"),
+        gateway=gateway,
     )
     kept = result.meta.params["concepts_kept"]
     assert kept == len(result.units) >= 1
@@ -380,6 +384,10 @@ def test_clue_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:
     merge_calls = result.meta.params["merge_pairs"]  # at least one score per pair asked
     assert result.meta.calls >= 2 + merge_calls + 2 * kept
     again = clue.detect(
-        QUESTION, model=model, outputs=outputs, judge=LLMZeroShot(model, gateway=gateway), gateway=gateway
+        QUESTION,
+        model=model,
+        outputs=outputs,
+        judge=LLMZeroShot(model, gateway=gateway, prompt="clue.zero_shot"),
+        gateway=gateway,
     )
     assert again.meta.calls == 0 and [u.score for u in again.units] == [u.score for u in result.units]

@@ -49,7 +49,7 @@ def test_detector_binds_options_and_checks_names(gateway: Gateway, scripted: Any
     assert scores(result) == [0.0, 1.0] and result.ok and result.risk == 1.0
     assert "highest risk 1.000" in result.summary() and "born in Paris" in result.summary()
     with pytest.raises(
-        ConfigError, match="unknown method 'selfcheck'; did you mean .* available: clue, direct-question"
+        ConfigError, match="unknown method 'selfcheck'; did you mean .* available: clue, clue-diversity, direct-question"
     ):
         halluscope.detector("selfcheck")
     with pytest.raises(ConfigError, match="selfcheck-prompt has no option 'samples_n'; it accepts: text"):
@@ -206,7 +206,9 @@ def test_two_turns_on_one_checkpointed_thread_do_not_leak(gateway: Gateway, scri
     assert app.get_state(config).values.get("checks", []) == []  # the working list never reaches the host
 
     se_host = StateGraph(semantic_entropy.SEState)
-    judge = LLMEntailment(scripted(lambda p, _k: "entailment", "scripted:judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(lambda p, _k: "entailment", "scripted:judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     se_host.add_node("se", semantic_entropy.build(None, judge, gateway))
     se_host.add_edge(START, "se")
     se_app = se_host.compile(checkpointer=InMemorySaver())

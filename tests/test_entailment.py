@@ -77,7 +77,7 @@ def judge_by_content(seen: list[str]) -> Any:
 
 def test_llm_judge_through_the_gateway(gateway: Gateway, scripted: Any) -> None:
     seen: list[str] = []
-    judge = LLMEntailment(scripted(judge_by_content(seen)), gateway=gateway)
+    judge = LLMEntailment(scripted(judge_by_content(seen)), gateway=gateway, prompt="semantic_entropy.entailment")
     assert judge.with_probs is False  # a scripted model has no log-probs
     q = "What is the capital of France?"
     assert judge.bidirectional("Paris is the capital.", "The capital is Paris.", q)
@@ -212,7 +212,7 @@ PROBES = [
 @pytest.mark.slow
 def test_the_default_local_judge_is_useful(gateway: Gateway) -> None:
     """Qwen2.5-Coder-1.5B, the default judge: 11 of 12 measured here; the 0.5B says 'entailment' to all."""
-    judge = LLMEntailment("local:qwen2.5-coder-1.5b", gateway=gateway)
+    judge = LLMEntailment("local:qwen2.5-coder-1.5b", gateway=gateway, prompt="semantic_entropy.entailment")
     results = [judge.judge(a, b, q) for q, a, b, _ in PROBES]
     right = sum(r.label == gold for r, (*_, gold) in zip(results, PROBES, strict=True))
     assert right >= 10, [r.label for r in results]
@@ -236,7 +236,7 @@ def test_nli_zero_shot_ignores_neutral(tiny_nli: Path) -> None:
 def test_llm_zero_shot_reads_p_yes_from_a_real_model(gateway: Gateway) -> None:
     from halluscope.backends.entailment import LLMZeroShot, yes_probability
 
-    scorer = LLMZeroShot("local:smollm2-135m", gateway=gateway)
+    scorer = LLMZeroShot("local:smollm2-135m", gateway=gateway, prompt="clue.zero_shot")
     pair = ("Paris is the capital of France.", "This example is about France")
     (score,) = scorer.scores([pair])
     assert score is not None and 0.0 < score < 1.0
@@ -250,4 +250,4 @@ def test_llm_zero_shot_refuses_a_provider_without_logprobs(monkeypatch: pytest.M
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     with pytest.raises(ConfigError, match="no log-probabilities"):
-        LLMZeroShot("anthropic:claude-sonnet-4-5", gateway=gateway)
+        LLMZeroShot("anthropic:claude-sonnet-4-5", gateway=gateway, prompt="clue.zero_shot")

@@ -132,6 +132,7 @@ def test_run_on_scripted_models_scores_every_question(
     judge = LLMEntailment(
         scripted(lambda p, _: "Entailment" if p.count("onion") + p.count("antelope") >= 2 else "Neutral", "scripted:j"),
         gateway=gateway,
+        prompt="semantic_entropy.entailment",
     )
     run = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
     assert [q["correct"] for q in run.records] == [True, True, False, False]

@@ -153,7 +153,7 @@ def _async_cases() -> dict[str, tuple[Options, dict[str, Any]]]:
         return {"model": make(generic_model([]))}
 
     def judged(make: Callable[..., Any], gateway: Gateway) -> dict[str, Any]:
-        judge = LLMEntailment(make(judge_model([]), "scripted:judge"), gateway)
+        judge = LLMEntailment(make(judge_model([]), "scripted:judge"), gateway, prompt="semantic_entropy.entailment")
         return {"model": make(Writer()), "judge": judge}
 
     fewl_item = {"question": "What colour is the sky on a clear day?", "answers": ["Blue.", "Green."]}
@@ -242,14 +242,22 @@ async def test_semantic_entropy_samples_and_judges_on_the_event_loop() -> None:
     det = halluscope.detector(
         "semantic-entropy",
         model=AsyncOnly(respond=capital, model_id="scripted:async"),
-        judge=LLMEntailment(AsyncOnly(respond=contradiction, model_id="scripted:judge-async"), gateway=uncached),
+        judge=LLMEntailment(
+            AsyncOnly(respond=contradiction, model_id="scripted:judge-async"),
+            gateway=uncached,
+            prompt="semantic_entropy.entailment",
+        ),
         n=4,
         gateway=uncached,
     )
     result = await det.ainvoke(question)
     assert result.ok and result.units[0].evidence["answers"] == ["Lyon", "Paris", "Lyon", "Paris"]
     assert result.meta.calls == 4 + 2  # one pair judged both ways: Lyon vs Paris
-    judge = LLMEntailment(ScriptedChatModel(respond=contradiction, model_id="scripted:judge"), gateway=uncached)
+    judge = LLMEntailment(
+        ScriptedChatModel(respond=contradiction, model_id="scripted:judge"),
+        gateway=uncached,
+        prompt="semantic_entropy.entailment",
+    )
     scripted = ScriptedChatModel(respond=capital)
     synchronous = halluscope.detector("semantic-entropy", model=scripted, judge=judge, n=4, gateway=uncached)
     assert result.units[0].score == synchronous.detect(question=question).units[0].score == pytest.approx(math.log(2))

@@ -48,7 +48,9 @@ def test_samples_m_answers_clusters_them_and_replays_from_the_cache(gateway: Gat
     asked: list[str] = []
     judged: list[str] = []
     model = scripted(answerer(asked), "scripted:answers")
-    judge = LLMEntailment(scripted(judge_model(judged), "scripted:judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(judge_model(judged), "scripted:judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     totals: list[int] = []  # the progress bar's total as the method announced its calls
     stats = CallStats(on_plan=totals.append)
     result = semantic_entropy.detect(
@@ -68,7 +70,9 @@ def test_samples_m_answers_clusters_them_and_replays_from_the_cache(gateway: Gat
 
 
 def test_given_answers_need_no_answering_model(gateway: Gateway, scripted: Any) -> None:
-    judge = LLMEntailment(scripted(judge_model([]), "scripted:judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(judge_model([]), "scripted:judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     result = semantic_entropy.detect(
         "Capital?", answers=["The capital is Paris.", "The capital is Paris."], judge=judge, base=10, gateway=gateway
     )
@@ -94,7 +98,9 @@ def test_entropies_with_log_likelihoods_by_hand() -> None:
 
 def test_local_model_answers_carry_log_likelihoods(gateway: Gateway, scripted: Any) -> None:
     """The log-prob path end to end on the tiny local model (judged by a scripted judge)."""
-    judge = LLMEntailment(scripted(lambda p, q: "Entailment", "scripted:yes-judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(lambda p, q: "Entailment", "scripted:yes-judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     result = semantic_entropy.detect(
         "What is the capital of France?", model="local:smollm2-135m", judge=judge, n=3, gateway=gateway
     )

@@ -94,7 +94,9 @@ def test_refusal_rule_and_question_entropy_by_hand() -> None:
 def test_decompose_question_resample_cluster_end_to_end(gateway: Gateway, scripted: Any) -> None:
     writer, judged = Writer(), []
     model = scripted(writer, "scripted:writer")
-    judge = LLMEntailment(scripted(judge_model(judged), "scripted:judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(judge_model(judged), "scripted:judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     totals: list[int] = []
     stats = CallStats(on_plan=totals.append)
     result = paragraph.detect(TEXT, question=QUESTION, model=model, judge=judge, gateway=gateway, stats=stats)
@@ -140,7 +142,9 @@ def test_decompose_question_resample_cluster_end_to_end(gateway: Gateway, script
 def test_unreadable_claims_fall_back_to_sentences_and_bad_input_is_named(gateway: Gateway, scripted: Any) -> None:
     writer = Writer(decompose="Sorry, I can only talk about code.", garble_first_ask=False)
     model = scripted(writer, "scripted:writer")
-    judge = LLMEntailment(scripted(judge_model([]), "scripted:judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(judge_model([]), "scripted:judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     result = paragraph.detect(TEXT, question=QUESTION, model=model, judge=judge, gateway=gateway)
     assert result.meta.events == {"decompose_unparsed": 1}
     assert result.meta.params["paragraph_events"] == ["decompose_unparsed"]
@@ -156,7 +160,9 @@ def test_a_claim_without_questions_gets_the_maximum_entropy(gateway: Gateway, sc
     def respond(prompt: str, params: dict[str, Any]) -> str:
         return "- Ada Lovelace was born in London." if prompt.startswith("Please list") else "no list at all"
 
-    judge = LLMEntailment(scripted(judge_model([]), "scripted:judge"), gateway=gateway)
+    judge = LLMEntailment(
+        scripted(judge_model([]), "scripted:judge"), gateway=gateway, prompt="semantic_entropy.entailment"
+    )
     result = paragraph.detect(
         "Ada Lovelace was born in London.", question=QUESTION, model=scripted(respond), judge=judge, gateway=gateway
     )

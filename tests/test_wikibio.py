@@ -218,7 +218,7 @@ def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence
         judged.append(prompt)
         return "Entailment" if prompt.count("same") == 2 else "Contradiction"
 
-    judge = LLMEntailment(scripted(entail, "scripted:j"), gateway=gateway)
+    judge = LLMEntailment(scripted(entail, "scripted:j"), gateway=gateway, prompt="semantic_entropy.entailment")
     runs = run_bench(
         ["semantic-entropy-paragraph"],
         tmp_path,

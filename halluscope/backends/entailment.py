@@ -121,13 +121,15 @@ def label_probabilities(logprobs: Sequence[dict[str, Any]] | None) -> dict[str, 
 
 
 class LLMEntailment(Entailment):
-    """An LLM judge with the semantic-entropy entailment prompt (version from the prompt registry)."""
+    """An LLM judge asked whether one text entails another with the method's ``prompt`` (its id in the
+    prompt registry: semantic entropy's, ``semantic_entropy.entailment``)."""
 
     def __init__(
         self,
         model: ModelLike,
         gateway: Gateway | None = None,
-        prompt: str = "semantic_entropy.entailment",
+        *,
+        prompt: str,
         with_probs: bool | None = None,
         top_logprobs: int = 10,
         max_tokens: int | None = 16,
@@ -318,10 +320,11 @@ class NLIZeroShot(ZeroShot):
 
 
 class LLMZeroShot(ZeroShot):
-    """An LLM asked Yes/No (``clue.zero_shot``) through the gateway, so every pair is cached; the
-    probability comes from the Yes/No log-probs, so the model must give them (not Anthropic)."""
+    """An LLM asked Yes/No with the method's ``prompt`` (CLUE's ``clue.zero_shot``) through the gateway, so
+    every pair is cached; the probability comes from the Yes/No log-probs, so the model must give them
+    (not Anthropic)."""
 
-    def __init__(self, model: ModelLike, gateway: Gateway | None = None, prompt: str = "clue.zero_shot") -> None:
+    def __init__(self, model: ModelLike, gateway: Gateway | None = None, *, prompt: str) -> None:
         self.gateway = gateway or default_gateway()
         self.model = model
         self.prompt = prompt
@@ -373,19 +376,19 @@ def judge_target(judge: str | None, kind: str) -> tuple[bool, str]:
     return False, judge
 
 
-def entailment_judge(judge: Entailment | str | None, gateway: Gateway | None = None) -> Entailment:
+def entailment_judge(judge: Entailment | str | None, gateway: Gateway | None = None, *, prompt: str) -> Entailment:
     """The entailment judge of semantic entropy from what a user passes: an Entailment, ``nli:PATH``
     (an NLI checkpoint), a model spec (an LLM judge), or None (the strongest installed local model)."""
     if isinstance(judge, Entailment):
         return judge
     nli, target = judge_target(judge, "an Entailment")
-    return nli_checkpoint(target) if nli else LLMEntailment(target, gateway=gateway)
+    return nli_checkpoint(target) if nli else LLMEntailment(target, gateway=gateway, prompt=prompt)
 
 
-def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None) -> ZeroShot:
+def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None, *, prompt: str) -> ZeroShot:
     """CLUE's zero-shot judge from what a user passes: a ZeroShot, ``nli:PATH`` (an NLI checkpoint), a
     model spec (an LLM asked Yes/No), or None (the strongest installed local model)."""
     if isinstance(judge, ZeroShot):
         return judge
     nli, target = judge_target(judge, "a ZeroShot scorer")
-    return NLIZeroShot(nli_checkpoint(target)) if nli else LLMZeroShot(target, gateway=gateway)
+    return NLIZeroShot(nli_checkpoint(target)) if nli else LLMZeroShot(target, gateway=gateway, prompt=prompt)

@@ -264,7 +264,8 @@ def _plan(
     stats = CallStats()
     ctx = start(gateway, stats)
     if "judge" in method.option_names and judge is None and Entailment in typing.get_args(method.hints["judge"]):
-        options["judge"] = entailment_judge(None, ctx.gateway)  # one judge for every passage (and the params)
+        judge = entailment_judge(None, ctx.gateway, prompt=semantic_entropy_paragraph.ENTAILMENT)
+        options["judge"] = judge  # one judge for every passage (and the params)
     scorer = method.scorer(method.options(**options), ctx)
 
     passages_by_index = {p.index: p for p in passages}
@@ -440,7 +441,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
     gw = gateway()
     judge = read_fields(semantic_entropy_paragraph.METHOD, args, ("judge",)).get("judge")
-    judged = entailment_judge(judge, gw) if judge else None
+    judged = entailment_judge(judge, gw, prompt=semantic_entropy_paragraph.ENTAILMENT) if judge else None
     return wikibio_plans(args.method, args.data, args.limit, args.n, args.model, gw, judged)
 
 

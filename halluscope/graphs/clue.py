@@ -61,6 +61,7 @@ MERGE_THRESHOLD = 0.99
 UNSCORED = 0.5  # a scorer answer with neither Yes nor No: no evidence either way (recorded as an event)
 SIMILAR = "This concept is similar to {}"
 ABOUT = "This example is about {}"
+ZERO_SHOT = "clue.zero_shot"  # the prompt an LLM zero-shot scorer asks
 RELEVANT = "This question is relevant to {}"
 BASELINE = "question"
 
@@ -361,7 +362,7 @@ class Prepared(method.Prepared):
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
     """The zero-shot scorer from its spec, and the graph."""
-    scorer = zero_shot_judge(opts.judge, ctx.gateway)
+    scorer = zero_shot_judge(opts.judge, ctx.gateway, prompt=ZERO_SHOT)
     graph = build(
         opts.model,
         scorer,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
-from halluscope.graphs.clue import ABOUT, UNSCORED
+from halluscope.graphs.clue import ABOUT, UNSCORED, ZERO_SHOT
 from halluscope.graphs.method import Flag, Method, RunContext, arg
 from halluscope.graphs.stages import Scored, Steps
 from halluscope.results import DetectionResult, Unit
@@ -52,7 +52,7 @@ class Prepared(method.Prepared):
 
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
-    return Prepared(options=opts, scorer=zero_shot_judge(opts.judge, ctx.gateway))
+    return Prepared(options=opts, scorer=zero_shot_judge(opts.judge, ctx.gateway, prompt=ZERO_SHOT))
 
 
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:

@@ -49,6 +49,7 @@ from halluscope.text import checked_text
 
 NAME = "semantic-entropy"
 ANSWER = "semantic_entropy.answer"
+ENTAILMENT = "semantic_entropy.entailment"  # the prompt an LLM entailment judge asks
 ANSWER_MAX_TOKENS = 64  # one brief sentence
 
 
@@ -205,7 +206,7 @@ class Prepared(method.Prepared):
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
     """The entailment judge from its spec, and the graph."""
-    judged = entailment_judge(opts.judge, ctx.gateway)
+    judged = entailment_judge(opts.judge, ctx.gateway, prompt=ENTAILMENT)
     graph = build(
         opts.model,
         judged,

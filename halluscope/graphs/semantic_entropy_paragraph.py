@@ -40,6 +40,7 @@ from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Method, RunContext, Streamed, arg
+from halluscope.graphs.semantic_entropy import ENTAILMENT  # the paper's entailment prompt, as for short answers
 from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, planner, read_answer
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import ClusterRule, claim_entropy, question_entropy, unanswered
@@ -369,7 +370,7 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
     """The entailment judge from its spec, and the graph."""
     if opts.model is None:
         raise ConfigError("paragraph semantic entropy needs a model")
-    judged = entailment_judge(opts.judge, ctx.gateway)
+    judged = entailment_judge(opts.judge, ctx.gateway, prompt=ENTAILMENT)
     graph = build(opts.model, judged, ctx.gateway, mode=opts.mode, cluster_rule=opts.cluster_rule, base=opts.base)
     return Prepared(graph, opts, judged)
 

@@ -373,8 +373,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
     gw = gateway()
+    scorer = zero_shot_judge(args.judge, gw, prompt=clue.ZERO_SHOT)
     return [clue_plan(
-        model=args.model, scorer=zero_shot_judge(args.judge, gw), gateway=gw, data=args.data, limit=args.limit,
+        model=args.model, scorer=scorer, gateway=gw, data=args.data, limit=args.limit,
         n=args.n, theta_h=args.theta_h, theta_l=args.theta_l, prefilter=args.prefilter,
     )]  # fmt: skip
 

@@ -277,7 +277,7 @@ def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Pla
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
     gw = gateway()
     options = read_fields(semantic_entropy.METHOD, args, SE_FLAGS)
-    options["judge"] = entailment_judge(options.get("judge"), gw)
+    options["judge"] = entailment_judge(options.get("judge"), gw, prompt=semantic_entropy.ENTAILMENT)
     return [qa_plan(args.dataset, model=args.model, gateway=gw, data=args.data, limit=args.limit, **options)]
 
 
