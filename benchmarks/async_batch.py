@@ -80,7 +80,7 @@ def measure(method: str, way: str, level: int, items: list[dict[str, Any]], late
     model = Waiting(respond=generic_model([]), model_id="scripted:waiting", latency=latency)
     gateway = Gateway(cache=None, concurrency=1000)
     det = halluscope.detector(method, model=model, n=SAMPLES, gateway=gateway, max_concurrency=FAN_OUT)
-    mine = [{k: v for k, v in item.items() if k in det.spec.inputs or k == "sentences"} for item in items]
+    mine = [{k: v for k, v in item.items() if k in det.spec.input_names} for item in items]
     with PeakThreads() as threads:
         start = time.perf_counter()
         if way == ASYNC:
