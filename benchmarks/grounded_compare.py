@@ -77,21 +77,35 @@ def scored(y: np.ndarray, flagged: np.ndarray, graded: np.ndarray | None, draws:
     }
 
 
-def peer_rows(peers: dict[str, Any], ids: list[str], y: np.ndarray, draws: np.ndarray) -> dict[str, Any]:
+def peer_rows(
+    peers: dict[str, Any], ids: list[str], y: np.ndarray, draws: np.ndarray, ours: tuple[str, np.ndarray]
+) -> dict[str, Any]:
+    """Each peer's row on the items it scored. A peer that left some unscored (an answer that was not a
+    score) is measured on the rest, and ``ours`` (grounded's name and scores) on the same items beside it."""
     rows = {}
     for peer, run in peers.items():
         by_id = {r["id"]: r for r in run["rows"]}
-        missing = [i for i in ids if by_id.get(i, {}).get("score") is None]
-        if missing:
-            raise SystemExit(f"{peer}: {len(missing)} items unscored (e.g. {missing[0]}): rerun the peer first")
-        p = np.array([float(by_id[i]["score"]) for i in ids])
+        kept = np.array([by_id.get(i, {}).get("score") is not None for i in ids])
+        if not kept.any():
+            raise SystemExit(f"{peer}: no item scored: rerun the peer first")
+        p = np.array([float(by_id[i]["score"]) for i, keep in zip(ids, kept, strict=True) if keep])
         graded = bool(run.get("graded", False))
-        rows[peer] = {
+        row = {
             "source": f"{peer} run",
             "decision": f"score >= {DECISION} (1 - its groundedness score)" if graded else "its own label",
             "distinct_scores": int(np.unique(p).size),
-            **scored(y, p >= DECISION, p if graded else None, draws),
+            "scored_items": int(kept.sum()),
+            **scored(y[kept], p >= DECISION, p if graded else None, draws[:, kept]),
         }
+        rows[peer] = row
+        if not kept.all():
+            name, s = ours
+            rows[f"{name}, on the {int(kept.sum())} items {peer} scored"] = {
+                "source": f"the {name} row, on the items {peer} scored",
+                "decision": f"score >= {DECISION} (p(Yes) < 0.5)",
+                "scored_items": int(kept.sum()),
+                **scored(y[kept], s[kept] >= DECISION, s[kept], draws[:, kept]),
+            }
     return rows
 
 
@@ -129,7 +143,9 @@ def comparison(runs: dict[str, Any], peers: dict[str, Any], rte: bool) -> dict[s
             "fitted_on": len(keys),
             **scored(y, s >= cut, s, draws),
         }
-    rows.update(peer_rows(peers, ids, y, draws))
+    main_label, main_name = next(iter(ours.items()))
+    main_scores = np.array([read_rows(runs[main_label])[1][i] for i in ids])
+    rows.update(peer_rows(peers, ids, y, draws, (main_name, main_scores)))
     made = provenance()
     return {
         **{k: made[k] for k in ("command", "commit", "machine")},
