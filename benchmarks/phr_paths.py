@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.cache import CallCache
+from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel, load_logprob_model
+from halluscope.backends.logprobs import LlamaCppLogProbModel
 from halluscope.bench.papers.icl import balanced_context, load_icl_task
 from halluscope.bench.provenance import envelope
 from halluscope.graphs import phr

@@ -31,11 +31,10 @@ _EXPORTS = {
         "halluscope.backends",
     ),
     "Embedder": "halluscope.backends.embeddings",
+    "load_logprob_model": "halluscope.backends.chat",
     **dict.fromkeys(("Entailment", "Judgement", "LLMEntailment", "NLIEntailment"), "halluscope.backends.entailment"),
     "default_local_model": "halluscope.backends.local",
-    **dict.fromkeys(
-        ("LogProbMismatchError", "LogProbModel", "Sample", "load_logprob_model"), "halluscope.backends.logprobs"
-    ),
+    **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
     "Detector": "halluscope.detector",
     **dict.fromkeys(
         (
@@ -80,6 +79,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     from halluscope.backends import (
         parse_model_spec as parse_model_spec,
     )
+    from halluscope.backends.chat import load_logprob_model as load_logprob_model
     from halluscope.backends.embeddings import (
         Embedder as Embedder,
     )
@@ -106,9 +106,6 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     )
     from halluscope.backends.logprobs import (
         Sample as Sample,
-    )
-    from halluscope.backends.logprobs import (
-        load_logprob_model as load_logprob_model,
     )
     from halluscope.detector import (
         Detector as Detector,

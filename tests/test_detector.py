@@ -49,7 +49,8 @@ def test_detector_binds_options_and_checks_names(gateway: Gateway, scripted: Any
     assert scores(result) == [0.0, 1.0] and result.ok and result.risk == 1.0
     assert "highest risk 1.000" in result.summary() and "born in Paris" in result.summary()
     with pytest.raises(
-        ConfigError, match="unknown method 'selfcheck'; did you mean .* available: clue, clue-diversity, direct-question"
+        ConfigError,
+        match="unknown method 'selfcheck'; did you mean .* available: clue, clue-diversity, direct-question",
     ):
         halluscope.detector("selfcheck")
     with pytest.raises(ConfigError, match="selfcheck-prompt has no option 'samples_n'; it accepts: text"):

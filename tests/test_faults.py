@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from langchain_openai import ChatOpenAI
 
+from halluscope.backends import providers
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
@@ -157,10 +158,11 @@ def test_the_sdks_connection_and_unreadable_reply_errors_are_transient() -> None
 
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     response = httpx.Response(200, request=request)
-    for sdk in (openai, anthropic):
-        assert is_transient(sdk.APIConnectionError(request=request))
-        assert is_transient(sdk.APIResponseValidationError(response=response, body=None))
-    assert not is_transient(ValueError("a bug"))
+    for sdk, name in ((openai, "openai"), (anthropic, "anthropic")):
+        adapter = providers.get(name)  # each provider's adapter names its own client's errors
+        assert is_transient(sdk.APIConnectionError(request=request), adapter)
+        assert is_transient(sdk.APIResponseValidationError(response=response, body=None), adapter)
+    assert not is_transient(ValueError("a bug"), providers.get("openai"))
 
 
 def test_importing_halluscope_loads_no_provider_sdk() -> None:

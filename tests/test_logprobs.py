@@ -6,11 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from halluscope.backends.logprobs import (
-    LlamaCppLogProbModel,
-    TransformersLogProbModel,
-    load_logprob_model,
-)
+from halluscope.backends.chat import load_logprob_model
+from halluscope.backends.logprobs import LlamaCppLogProbModel, TransformersLogProbModel
 from halluscope.errors import ConfigError, ModelSpecError
 
 FRANCE = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]

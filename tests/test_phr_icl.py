@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from halluscope.backends.cache import CallCache
+from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample, load_logprob_model
+from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample
 from halluscope.bench.papers.icl import balanced_context, load_icl_task, run_phr_bench
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError, PromptError

@@ -16,8 +16,9 @@ import pytest
 from langchain_core.messages import AIMessage
 
 import halluscope
+from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel, TransformersLogProbModel, load_logprob_model
+from halluscope.backends.logprobs import LlamaCppLogProbModel, TransformersLogProbModel
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.graphs import token_logprob

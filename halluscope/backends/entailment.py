@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from halluscope.backends.checkpoints import checkpoint_path
-from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import INSTANCE, Ask, CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.backends.logprobs import hf_directory
 from halluscope.errors import ConfigError
 
@@ -330,7 +330,7 @@ class LLMZeroShot(ZeroShot):
         self.prompt = prompt
         resolved = self.gateway.model(model)
         self.name = resolved.key
-        if resolved.provider == "anthropic":  # fail here, before a graph has run its other stages
+        if not resolved.adapter.chat_logprobs and resolved.adapter is not INSTANCE:  # fail before a graph runs
             raise ConfigError(
                 f"{self.name} gives no log-probabilities, which CLUE's LLM scorer reads p(Yes) from: "
                 "use a local, openai or openai-compatible judge, or nli:PATH"

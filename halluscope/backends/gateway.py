@@ -14,6 +14,7 @@ policy and the give-up sentence), ``cache`` (the disk cache); this module compos
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -21,19 +22,20 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
-from halluscope.backends.chat import PROVIDERS, ModelSpec, make_chat_model, message_logprobs, parse_model_spec
+from halluscope.backends.chat import ModelSpec, adapter, load_logprob_model, make_chat_model, parse_model_spec
 from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
-from halluscope.backends.logprobs import LogProbModel, load_logprob_model, token_count
+from halluscope.backends.logprobs import LogProbModel, token_count
+from halluscope.backends.providers import Provider
 from halluscope.backends.retry import (
     BadReplyError,
     RetryPolicy,
@@ -50,10 +52,7 @@ DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (r
 FLIGHT_POLL_S, FLIGHT_POLL_MAX_S = 0.05, 1.0  # how often a process waiting on another's call looks again
 _WAIT = object()  # another process asks this call now: look again soon
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
-LOGPROB_PROVIDERS = ("local", "openai", "openai-compatible")  # the routes whose token log-probs halluscope reads
 TOKEN_STATS = "token-stats@1"  # the cache's name for a text's token statistics (a new layout, a new name)
-# what init_chat_model's classes call a call parameter, where it is not its own name
-_FIELD_NAMES = {"max_tokens": ("max_tokens", "num_predict", "max_output_tokens", "max_new_tokens")}
 ModelLike = str | BaseChatModel
 
 
@@ -81,12 +80,20 @@ class Ask:
     params: Mapping[str, Any] = field(default_factory=dict)  # sample_index and the call parameters
 
 
+INSTANCE = Provider()  # a user's own chat model object: its parameters passed as they are
+INSTANCE.name = "instance"
+
+
 @dataclass
 class _Model:
     key: str
     chat: BaseChatModel
-    provider: str
-    base_url: str | None = None
+    adapter: Provider
+    spec: ModelSpec | None = None  # None: a chat model object
+
+    @property
+    def provider(self) -> str:
+        return self.adapter.name
 
 
 @dataclass
@@ -165,12 +172,12 @@ class Gateway:
         if isinstance(model, BaseChatModel):
             key = getattr(model, "model_id", None) or _instance_key(model)
             with self._lock:
-                return self._models.setdefault(key, _Model(key, model, "instance"))
+                return self._models.setdefault(key, _Model(key, model, INSTANCE))
         spec: ModelSpec = parse_model_spec(model)
         with self._lock:
             if spec.key not in self._models:
                 chat = make_chat_model(spec, self.timeout)
-                self._models[spec.key] = _Model(spec.key, chat, spec.provider, spec.base_url)
+                self._models[spec.key] = _Model(spec.key, chat, adapter(spec.provider), spec)
             return self._models[spec.key]
 
     def chat_model(self, model: ModelLike) -> BaseChatModel:
@@ -179,10 +186,10 @@ class Gateway:
         return self.model(model).chat
 
     def gives_logprobs(self, model: ModelLike) -> bool:
-        """Whether to ask this model for token log-probs by default: local, OpenAI and OpenAI-compatible
-        models give them; Anthropic and init_chat_model's providers do not here, and a chat model
-        instance may not take the parameter."""
-        return self.model(model).provider in LOGPROB_PROVIDERS
+        """Whether to ask this model for token log-probs by default: where its provider declares them
+        (local, OpenAI and OpenAI-compatible do; Anthropic and init_chat_model's providers do not here,
+        and a chat model instance may not take the parameter)."""
+        return self.model(model).adapter.chat_logprobs
 
     def logprob_model(self, model: str | LogProbModel) -> LogProbModel:
         """Resolve a LogProbModel once per gateway (an ``anthropic:`` spec is a clear 'needs log-probs' error)."""
@@ -218,7 +225,7 @@ class Gateway:
         fenced = variables.keys() if self.delimit else tpl.fenced  # --delimit fences every prompt's user text
         messages = tpl.render(**{k: fence(v) if k in fenced else v for k, v in variables.items()})
         merged = {**tpl.params, **{k: v for k, v in params.items() if v is not None}}
-        if merged.get("logprobs") and m.provider not in (*LOGPROB_PROVIDERS, "instance"):
+        if merged.get("logprobs") and not m.adapter.chat_logprobs and m.adapter is not INSTANCE:
             raise ConfigError(
                 f"{m.key} gives no log-probabilities here; methods that need them (Direct Question probabilities, "
                 "likelihood semantic entropy, PHR, CLUE's offline scorer) need a local, openai or "
@@ -231,16 +238,11 @@ class Gateway:
         kwargs = dict(params)
         if kwargs.get("seed") is not None:
             kwargs["seed"] = int(kwargs["seed"]) + sample_index  # N seeded samples must differ
-        if m.provider == "anthropic":
-            kwargs.pop("seed", None)  # the Messages API has no seed
         if kwargs.get("logprobs") is False:
             kwargs.pop("logprobs")
         elif kwargs.get("logprobs") and kwargs.get("top_logprobs") is None:
             kwargs["top_logprobs"] = 0  # llama.cpp's server returns no log-probs without it; OpenAI accepts 0
-        if kwargs.get("max_tokens") is not None and m.base_url and m.provider in ("openai", "openai-compatible"):
-            # langchain-openai sends max_completion_tokens, which llama.cpp's server ignores
-            kwargs["extra_body"] = {"max_tokens": kwargs["max_tokens"]}
-        return kwargs
+        return m.adapter.call_params(m.spec, kwargs) if m.spec is not None else kwargs
 
     def prompt_ref(self, tpl: PromptTemplate) -> str:
         """The prompt as results record it: id@version#hash, with +delimit when its user text was fenced."""
@@ -283,22 +285,6 @@ class Gateway:
             m, tpl, key, sample_index, self._provider_kwargs(m, merged, sample_index), to_langchain(messages)
         )
 
-    @staticmethod
-    def _invocation(m: _Model, kwargs: dict[str, Any]) -> tuple[BaseChatModel, dict[str, Any]]:
-        """The chat model and keywords one call invokes. An init_chat_model provider's client takes
-        no per-call sampling keywords (ChatOllama would send them as unknown arguments): they are set
-        on a copy of the model, under the field name its class uses; one it has no field for is left
-        out."""
-        if m.provider in (*PROVIDERS, "instance"):
-            return m.chat, kwargs
-        fields = type(m.chat).model_fields
-        update = {}
-        for name, value in kwargs.items():
-            field = next((f for f in _FIELD_NAMES.get(name, (name,)) if f in fields), None)
-            if field is not None:
-                update[field] = value
-        return m.chat.model_copy(update=update), {}
-
     def call(
         self,
         model: ModelLike,
@@ -309,28 +295,7 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> ChatReply:
-        req = self._begin(model, prompt, variables, params, sample_index, stats)
-        if isinstance(req, ChatReply):
-            return req
-        delay = FLIGHT_POLL_S
-        while (answered := self._flight(req, stats)) is _WAIT:  # another process asks it now
-            time.sleep(delay)
-            delay = min(2 * delay, FLIGHT_POLL_MAX_S)
-        if isinstance(answered, ChatReply):
-            return answered
-        try:
-            started = time.perf_counter()
-
-            def attempt() -> dict[str, Any]:
-                with _no_choices_is_a_bad_reply():
-                    chat, kwargs = self._invocation(req.model, req.kwargs)
-                    message = self._limited(req.model.key, lambda: chat.invoke(req.messages, **kwargs))
-                return self._read(req, message)
-
-            data = call_with_retries(attempt, self.retry, req.model.key, req.model.provider, _retry_counter(stats))
-            return self._finish(req, data, time.perf_counter() - started, stats)
-        finally:
-            self._land(req)
+        return _drive(self._call_steps(model, prompt, variables, params, sample_index, stats))
 
     async def acall(
         self,
@@ -342,32 +307,36 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> ChatReply:
-        # the cache is disk (or Redis) I/O and a model's first use builds its client: off the event loop
-        req = await asyncio.to_thread(self._begin, model, prompt, variables, params, sample_index, stats)
+        """``call`` on the event loop: the provider's async client; the cache's disk (or Redis) I/O and a
+        model's first use (building its client) on a thread."""
+        return await _adrive(self._call_steps(model, prompt, variables, params, sample_index, stats))
+
+    def _call_steps(
+        self,
+        model: ModelLike,
+        prompt: str | PromptTemplate,
+        variables: Mapping[str, Any] | None,
+        params: Mapping[str, Any],
+        sample_index: int,
+        stats: CallStats | None,
+    ) -> Generator[_Step, Any, ChatReply]:
+        """One call, written once as the steps it waits on (run by ``call`` in place, by ``acall`` on the
+        event loop): the cache, single flight across processes, the provider under retries, the answer."""
+        req = yield _Blocking(functools.partial(self._begin, model, prompt, variables, params, sample_index, stats))
         if isinstance(req, ChatReply):
             return req
         delay = FLIGHT_POLL_S
-        while (answered := await asyncio.to_thread(self._flight, req, stats)) is _WAIT:
-            await asyncio.sleep(delay)
+        while (answered := (yield _Blocking(functools.partial(self._flight, req, stats)))) is _WAIT:
+            yield _Sleep(delay)  # another process asks it now
             delay = min(2 * delay, FLIGHT_POLL_MAX_S)
         if isinstance(answered, ChatReply):
             return answered
         try:
-            limiter = self.limiter(req.model.key)
             started = time.perf_counter()
-
-            async def attempt() -> dict[str, Any]:
-                async with limiter.aslot():
-                    with _no_choices_is_a_bad_reply():
-                        chat, kwargs = self._invocation(req.model, req.kwargs)
-                        message = await chat.ainvoke(req.messages, **kwargs)
-                return self._read(req, message)
-
-            retried = _retry_counter(stats)
-            data = await acall_with_retries(attempt, self.retry, req.model.key, req.model.provider, retried)
-            return await asyncio.to_thread(self._finish, req, data, time.perf_counter() - started, stats)
+            data = yield _Send(self, req, _retry_counter(stats))
+            return (yield _Blocking(functools.partial(self._finish, req, data, time.perf_counter() - started, stats)))
         finally:
-            await asyncio.to_thread(self._land, req)
+            yield _Blocking(functools.partial(self._land, req))
 
     def _flight(self, req: _Request, stats: CallStats | None) -> ChatReply | object | None:
         """Single-flight across the processes (and threads) sharing the cache: claim the call and ask it
@@ -393,16 +362,16 @@ class Gateway:
         """The reply's cacheable data; a reply that is not a real answer raises BadReplyError (retried):
         empty content, or no log-probs when they were asked for. A local model's empty answer is
         returned (its engine would give the same again) but, being empty, never cached."""
-        usage = getattr(message, "usage_metadata", None) or {}
+        prompt_tokens, completion_tokens = req.model.adapter.usage(message)
         data = {  # text as a plain str (LangChain gives a TextAccessor), as the cache gives it back
             "text": str(message.text) if isinstance(message.text, str) else str(message.content),
-            "prompt_tokens": int(usage.get("input_tokens", 0)),
-            "completion_tokens": int(usage.get("output_tokens", 0)),
-            "logprobs": message_logprobs(message),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "logprobs": req.model.adapter.reply_logprobs(message),
             "prompt_ref": self.prompt_ref(req.prompt),
         }
         if not data["text"].strip():
-            if req.model.provider == "local":
+            if req.model.adapter.empty_reply_is_answer:
                 return data
             raise BadReplyError("sent an empty reply (no content)")
         if req.kwargs.get("logprobs") and not data["logprobs"]:
@@ -593,6 +562,104 @@ class Gateway:
         return await self.acall_all(samples(model, prompt, variables, n, params), stats)
 
 
+class _Step:
+    """What a call's steps wait on: ``run`` in place, ``arun`` on the event loop."""
+
+    def run(self) -> Any:
+        raise NotImplementedError
+
+    async def arun(self) -> Any:
+        raise NotImplementedError
+
+
+@dataclass
+class _Blocking(_Step):
+    """Disk or Redis I/O, or building a client: in place, or on a thread off the event loop."""
+
+    fn: Callable[[], Any]
+
+    def run(self) -> Any:
+        return self.fn()
+
+    async def arun(self) -> Any:
+        return await asyncio.to_thread(self.fn)
+
+
+@dataclass
+class _Sleep(_Step):
+    seconds: float
+
+    def run(self) -> None:
+        time.sleep(self.seconds)
+
+    async def arun(self) -> None:
+        await asyncio.sleep(self.seconds)
+
+
+@dataclass
+class _Send(_Step):
+    """A request that missed the cache, sent to its provider under the retry policy, holding one of the
+    model's concurrency slots per try: the client's ``invoke``, or its ``ainvoke``."""
+
+    gateway: Gateway
+    req: _Request
+    on_retry: Callable[[], None]
+
+    def run(self) -> dict[str, Any]:
+        req = self.req
+
+        def attempt() -> dict[str, Any]:
+            with self.gateway.limiter(req.model.key).slot(), _bad_replies(req.model.adapter):
+                chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
+                message = chat.invoke(req.messages, **kwargs)
+            return self.gateway._read(req, message)
+
+        return call_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, self.on_retry)
+
+    async def arun(self) -> dict[str, Any]:
+        req = self.req
+        limiter = self.gateway.limiter(req.model.key)
+
+        async def attempt() -> dict[str, Any]:
+            async with limiter.aslot():
+                with _bad_replies(req.model.adapter):
+                    chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
+                    message = await chat.ainvoke(req.messages, **kwargs)
+            return self.gateway._read(req, message)
+
+        return await acall_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, self.on_retry)
+
+
+def _drive(steps: Generator[_Step, Any, T]) -> T:
+    """Run steps in place: each step's result (or error) is sent back into them."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as done:
+            return cast(T, done.value)
+        try:
+            value, error = step.run(), None
+        except BaseException as exc:  # noqa: BLE001 - handed back to the steps, which raise it on
+            value, error = None, exc
+
+
+async def _adrive(steps: Generator[_Step, Any, T]) -> T:
+    """``_drive`` on the event loop."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as done:
+            return cast(T, done.value)
+        try:
+            value, error = await step.arun(), None
+        except BaseException as exc:  # noqa: BLE001 - handed back to the steps, which raise it on
+            value, error = None, exc
+
+
 def samples(
     model: ModelLike,
     prompt: str | PromptTemplate,
@@ -634,10 +701,11 @@ def _real_answer(data: Mapping[str, Any], logprobs: bool) -> bool:
 
 
 @contextmanager
-def _no_choices_is_a_bad_reply() -> Iterator[None]:
+def _bad_replies(provider: Provider) -> Iterator[None]:
     """A 200 with an empty ``choices`` list surfaces as LangChain's IndexError on ``generations[0]``, and
-    one without ``choices`` or ``content`` at all (``{}``) as langchain-openai's or langchain-anthropic's
-    TypeError: a bad reply (retried), not a crash. The same errors raised anywhere else are left alone."""
+    one its client could not read (``{}``, no ``choices`` or ``content``) as the error its provider's
+    adapter recognises (``Provider.bad_reply``, raised inside its integration): a bad reply (retried),
+    not a crash. The same errors raised anywhere else are left alone."""
     try:
         yield
     except IndexError as exc:
@@ -645,10 +713,9 @@ def _no_choices_is_a_bad_reply() -> Iterator[None]:
             raise BadReplyError("sent a reply with no choices") from exc
         raise
     except TypeError as exc:
-        if _raised_in(exc, "langchain_openai") and "'choices'" in str(exc):
-            raise BadReplyError("sent a reply with no choices") from exc
-        if _raised_in(exc, "langchain_anthropic"):
-            raise BadReplyError(f"sent a reply its client could not read ({exc})") from exc
+        what = provider.bad_reply(exc)
+        if what is not None and provider.integration and _raised_in(exc, provider.integration):
+            raise BadReplyError(what) from exc
         raise
 
 

@@ -23,9 +23,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from halluscope.backends.chat import split_query
-from halluscope.backends.retry import BadReplyError, RetryPolicy, call_with_retries
-from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError, redact_credentials
+from halluscope.backends.retry import BadReplyError, Faults, RetryPolicy, call_with_retries
+from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
 from halluscope.scoring.token_probability import TokenStat
 
 
@@ -484,14 +483,19 @@ class OpenAICompatibleLogProbModel(LogProbModel):
         api_key: str = "not-needed",
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
+        *,
+        query: dict[str, str] | None = None,
+        faults: Faults | None = None,
     ) -> None:
+        """``base_url`` without its query string, which comes as ``query`` (the client appends its paths to
+        the URL); ``faults``: the provider's adapter, for the retry policy."""
         import openai
 
         self.name = redact_credentials(f"openai-compatible:{base_url}#{model}")
         self.model = model
         self.retry = retry or RetryPolicy.from_env()
+        self.faults = faults
         # the client's own retries are off: the one retry policy (HALLUSCOPE_MAX_ATTEMPTS) applies here too
-        base_url, query = split_query(base_url)
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, default_query=query or None
         )
@@ -503,7 +507,7 @@ class OpenAICompatibleLogProbModel(LogProbModel):
                 raise BadReplyError("sent a completion without choices")
             return resp
 
-        return call_with_retries(attempt, self.retry, self.name, "openai-compatible")
+        return call_with_retries(attempt, self.retry, self.name, self.faults)
 
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         out = []
@@ -564,35 +568,3 @@ class OpenAICompatibleLogProbModel(LogProbModel):
             values = [float(v) for v in (lp.token_logprobs if lp else []) if v is not None and not math.isnan(v)]
             samples.append(Sample(choice.text, values, list(lp.tokens) if lp else []))
         return samples
-
-
-def load_logprob_model(spec: str, retry: RetryPolicy | None = None, timeout: float = 120.0) -> LogProbModel:
-    """``local:<name|path.gguf>``, ``transformers:<directory>`` or ``openai-compatible:<url>#<model>``
-    (``retry`` and ``timeout`` apply to a server's requests)."""
-    from halluscope.backends.chat import parse_model_spec
-
-    provider, sep, rest = spec.partition(":")
-    if provider == "transformers" and sep and rest:
-        return TransformersLogProbModel(rest)
-    parsed = parse_model_spec(spec)
-    if parsed.provider == "local":
-        return LlamaCppLogProbModel(parsed.model)
-    if parsed.provider == "openai-compatible":
-        import os
-
-        return OpenAICompatibleLogProbModel(
-            str(parsed.base_url),
-            parsed.model,
-            os.environ.get("OPENAI_COMPATIBLE_API_KEY") or "not-needed",
-            timeout=timeout,
-            retry=retry,
-        )
-    if parsed.provider == "anthropic":
-        raise ConfigError(
-            f"{spec}: Anthropic gives no log-probabilities; PHR, likelihood semantic entropy, Direct Question "
-            "probabilities and CLUE's offline scorer need local:, transformers: or openai-compatible: models"
-        )
-    raise ModelSpecError(
-        f"{spec}: OpenAI's chat models give sampled-token log-probs but cannot score a given continuation; "
-        "use local:, transformers: or openai-compatible: for a LogProbModel"
-    )

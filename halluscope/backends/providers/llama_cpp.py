@@ -1,0 +1,39 @@
+"""Local GGUF models through llama-cpp-python: chat with the GGUF's own template, token log-probs from raw
+logits, the model registry's files (`models list`, `models pull`), no key, no network."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from halluscope.backends.providers import ModelSpec, Provider
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from halluscope.backends.logprobs import LogProbModel
+    from halluscope.backends.retry import RetryPolicy
+
+
+class Local(Provider):
+    name = "local"
+    about = "a registry model (`halluscope models list`) or any GGUF file, offline through llama-cpp-python"
+    chat_logprobs = True
+    empty_reply_is_answer = True  # its engine would give the same again: returned, never cached
+
+    def chat_model(self, spec: ModelSpec, timeout: float) -> BaseChatModel:
+        from halluscope.backends.local import LocalChatModel, model_file
+
+        return LocalChatModel(model_path=str(model_file(spec.model)), model_id=spec.key)
+
+    def logprob_model(self, spec: ModelSpec, retry: RetryPolicy, timeout: float) -> LogProbModel:
+        from halluscope.backends.logprobs import LlamaCppLogProbModel
+
+        return LlamaCppLogProbModel(spec.model)
+
+    def models(self) -> list[dict[str, Any]]:
+        from halluscope.backends.local import registry_rows
+
+        return registry_rows()
+
+
+PROVIDERS = (Local(),)
