@@ -36,6 +36,8 @@ _EXPORTS = {
     "default_local_model": "halluscope.backends.local",
     **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
     "Detector": "halluscope.detector",
+    "check": "halluscope.check_answer",
+    "load_labelled": "halluscope.labelled",
     **dict.fromkeys(
         (
             "ConfigError",
@@ -107,6 +109,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     from halluscope.backends.logprobs import (
         Sample as Sample,
     )
+    from halluscope.check_answer import check as check
     from halluscope.detector import (
         Detector as Detector,
     )
@@ -132,6 +135,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     from halluscope.errors import (
         PromptError as PromptError,
     )
+    from halluscope.labelled import load_labelled as load_labelled
     from halluscope.prompts import (
         PromptRegistry as PromptRegistry,
     )

@@ -15,11 +15,11 @@ LONGEST = 80  # lines, docstring included
 # the rooms of halluscope/, lowest first: a room imports from its own layer and those below it
 LAYERS = (
     ("errors", "version"),
-    ("checks", "text", "readers", "hub", "metrics", "scoring", "prompts", "results"),
+    ("checks", "text", "readers", "labelled", "hub", "metrics", "scoring", "prompts", "results"),
     ("backends", "calibration"),
     ("graphs", "scale"),
     ("detector",),
-    ("tools", "evaluators", "bench", "demo"),
+    ("tools", "evaluators", "bench", "demo", "check_answer", "testing"),
     ("cli", "halluscope"),
 )
 

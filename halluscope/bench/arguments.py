@@ -24,7 +24,8 @@ class Benchmark:
     parsed flags (``gateway()`` builds the gateway from the shared call flags; the same flags give the
     same plans in a Ray worker), ``describe`` prints its results. ``finish`` writes what the plans share
     once all ran; ``by_method``: each plan writes OUT/METHOD. ``calls_models``: it takes the cache,
-    prompt and call flags (the exactness check calls none)."""
+    prompt and call flags (the exactness check calls none). ``own_data``: its --data is the user's own
+    file, not the benchmark data directory."""
 
     name: str
     help: str
@@ -35,6 +36,7 @@ class Benchmark:
     finish: Callable[[Sequence[BenchResult], Path], None] = _no_shared_report
     by_method: bool = False
     calls_models: bool = True
+    own_data: bool = False
 
     def out_dir(self, method: str, out: str | Path) -> Path:
         """Where a plan of ``method`` writes results.json: OUT/METHOD when the bench runs several, else OUT."""

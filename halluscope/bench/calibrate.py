@@ -1,5 +1,7 @@
-"""`halluscope calibrate`: fit a method's (or several methods') probability of "inaccurate" on the
-WikiBio benchmark's labelled sentences and report it on a held-out split of passages.
+"""`halluscope calibrate`: fit a method's (or several methods') probability of "inaccurate" on labelled
+units and report it held out: on the WikiBio benchmark's sentences, with a held-out split of passages;
+or on a user's own labelled answers (``--data FILE``, ``labelled.py``), cross-validated by answer (k
+folds; an answer's sentences never split across folds), then fitted on every answer.
 
 The methods' scores come from the benchmark runner (so a rerun, or a bench run of the same methods,
 is replayed from the cache); a sentence is positive when its label is minor or major inaccurate
@@ -11,18 +13,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
+from halluscope.bench import mine
 from halluscope.bench.provenance import provenance
+from halluscope.bench.runner import BenchItem, BenchResult, run
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
 from halluscope.calibration import (
     KINDS,
     Calibration,
+    brier,
     evaluate,
+    expected_calibration_error,
     fit,
     precision_recall_at,
     reliability_diagram,
@@ -33,6 +40,7 @@ from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
 from halluscope.graphs import registry
 from halluscope.graphs.flags import ListFlag, numbers
+from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
 
 TARGET_PRECISION = 0.8
@@ -130,6 +138,147 @@ def calibrate_wikibio(
     return calibration
 
 
+FOLDS = 5
+
+
+def calibrate_labelled(
+    methods: list[str],
+    data: Any,
+    out: str | Path,
+    *,
+    model: ModelLike | None = None,
+    gateway: Gateway | None = None,
+    kind: str = "isotonic",
+    folds: int = FOLDS,
+    target_precision: float = TARGET_PRECISION,
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    force: bool = False,
+) -> Calibration:
+    """Score the user's labelled answers with each method (``bench mine``'s plans, their runs beside
+    ``out``), cross-validate the fit by answer (``folds``), report the out-of-fold AUC-ROC, Brier and ECE
+    with intervals resampling answers, then fit on every answer and write ``out``. The units are the
+    labelled sentences where every row labels its sentences, else the answers (each scored by its
+    riskiest unit). A fit that fails its held-out check is refused unless ``force``."""
+    if not 2 <= folds <= 20:
+        raise ConfigError(f"--folds is between 2 and 20, got {folds}")
+    if not 0 < target_precision <= 1:
+        raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
+    labelled = data if isinstance(data, LabelledData) else load_labelled(data)
+    path = Path(out)
+    runs = path.parent / f"{path.stem}.runs"
+    plans = mine.mine_plans(labelled, methods, model, gateway, options=options)
+    results = [run(plan, runs / plan.method, progress) for plan in plans]
+    split = Split.of_answers(methods, results, labelled.per_sentence)
+    if not split.labels.size:
+        raise ConfigError("no answer was scored by every method")
+    out_of_fold = cross_validated(split, kind, folds)
+    fitted_kind, params = fit(split.scores, split.labels, kind)
+    calibration = Calibration(
+        kind=fitted_kind,
+        methods=methods,
+        model=model_name(model) if model is not None else None,
+        prompts=sorted({p for r in results for p in r.meta.prompts}),
+        params=params,
+        settings={r.params["method"]: option_settings(r.params["method"], r.params["options"]) for r in results},
+        data={
+            "bench": "mine",
+            "source": labelled.source,
+            "positive": "label 1 (hallucinated)",
+            "units": "sentences" if labelled.per_sentence else "answers (each scored by its riskiest unit)",
+            "answers": int(np.unique(split.groups).size),
+            "held_out": f"{folds}-fold cross-validation by answer",
+            "runs": str(runs),
+        },
+    )
+    calibration.report = cross_validated_report(calibration, split, out_of_fold, target_precision, force)
+    calibration.report["calls"] = sum(r.meta.calls for r in results)
+    calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
+    problems = calibration.report["quality"]["problems"]
+    if problems and not force:
+        raise ConfigError(
+            f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: label more answers "
+            "(both supported and hallucinated ones), or keep it anyway with --force"
+        )
+    reliability_diagram(
+        path.with_suffix(".reliability.png"),
+        split.labels,
+        out_of_fold,
+        f"{'+'.join(methods)}: {folds}-fold out-of-fold, {labelled.source}",
+    )
+    calibration.save(path)
+    return calibration
+
+
+def answer_folds(groups: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
+    """Each unit's fold: the answers shuffled (``seed``) and dealt round the folds, so an answer's units
+    share one fold."""
+    answers = np.unique(groups)
+    order = np.random.default_rng(seed).permutation(answers.size)
+    fold_of = dict(zip(answers[order].tolist(), (np.arange(answers.size) % folds).tolist(), strict=True))
+    return np.array([fold_of[g] for g in groups.tolist()], dtype=int)
+
+
+def cross_validated(split: Split, kind: str, folds: int) -> np.ndarray:
+    """Every unit's probability from a fit on the other folds' answers. A fold whose training units hold
+    one class only cannot be fitted: the fit is refused, naming the fold."""
+    fold = answer_folds(split.groups, folds)
+    out = np.empty(split.labels.size)
+    for k in range(folds):
+        held, kept = fold == k, fold != k
+        if not held.any():
+            continue
+        train = {m: np.asarray(v, dtype=np.float64)[kept].tolist() for m, v in split.scores.items()}
+        if split.labels[kept].all() or not split.labels[kept].any():
+            raise ConfigError(f"fold {k + 1} of {folds} trains on one class only: label more answers, or fewer --folds")
+        fitted_kind, params = fit(train, split.labels[kept], kind)
+        part = Calibration(kind=fitted_kind, methods=list(split.scores), model=None, prompts=[], params=params)
+        out[held] = part.probabilities(
+            {m: np.asarray(v, dtype=np.float64)[held].tolist() for m, v in split.scores.items()}
+        )
+    return out
+
+
+def cross_validated_report(
+    calibration: Calibration, split: Split, out_of_fold: np.ndarray, target_precision: float, force: bool
+) -> dict[str, Any]:
+    """The out-of-fold numbers (AUC-ROC, Brier and ECE with 95% intervals resampling answers), the
+    threshold for the target precision chosen on them, and the quality check."""
+    y = split.labels
+    in_sample = calibration.probabilities(split.scores)
+    threshold = threshold_for_precision(y, out_of_fold, target_precision)
+    interval = held_out_interval(y, out_of_fold, split.groups)
+    return {
+        "provenance": provenance(),
+        "quality": {
+            "auc_roc_interval": interval,
+            "problems": quality_problems(y, y, interval),
+            "forced": bool(quality_problems(y, y, interval)) and force,
+        },
+        "target_precision": target_precision,
+        "threshold": threshold,
+        "base_rate_fit": float(y.mean()),
+        "operating_points": operating_points(y, out_of_fold, y, out_of_fold),
+        "fit": evaluate(y, in_sample, threshold),
+        "test": evaluate(y, out_of_fold, threshold),
+        "test_intervals": resampled_intervals(y, out_of_fold, split.groups),
+        "raw_scores_test": {m: _ranking(y, np.asarray(split.scores[m], dtype=np.float64)) for m in calibration.methods},
+    }
+
+
+def resampled_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray) -> dict[str, list[float]]:
+    """95% bootstrap intervals of the out-of-fold Brier score and ECE, resampling answers (seed 0)."""
+    names, index = np.unique(groups, return_inverse=True)
+    drawn = resample_counts(names.size)[:, index]
+    values: dict[str, list[float]] = {"brier": [], "ece": []}
+    for weights in drawn:
+        units = np.repeat(np.arange(y.size), weights)
+        if units.size:
+            values["brier"].append(brier(y[units], p[units]))
+            values["ece"].append(expected_calibration_error(y[units], p[units]))
+    return {k: [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))] for k, v in values.items() if v}
+
+
 @dataclasses.dataclass(frozen=True)
 class Split:
     """One split's sentences: each method's scores, the labels (inaccurate: True) and each sentence's
@@ -152,6 +301,33 @@ class Split:
             labels=np.array([lab != "accurate" for i in chosen for lab in passages[i].labels]),
             groups=np.array([i for i in chosen for _ in passages[i].labels]),
         )
+
+    @classmethod
+    def of_answers(cls, methods: list[str], results: list[BenchResult], per_sentence: bool) -> Split:
+        """The answers every method scored: their labelled sentences, or (``per_sentence`` False) the
+        answers themselves, each scored by its riskiest unit; grouped by answer."""
+        scored = [{item.id: item for item in r.items} for r in results]
+        ids = [i for i in scored[0] if all(i in s for s in scored[1:])]
+        if per_sentence:
+            units = [(i, k) for i in ids for k in range(len(scored[0][i].record["labels"]))]
+            scores = {m: [_unit(s[i], k) for i, k in units] for m, s in zip(methods, scored, strict=True)}
+            labels = [scored[0][i].record["labels"][k] == "1" for i, k in units]
+            groups = [i for i, _ in units]
+        else:
+            scores = {m: [_riskiest(s[i]) for i in ids] for m, s in zip(methods, scored, strict=True)}
+            labels = [bool(scored[0][i].record["answer_label"]) for i in ids]
+            groups = ids
+        return cls(scores=scores, labels=np.array(labels, dtype=bool), groups=np.array(groups))
+
+
+def _unit(item: BenchItem, k: int) -> float:
+    """A unit's score as a calibration fits it (no score: an unseen unigram, +inf)."""
+    value = list(item.scores.values())[k]
+    return math.inf if value is None else float(value)
+
+
+def _riskiest(item: BenchItem) -> float:
+    return max((math.inf if v is None else float(v) for v in item.scores.values()), default=math.nan)
 
 
 def held_out_report(
@@ -210,19 +386,25 @@ def quality_problems(fit_y: np.ndarray, test_y: np.ndarray, interval: list[float
 
 
 def _settings(params: dict[str, Any]) -> dict[str, Any]:
-    """What sets a method's scale in a bench run, as a result's ``meta.params`` names it: the method's
-    option defaults (``theta``, ``mode`` ...), a preset's options ('selfcheck-prompt:prob' is
-    scoring='prob'), the sample count and the judge."""
-    name, preset = registry.configured(params["method"])
+    """What sets a method's scale in a WikiBio bench run: its options (``option_settings``), the sample
+    count and the judge."""
+    n = {"n": params["n"]} if "n" in registry.get(registry.configured(params["method"])[0]).option_names else {}
+    judge = {"judge": params["judge"]} if params.get("judge") else {}
+    return option_settings(params["method"], {**n, **judge})
+
+
+def option_settings(configured: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """What sets a method's scale, as a result's ``meta.params`` names it: the method's option defaults
+    (``theta``, ``mode`` ...), a preset's options ('selfcheck-prompt:prob' is scoring='prob'), and the
+    options the run was given."""
+    name, preset = registry.configured(configured)
     spec = registry.get(name)
     defaults = {
         f.name: f.default
         for f in dataclasses.fields(spec.options)
         if f.name != spec.model_field and isinstance(f.default, str | int | float | bool)
     }
-    n = {"n": params["n"]} if "n" in spec.option_names else {}
-    judge = {"judge": params["judge"]} if params.get("judge") else {}
-    return {**defaults, **preset, **n, **judge}
+    return {**defaults, **preset, **given}
 
 
 OPERATING_POINTS = (("precision", 0.8), ("precision", 0.9), ("recall", 0.8), ("recall", 0.9))
@@ -269,12 +451,17 @@ def describe(calibration: Calibration) -> str:
     r = calibration.report
     scores = f"{calibration.model}'s scores" if calibration.model else "scores (no model)"
     lines = [f"{calibration.kind} calibration of {'+'.join(calibration.methods)} from {scores}"]
+    held_out = calibration.data.get("held_out")  # a user's answers: cross-validated
+    names = {"fit": "fit (in sample)", "test": f"held out ({held_out})"} if held_out else {"fit": "fit", "test": "test"}
+    unit = "units" if held_out else "sentences"
+    spread = r.get("test_intervals") or {}
     for split in ("fit", "test"):
         m = r[split]
         auc = "n/a" if m["auc_roc"] is None else f"{m['auc_roc']:.1f}"
+        brier_ci, ece_ci = (_interval(spread.get(k), 3) if split == "test" else "" for k in ("brier", "ece"))
         lines.append(
-            f"  {split}: {m['units']} sentences ({m['hallucinated']} inaccurate): AUC-ROC {auc}, "
-            f"Brier {m['brier']:.3f}, ECE {m['ece']:.3f}"
+            f"  {names[split]}: {m['units']} {unit} ({m['hallucinated']} hallucinated): AUC-ROC {auc}, "
+            f"Brier {m['brier']:.3f}{brier_ci}, ECE {m['ece']:.3f}{ece_ci}"
         )
     base = r.get("base_rate_fit")
     if base is not None and base >= r["target_precision"]:
@@ -290,15 +477,22 @@ def describe(calibration: Calibration) -> str:
             else f"p >= {t:.3f} (held out: precision {held_out['threshold_precision'] or 0:.3f}, "
             f"recall {held_out['threshold_recall'] or 0:.3f})"
         )
-        lines.append(f"  threshold for precision {r['target_precision']:.2f} on the fit split: {reached}")
+        chosen_on = "the out-of-fold probabilities" if held_out else "the fit split"
+        lines.append(f"  threshold for precision {r['target_precision']:.2f} on {chosen_on}: {reached}")
     if r.get("operating_points"):
-        lines.append("  operating points (threshold chosen on the fit split; precision / recall fit, then held out):")
+        if held_out:
+            lines.append("  operating points (threshold, precision / recall, all on the out-of-fold probabilities):")
+        else:
+            lines.append(
+                "  operating points (threshold chosen on the fit split; precision / recall fit, then held out):"
+            )
         for row in r["operating_points"]:
-            lines.append(f"    {row['target']:<14} {_point(row)}")
+            lines.append(f"    {row['target']:<14} {_point(row, held_out=bool(held_out))}")
     quality = r.get("quality") or {}
     if quality.get("auc_roc_interval"):
         low, high = quality["auc_roc_interval"]
-        lines.append(f"  held-out AUC-ROC 95% interval (passages resampled): [{low:.1f}, {high:.1f}]")
+        resampled = "answers" if held_out else "passages"
+        lines.append(f"  held-out AUC-ROC 95% interval ({resampled} resampled): [{low:.1f}, {high:.1f}]")
     if quality.get("forced"):
         lines.append(f"  KEPT WITH --force although {'; '.join(quality['problems'])}")
     note = calibration.base_rate_note()
@@ -308,26 +502,53 @@ def describe(calibration: Calibration) -> str:
     return "\n".join(lines)
 
 
-def _point(row: dict[str, Any]) -> str:
+def _interval(bounds: list[float] | None, digits: int) -> str:
+    return f" [{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]" if bounds else ""
+
+
+def _point(row: dict[str, Any], held_out: bool = False) -> str:
+    """One operating point: fit then held out, or (``held_out``: cross-validated) the out-of-fold pair."""
+
     def num(x: float | None) -> str:
         return "  n/a" if x is None else f"{x:.3f}"
 
-    fit = f"fit {num(row['fit_precision'])} / {num(row['fit_recall'])}"
-    held_out = f"held out {num(row['test_precision'])} / {num(row['test_recall'])}"
+    test = f"{num(row['test_precision'])} / {num(row['test_recall'])}"
+    shown = test if held_out else f"fit {num(row['fit_precision'])} / {num(row['fit_recall'])}   held out {test}"
     if row["everything"]:
-        return f"flag everything (the base rate reaches it)   {fit}   {held_out}"
+        return f"flag everything (the base rate reaches it)   {shown}"
     if row["threshold"] is None:
         return "no threshold reaches it"
-    return f"p >= {row['threshold']:.3f}   {fit}   {held_out}"
+    return f"p >= {row['threshold']:.3f}   {shown}"
+
+
+def labelled_file(data: str | None) -> bool:
+    """Whether --data names a user's labelled answers (a file) rather than the benchmark data directory."""
+    return data is not None and data.endswith((".csv", ".jsonl", ".json"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", action=ListFlag, required=True, help="one method, or several to stack")
-    p.add_argument("--bench", default="wikibio", choices=("wikibio",), help="labelled data to fit on")
-    p.add_argument("--fit", required=True, metavar="FIRST-LAST", help="passages to fit on, e.g. 0-119")
-    p.add_argument("--test", required=True, metavar="FIRST-LAST", help="held-out passages, e.g. 120-237")
+    p.add_argument(
+        "--data",
+        metavar="FILE|DIR",
+        help="your labelled answers (a .csv or .jsonl file, as bench mine reads it: cross-validated by answer), "
+        "or the benchmark data directory of --bench wikibio (default: HALLUSCOPE_DATA, else `data fetch`'s)",
+    )
+    p.add_argument(
+        "--bench", default="wikibio", choices=("wikibio",), help="labelled data to fit on without --data FILE"
+    )
+    p.add_argument("--fit", metavar="FIRST-LAST", help="WikiBio passages to fit on, e.g. 0-119")
+    p.add_argument("--test", metavar="FIRST-LAST", help="held-out WikiBio passages, e.g. 120-237")
+    p.add_argument("--folds", type=int, default=FOLDS, help=f"--data FILE: cross-validation folds (default {FOLDS})")
+    p.add_argument(
+        "--opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--data FILE: a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli)",
+    )
     p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
-    p.add_argument("--limit-passages", type=int, metavar="K", help="only the first K passages of each split")
+    p.add_argument("--limit-passages", type=int, metavar="K", help="WikiBio: only the first K passages of each split")
     p.add_argument("--samples", dest="n", type=int, help="as bench wikibio --samples")
     p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
     p.add_argument(

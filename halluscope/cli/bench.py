@@ -16,9 +16,11 @@ from halluscope.bench.arguments import Benchmark
 from halluscope.bench.html import REPORT
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
 from halluscope.bench.runner import RESULTS, BenchResult
+from halluscope.calibration import Calibration
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
+from halluscope.graphs.flags import key_values
 from halluscope.prompts.registry import parse_ref
 from halluscope.scale import RAY_INSTALL
 
@@ -82,6 +84,25 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if calibrate.labelled_file(args.data):
+        calibration = calibrate.calibrate_labelled(
+            args.method,
+            args.data,
+            args.out,
+            model=args.model,
+            gateway=gateway_of(args),
+            kind=args.kind,
+            folds=args.folds,
+            target_precision=args.target_precision,
+            options=key_values(args.opt, "--opt", typed=True),
+            progress=not args.json,
+            force=args.force,
+        )
+        return _print_calibration(calibration, args)
+    if args.fit is None or args.test is None:
+        raise ConfigError(
+            "calibrate on WikiBio needs --fit and --test passage ranges (or --data FILE: your own answers)"
+        )
     calibration = calibrate.calibrate_wikibio(
         args.method,
         calibrate.passage_range(args.fit, "--fit"),
@@ -97,6 +118,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         limit_passages=args.limit_passages,
         force=args.force,
     )
+    return _print_calibration(calibration, args)
+
+
+def _print_calibration(calibration: Calibration, args: argparse.Namespace) -> int:
     if args.json:
         print(calibration.model_dump_json(indent=2))
         return 0
@@ -139,7 +164,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true")
         scale_options(p)
         if benchmark.calls_models:  # the exactness check reads no data and calls no model
-            data_option(p)
+            if not benchmark.own_data:
+                data_option(p)
             p.add_argument(
                 "--compare-prompt",
                 metavar="ID@VERSION",
@@ -156,6 +182,5 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     calibrate.add_arguments(p)
-    data_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_calibrate)

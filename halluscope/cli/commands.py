@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("admin", "benchmark data (HALLUSCOPE_DATA or --data)"),
     "methods": ("methods", "every method: what it scores, its inputs and options"),
     "studio": ("methods", "LangGraph Studio: the langgraph.json that serves every method's graph"),
+    "check": ("check", "check one answer (grounded with documents, Direct Question without): its verdict"),
     "detect": ("detect", "score one item with one method"),
     "bench": ("bench", "run a paper's benchmark protocol"),
     "calibrate": (

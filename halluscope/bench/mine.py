@@ -1,0 +1,263 @@
+"""`halluscope bench mine --data FILE`: any methods on a user's own labelled answers (``labelled.py``),
+scored like every bench (results.json with intervals, items.csv, report.md and report.html, the
+resume journal).
+
+Each answer is an item: its inputs go to the method under the method's own names (``question`` is
+Direct Question's ``prompt``, ``context`` grounded's documents), its sentences (split as the methods
+split them) are the units. Measured, resampling answers: answer-level AUC-ROC and AUC-PR x100 (an
+answer's score is its riskiest unit's; positive = label 1), and, where every row labels its sentences,
+sentence-level AUC-ROC and AUC-PR x100 too.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.bench.arguments import Benchmark
+from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
+from halluscope.bench.runner import BenchResult, Plan
+from halluscope.errors import ConfigError
+from halluscope.graphs import registry
+from halluscope.graphs.flags import ListFlag, key_values
+from halluscope.graphs.method import Method, start
+from halluscope.labelled import LabelledAnswer, LabelledData, load_labelled
+from halluscope.metrics import auc_pr_resampled, auc_roc_resampled
+from halluscope.results import DetectionResult
+
+POSITIVE = ("1",)  # a unit label counted as hallucinated (report.html's threshold control)
+PROTOCOL = "your labelled answers: an answer's score is its riskiest unit's; positive = label 1; AUC x100"
+COLUMNS = (
+    ("method", "method"),
+    ("answer_auc_roc", "answer AUC-ROC"),
+    ("answer_auc_pr", "answer AUC-PR"),
+    ("sentence_auc_roc", "sentence AUC-ROC"),
+    ("sentence_auc_pr", "sentence AUC-PR"),
+    ("n_answers", "answers"),
+    ("n_hallucinated", "hallucinated"),
+)
+
+
+def method_inputs(method: Method, row: LabelledAnswer) -> dict[str, Any]:
+    """A row's columns under the method's input names (``question`` to its question field, ``context`` to
+    its documents); where the row labels its sentences, the method is given those sentences, so its units
+    are the ones labelled. A column the method does not read is left out."""
+    renamed = {"question": method.question_field, "context": method.context_field}
+    given: dict[str, Any] = {}
+    for column, value in row.inputs.items():
+        name = renamed.get(column) or column
+        if name in method.input_names:
+            given[name] = value
+    if row.labels is not None and "sentences" in method.input_names:
+        given["sentences"] = row.units
+    return given
+
+
+def check_rows(method: Method, options: Mapping[str, Any], labelled: LabelledData) -> None:
+    """Every row's inputs, with the run's options, checked as a detector checks them before a call is made:
+    a missing column or a bad cell is one error naming the row and the column."""
+    columns = {method.question_field: "question", method.context_field: "context"}
+
+    def label(name: str) -> str:
+        if name in method.input_names:
+            return f"a '{columns.get(name, name)}' column"
+        return "--model" if name == method.model_field else f"--opt {name}=..."
+
+    for number, row in enumerate(labelled.rows, start=1):
+        try:
+            method.validate({**method_inputs(method, row), **options}, label)
+        except ConfigError as exc:
+            raise ConfigError(f"{labelled.source}, row {number} (id {row.id}): {exc}") from None
+
+
+def score_answer(method: Method, scorer: Callable[[Any], DetectionResult], row: LabelledAnswer) -> dict[str, Any]:
+    """One answer through the method: its units' scores, beside their labels where the row gives them."""
+    result = scorer(method.inputs(**method_inputs(method, row)))
+    texts = [u.text for u in result.units]
+    if row.labels is not None and len(texts) != len(row.labels):
+        raise ConfigError(f"{method.name} scored {len(texts)} units of answer {row.id} for {len(row.labels)} labels")
+    return {
+        "id": row.id,
+        "texts": texts,
+        "labels": [str(v) for v in row.labels] if row.labels is not None else [None] * len(texts),
+        "answer_label": row.answer_label,
+        "events": dict(result.meta.events),
+        "scores": {f"unit {k}": _finite(u.score) for k, u in enumerate(result.units)},
+    }
+
+
+def _finite(score: float | None) -> float | None:
+    return None if score is None or not np.isfinite(score) else float(score)
+
+
+def _riskiest(record: Mapping[str, Any]) -> float:
+    scores = [x for x in record["scores"].values() if x is not None]
+    return max(scores) if scores else np.nan
+
+
+def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The metrics on each resample of the answers (``counts``: a row per resample, a column per answer)."""
+    y = np.array([r["answer_label"] for r in records], dtype=bool)  # the metrics read booleans
+    s = np.array([_riskiest(r) for r in records], dtype=np.float64)
+    keep = np.isfinite(s)
+    out = {
+        "answer_auc_roc": auc_roc_resampled(y[keep], s[keep], counts[:, keep]) * 100,
+        "answer_auc_pr": auc_pr_resampled(y[keep], s[keep], counts[:, keep]) * 100,
+    }
+    if records and all(None not in r["labels"] for r in records):
+        owner = np.array([i for i, r in enumerate(records) for _ in r["labels"]], dtype=int)
+        unit_y = np.array([v == "1" for r in records for v in r["labels"]], dtype=bool)
+        unit_s = np.array([np.nan if x is None else x for r in records for x in r["scores"].values()], dtype=float)
+        keep = np.isfinite(unit_s)
+        weights = counts[:, owner][:, keep]
+        out["sentence_auc_roc"] = auc_roc_resampled(unit_y[keep], unit_s[keep], weights) * 100
+        out["sentence_auc_pr"] = auc_pr_resampled(unit_y[keep], unit_s[keep], weights) * 100
+    return out
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+    values = resampled_metrics(records, np.ones((1, len(records))))
+    metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
+    metrics["n_answers"] = len(records)
+    metrics["n_hallucinated"] = sum(r["answer_label"] for r in records)
+    metrics["n_units"] = sum(len(r["scores"]) for r in records)
+    return metrics
+
+
+def mine_plans(
+    data: Any,
+    methods: Sequence[str],
+    model: ModelLike | None = None,
+    gateway: Gateway | None = None,
+    limit: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Plan]:
+    """One plan per method over the user's labelled answers (a path, DataFrame, rows or langsmith:NAME);
+    ``options`` go to each method that declares them (a judge, top_k). A method that cannot run on the
+    rows is refused up front, naming the row and what it lacks."""
+    labelled = data if isinstance(data, LabelledData) else load_labelled(data, limit=limit)
+    plans = []
+    for name in methods:
+        method_name, preset = registry.configured(name)
+        method = registry.get(method_name)
+        chosen = {**preset, **{k: v for k, v in (options or {}).items() if k in method.option_names}}
+        if model is not None and method.model_field in method.option_names:
+            chosen[method.model_field] = [model] if method.takes_list(method.model_field) else model
+        check_rows(method, chosen, labelled)
+        plans.append(_plan(name, method, chosen, labelled, gateway))
+    return plans
+
+
+def _plan(name: str, method: Method, options: dict[str, Any], labelled: LabelledData, gateway: Gateway | None) -> Plan:
+    stats = CallStats()
+    ctx = start(gateway, stats)
+    scorer = method.scorer(method.options(**options), ctx)
+    model = options.get(method.model_field)
+    return Plan(
+        bench="mine",
+        method=name,
+        what="answer",
+        items=labelled.rows,
+        item_id=lambda row: f"answer {row.id}",
+        score=partial(score_answer, method, scorer),
+        summarise=summarise,
+        resampled=resampled_metrics,
+        params={
+            "dataset": labelled.source,
+            "method": name,
+            "model": model_name(model) if isinstance(model, str) else None,
+            "options": {
+                k: v for k, v in options.items() if k != method.model_field and isinstance(v, str | int | float)
+            },
+            "per_sentence": labelled.per_sentence,
+            "protocol": PROTOCOL,
+        },
+        report=lambda result, out, failed: None,  # one report for all methods: write_report
+        stats=stats,
+        counts_calls=model is not None,
+        per_score={"texts": "text", "labels": "label"},
+        positive=POSITIVE,
+    )
+
+
+def write_report(results: Sequence[BenchResult], out: Path) -> None:
+    """report.md: a row per method, and the answers' PR and ROC curves (report.html reads curves.json)."""
+    rows = [{"method": r.params["method"], **r.metrics} for r in results]
+    for kind, title in (("pr", "precision-recall"), ("roc", "ROC")):
+        curves = []
+        for r in results:
+            records = [{**item.record, "scores": item.scores} for item in r.items]
+            scores = np.array([_riskiest(rec) for rec in records], dtype=np.float64)
+            labels = np.array([rec["answer_label"] for rec in records], dtype=int)
+            keep = np.isfinite(scores)
+            curves.append(Curve(r.params["method"], labels[keep], scores[keep], r.intervals.get(f"answer_auc_{kind}")))
+        if any(c.y.size for c in curves):
+            write_curves(out / f"{kind}.png", curves, kind, f"your answers: hallucinated, {title}")
+    source = results[0].params["dataset"] if results else "no data"
+    write_text(
+        out / "report.md",
+        f"# Your labelled answers\n\n{source}. Protocol: {PROTOCOL}.\n\n{markdown_table(rows, COLUMNS)}\n\n"
+        "![PR](pr.png) ![ROC](roc.png)\n",
+    )
+
+
+def describe(results: Sequence[BenchResult]) -> str:
+    lines = []
+    for r in results:
+        lines.append(f"{r.params['method']}: {r.meta.cost()}")
+        if r.failures:
+            lines.append(f"  {len(r.failures)} answers failed (left out of the metrics; results.json has the reasons)")
+        shown = [(h, r.metrics.get(k)) for k, h in COLUMNS[1:] if k in r.metrics]
+        lines.append(
+            "  "
+            + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}' if isinstance(v, float) else v}" for h, v in shown)
+        )
+    return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="your labelled answers: a .csv or .jsonl file, one row an answer (its inputs as columns, and "
+        "'labels', a JSON list of 0/1 per sentence, or 'label', 0/1 for the answer; 1 = hallucinated)",
+    )
+    p.add_argument("--method", action=ListFlag, required=True, help="methods: " + ", ".join(registry.methods()))
+    p.add_argument("--model", help="the model of every method that calls one (default: the method's own)")
+    p.add_argument("--limit", type=int, help="only the first K answers")
+    p.add_argument(
+        "--opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli, top_k=2)",
+    )
+
+
+def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
+    options = key_values(args.opt, "--opt", typed=True)
+    return mine_plans(args.data, args.method, args.model, gateway(), args.limit, options)
+
+
+BENCHMARK = Benchmark(
+    name="mine",
+    help="any methods on your own labelled answers (CSV or JSON Lines)",
+    description=__doc__.splitlines()[0] if __doc__ else "",
+    arguments=_arguments,
+    plans=_plans,
+    describe=lambda results, _args: describe(results),
+    finish=write_report,
+    by_method=True,
+    own_data=True,
+)

@@ -1,0 +1,83 @@
+"""One call to check an answer: ``halluscope.check(answer, context=..., question=...)`` and `halluscope
+check`. It picks the method (``grounded`` when documents come with the answer, ``direct-question``
+otherwise, unless one is named), runs it, and draws the verdict: at the threshold given, at p >= 0.5
+with a calibration, or at 0.5 on a method whose raw score is a probability-like 0-1 value (both
+defaults' are: 1 - p(Yes)); another method's raw scores have no default and need a threshold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from halluscope.calibration import Calibration
+from halluscope.checks import check_value
+from halluscope.detector import detector
+from halluscope.errors import ConfigError
+from halluscope.graphs import registry
+from halluscope.graphs.stages import MAX_CALLS
+from halluscope.results import DetectionResult
+
+WITH_CONTEXT = "grounded"  # an answer with the documents it should rest on
+WITHOUT_CONTEXT = "direct-question"  # an open answer: the model asked about each sentence
+RAW_DECISION = 0.5  # a 0-1 raw score's decision, where no threshold or calibration is given
+
+
+def chosen_method(method: str | None, context: Any) -> str:
+    """The method a check runs: the one named, else grounded with a context and Direct Question without."""
+    if method is not None:
+        return registry.name_of(method)
+    return WITH_CONTEXT if context is not None else WITHOUT_CONTEXT
+
+
+def default_threshold(method: str, threshold: float | None, calibrated: bool) -> float | None:
+    """The threshold a check decides at: the one given; none with a calibration (decide's p >= 0.5); 0.5
+    on a method whose raw scores lie in [0, 1]; another method's raw scores need one."""
+    spec = registry.get(method)
+    problem = spec.threshold_problem(threshold, calibrated)
+    if problem:
+        raise ConfigError(f"threshold: {problem}")
+    if threshold is not None or calibrated:
+        return threshold
+    if spec.scores == (0.0, 1.0):
+        return RAW_DECISION
+    raise ConfigError(
+        f"{method}'s raw scores have no default decision: give a threshold, or a calibration (probabilities)"
+    )
+
+
+def check(
+    answer: str,
+    *,
+    context: Any = None,
+    question: str | None = None,
+    method: str | None = None,
+    model: Any = None,
+    calibration: str | Path | Calibration | None = None,
+    threshold: float | None = None,
+    max_calls: int | None = MAX_CALLS,
+    **options: Any,
+) -> DetectionResult:
+    """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
+    its score, its probability where calibrated, its evidence; ``result.meta`` the cost). ``context``:
+    the documents the answer should rest on (a text, texts or LangChain Documents, whose metadata travels
+    into the evidence); ``question``: what the answer answers; ``options``: the method's own keywords
+    (``gateway``, ``n``, ``top_k`` ...)."""
+    check_value("check", "answer", answer, str)
+    name = chosen_method(method, context)
+    spec = registry.get(name)
+    if spec.answer_field != "text":
+        raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
+    given: dict[str, Any] = {"text": answer}
+    if context is not None:
+        if spec.context_field is None:
+            raise ConfigError(f"{name} reads no context; leave it out, or check with method='{WITH_CONTEXT}'")
+        given[spec.context_field] = context
+    if question is not None:
+        if spec.question_field is None:
+            raise ConfigError(f"{name} reads no question; leave it out")
+        given[spec.question_field] = question
+    decided_at = default_threshold(name, threshold, calibration is not None)
+    result = detector(name, model, calibration, max_calls=max_calls, **options).detect(**given)
+    result.decide(decided_at)
+    return result
