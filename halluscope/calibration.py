@@ -48,6 +48,11 @@ class Calibration(BaseModel):
     )
     data: dict[str, Any] = Field(default_factory=dict, description="the benchmark and the fit / test split")
     report: dict[str, Any] = Field(default_factory=dict, description="held-out metrics of the fitted probability")
+    prior: float | None = Field(
+        None,
+        description="the base rate its probabilities are corrected to (odds correction from the fit's own "
+        "base rate, report.base_rate_fit); None: the fit's own",
+    )
 
     def problem(self) -> str | None:
         """Why the fitted numbers cannot be used (None when they can), naming the field: every number
@@ -56,6 +61,8 @@ class Calibration(BaseModel):
         so a hand-edited or damaged file never turns a score into p=nan or p=7."""
         if not self.methods:
             return "methods is empty"
+        if self.prior is not None and not 0 < self.prior < 1:
+            return f"prior is {self.prior}, not a base rate in (0, 1)"
         params = self.params
 
         def numbers(name: str, value: Any) -> str | None:
@@ -125,9 +132,30 @@ class Calibration(BaseModel):
             values.append(self.params["cap"][method] if score == math.inf else score)  # an unseen unigram
         x = np.array(values, dtype=np.float64)
         if self.kind == "isotonic":
-            return float(np.interp(x[0], self.params["x"], self.params["y"]))
+            return self._at_prior(float(np.interp(x[0], self.params["x"], self.params["y"])))
         z = float(np.dot(self.params["coef"], x) + self.params["intercept"])
-        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))  # no overflow
+        return self._at_prior(1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z)))
+
+    def with_prior(self, prior: float | None) -> Calibration:
+        """This calibration with its probabilities corrected to a user's own base rate ``prior`` (the share
+        of hallucinated units where it is used): the fitted odds times prior odds over the fit's base-rate
+        odds. A calibration that records no base rate cannot be corrected."""
+        if prior is None:
+            return self.model_copy(update={"prior": None})
+        if not isinstance(prior, int | float) or not 0 < prior < 1:
+            raise ConfigError(f"prior is the share of hallucinated units where you use it, in (0, 1); got {prior!r}")
+        if self.base_rate() is None:
+            raise ConfigError(
+                "this calibration records no base rate (report.base_rate_fit): fit it again to use a prior"
+            )
+        return self.model_copy(update={"prior": float(prior)})
+
+    def _at_prior(self, p: float) -> float:
+        base = self.base_rate()
+        if self.prior is None or base is None or p in (0.0, 1.0) or base in (0.0, 1.0):
+            return p
+        odds = p / (1 - p) * (self.prior / (1 - self.prior)) / (base / (1 - base))
+        return odds / (1 + odds)
 
     def check(self, method: str, model: str | None) -> None:
         """Refuse use with another method or model than it was fitted for (a preset, as in
@@ -192,6 +220,7 @@ class Calibration(BaseModel):
             self.forced_note(),
         )
         result.meta.warnings += [note for note in notes if note]
+        result.evidence["calibration"] = {"fitted_base_rate": self.base_rate(), "prior": self.prior}
         for unit in result.units:
             unit.probability = self.probability({self.methods[0]: fitted_score(unit)})
         return result

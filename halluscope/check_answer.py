@@ -55,14 +55,16 @@ def check(
     model: Any = None,
     calibration: str | Path | Calibration | None = None,
     threshold: float | None = None,
+    prior: float | None = None,
     max_calls: int | None = MAX_CALLS,
     **options: Any,
 ) -> DetectionResult:
     """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
     its score, its probability where calibrated, its evidence; ``result.meta`` the cost). ``context``:
     the documents the answer should rest on (a text, texts or LangChain Documents, whose metadata travels
-    into the evidence); ``question``: what the answer answers; ``options``: the method's own keywords
-    (``gateway``, ``n``, ``top_k`` ...)."""
+    into the evidence); ``question``: what the answer answers; ``prior``: your base rate, to which a
+    calibration's probabilities are corrected; ``options``: the method's own keywords (``gateway``,
+    ``n``, ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
     name = chosen_method(method, context)
     spec = registry.get(name)
@@ -78,6 +80,6 @@ def check(
             raise ConfigError(f"{name} reads no question; leave it out")
         given[spec.question_field] = question
     decided_at = default_threshold(name, threshold, calibration is not None)
-    result = detector(name, model, calibration, max_calls=max_calls, **options).detect(**given)
+    result = detector(name, model, calibration, max_calls=max_calls, prior=prior, **options).detect(**given)
     result.decide(decided_at)
     return result

@@ -366,6 +366,7 @@ def detector(
     max_calls: int | None = MAX_CALLS,
     yes: bool = False,
     force_calibration: bool = False,
+    prior: float | None = None,
     **options: Any,
 ) -> Detector:
     """A detector for ``method`` (e.g. 'fibe', 'semantic-entropy', 'fewl') on ``model`` (a model spec
@@ -373,7 +374,8 @@ def detector(
     method's own ``detect`` keywords (``n``, ``variant``, ``judge``, ``gateway`` ...). ``calibration``:
     a file from `halluscope calibrate` (or a Calibration) fitted for this method and model; a run with
     other settings than it was fitted with (``n``, ``scoring``, the judge ...) is refused unless
-    ``force_calibration=True``, which warns instead.
+    ``force_calibration=True``, which warns instead. ``prior``: the share of hallucinated units where you
+    use it, to which the calibration's probabilities are corrected from the base rate it was fitted at.
     ``max_calls``: a run that plans more model calls is refused before its first (default 10,000);
     ``yes=True`` lifts the limit."""
     spec = registry.get(method)
@@ -386,6 +388,10 @@ def detector(
         options["calibration"], calibration = calibration, None
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
+    if prior is not None:
+        if calibration is None:
+            raise ConfigError("prior corrects a calibration's probabilities: give a calibration too")
+        calibration = calibration.with_prior(prior)
     return Detector(method, options, calibration, None if yes else max_calls, force_calibration)
 
 

@@ -431,3 +431,56 @@ def test_the_ensembles_selfcheck_members_share_one_draw_of_samples() -> None:
     assert len(questions) == 3 and result.meta.params["sample_draws"] == 1
     assert result.meta.calls == 3 + 3 * 2  # the draw, then SelfCheck-Prompt's 3 samples x 2 sentences
     assert all(u.probability is not None for u in result.units)
+
+
+def test_a_prior_corrects_the_probabilities_to_your_base_rate_worked_by_hand() -> None:
+    """Fitted where 20% of units were hallucinated, a p of 0.5 is odds 1; at your base rate of 50% the
+    odds are multiplied by (0.5/0.5) / (0.2/0.8) = 4: p = 4/5 = 0.8. At the fit's own rate nothing moves."""
+    cal = Calibration(
+        kind="isotonic",
+        methods=["selfcheck-unigram"],
+        model=None,
+        prompts=[],
+        params={"x": [0.0, 1.0], "y": [0.0, 1.0], "cap": {"selfcheck-unigram": 2.0}},
+        report={"base_rate_fit": 0.2},
+    )
+    assert cal.probability({"selfcheck-unigram": 0.5}) == pytest.approx(0.5)
+    assert cal.with_prior(0.5).probability({"selfcheck-unigram": 0.5}) == pytest.approx(0.8)
+    assert cal.with_prior(0.2).probability({"selfcheck-unigram": 0.5}) == pytest.approx(0.5)
+    assert cal.with_prior(0.05).probability({"selfcheck-unigram": 1.0}) == 1.0  # certainty stays certain
+    for bad in (0.0, 1.0, 1.5, "half"):
+        with pytest.raises(ConfigError, match="prior is the share of hallucinated units"):
+            cal.with_prior(bad)  # type: ignore[arg-type]
+    unrated = cal.model_copy(update={"report": {}})
+    with pytest.raises(ConfigError, match="records no base rate"):
+        unrated.with_prior(0.5)
+    with pytest.raises(ConfigError, match="prior is 7.0, not a base rate"):
+        Calibration.model_validate({**cal.model_dump(), "prior": 7.0}).checked()
+    det = halluscope.detector("selfcheck-unigram", calibration=cal, prior=0.5)
+    result = det.detect(text="Paris is in France.", samples=["Paris is in France."])
+    assert result.evidence["calibration"] == {"fitted_base_rate": 0.2, "prior": 0.5}
+    with pytest.raises(ConfigError, match="prior corrects a calibration's probabilities"):
+        halluscope.detector("selfcheck-unigram", prior=0.5)
+
+
+def test_the_command_line_shows_the_base_rate_its_probabilities_carry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cal = Calibration(
+        kind="isotonic",
+        methods=["selfcheck-unigram"],
+        model=None,
+        prompts=[],
+        params={"x": [0.0, 10.0], "y": [0.0, 1.0], "cap": {"selfcheck-unigram": 20.0}},
+        report={"base_rate_fit": 0.2},
+    )
+    path = cal.save(tmp_path / "cal.json")
+    samples = tmp_path / "samples.json"
+    samples.write_text('["Paris is in France."]')
+    argv = ["detect", "selfcheck-unigram", "--text", "Paris is in Spain.", "--samples-file", str(samples)]
+    assert main([*argv, "--calibration", str(path)]) == 0
+    assert "carry the base rate the calibration was fitted at, 20% hallucinated (--prior P: yours)" in (
+        capsys.readouterr().out
+    )
+    assert main([*argv, "--calibration", str(path), "--prior", "0.5"]) == 0
+    assert "probabilities corrected to your base rate 50% (fitted at 20%)" in capsys.readouterr().out

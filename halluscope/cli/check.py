@@ -77,6 +77,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         model=args.model,
         calibration=args.calibration,
         threshold=args.threshold,
+        prior=args.prior,
         max_calls=None if args.yes else args.max_calls,
         gateway=gateway_of(args),
         **key_values(args.opt, "--opt", typed=True),
@@ -117,6 +118,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         type=finite_number,
         metavar="T",
         help="flag units at or above T (default: p >= 0.5 calibrated; 0.5 on the default methods' 0-1 scores)",
+    )
+    p.add_argument(
+        "--prior", type=finite_number, metavar="P", help="your base rate: corrects --calibration's probabilities to it"
     )
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option (e.g. top_k=2)")
     p.add_argument("--max-calls", type=int, default=MAX_CALLS, metavar="N", help="refuse a check planning more calls")

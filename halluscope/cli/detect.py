@@ -67,6 +67,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         kwargs["calibration"] = getattr(args, "calibration", None)
     if getattr(args, "force_calibration", False):
         kwargs["force_calibration"] = True
+    if getattr(args, "prior", None) is not None:
+        kwargs["prior"] = args.prior
     found = detector(method.name, gateway=gateway_of(args), max_calls=args.max_calls, yes=args.yes, **kwargs)
     # drawn on a terminal only: in a log a cleared bar is still there, on the line before an error or a warning
     with tqdm(desc=method.name, unit=" call", leave=False, disable=args.json or not sys.stderr.isatty()) as bar:
@@ -129,6 +131,16 @@ def show_verdict(result: DetectionResult, verdict: Verdict | None, coloured: boo
         return
     on = "p(hallucinated)" if verdict.on == "probability" else "score"
     console.print(f"verdict: {verdict.count} of {verdict.units} units flagged ({on} >= {verdict.threshold:g})")
+    rate = result.evidence.get("calibration") or {}
+    if verdict.on == "probability" and rate.get("prior") is not None:
+        console.print(
+            f"probabilities corrected to your base rate {rate['prior']:.0%} (fitted at {rate['fitted_base_rate']:.0%})"
+        )
+    elif verdict.on == "probability" and rate.get("fitted_base_rate") is not None:
+        console.print(
+            f"probabilities carry the base rate the calibration was fitted at, {rate['fitted_base_rate']:.0%} "
+            "hallucinated (--prior P: yours)"
+        )
     if not drawn and verdict.flagged:
         console.print("units are numbered from 0, as --json, --csv and decide() number them")
         for i in verdict.flagged:
@@ -155,6 +167,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         if "calibration" not in method.option_names:
             p.add_argument(
                 "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
+            )
+            p.add_argument(
+                "--prior",
+                type=finite_number,
+                metavar="P",
+                help="the share of hallucinated units where you use it: the calibration's probabilities are "
+                "corrected to it from the base rate it was fitted at",
             )
             p.add_argument(
                 "--force-calibration",
