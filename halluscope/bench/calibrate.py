@@ -160,8 +160,6 @@ def calibrate_labelled(
     with intervals resampling answers, then fit on every answer and write ``out``. The units are the
     labelled sentences where every row labels its sentences, else the answers (each scored by its
     riskiest unit). A fit that fails its held-out check is refused unless ``force``."""
-    if not 2 <= folds <= 20:
-        raise ConfigError(f"--folds is between 2 and 20, got {folds}")
     if not 0 < target_precision <= 1:
         raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
@@ -169,6 +167,42 @@ def calibrate_labelled(
     runs = path.parent / f"{path.stem}.runs"
     plans = mine.mine_plans(labelled, methods, model, gateway, options=options)
     results = [run(plan, runs / plan.method, progress) for plan in plans]
+    calibration, split, out_of_fold = fitted_on_answers(
+        methods, results, labelled, model=model, kind=kind, folds=folds, target_precision=target_precision
+    )
+    calibration.data["runs"] = str(runs)
+    problems = calibration.report["quality"]["problems"]
+    calibration.report["quality"]["forced"] = bool(problems) and force
+    if problems and not force:
+        raise ConfigError(
+            f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: label more answers "
+            "(both supported and hallucinated ones), or keep it anyway with --force"
+        )
+    reliability_diagram(
+        path.with_suffix(".reliability.png"),
+        split.labels,
+        out_of_fold,
+        f"{'+'.join(methods)}: {folds}-fold out-of-fold, {labelled.source}",
+    )
+    calibration.save(path)
+    return calibration
+
+
+def fitted_on_answers(
+    methods: list[str],
+    results: list[BenchResult],
+    labelled: LabelledData,
+    *,
+    model: ModelLike | None = None,
+    kind: str = "isotonic",
+    folds: int = FOLDS,
+    target_precision: float = TARGET_PRECISION,
+) -> tuple[Calibration, Split, np.ndarray]:
+    """The methods' scored runs on a user's answers, cross-validated by answer and fitted on every answer:
+    the calibration (its report the out-of-fold numbers and quality problems), its units and their
+    out-of-fold probabilities."""
+    if not 2 <= folds <= 20:
+        raise ConfigError(f"--folds is between 2 and 20, got {folds}")
     split = Split.of_answers(methods, results, labelled.per_sentence)
     if not split.labels.size:
         raise ConfigError("no answer was scored by every method")
@@ -188,26 +222,12 @@ def calibrate_labelled(
             "units": "sentences" if labelled.per_sentence else "answers (each scored by its riskiest unit)",
             "answers": int(np.unique(split.groups).size),
             "held_out": f"{folds}-fold cross-validation by answer",
-            "runs": str(runs),
         },
     )
-    calibration.report = cross_validated_report(calibration, split, out_of_fold, target_precision, force)
+    calibration.report = cross_validated_report(calibration, split, out_of_fold, target_precision)
     calibration.report["calls"] = sum(r.meta.calls for r in results)
     calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
-    problems = calibration.report["quality"]["problems"]
-    if problems and not force:
-        raise ConfigError(
-            f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: label more answers "
-            "(both supported and hallucinated ones), or keep it anyway with --force"
-        )
-    reliability_diagram(
-        path.with_suffix(".reliability.png"),
-        split.labels,
-        out_of_fold,
-        f"{'+'.join(methods)}: {folds}-fold out-of-fold, {labelled.source}",
-    )
-    calibration.save(path)
-    return calibration
+    return calibration, split, out_of_fold
 
 
 def answer_folds(groups: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
@@ -240,7 +260,7 @@ def cross_validated(split: Split, kind: str, folds: int) -> np.ndarray:
 
 
 def cross_validated_report(
-    calibration: Calibration, split: Split, out_of_fold: np.ndarray, target_precision: float, force: bool
+    calibration: Calibration, split: Split, out_of_fold: np.ndarray, target_precision: float
 ) -> dict[str, Any]:
     """The out-of-fold numbers (AUC-ROC, Brier and ECE with 95% intervals resampling answers), the
     threshold for the target precision chosen on them, and the quality check."""
@@ -250,11 +270,7 @@ def cross_validated_report(
     interval = held_out_interval(y, out_of_fold, split.groups)
     return {
         "provenance": provenance(),
-        "quality": {
-            "auc_roc_interval": interval,
-            "problems": quality_problems(y, y, interval),
-            "forced": bool(quality_problems(y, y, interval)) and force,
-        },
+        "quality": {"auc_roc_interval": interval, "problems": quality_problems(y, y, interval), "forced": False},
         "target_precision": target_precision,
         "threshold": threshold,
         "base_rate_fit": float(y.mean()),

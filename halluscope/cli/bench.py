@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench import calibrate
+from halluscope.bench import calibrate, choose
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.html import REPORT
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
-from halluscope.bench.runner import RESULTS, BenchResult
+from halluscope.bench.runner import RESULTS, BenchResult, checked_out
 from halluscope.calibration import Calibration
+from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
-from halluscope.graphs.flags import key_values
+from halluscope.graphs.flags import ListFlag, key_values
 from halluscope.prompts.registry import parse_ref
 from halluscope.scale import RAY_INSTALL
 
@@ -80,6 +82,33 @@ def cmd_bench_compare(args: argparse.Namespace) -> int:
         f"{report['items_changed']} of {report['items_compared']} item scores changed; "
         f"wrote {out}/compare.md and compare.json"
     )
+    return 0
+
+
+def cmd_choose(args: argparse.Namespace) -> int:
+    checked_out(args.out)
+    target = (
+        ("recall", args.target_recall)
+        if args.target_recall is not None
+        else ("precision", args.target_precision or 0.8)
+    )
+    choice = choose.choose(
+        args.data,
+        args.method,
+        args.out,
+        model=args.model,
+        gateway=gateway_of(args),
+        max_calls_per_answer=args.max_calls_per_answer,
+        target=target,
+        folds=args.folds,
+        options=key_values(args.opt, "--opt", typed=True),
+        progress=not args.json,
+    )
+    if args.json:
+        print_json(dataclasses.asdict(choice))
+    else:
+        print(choose.describe(choice, args.model))
+        print(f"wrote {args.out}/choose.md, choose.json" + (" and calibration.json" if choice.calibration else ""))
     return 0
 
 
@@ -173,6 +202,22 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                 "and write a side-by-side report (OUT/compare.md; the runs in OUT/A and OUT/B)",
             )
         p.set_defaults(func=partial(cmd_bench, benchmark))
+
+    p = sub.add_parser("choose", parents=[common], help=help_of("choose"), description=choose.__doc__)
+    p.add_argument(
+        "--data", required=True, metavar="FILE", help="your labelled answers (.csv or .jsonl), as bench mine"
+    )
+    p.add_argument("--method", action=ListFlag, required=True, help="the candidates: methods and presets")
+    p.add_argument("--model", help="the model of every candidate that calls one")
+    p.add_argument("--max-calls-per-answer", type=finite_number, metavar="K", help="the call budget per answer")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--target-precision", type=finite_number, metavar="P", help="operating point (default 0.8)")
+    target.add_argument("--target-recall", type=finite_number, metavar="R", help="operating point: a recall instead")
+    p.add_argument("--folds", type=int, default=calibrate.FOLDS, help="cross-validation folds by answer")
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option (judge=...)")
+    p.add_argument("--out", default="out/choose", help="where the runs, choose.md and calibration.json go")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_choose)
 
     p = sub.add_parser(
         "calibrate",

@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check", "check one answer (grounded with documents, Direct Question without): its verdict"),
     "detect": ("detect", "score one item with one method"),
     "bench": ("bench", "run a paper's benchmark protocol"),
+    "choose": ("bench", "which method for your labelled answers: each candidate held out, costed, one recommended"),
     "calibrate": (
         "bench",
         "fit a probability of 'inaccurate' from a method's scores on labelled data; report it held out",

@@ -1,0 +1,238 @@
+"""`halluscope choose`: which method for your answers, and at what threshold. Each candidate runs on the
+user's labelled answers (``bench mine``'s plans: through the cache, resumable), is calibrated and
+cross-validated by answer, and is compared on its held-out AUC-ROC (with its interval), its ECE after
+calibration and its cost per answer; a stack of the best few is tried where it improves the held-out
+AUC-ROC. The recommendation is the best candidate within the call budget, with an operating point (the
+threshold for a target precision or recall, on the out-of-fold probabilities) and its calibration file.
+A candidate that cannot run on the rows is listed with the reason, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.gateway import Gateway, ModelLike, model_name
+from halluscope.bench import mine
+from halluscope.bench.calibrate import FOLDS, fitted_on_answers
+from halluscope.bench.provenance import provenance
+from halluscope.bench.report import markdown_table, write_json, write_text
+from halluscope.bench.runner import BenchResult, run
+from halluscope.calibration import (
+    Calibration,
+    precision_recall_at,
+    reliability_diagram,
+    threshold_for_precision,
+    threshold_for_recall,
+)
+from halluscope.errors import ConfigError
+from halluscope.labelled import LabelledData, load_labelled
+
+STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
+
+
+@dataclass
+class Candidate:
+    """One row of the table: a method (or a stack), how it did held out, and what it costs an answer."""
+
+    name: str
+    methods: list[str]
+    auc_roc: float | None = None
+    auc_roc_interval: list[float] | None = None
+    ece: float | None = None
+    brier: float | None = None
+    calls_per_answer: float | None = None
+    prompt_tokens_per_answer: float | None = None
+    seconds_per_answer: float | None = None
+    problems: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why it did not run on these rows
+    over_budget: bool = False
+
+
+@dataclass
+class Choice:
+    """What `choose` found: every candidate, the one recommended and its operating point."""
+
+    source: str
+    answers: int
+    units: str
+    candidates: list[Candidate]
+    recommended: str | None
+    operating_point: dict[str, Any] | None
+    calibration: str | None
+    why: str
+
+
+def costs(results: Sequence[BenchResult], answers: int) -> dict[str, float | None]:
+    """Per answer: model calls (sent or replayed from the cache: what it costs uncached), prompt tokens
+    and model seconds, both measured on the calls sent (none sent: no measure)."""
+    calls = sum(r.meta.calls + r.meta.cache_hits for r in results)
+    sent = sum(r.meta.calls for r in results)
+    tokens = sum(r.meta.tokens.prompt for r in results)
+    seconds = sum(r.meta.seconds for r in results)
+    return {
+        "calls_per_answer": calls / answers,
+        "prompt_tokens_per_answer": tokens / sent * calls / answers if sent else None,
+        "seconds_per_answer": seconds / answers if sent else None,
+    }
+
+
+def operating_point(y: np.ndarray, p: np.ndarray, target: str, value: float) -> dict[str, Any]:
+    """The threshold for a target precision or recall on the out-of-fold probabilities, and what it gives."""
+    threshold = threshold_for_precision(y, p, value) if target == "precision" else threshold_for_recall(y, p, value)
+    precision, recall = precision_recall_at(y, p, threshold)
+    return {"target": f"{target} {value:g}", "threshold": threshold, "precision": precision, "recall": recall}
+
+
+def choose(
+    data: Any,
+    methods: Sequence[str],
+    out: str | Path,
+    *,
+    model: ModelLike | None = None,
+    gateway: Gateway | None = None,
+    max_calls_per_answer: float | None = None,
+    target: tuple[str, float] = ("precision", 0.8),
+    folds: int = FOLDS,
+    options: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> Choice:
+    """Run, calibrate and compare each candidate method on the labelled answers ``data``; write
+    OUT/choose.json, OUT/choose.md and the recommended candidate's calibration (OUT/calibration.json)."""
+    if len(methods) < 1:
+        raise ConfigError("choose compares methods: give at least one with --method")
+    if target[0] not in ("precision", "recall") or not 0 < target[1] <= 1:
+        raise ConfigError(f"the operating point's target is precision or recall in (0, 1], got {target}")
+    labelled = data if isinstance(data, LabelledData) else load_labelled(data)
+    out = Path(out)
+    ran: dict[str, BenchResult] = {}
+    rows: list[Candidate] = []
+    for name in methods:
+        try:
+            [plan] = mine.mine_plans(labelled, [name], model, gateway, options=options)
+        except ConfigError as exc:  # it cannot run on these rows: listed with the reason
+            rows.append(Candidate(name, [name], skipped=str(exc)))
+            continue
+        ran[name] = run(plan, out / "runs" / name, progress)
+    fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]] = {}
+    for name, result in ran.items():
+        rows.append(_scored(name, [name], [result], labelled, model, folds, fitted))
+    singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
+    best_single = singles[0].auc_roc if singles else None
+    for size in STACK_OF:
+        if len(singles) >= size:
+            members = [r.name for r in singles[:size]]
+            stack = _scored("+".join(members), members, [ran[m] for m in members], labelled, model, folds, fitted)
+            if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
+                rows.append(stack)
+    for row in rows:
+        row.over_budget = (
+            max_calls_per_answer is not None
+            and row.calls_per_answer is not None
+            and row.calls_per_answer > max_calls_per_answer
+        )
+    return _recommend(labelled, rows, fitted, target, out)
+
+
+def _scored(
+    name: str,
+    methods: list[str],
+    results: list[BenchResult],
+    labelled: LabelledData,
+    model: ModelLike | None,
+    folds: int,
+    fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]],
+) -> Candidate:
+    row = Candidate(name, methods, **costs(results, len(labelled.rows)))
+    try:
+        calibration, split, out_of_fold = fitted_on_answers(methods, results, labelled, model=model, folds=folds)
+    except ConfigError as exc:  # one class in a fold, nothing scored: no held-out measure
+        row.problems = [str(exc)]
+        return row
+    held_out = calibration.report["test"]
+    row.auc_roc, row.ece, row.brier = held_out["auc_roc"], held_out["ece"], held_out["brier"]
+    row.auc_roc_interval = calibration.report["quality"]["auc_roc_interval"]
+    row.problems = list(calibration.report["quality"]["problems"])
+    fitted[name] = (calibration, split.labels, out_of_fold)
+    return row
+
+
+def _recommend(
+    labelled: LabelledData,
+    rows: list[Candidate],
+    fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]],
+    target: tuple[str, float],
+    out: Path,
+) -> Choice:
+    eligible = [r for r in rows if r.auc_roc is not None and not r.over_budget and not r.problems]
+    best = max(eligible, key=lambda r: (r.auc_roc or 0, -(r.calls_per_answer or 0)), default=None)
+    point, written, why = None, None, "no candidate ran within the budget with a held-out AUC-ROC above chance"
+    if best is not None:
+        calibration, labels, out_of_fold = fitted[best.name]
+        point = operating_point(labels, out_of_fold, *target)
+        calibration.save(out / "calibration.json")
+        reliability_diagram(out / "calibration.reliability.png", labels, out_of_fold, f"{best.name}: out of fold")
+        written = str(out / "calibration.json")
+        why = f"the highest held-out AUC-ROC within the budget, {best.auc_roc:.1f}"
+    units = "sentences" if labelled.per_sentence else "answers"
+    choice = Choice(labelled.source, len(labelled.rows), units, rows, best.name if best else None, point, written, why)
+    write_json(out / "choose.json", {**asdict(choice), "provenance": provenance()})
+    write_text(out / "choose.md", report(choice))
+    return choice
+
+
+COLUMNS = (
+    ("name", "candidate"),
+    ("auc_roc", "held-out AUC-ROC"),
+    ("interval", "95% interval"),
+    ("ece", "ECE (calibrated)"),
+    ("calls_per_answer", "calls / answer"),
+    ("prompt_tokens_per_answer", "prompt tokens / answer"),
+    ("seconds_per_answer", "s / answer"),
+    ("note", "note"),
+)
+
+
+def table_rows(choice: Choice) -> list[dict[str, Any]]:
+    rows = []
+    for c in choice.candidates:
+        interval = f"[{c.auc_roc_interval[0]:.1f}, {c.auc_roc_interval[1]:.1f}]" if c.auc_roc_interval else None
+        note = c.skipped or "; ".join(c.problems) or ("over the call budget" if c.over_budget else "")
+        if c.name == choice.recommended:
+            note = "recommended"
+        rows.append({**asdict(c), "interval": interval, "note": note})
+    return rows
+
+
+def report(choice: Choice) -> str:
+    """choose.md (and what the command prints): the table, then the recommendation."""
+    lines = [
+        f"# Choosing a method for {choice.source}\n",
+        f"{choice.answers} answers; units: {choice.units}; held out: cross-validation by answer.\n",
+        markdown_table(table_rows(choice), COLUMNS, digits=2),
+        "",
+    ]
+    if choice.recommended is None:
+        lines.append(f"No recommendation: {choice.why}.")
+    else:
+        p = choice.operating_point or {}
+        at = "none reaches it" if p.get("threshold") is None else f"p >= {p['threshold']:.3f}"
+        got = ", ".join(f"{k} {_num(p.get(k))}" for k in ("precision", "recall"))
+        lines.append(f"Recommended: **{choice.recommended}** ({choice.why}).")
+        lines.append(f"Operating point for {p.get('target')}: {at} ({got}, out of fold).")
+        lines.append(f"Its calibration: {choice.calibration}.")
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: Any) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def describe(choice: Choice, model: ModelLike | None) -> str:
+    head = f"model: {model_name(model)}\n" if model is not None else ""
+    return head + report(choice)

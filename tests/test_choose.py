@@ -1,0 +1,93 @@
+"""Choosing a method for your case (issue 44, part 2): each candidate run on the labelled answers,
+cross-validated by answer and costed; one that cannot run is listed with its reason; a stack is kept only
+where it beats the best single; the recommendation respects the call budget and comes with an
+operating point and its calibration file."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from halluscope.backends.gateway import Gateway
+from halluscope.bench.choose import choose
+from halluscope.calibration import Calibration
+from halluscope.cli import main
+
+CAPITALS = [
+    ("Paris", "France"), ("Berlin", "Germany"), ("Rome", "Italy"), ("Madrid", "Spain"), ("Lisbon", "Portugal"),
+    ("Vienna", "Austria"), ("Oslo", "Norway"), ("Athens", "Greece"), ("Dublin", "Ireland"), ("Warsaw", "Poland"),
+    ("Prague", "Czechia"), ("Budapest", "Hungary"), ("Helsinki", "Finland"), ("Stockholm", "Sweden"),
+    ("Copenhagen", "Denmark"),
+]  # fmt: skip
+
+
+def answers() -> list[dict[str, Any]]:
+    """30 answers of two sentences, the second naming a wrong capital in half of them."""
+    rng = random.Random(0)
+    rows = []
+    for i in range(30):
+        city, country = CAPITALS[i % len(CAPITALS)]
+        wrong = i % 2 == 1
+        named = CAPITALS[(i + 3) % len(CAPITALS)][0] if wrong else city
+        rows.append(
+            {
+                "id": f"a{i}",
+                "text": f"{country} is a country in Europe. Its capital is {named}.",
+                "question": f"Tell me about {country}.",
+                "context": [f"{country} is a country in Europe. Its capital is {city}."],
+                "samples": [f"{country} is in Europe, and its capital is {city}." for _ in range(3)],
+                "labels": [0, int(wrong)],
+            }
+        )
+    rng.shuffle(rows)
+    return rows
+
+
+def judge(prompt: str, _params: dict[str, Any]) -> str:
+    """Grounded: Yes when the sentence's names are in the context. Direct Question: always Yes."""
+    if "Context:" not in prompt:
+        return "Yes"
+    context = prompt.split("Context:", 1)[1].split("Question the sentence answers:", 1)[0]
+    sentence = prompt.split("Sentence:", 1)[1].split("Is the sentence", 1)[0]
+    names = [w.strip('."') for w in sentence.split() if w[:1].isupper() and w.strip('."') not in ("Its",)]
+    return "Yes" if all(n in context for n in names) else "No"
+
+
+def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    model = scripted(judge)
+    methods = ["grounded", "direct-question", "selfcheck-unigram", "selfcheck-nli"]
+    choice = choose(answers(), methods, tmp_path / "all", model=model, gateway=gateway, folds=3, progress=False)
+    rows = {c.name: c for c in choice.candidates}
+    assert "selfcheck-nli needs --opt judge=" in (rows["selfcheck-nli"].skipped or "")  # listed, not dropped
+    assert rows["grounded"].auc_roc == 100.0 and rows["grounded"].calls_per_answer == 2.0
+    assert rows["direct-question"].problems  # a judge that always says Yes ranks nothing: not eligible
+    assert rows["selfcheck-unigram"].calls_per_answer == 0.0
+    assert choice.recommended == "grounded" and choice.operating_point is not None
+    assert choice.operating_point["precision"] == 1.0 and choice.operating_point["recall"] == 1.0
+    assert Calibration.load(tmp_path / "all" / "calibration.json").methods == ["grounded"]
+    assert all("+" not in name for name in rows)  # no stack can beat the best single's 100: none is kept
+    written = json.loads((tmp_path / "all" / "choose.json").read_text())
+    assert written["recommended"] == "grounded" and (tmp_path / "all" / "choose.md").is_file()
+    cheap = choose(
+        answers(), methods, tmp_path / "cheap", model=model, gateway=gateway, folds=3, progress=False,
+        max_calls_per_answer=1,
+    )  # fmt: skip
+    assert {c.name: c.over_budget for c in cheap.candidates}["grounded"]
+    assert cheap.recommended == "selfcheck-unigram"
+
+
+def test_choose_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in answers()))
+    argv = ["choose", "--data", str(data), "--method", "selfcheck-unigram,selfcheck-nli", "--folds", "3"]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--target-recall", "0.9"]) == 0
+    printed = capsys.readouterr().out
+    assert "| selfcheck-unigram |" in printed and "selfcheck-nli needs --opt judge=" in printed
+    assert "Recommended: **selfcheck-unigram**" in printed and "Operating point for recall 0.9" in printed
+    assert (tmp_path / "out" / "calibration.json").is_file()
