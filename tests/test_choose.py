@@ -66,6 +66,7 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
     rows = {c.name: c for c in choice.candidates}
     assert "selfcheck-nli needs --opt judge=" in (rows["selfcheck-nli"].skipped or "")  # listed, not dropped
     assert rows["grounded"].auc_roc == 100.0 and rows["grounded"].calls_per_answer == 2.0
+    assert rows["grounded"].costed_answers == 30
     assert rows["direct-question"].problems  # a judge that always says Yes ranks nothing: not eligible
     assert rows["selfcheck-unigram"].calls_per_answer == 0.0
     assert choice.recommended == "grounded" and choice.operating_point is not None
@@ -80,6 +81,9 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
     )  # fmt: skip
     assert {c.name: c.over_budget for c in cheap.candidates}["grounded"]
     assert cheap.recommended == "selfcheck-unigram"
+    again = choose(answers(), ["grounded"], tmp_path / "all", model=model, gateway=gateway, folds=3, progress=False)
+    [resumed] = again.candidates  # every answer resumed from the journal: nothing measured, nothing guessed
+    assert resumed.auc_roc == 100.0 and resumed.costed_answers == 0 and resumed.calls_per_answer is None
 
 
 def test_choose_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

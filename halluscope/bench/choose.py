@@ -49,6 +49,7 @@ class Candidate:
     calls_per_answer: float | None = None
     prompt_tokens_per_answer: float | None = None
     seconds_per_answer: float | None = None
+    costed_answers: int | None = None  # the answers the costs were measured on (this run scored them)
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None  # why it did not run on these rows
     over_budget: bool = False
@@ -68,17 +69,22 @@ class Choice:
     why: str
 
 
-def costs(results: Sequence[BenchResult], answers: int) -> dict[str, float | None]:
-    """Per answer: model calls (sent or replayed from the cache: what it costs uncached), prompt tokens
-    and model seconds, both measured on the calls sent (none sent: no measure)."""
+def costs(results: Sequence[BenchResult], answers: int) -> dict[str, Any]:
+    """Per answer, over the answers this run scored (one resumed from a journal cost nothing now):
+    model calls (sent or replayed from the cache: what it costs uncached), prompt tokens and wall
+    seconds, both measured on the calls sent (none sent: no measure)."""
+    scored = min(answers - int(r.meta.params.get("resumed_items", 0)) for r in results)
+    if scored <= 0:
+        return {"costed_answers": 0}
     calls = sum(r.meta.calls + r.meta.cache_hits for r in results)
     sent = sum(r.meta.calls for r in results)
     tokens = sum(r.meta.tokens.prompt for r in results)
     seconds = sum(r.meta.seconds for r in results)
     return {
-        "calls_per_answer": calls / answers,
-        "prompt_tokens_per_answer": tokens / sent * calls / answers if sent else None,
-        "seconds_per_answer": seconds / answers if sent else None,
+        "calls_per_answer": calls / scored,
+        "prompt_tokens_per_answer": tokens / sent * calls / scored if sent else None,
+        "seconds_per_answer": seconds / scored if sent else None,
+        "costed_answers": scored,
     }
 
 
@@ -194,6 +200,7 @@ COLUMNS = (
     ("calls_per_answer", "calls / answer"),
     ("prompt_tokens_per_answer", "prompt tokens / answer"),
     ("seconds_per_answer", "s / answer"),
+    ("costed_answers", "answers costed"),
     ("note", "note"),
 )
 

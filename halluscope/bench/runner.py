@@ -205,6 +205,7 @@ def run(
     pending = [i for i in range(len(ids)) if i not in finished]
     failures = Failures()
     kept: dict[int, Record] = {i: journal.records[ids[i]] for i in finished}
+    plan.stats.started = time.perf_counter()  # its seconds are its own: plans made together run one by one
     try:
         _score_pending(plan, pending, ids, journal, kept, failures, executor, progress)
     finally:
