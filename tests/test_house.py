@@ -19,7 +19,7 @@ LAYERS = (
     ("backends", "calibration"),
     ("graphs", "scale"),
     ("detector",),
-    ("tools", "evaluators", "bench", "demo", "check_answer", "testing"),
+    ("tools", "evaluators", "bench", "demo", "check_answer", "testing", "serve"),
     ("cli", "halluscope"),
 )
 

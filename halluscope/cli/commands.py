@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "studio": ("methods", "LangGraph Studio: the langgraph.json that serves every method's graph"),
     "check": ("check", "check one answer (grounded with documents, Direct Question without): its verdict"),
     "detect": ("detect", "score one item with one method"),
+    "serve": ("serve", "an MCP server (stdio or HTTP) for agents outside Python: check, detect, methods"),
     "bench": ("bench", "run a paper's benchmark protocol"),
     "choose": ("bench", "which method for your labelled answers: each candidate held out, costed, one recommended"),
     "calibrate": (
