@@ -10,6 +10,7 @@ A candidate that cannot run on the rows is listed with the reason, never dropped
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench import mine
 from halluscope.bench.calibrate import FOLDS, fitted_on_answers
-from halluscope.bench.provenance import provenance
+from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json, write_text
 from halluscope.bench.runner import BenchResult, run
 from halluscope.calibration import (
@@ -109,11 +110,13 @@ def choose(
     progress: bool = True,
 ) -> Choice:
     """Run, calibrate and compare each candidate method on the labelled answers ``data``; write
-    OUT/choose.json, OUT/choose.md and the recommended candidate's calibration (OUT/calibration.json)."""
+    OUT/choose.json (with how it was made and what it cost: a record), OUT/choose.md and the
+    recommended candidate's calibration (OUT/calibration.json)."""
     if len(methods) < 1:
         raise ConfigError("choose compares methods: give at least one with --method")
     if target[0] not in ("precision", "recall") or not 0 < target[1] <= 1:
         raise ConfigError(f"the operating point's target is precision or recall in (0, 1], got {target}")
+    began = time.perf_counter()
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
     out = Path(out)
     ran: dict[str, BenchResult] = {}
@@ -142,7 +145,18 @@ def choose(
             and row.calls_per_answer is not None
             and row.calls_per_answer > max_calls_per_answer
         )
-    return _recommend(labelled, rows, fitted, target, out)
+    choice = _recommend(labelled, rows, fitted, target, out)
+    made = envelope(
+        models=sorted({m for r in ran.values() for m in r.meta.models}),
+        items=len(labelled.rows),
+        item="answer",
+        calls=sum(r.meta.calls for r in ran.values()),
+        seconds=time.perf_counter() - began,
+        cache_hits=sum(r.meta.cache_hits for r in ran.values()),
+        prompt_tokens=sum(r.meta.tokens.prompt for r in ran.values()),
+    )
+    write_json(out / "choose.json", {**made, **asdict(choice)})
+    return choice
 
 
 def _scored(
@@ -187,7 +201,6 @@ def _recommend(
         why = f"the highest held-out AUC-ROC within the budget, {best.auc_roc:.1f}"
     units = "sentences" if labelled.per_sentence else "answers"
     choice = Choice(labelled.source, len(labelled.rows), units, rows, best.name if best else None, point, written, why)
-    write_json(out / "choose.json", {**asdict(choice), "provenance": provenance()})
     write_text(out / "choose.md", report(choice))
     return choice
 
