@@ -22,6 +22,7 @@ V1_HASHES = {
     "fibe.answer@1": "cfe46f5bd2f2",
     "fibe.create@1": "9a102f69a866",
     "fibe.direct_question@1": "d8303b601c5e",
+    "fibe.direct_question_all@1": "7bf000aff392",  # halluscope's own one-call Direct Question (issue 45)
     "fibe.score@1": "ecb3f1db50c8",
     "grounded.support@1": "6765d01cb36e",
     "guard.revise@1": "872846c069c3",

@@ -6,12 +6,18 @@
     an answer that is neither.
 
 Calls: |R|, one per sentence. FIBE's ``+dq`` variants ask the same question (the same cache entries).
+
+``batch=True`` (issue 45) asks about every numbered sentence in one call (``fibe.direct_question_all``)
+and reads each verdict's probability from its own token; a sentence whose verdict the reply misses,
+repeats with another answer, or garbles is asked alone with E.4 (a ``fallback``, counted in the meta):
+one call per answer plus its fallbacks.
 """
 
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -20,17 +26,21 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
-from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
-from halluscope.errors import ConfigError
+from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
+from halluscope.errors import ConfigError, ParseError
 from halluscope.graphs import options
-from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question
+from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question, quoted
 from halluscope.graphs.method import Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Steps, node, plan_calls
+from halluscope.graphs.stages import Calls, Steps, node, plan_calls
+from halluscope.prompts.parsers import numbered_yes_no
 from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.fibe import known_value, token_probability_at
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "direct-question"
+DIRECT_QUESTION_ALL = "fibe.direct_question_all"
+ALL_TOKENS_PER_CLAIM = 8  # a one-call reply's room per claim ('12. Yes' and its newline)
 
 
 class DQInput(TypedDict, total=False):
@@ -45,15 +55,19 @@ class DQOutput(TypedDict, total=False):
     scored_sentences: list[str]
     known: list[Known]  # one per sentence, in order
     scores: list[float]
+    fallbacks: list[int]  # batch: the sentences asked alone, the one-call reply having no clean verdict for them
 
 
 class DQState(DQInput, DQOutput, total=False):
     asked: Annotated[list[Known], operator.add]  # the fan-out's results, private to one run
 
 
-def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | None = None) -> CompiledStateGraph:
+def build(
+    model: ModelLike, gateway: Gateway | None = None, logprobs: bool | None = None, batch: bool = False
+) -> CompiledStateGraph:
     """The DQ graph for one model; ``logprobs`` (default: where the model gives them) reads known()
-    from the first answer token's probability, as the paper does when it has log-probs."""
+    from the first answer token's probability, as the paper does when it has log-probs; ``batch`` asks
+    about every sentence in one call."""
     gw = gateway or default_gateway()
     asks = gw.gives_logprobs(model) if logprobs is None else logprobs
 
@@ -61,7 +75,7 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
         found = state.get("sentences") or split_sentences(state.get("text", ""))
         if not found:
             raise ConfigError("Direct Question needs a non-empty text (no sentence found)")
-        plan_calls(config, len(found))
+        plan_calls(config, 1 if batch else len(found))
         return {"sentences": found}
 
     def fan_out(state: DQState) -> list[Send]:
@@ -78,13 +92,72 @@ def build(model: ModelLike, gateway: Gateway | None = None, logprobs: bool | Non
 
     graph = StateGraph(DQState, input_schema=DQInput, output_schema=DQOutput)
     graph.add_node("split", split)
-    graph.add_node("ask", node("ask", ask), input_schema=KnownInput)
     graph.add_node("score", score)
     graph.add_edge(START, "split")
-    graph.add_conditional_edges("split", fan_out, ["ask"])
-    graph.add_edge("ask", "score")
+    if batch:
+        graph.add_node("ask_all", node("ask_all", partial(ask_all, gw, model, asks)))
+        graph.add_edge("split", "ask_all")
+        graph.add_edge("ask_all", "score")
+    else:
+        graph.add_node("ask", node("ask", ask), input_schema=KnownInput)
+        graph.add_conditional_edges("split", fan_out, ["ask"])
+        graph.add_edge("ask", "score")
     graph.add_edge("score", END)
     return graph.compile(name=NAME)
+
+
+def ask_all(
+    gateway: Gateway, model: ModelLike, logprobs: bool, state: DQState, config: RunnableConfig
+) -> Steps[dict[str, Any]]:
+    """Every sentence in one call (``fibe.direct_question_all``), then E.4 alone for each sentence the
+    reply gave no clean verdict for."""
+    sentences, prompt = state["sentences"], state.get("prompt", "")
+    variables = {"context": quoted(prompt), "claims": "\n".join(f"{i + 1}. {s}" for i, s in enumerate(sentences))}
+    params = {"max_tokens": ALL_TOKENS_PER_CLAIM * len(sentences) + 16, **({"logprobs": True} if logprobs else {})}
+    reply = yield Calls(gateway, Ask(model, DIRECT_QUESTION_ALL, variables, params))
+    read = one_call_verdicts(reply.parsed if reply.ok else None, reply.logprobs if logprobs else None, len(sentences))
+    asked = [
+        {"i": i, "answer": said, "p_first": p, "known": known_value(said, p), "raw": reply.text}
+        for i, (said, p) in read.items()
+    ]
+    missing = [i for i in range(len(sentences)) if i not in read]
+    if missing:
+        plan_calls(config, len(missing))
+    for i in missing:
+        asked.append(
+            (
+                yield from ask_direct_question(
+                    gateway, model, KnownInput(i=i, prompt=prompt, claim=sentences[i]), logprobs
+                )
+            )
+        )
+    return {"asked": asked, "fallbacks": missing}
+
+
+def one_call_verdicts(
+    parsed: list[dict[str, Any]] | None, logprobs: list[dict[str, Any]] | None, n: int
+) -> dict[int, tuple[str, float | None]]:
+    """Each sentence's verdict ('yes'/'no') and its token's probability, by position, from a one-call
+    reply's numbered lines; a number missing, out of range, or given two different verdicts is left
+    out (its sentence is asked alone). The probabilities are read from the verdict words' tokens in the
+    text the reply's tokens join to."""
+    by_number: dict[int, set[str]] = {}
+    for line in parsed or []:
+        by_number.setdefault(line["number"], set()).add(line["verdict"])
+    clean = {
+        number - 1: verdicts.pop() for number, verdicts in by_number.items() if 1 <= number <= n and len(verdicts) == 1
+    }
+    at: dict[int, int] = {}
+    if logprobs:
+        try:
+            for line in numbered_yes_no("".join(entry["token"] for entry in logprobs)):
+                at.setdefault(line["number"] - 1, line["at"])
+        except ParseError:
+            pass
+    return {
+        i: (said, token_probability_at(logprobs, at[i]) if logprobs and i in at else None)
+        for i, said in sorted(clean.items())
+    }
 
 
 Inputs = options.PromptedText
@@ -96,12 +169,17 @@ class Options:
     logprobs: bool | None = arg(
         help="read known() from the first answer token's probability (default: where the model gives log-probs)"
     )
+    batch: bool = arg(
+        False,
+        help="ask about every sentence in one call (fibe.direct_question_all), each verdict's probability "
+        "from its token; a sentence without a clean verdict is asked alone (a fallback)",
+    )
 
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
     if opts.model is None:
         raise ConfigError("Direct Question needs a model")
-    return Prepared(build(opts.model, ctx.gateway, opts.logprobs), opts)
+    return Prepared(build(opts.model, ctx.gateway, opts.logprobs, opts.batch), opts)
 
 
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
@@ -115,18 +193,23 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
 
 
 def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
+    fallbacks = out.get("fallbacks")
     units = [
         Unit(
             text=sentence,
             score=out["scores"][i],
             parsed=out["known"][i]["answer"] is not None,
-            evidence={k: out["known"][i][k] for k in ("answer", "p_first", "known", "raw")},
+            evidence={
+                **{k: out["known"][i][k] for k in ("answer", "p_first", "known", "raw")},
+                **({"asked_alone": i in fallbacks} if fallbacks is not None else {}),
+            },
         )
         for i, sentence in enumerate(out["scored_sentences"])
     ]
     unread = sum(u.parsed is False for u in units)
     with_probability = sum(u.evidence["p_first"] is not None for u in units)
-    meta = ctx.meta(NAME, {"unanswered": unread} if unread else {}, with_probability=with_probability)
+    batched = {"fallbacks": len(fallbacks)} if fallbacks is not None else {}
+    meta = ctx.meta(NAME, {"unanswered": unread} if unread else {}, with_probability=with_probability, **batched)
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 

@@ -38,6 +38,21 @@ def yes_no(raw: str) -> str:
     return m.group(1).lower()
 
 
+_VERDICT = re.compile(r"^[^\w\n]*(?:claim\s*)?(\d+)\s*[.):\]-]?[^\w\n]*(yes|no)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def numbered_yes_no(raw: str) -> list[dict[str, Any]]:
+    """One verdict per numbered line ('1. Yes', 'Claim 2: no'): its number, 'yes' or 'no', and where the
+    verdict word starts in the text (to find its token's probability). Every line is kept as it came: a
+    missing, repeated or garbled number is for the caller to judge."""
+    found = [
+        {"number": int(m.group(1)), "verdict": m.group(2).lower(), "at": m.start(2)} for m in _VERDICT.finditer(raw)
+    ]
+    if not found:
+        raise _fail("numbered_yes_no", raw, "no numbered Yes or No line")
+    return found
+
+
 _LABELS = ("entailment", "contradiction", "neutral")
 
 
@@ -250,6 +265,7 @@ def icl_label(raw: str) -> str:
 PARSERS: dict[str, Parser] = {
     "text": text,
     "yes_no": yes_no,
+    "numbered_yes_no": numbered_yes_no,
     "entailment_label": entailment_label,
     "bullet_list": bullet_list,
     "numbered_qa": numbered_qa,

@@ -1,0 +1,80 @@
+"""Direct Question in one call per answer (issue 45, part 1): every numbered sentence asked at once, each
+verdict's probability read from its own token, and a sentence the reply misses, repeats with another
+answer or garbles asked alone with E.4 (a fallback, counted); version 1 unchanged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+import halluscope
+from halluscope.backends.gateway import Gateway
+from halluscope.graphs.direct_question import one_call_verdicts
+from halluscope.prompts.parsers import numbered_yes_no
+from halluscope.scoring.fibe import token_probability_at
+
+TEXT = "Paris is in France. Paris is in Spain. The Seine flows there. It has a tower."
+
+
+def test_the_verdict_tokens_probabilities_worked_by_hand() -> None:
+    tokens = [
+        {"token": "1", "logprob": -0.01},
+        {"token": ".", "logprob": -0.01},
+        {"token": " Yes", "logprob": math.log(0.9)},
+        {"token": "\n2", "logprob": -0.01},
+        {"token": ".", "logprob": -0.01},
+        {"token": " No", "logprob": math.log(0.7)},
+    ]
+    assert token_probability_at(tokens, 3) == pytest.approx(0.9)  # 'Yes' starts at 3 of "1. Yes\n2. No"
+    assert token_probability_at(tokens, 99) is None
+    parsed = numbered_yes_no("1. Yes\n2. No")
+    read = one_call_verdicts(parsed, tokens, 2)
+    assert read[0] == ("yes", pytest.approx(0.9)) and read[1] == ("no", pytest.approx(0.7))
+    assert one_call_verdicts(parsed, None, 2) == {0: ("yes", None), 1: ("no", None)}
+
+
+def test_missing_repeated_and_garbled_verdicts_are_left_for_their_own_call() -> None:
+    parsed = numbered_yes_no("1. Yes\n2. No\n2. Yes\n4. Yes\n9. No")
+    assert one_call_verdicts(parsed, None, 4) == {0: ("yes", None), 3: ("yes", None)}  # 2 conflicts, 3 missing, 9 out
+    assert one_call_verdicts(None, None, 4) == {}  # an unreadable reply: every sentence alone
+
+
+def replies(asked: list[str]) -> Any:
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        asked.append(prompt)
+        if "Claims:" in prompt:  # the one-call prompt: 2 repeated with another answer, 3 missing, 4 garbled
+            return "1. Yes\n2. No\n2. Yes\n4. Perhaps"
+        return "No" if "Spain" in prompt or "tower" in prompt else "Yes"
+
+    return respond
+
+
+def test_one_call_per_answer_plus_the_fallbacks(gateway: Gateway, scripted: Any) -> None:
+    asked: list[str] = []
+    model = scripted(replies(asked))
+    det = halluscope.detector("direct-question", model=model, gateway=gateway, batch=True)
+    result = det.detect(text=TEXT, prompt="Tell me about Paris.")
+    assert result.meta.calls == 1 + 3 and result.meta.params["fallbacks"] == 3
+    assert [u.score for u in result.units] == [0.0, 1.0, 0.0, 1.0]  # the fallbacks' own answers
+    assert [u.evidence["asked_alone"] for u in result.units] == [False, True, True, True]
+    one_call = [p for p in asked if "Claims:" in p]
+    assert len(one_call) == 1 and all(f"{i}. " in one_call[0] for i in (1, 2, 3, 4))
+    assert sum("Claim:" in p for p in asked) == 3  # E.4, version 1's prompt, for each fallback
+    again = det.detect(text=TEXT, prompt="Tell me about Paris.")
+    assert again.meta.calls == 0 and again.meta.cache_hits == 4
+    per_sentence = halluscope.detector("direct-question", model=model, gateway=gateway).detect(
+        text=TEXT, prompt="Tell me about Paris."
+    )
+    assert "fallbacks" not in per_sentence.meta.params and per_sentence.meta.calls == 1  # sentence 1's E.4 is new
+    assert [u.score for u in per_sentence.units] == [0.0, 1.0, 0.0, 1.0]
+
+
+def test_a_clean_one_call_reply_is_the_only_call(gateway: Gateway, scripted: Any) -> None:
+    model = scripted(lambda prompt, _p: "1. Yes\n2. No" if "Claims:" in prompt else "Yes")
+    result = halluscope.detector("direct-question", model=model, gateway=gateway, batch=True).detect(
+        text="Paris is in France. Paris is in Spain."
+    )
+    assert result.meta.calls == 1 and result.meta.params["fallbacks"] == 0
+    assert [u.score for u in result.units] == [0.0, 1.0]
