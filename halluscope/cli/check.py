@@ -18,7 +18,7 @@ from halluscope.cli.detect import show_verdict
 from halluscope.errors import ConfigError
 from halluscope.graphs.flags import key_values
 from halluscope.graphs.stages import MAX_CALLS
-from halluscope.readers import load_json, read_file
+from halluscope.readers import load_json, read_file, read_texts
 
 
 def read_documents(path: str) -> list[Any]:
@@ -26,10 +26,7 @@ def read_documents(path: str) -> list[Any]:
     plain text, documents separated by '---' lines."""
     text = read_file(path, "--context-file")
     if text.lstrip()[:1] != "[":
-        documents = [part.strip() for part in text.split("\n---\n") if part.strip()]
-        if not documents:
-            raise ConfigError(f"--context-file {path} holds no documents")
-        return documents
+        return list(read_texts(path, "--context-file", "documents"))
     found = load_json(text, "--context-file", path)
     if not isinstance(found, list) or not found:
         raise ConfigError(f"--context-file {path} must hold a non-empty JSON list of documents")
@@ -66,8 +63,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.context and args.context_file:
         raise ConfigError("give the documents once: --context (repeated) or --context-file")
     context = read_documents(args.context_file) if args.context_file else (args.context or None)
-    if args.exit_code and args.threshold is None and args.calibration is None and args.method not in (None, *DEFAULTS):
-        raise ConfigError("--exit-code gates on a verdict: give --threshold T, or --calibration")
     check_specs([args.model])
     result = check(
         answer,
@@ -94,9 +89,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader went away: the verdict is still the exit status
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return status
-
-
-DEFAULTS = (WITH_CONTEXT, WITHOUT_CONTEXT)
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
