@@ -82,8 +82,8 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
     assert {c.name: c.over_budget for c in cheap.candidates}["grounded"]
     assert cheap.recommended == "selfcheck-unigram"
     again = choose(answers(), ["grounded"], tmp_path / "all", model=model, gateway=gateway, folds=3, progress=False)
-    [resumed] = again.candidates  # every answer resumed from the journal: nothing measured, nothing guessed
-    assert resumed.auc_roc == 100.0 and resumed.costed_answers == 0 and resumed.calls_per_answer is None
+    [resumed] = again.candidates  # every answer resumed from the journal: its costs are those the first run kept
+    assert resumed.auc_roc == 100.0 and resumed.costed_answers == 30 and resumed.calls_per_answer == 2.0
 
 
 def test_choose_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,3 +95,18 @@ def test_choose_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "| selfcheck-unigram |" in printed and "selfcheck-nli needs --opt judge=" in printed
     assert "Recommended: **selfcheck-unigram**" in printed and "Operating point for recall 0.9" in printed
     assert (tmp_path / "out" / "calibration.json").is_file()
+
+
+def test_a_stack_pays_for_every_member_each_over_the_answers_its_runs_scored() -> None:
+    from halluscope.bench.choose import Spent, costs
+
+    grounded = Spent(answers=246, calls=246, sent=246, prompt_tokens=24_600, seconds=492.0)  # 31 resumed elsewhere
+    dq = Spent(answers=277, calls=277, sent=277, prompt_tokens=13_850, seconds=277.0)
+    stacked = costs([grounded, dq])
+    assert stacked["calls_per_answer"] == pytest.approx(2.0)  # 1 + 1, not (246 + 277) / 246
+    assert stacked["prompt_tokens_per_answer"] == pytest.approx(100 + 50)
+    assert stacked["seconds_per_answer"] == pytest.approx(2.0 + 1.0) and stacked["costed_answers"] == 246
+    replayed = Spent(answers=10, calls=20, sent=0)  # every call from the cache: calls known, tokens and time not
+    assert costs([replayed]) == {
+        "calls_per_answer": 2.0, "prompt_tokens_per_answer": None, "seconds_per_answer": None, "costed_answers": 10
+    }  # fmt: skip

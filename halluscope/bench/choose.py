@@ -9,10 +9,11 @@ A candidate that cannot run on the rows is listed with the reason, never dropped
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from halluscope.bench import mine
 from halluscope.bench.calibrate import FOLDS, fitted_on_answers
 from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json, write_text
-from halluscope.bench.runner import BenchResult, run
+from halluscope.bench.runner import RESULTS, BenchResult, run
 from halluscope.calibration import (
     Calibration,
     precision_recall_at,
@@ -35,6 +36,7 @@ from halluscope.errors import ConfigError
 from halluscope.labelled import LabelledData, load_labelled
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
+NEAR = 1.0  # AUC-ROC points: a cheaper candidate this close to the best held-out one is recommended instead
 
 
 @dataclass
@@ -50,7 +52,7 @@ class Candidate:
     calls_per_answer: float | None = None
     prompt_tokens_per_answer: float | None = None
     seconds_per_answer: float | None = None
-    costed_answers: int | None = None  # the answers the costs were measured on (this run scored them)
+    costed_answers: int | None = None  # the answers the costs were measured on (the runs that scored them)
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None  # why it did not run on these rows
     over_budget: bool = False
@@ -70,23 +72,69 @@ class Choice:
     why: str
 
 
-def costs(results: Sequence[BenchResult], answers: int) -> dict[str, Any]:
-    """Per answer, over the answers this run scored (one resumed from a journal cost nothing now):
-    model calls (sent or replayed from the cache: what it costs uncached), prompt tokens and wall
-    seconds, both measured on the calls sent (none sent: no measure)."""
-    scored = min(answers - int(r.meta.params.get("resumed_items", 0)) for r in results)
-    if scored <= 0:
-        return {"costed_answers": 0}
-    calls = sum(r.meta.calls + r.meta.cache_hits for r in results)
-    sent = sum(r.meta.calls for r in results)
-    tokens = sum(r.meta.tokens.prompt for r in results)
-    seconds = sum(r.meta.seconds for r in results)
-    return {
-        "calls_per_answer": calls / scored,
-        "prompt_tokens_per_answer": tokens / sent * calls / scored if sent else None,
-        "seconds_per_answer": seconds / scored if sent else None,
-        "costed_answers": scored,
+@dataclass
+class Spent:
+    """What one method's runs into one folder have spent, over the answers they scored (an answer
+    resumed from the journal was paid for by the run that scored it, and is counted there)."""
+
+    answers: int = 0
+    calls: int = 0  # sent or replayed from the cache: what the answers cost uncached
+    sent: int = 0
+    prompt_tokens: int = 0  # of the calls sent
+    seconds: float = 0.0
+
+    @classmethod
+    def of(cls, result: BenchResult, answers: int) -> Spent:
+        meta = result.meta
+        scored = answers - int(meta.params.get("resumed_items", 0))
+        return cls(
+            scored, meta.calls + meta.cache_hits, meta.calls, meta.tokens.prompt, meta.seconds if scored else 0.0
+        )
+
+    def plus(self, other: Spent) -> Spent:
+        return Spent(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def per_answer(self) -> dict[str, float | None]:
+        if not self.answers:
+            return {"calls_per_answer": None, "prompt_tokens_per_answer": None, "seconds_per_answer": None}
+        return {
+            "calls_per_answer": self.calls / self.answers,
+            "prompt_tokens_per_answer": self.prompt_tokens / self.sent * self.calls / self.answers
+            if self.sent
+            else None,
+            "seconds_per_answer": self.seconds / self.answers if self.sent else None,
+        }
+
+
+COSTS = "costs.json"  # beside a method's results.json: what every run into the folder spent
+
+
+def spent(folder: Path, before: Spent, result: BenchResult, answers: int) -> Spent:
+    """The folder's spending, this run's added to what earlier runs into it spent, kept in costs.json."""
+    total = before.plus(Spent.of(result, answers))
+    write_json(folder / COSTS, asdict(total))
+    return total
+
+
+def spent_before(folder: Path) -> Spent:
+    """What earlier runs into ``folder`` spent: its costs.json, else the last run's results.json (a run
+    made before costs were kept), else nothing."""
+    if (folder / COSTS).is_file():
+        return Spent(**json.loads((folder / COSTS).read_text(encoding="utf-8")))
+    if (folder / RESULTS).is_file():
+        last = BenchResult.read(folder)
+        return Spent.of(last, len(last.items) + len(last.failures))
+    return Spent()
+
+
+def costs(spending: Sequence[Spent]) -> dict[str, Any]:
+    """A candidate's costs per answer: the sum of its methods' (a stack pays for every member)."""
+    each = [s.per_answer() for s in spending]
+    summed: dict[str, Any] = {
+        key: None if any(e[key] is None for e in each) else sum(e[key] for e in each)  # type: ignore[misc]
+        for key in ("calls_per_answer", "prompt_tokens_per_answer", "seconds_per_answer")
     }
+    return {**summed, "costed_answers": min(s.answers for s in spending)}
 
 
 def operating_point(y: np.ndarray, p: np.ndarray, target: str, value: float) -> dict[str, Any]:
@@ -120,6 +168,7 @@ def choose(
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
     out = Path(out)
     ran: dict[str, BenchResult] = {}
+    spending: dict[str, Spent] = {}
     rows: list[Candidate] = []
     for name in methods:
         try:
@@ -127,16 +176,20 @@ def choose(
         except ConfigError as exc:  # it cannot run on these rows: listed with the reason
             rows.append(Candidate(name, [name], skipped=str(exc)))
             continue
-        ran[name] = run(plan, out / "runs" / name, progress)
+        folder = out / "runs" / name
+        before = spent_before(folder)
+        ran[name] = run(plan, folder, progress)
+        spending[name] = spent(folder, before, ran[name], len(labelled.rows))
     fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]] = {}
     for name, result in ran.items():
-        rows.append(_scored(name, [name], [result], labelled, model, folds, fitted))
+        rows.append(_scored(name, [name], [result], spending, labelled, model, folds, fitted))
     singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
     best_single = singles[0].auc_roc if singles else None
     for size in STACK_OF:
         if len(singles) >= size:
             members = [r.name for r in singles[:size]]
-            stack = _scored("+".join(members), members, [ran[m] for m in members], labelled, model, folds, fitted)
+            results = [ran[m] for m in members]
+            stack = _scored("+".join(members), members, results, spending, labelled, model, folds, fitted)
             if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
                 rows.append(stack)
     for row in rows:
@@ -163,12 +216,13 @@ def _scored(
     name: str,
     methods: list[str],
     results: list[BenchResult],
+    spending: Mapping[str, Spent],
     labelled: LabelledData,
     model: ModelLike | None,
     folds: int,
     fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]],
 ) -> Candidate:
-    row = Candidate(name, methods, **costs(results, len(labelled.rows)))
+    row = Candidate(name, methods, **costs([spending[m] for m in methods]))
     try:
         calibration, split, out_of_fold = fitted_on_answers(methods, results, labelled, model=model, folds=folds)
     except ConfigError as exc:  # one class in a fold, nothing scored: no held-out measure
@@ -190,7 +244,13 @@ def _recommend(
     out: Path,
 ) -> Choice:
     eligible = [r for r in rows if r.auc_roc is not None and not r.over_budget and not r.problems]
-    best = max(eligible, key=lambda r: (r.auc_roc or 0, -(r.calls_per_answer or 0)), default=None)
+    top = max((r.auc_roc or 0.0 for r in eligible), default=None)
+    near = [r for r in eligible if top is not None and (r.auc_roc or 0.0) >= top - NEAR]
+    best = min(
+        near,
+        key=lambda r: (math.inf if r.calls_per_answer is None else r.calls_per_answer, -(r.auc_roc or 0)),
+        default=None,
+    )
     point, written, why = None, None, "no candidate ran within the budget with a held-out AUC-ROC above chance"
     if best is not None:
         calibration, labels, out_of_fold = fitted[best.name]
@@ -198,7 +258,10 @@ def _recommend(
         calibration.save(out / "calibration.json")
         reliability_diagram(out / "calibration.reliability.png", labels, out_of_fold, f"{best.name}: out of fold")
         written = str(out / "calibration.json")
-        why = f"the highest held-out AUC-ROC within the budget, {best.auc_roc:.1f}"
+        why = (
+            f"the cheapest within {NEAR:g} point of the best held-out AUC-ROC within the budget ({top:.1f}): "
+            f"{best.auc_roc:.1f}"
+        )
     units = "sentences" if labelled.per_sentence else "answers"
     choice = Choice(labelled.source, len(labelled.rows), units, rows, best.name if best else None, point, written, why)
     write_text(out / "choose.md", report(choice))
