@@ -25,6 +25,7 @@ V1_HASHES = {
     "fibe.direct_question_all@1": "7bf000aff392",  # halluscope's own one-call Direct Question (issue 45)
     "fibe.score@1": "ecb3f1db50c8",
     "grounded.support@1": "6765d01cb36e",
+    "grounded.support_all@1": "48817bd90c94",  # halluscope's own one-call grounded check (issue 45)
     "guard.revise@1": "872846c069c3",
     "guard.revise_grounded@1": "c0df9090c1b0",
     "phr.example@1": "e4b9af7f0e67",

@@ -15,6 +15,7 @@ one call per answer plus its fallbacks.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from functools import partial
@@ -27,14 +28,13 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
-from halluscope.errors import ConfigError, ParseError
+from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question, quoted
 from halluscope.graphs.method import Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Calls, Steps, node, plan_calls
-from halluscope.prompts.parsers import numbered_yes_no
+from halluscope.graphs.stages import Calls, Steps, node, one_call_verdicts, plan_calls
 from halluscope.results import DetectionResult, Unit
-from halluscope.scoring.fibe import known_value, token_probability_at
+from halluscope.scoring.fibe import known_value
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
@@ -116,10 +116,10 @@ def ask_all(
     params = {"max_tokens": ALL_TOKENS_PER_CLAIM * len(sentences) + 16, **({"logprobs": True} if logprobs else {})}
     reply = yield Calls(gateway, Ask(model, DIRECT_QUESTION_ALL, variables, params))
     read = one_call_verdicts(reply.parsed if reply.ok else None, reply.logprobs if logprobs else None, len(sentences))
-    asked = [
-        {"i": i, "answer": said, "p_first": p, "known": known_value(said, p), "raw": reply.text}
-        for i, (said, p) in read.items()
-    ]
+    asked = []
+    for i, (said, token) in read.items():
+        p = math.exp(float(token["logprob"])) if token is not None else None  # the verdict token's own probability
+        asked.append({"i": i, "answer": said, "p_first": p, "known": known_value(said, p), "raw": reply.text})
     missing = [i for i in range(len(sentences)) if i not in read]
     if missing:
         plan_calls(config, len(missing))
@@ -132,32 +132,6 @@ def ask_all(
             )
         )
     return {"asked": asked, "fallbacks": missing}
-
-
-def one_call_verdicts(
-    parsed: list[dict[str, Any]] | None, logprobs: list[dict[str, Any]] | None, n: int
-) -> dict[int, tuple[str, float | None]]:
-    """Each sentence's verdict ('yes'/'no') and its token's probability, by position, from a one-call
-    reply's numbered lines; a number missing, out of range, or given two different verdicts is left
-    out (its sentence is asked alone). The probabilities are read from the verdict words' tokens in the
-    text the reply's tokens join to."""
-    by_number: dict[int, set[str]] = {}
-    for line in parsed or []:
-        by_number.setdefault(line["number"], set()).add(line["verdict"])
-    clean = {
-        number - 1: verdicts.pop() for number, verdicts in by_number.items() if 1 <= number <= n and len(verdicts) == 1
-    }
-    at: dict[int, int] = {}
-    if logprobs:
-        try:
-            for line in numbered_yes_no("".join(entry["token"] for entry in logprobs)):
-                at.setdefault(line["number"] - 1, line["at"])
-        except ParseError:
-            pass
-    return {
-        i: (said, token_probability_at(logprobs, at[i]) if logprobs and i in at else None)
-        for i, said in sorted(clean.items())
-    }
 
 
 Inputs = options.PromptedText

@@ -33,7 +33,7 @@ from halluscope.backends.gateway import Ask, Gateway, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Documents, Flag, Method, Prepared, RunContext, Streamed, arg, checked_documents
-from halluscope.graphs.stages import Calls, Judged, Steps, node, plan_calls
+from halluscope.graphs.stages import Calls, Judged, Steps, node, one_call_verdicts, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
@@ -42,6 +42,8 @@ from halluscope.text import sentences as split_sentences
 
 NAME = "grounded"
 SUPPORT = "grounded.support"
+SUPPORT_ALL = "grounded.support_all"  # batch: every unit against one chunk in one call
+ALL_TOKENS_PER_UNIT = 8  # a one-call reply's room per sentence ('12. Yes' and its newline)
 DECOMPOSE = "semantic_entropy.decompose"  # paragraph semantic entropy's claim list, reused
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
 CHECK_MAX_TOKENS = 8
@@ -136,7 +138,8 @@ class GroundedOutput(TypedDict, total=False):
     scores: list[float]
     best: list[int]  # each unit's best-supporting chunk
     events: list[str]
-    fallbacks: int  # checks that asked for log-probs and got none (the discrete value stood in)
+    no_probability: int  # checks that asked for log-probs and got none (the discrete value stood in)
+    asked_alone: list[list[int]]  # batch: the (unit, chunk) pairs the one-call reply gave no clean verdict for
 
 
 class GroundedState(GroundedInput, GroundedOutput, total=False):
@@ -156,6 +159,7 @@ class Setup:
     top_k: int | None
     embedder: Embedder | None
     probability: dict[str, Any]  # what an LLM judge is asked for to give p(Yes): its log-probs
+    batch: bool  # an LLM judge checks every unit against a chunk in one call
 
 
 def units(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
@@ -184,7 +188,10 @@ def select(setup: Setup, state: GroundedState, config: RunnableConfig) -> dict[s
         else [list(range(len(chunks))) for _ in state["units"]]
     )
     pairs = [(u, c) for u, near in enumerate(picked) for c in near]
-    plan_calls(config, setup.judge.replies_for(len(pairs)) if isinstance(setup.judge, Entailment) else len(pairs))
+    if isinstance(setup.judge, Entailment):
+        plan_calls(config, setup.judge.replies_for(len(pairs)))
+    else:
+        plan_calls(config, len({c for _, c in pairs}) if setup.batch else len(pairs))
     return {"chunks": chunks, "chunk_documents": [document for _, document in found], "pairs": pairs}
 
 
@@ -199,19 +206,59 @@ def check(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[d
         ]
         return {"checks": checks}
     question = state.get("question") or NO_QUESTION
+    asked_alone: list[list[int]] = []
+    checks: list[Check] = []
+    if setup.batch:
+        checks, alone = yield from check_all(setup, state, question, config)
+        pairs, asked_alone = alone, [list(pair) for pair in alone]
     params = {"max_tokens": CHECK_MAX_TOKENS, **setup.probability}
     asks = [  # the prompt fences all three (grounded.support's `fenced`): a document is untrusted input
         Ask(setup.judge, SUPPORT, {"context": chunks[c], "question": question, "sentence": found[u]}, params)
         for u, c in pairs
     ]
-    replies = yield Calls(setup.gateway, asks)
-    checks = []
+    replies = (yield Calls(setup.gateway, asks)) if asks else []
     for (u, c), reply in zip(pairs, replies, strict=True):
         answer = reply.parsed if reply.ok else None
         p_yes = yes_probability(reply.logprobs) if setup.probability else None
         support, _ = supported_probability(p_yes, answer)
         checks.append(Check(unit=u, chunk=c, support=support, answer=answer, p_yes=p_yes, raw=reply.text))
-    return {"checks": checks, "fallbacks": sum(c["p_yes"] is None for c in checks) if setup.probability else 0}
+    no_probability = sum(c["p_yes"] is None for c in checks) if setup.probability else 0
+    return {"checks": checks, "no_probability": no_probability, "asked_alone": asked_alone}
+
+
+def check_all(
+    setup: Setup, state: GroundedState, question: str, config: RunnableConfig
+) -> Steps[tuple[list[Check], list[tuple[int, int]]]]:
+    """Every unit paired with a chunk checked against it in one call (``grounded.support_all``); the
+    checks read from the replies, and the pairs whose unit got no clean verdict (asked alone after)."""
+    chunks, found = state["chunks"], state["units"]
+    by_chunk: dict[int, list[int]] = {}
+    for u, c in state["pairs"]:
+        by_chunk.setdefault(c, []).append(u)
+    asks = []
+    for c, mine in by_chunk.items():
+        numbered = "\n".join(f"{k + 1}. {found[u]}" for k, u in enumerate(mine))
+        params = {"max_tokens": ALL_TOKENS_PER_UNIT * len(mine) + 16, **setup.probability}
+        asks.append(
+            Ask(setup.judge, SUPPORT_ALL, {"context": chunks[c], "question": question, "sentences": numbered}, params)
+        )
+    replies = yield Calls(setup.gateway, asks)
+    checks, alone = [], []
+    for (c, mine), reply in zip(by_chunk.items(), replies, strict=True):
+        read = one_call_verdicts(
+            reply.parsed if reply.ok else None, reply.logprobs if setup.probability else None, len(mine)
+        )
+        for k, u in enumerate(mine):
+            if k not in read:
+                alone.append((u, c))
+                continue
+            answer, token = read[k]
+            p_yes = yes_probability([dict(token)]) if token is not None else None
+            support, _ = supported_probability(p_yes, answer)
+            checks.append(Check(unit=u, chunk=c, support=support, answer=answer, p_yes=p_yes, raw=reply.text))
+    if alone:
+        plan_calls(config, len(alone))
+    return checks, alone
 
 
 def score(state: GroundedState) -> dict[str, Any]:
@@ -233,11 +280,16 @@ def build(
     overlap_words: int = OVERLAP_WORDS,
     top_k: int | None = None,
     embedder: Embedder | None = None,
+    batch: bool = False,
 ) -> CompiledStateGraph:
     """The grounded graph for one judge (an LLM spec or an NLI ``Entailment``); an LLM judge is asked
     for log-probs where it gives them (asked of one that does not, the gateway would retry an answer it
-    cannot have)."""
+    cannot have); ``batch``: an LLM judge checks every unit against a chunk in one call."""
     nli = isinstance(judge, Entailment)
+    if batch and nli:
+        raise ConfigError(
+            "grounded: batch=True asks an LLM judge about every sentence at once; an NLI judge reads pairs"
+        )
     if decompose and nli:
         raise ConfigError("grounded: decompose=True asks an LLM for the claims; an NLI judge cannot write them")
     if top_k is not None and (top_k < 1 or embedder is None):
@@ -246,7 +298,7 @@ def build(
     probability: dict[str, Any] = (
         {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if not nli and gateway.gives_logprobs(judge) else {}
     )
-    setup = Setup(judge, gateway, decompose, chunk_words, overlap_words, top_k, embedder, probability)
+    setup = Setup(judge, gateway, decompose, chunk_words, overlap_words, top_k, embedder, probability, batch)
     graph = StateGraph(GroundedState, input_schema=GroundedInput, output_schema=GroundedOutput)
     graph.add_node("units", node("units", partial(units, setup)))
     graph.add_node("select", partial(select, setup))
@@ -299,6 +351,12 @@ class Options:
         help="check each unit only against its k most similar chunks (embeddings), not every chunk",
         flags=(Flag(("--top-k",), type=int, metavar="K"),),
     )
+    batch: bool = arg(
+        False,
+        help="an LLM judge checks every sentence against a chunk in one call (grounded.support_all); a sentence "
+        "without a clean verdict is checked alone (a fallback)",
+        flags=(Flag(("--batch",), const=True),),
+    )
 
 
 def _judge(model: ModelLike | Entailment | None) -> ModelLike | Entailment:
@@ -316,7 +374,9 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
     if not isinstance(judge, Entailment):
         ctx.gateway.model(judge)  # a bad spec or a missing key fails here, before any item
     embedder = default_embedder() if opts.top_k is not None else None
-    graph = build(judge, ctx.gateway, opts.decompose, opts.chunk_words, opts.overlap_words, opts.top_k, embedder)
+    graph = build(
+        judge, ctx.gateway, opts.decompose, opts.chunk_words, opts.overlap_words, opts.top_k, embedder, opts.batch
+    )
     return Prepared(graph, opts)
 
 
@@ -359,8 +419,8 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
             )
         )
     checks = out["checks"]
-    fallbacks = out.get("fallbacks", 0)
-    events: dict[str, int] = {"no_probability": fallbacks} if fallbacks else {}
+    no_probability = out.get("no_probability", 0)
+    events: dict[str, int] = {"no_probability": no_probability} if no_probability else {}
     for event in out.get("events") or []:
         events[event] = events.get(event, 0) + 1
     meta = ctx.meta(
@@ -372,6 +432,7 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
         top_k=opts.top_k,
         chunks=len(out["chunks"]),
         checks=len(checks),
+        **({"batch": True, "fallbacks": len(out.get("asked_alone") or [])} if opts.batch else {}),
     )
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"chunks": out["chunks"]})
 

@@ -17,8 +17,10 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.entailment import Entailment, Judgement, Mode, ZeroShot, equivalent
 from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, samples
 from halluscope.backends.stats import retry_hook
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, ParseError
+from halluscope.prompts.parsers import numbered_yes_no
 from halluscope.scoring import ClusterRule, cluster_steps, length_normalised
+from halluscope.scoring.token_probability import token_at
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
@@ -433,3 +435,26 @@ def clustering(
 
     clusters = yield from cluster_by(len(answers), same, rule)
     return clusters, len(verdicts) // 2
+
+
+def one_call_verdicts(
+    parsed: list[dict[str, Any]] | None, logprobs: list[dict[str, Any]] | None, n: int
+) -> dict[int, tuple[str, Mapping[str, Any] | None]]:
+    """Each unit's verdict ('yes'/'no') and its token's log-prob entry, by position, from a one-call
+    reply's numbered lines (``numbered_yes_no``); a number missing, out of range, or given two different
+    verdicts is left out (its unit is asked alone). The tokens are found in the text the reply's
+    tokens join to."""
+    by_number: dict[int, set[str]] = {}
+    for line in parsed or []:
+        by_number.setdefault(line["number"], set()).add(line["verdict"])
+    clean = {
+        number - 1: verdicts.pop() for number, verdicts in by_number.items() if 1 <= number <= n and len(verdicts) == 1
+    }
+    at: dict[int, int] = {}
+    if logprobs:
+        try:
+            for line in numbered_yes_no("".join(entry["token"] for entry in logprobs)):
+                at.setdefault(line["number"] - 1, line["at"])
+        except ParseError:
+            pass
+    return {i: (said, token_at(logprobs, at[i]) if logprobs and i in at else None) for i, said in sorted(clean.items())}

@@ -119,17 +119,6 @@ def first_token_probability(logprobs: Sequence[Mapping[str, Any]] | None) -> flo
     return None
 
 
-def token_probability_at(logprobs: Sequence[Mapping[str, Any]], at: int) -> float | None:
-    """The probability of the reply's token that covers character ``at`` of the text its tokens join to
-    (a verdict word of a one-call reply); None past the end."""
-    end = 0
-    for entry in logprobs:
-        end += len(entry["token"])
-        if end > at:
-            return math.exp(float(entry["logprob"]))
-    return None
-
-
 def known_value(answer: str | None, p_first: float | None = None) -> float:
     """known(r_i, P) from the Direct Question answer ('yes', 'no', or None for neither)."""
     if answer == "yes":

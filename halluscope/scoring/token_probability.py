@@ -12,9 +12,9 @@ that sentence's first word)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -105,3 +105,14 @@ def sentence_score(tokens: Sequence[TokenStat]) -> SentenceScore:
 def sentence_scores(text: str, sentences: Sequence[str], stats: Sequence[TokenStat]) -> list[SentenceScore]:
     """Each sentence's scores from the tokens of the text it is part of."""
     return [sentence_score(group) for group in tokens_by_sentence(stats, sentence_spans(text, sentences))]
+
+
+def token_at(logprobs: Sequence[Mapping[str, Any]], at: int) -> Mapping[str, Any] | None:
+    """The reply's token (its log-prob entry) that covers character ``at`` of the text its tokens join to:
+    a verdict word of a one-call reply; None past the end."""
+    end = 0
+    for entry in logprobs:
+        end += len(entry["token"])
+        if end > at:
+            return entry
+    return None

@@ -1,6 +1,7 @@
-"""Direct Question in one call per answer (issue 45, part 1): every numbered sentence asked at once, each
-verdict's probability read from its own token, and a sentence the reply misses, repeats with another
-answer or garbles asked alone with E.4 (a fallback, counted); version 1 unchanged."""
+"""Direct Question and grounded in one call (issue 45, part 1): every numbered sentence asked at once
+(grounded: against one chunk), each verdict's probability read from its own token, and a sentence the
+reply misses, repeats with another answer or garbles asked alone with version 1's prompt (a fallback,
+counted); version 1 unchanged."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.graphs.direct_question import one_call_verdicts
+from halluscope.graphs.stages import one_call_verdicts
 from halluscope.prompts.parsers import numbered_yes_no
-from halluscope.scoring.fibe import token_probability_at
+from halluscope.scoring.token_probability import token_at
 
 TEXT = "Paris is in France. Paris is in Spain. The Seine flows there. It has a tower."
 
@@ -27,11 +28,11 @@ def test_the_verdict_tokens_probabilities_worked_by_hand() -> None:
         {"token": ".", "logprob": -0.01},
         {"token": " No", "logprob": math.log(0.7)},
     ]
-    assert token_probability_at(tokens, 3) == pytest.approx(0.9)  # 'Yes' starts at 3 of "1. Yes\n2. No"
-    assert token_probability_at(tokens, 99) is None
+    assert token_at(tokens, 3) is tokens[2]  # 'Yes' starts at 3 of "1. Yes\n2. No"
+    assert token_at(tokens, 99) is None
     parsed = numbered_yes_no("1. Yes\n2. No")
     read = one_call_verdicts(parsed, tokens, 2)
-    assert read[0] == ("yes", pytest.approx(0.9)) and read[1] == ("no", pytest.approx(0.7))
+    assert read[0] == ("yes", tokens[2]) and read[1] == ("no", tokens[5])
     assert one_call_verdicts(parsed, None, 2) == {0: ("yes", None), 1: ("no", None)}
 
 
@@ -78,3 +79,46 @@ def test_a_clean_one_call_reply_is_the_only_call(gateway: Gateway, scripted: Any
     )
     assert result.meta.calls == 1 and result.meta.params["fallbacks"] == 0
     assert [u.score for u in result.units] == [0.0, 1.0]
+
+
+DOCS = ["Paris is the capital of France. The Seine flows through Paris.", "The Eiffel Tower stands in Paris."]
+
+
+def support_replies(asked: list[str]) -> Any:
+    """One-call grounded: for the first chunk, sentence 1 Yes, 2 repeated with two answers, 3 missing;
+    every other chunk, a clean 'No' for each; a pair asked alone: Yes unless it names Spain."""
+
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        asked.append(prompt)
+        if "Sentences:" in prompt:
+            if "capital of France" in prompt.split("Question")[0]:
+                return "1. Yes\n2. No\n2. Yes"
+            count = prompt.split("Sentences:")[1].count("\n") + 1
+            return "\n".join(f"{k}. No" for k in range(1, count + 1))
+        return "No" if "Spain" in prompt.split("Sentence:")[-1] else "Yes"
+
+    return respond
+
+
+def test_grounded_checks_every_sentence_against_a_chunk_in_one_call(gateway: Gateway, scripted: Any) -> None:
+    asked: list[str] = []
+    model = scripted(support_replies(asked))
+    text = "Paris is the capital of France. Paris is in Spain. The Seine flows there."
+    result = halluscope.detector("grounded", model=model, gateway=gateway, batch=True).detect(text=text, context=DOCS)
+    one_call = [p for p in asked if "Sentences:" in p]
+    assert len(one_call) == 2  # one per chunk, not one per (sentence, chunk)
+    assert result.meta.params["fallbacks"] == 2 and result.meta.calls == 2 + 2  # sentences 2 and 3 on chunk 1
+    assert [u.score for u in result.units] == [0.0, 1.0, 0.0]
+    with pytest.raises(halluscope.ConfigError, match="an NLI judge reads pairs"):
+        from halluscope.graphs.grounded import build
+
+        build(_NLI(), gateway, batch=True)
+
+
+class _NLI(halluscope.Entailment):
+    """An NLI judge stand-in: the one-call check is refused before it is asked anything."""
+
+    name = "nli:stand-in"
+
+    def judge_many(self, pairs: Any, question: Any = None, stats: Any = None) -> Any:
+        raise AssertionError("never asked")
