@@ -122,3 +122,33 @@ class _NLI(halluscope.Entailment):
 
     def judge_many(self, pairs: Any, question: Any = None, stats: Any = None) -> Any:
         raise AssertionError("never asked")
+
+
+def scgp_replies(asked: list[str]) -> Any:
+    """One-call SelfCheck-Prompt: against the sample about France, 1 Yes, 2 No, 3 garbled; against the other,
+    a clean line each; a check asked alone: Yes unless the sentence names Spain."""
+
+    def respond(prompt: str, _params: dict[str, Any]) -> str:
+        asked.append(prompt)
+        if "Sentences:" in prompt:
+            if "in France" in prompt.split("Sentences:")[0]:
+                return "1. Yes\n2. No\n3: Maybe"
+            return "1. Yes\n2. No\n3. Yes"
+        return "No" if "Spain" in prompt.split("Sentence:")[-1] else "Yes"
+
+    return respond
+
+
+def test_selfcheck_prompt_checks_every_sentence_against_a_sample_in_one_call(gateway: Gateway, scripted: Any) -> None:
+    asked: list[str] = []
+    model = scripted(scgp_replies(asked))
+    text = "Paris is in France. Paris is in Spain. The Seine flows there."
+    samples = ["Paris is in France.", "Paris lies on the Seine."]
+    det = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway, batch=True)
+    result = det.detect(text=text, samples=samples)
+    assert sum("Sentences:" in p for p in asked) == 2  # one per sample: S calls, not N x S
+    assert result.meta.params["fallbacks"] == 1 and result.meta.calls == 2 + 1  # sentence 3 against sample 1
+    assert [u.score for u in result.units] == [0.0, 1.0, 0.0]
+    assert [len(u.evidence["supported"]) for u in result.units] == [2, 2, 2]
+    per_pair = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway).detect(text=text, samples=samples)
+    assert "fallbacks" not in per_pair.meta.params and per_pair.meta.calls + per_pair.meta.cache_hits == 6

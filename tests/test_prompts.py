@@ -31,6 +31,7 @@ V1_HASHES = {
     "phr.example@1": "e4b9af7f0e67",
     "phr.query@1": "6f07903df8ee",
     "selfcheck.prompt@1": "cc05fb6a6047",
+    "selfcheck.prompt_all@1": "b0e3d5a72403",  # halluscope's own one-call SelfCheck-Prompt (issue 45)
     "selfcheck.regenerate@1": "4e26c08cf6fb",
     "selfcheck.resample@1": "a9f2e77806a0",
     "semantic_entropy.answer@1": "8329885860b0",

@@ -130,9 +130,15 @@ def test_every_graph_serves_its_input_output_and_config_schema(server: Any) -> N
     scgp = next(a for a in server.assistants.search(limit=100) if a["graph_id"] == "selfcheck-prompt")
     schemas = server.assistants.get_schemas(scgp["assistant_id"])
     assert set(schemas["input_schema"]["properties"]) == {"text", "question", "concept", "sentences", "samples"}
-    assert set(schemas["output_schema"]["properties"]) == {"scored_sentences", "used_samples", "verdicts", "scores"}
+    assert set(schemas["output_schema"]["properties"]) == {
+        "scored_sentences",
+        "used_samples",
+        "verdicts",
+        "scores",
+        "fallbacks",
+    }
     config = schemas["config_schema"]["properties"]
-    assert set(config) == {"model", "n", "scoring"} and config["n"]["default"] == 5
+    assert set(config) == {"model", "n", "scoring", "batch"} and config["n"]["default"] == 5
     assert config["scoring"]["enum"] == ["discrete", "prob"] and "samples regenerated" in config["n"]["description"]
 
 

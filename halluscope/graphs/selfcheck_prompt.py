@@ -36,7 +36,7 @@ from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Calls, Steps, node, plan_calls, regenerate_passages
+from halluscope.graphs.stages import Calls, Steps, node, one_call_verdicts, plan_calls, regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -44,6 +44,8 @@ from halluscope.text import sentences as split_sentences
 
 NAME = "selfcheck-prompt"
 CHECK = "selfcheck.prompt"
+CHECK_ALL = "selfcheck.prompt_all"  # batch: every sentence against one sample in one call
+ALL_TOKENS_PER_SENTENCE = 8  # a one-call reply's room per sentence ('12. Yes' and its newline)
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
 Scoring = Literal["discrete", "prob"]
 SCORINGS: tuple[Scoring, ...] = ("discrete", "prob")
@@ -66,6 +68,14 @@ class CheckInput(TypedDict):
     context: str
 
 
+class SampleInput(TypedDict):
+    """What the batch fan-out sends to one sample's check: every sentence against it."""
+
+    j: int
+    context: str
+    sentences: list[str]
+
+
 class SCGPInput(TypedDict, total=False):
     """What a host passes in: the text (or its sentences), the question it answered or its concept,
     and samples if it has them."""
@@ -85,10 +95,12 @@ class SCGPOutput(TypedDict, total=False):
     used_samples: list[str]  # given, or regenerated
     verdicts: list[Verdict]
     scores: list[float]
+    fallbacks: int  # batch: the (sentence, sample) checks asked alone, the one-call reply giving no clean verdict
 
 
 class SCGPState(SCGPInput, SCGPOutput, total=False):
     checks: Annotated[list[Verdict], operator.add]  # the fan-out's results, private to one run
+    alone: Annotated[list[int], operator.add]  # batch: one entry per check asked alone
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,7 @@ class Setup:
     check_max_tokens: int | None
     scoring: Scoring
     probability: dict[str, Any]
+    batch: bool  # every sentence against a sample in one call
 
     def supported(self, verdict: Verdict) -> float:
         if self.scoring == "prob":
@@ -115,7 +128,8 @@ def split(setup: Setup, state: SCGPState, config: RunnableConfig) -> dict[str, A
     if not found:
         raise ConfigError("SelfCheck-Prompt needs a non-empty text (no sentence found)")
     given = len(state.get("samples") or [])
-    plan_calls(config, len(found) * given if given else setup.n + setup.n * len(found))
+    per_sample = 1 if setup.batch else len(found)
+    plan_calls(config, per_sample * given if given else setup.n + setup.n * per_sample)
     return {"sentences": found}
 
 
@@ -139,6 +153,40 @@ def fan_out(state: SCGPState) -> list[Send]:
         for j, sample in enumerate(state["samples"])
         for i, sentence in enumerate(state["sentences"])
     ]
+
+
+def fan_out_samples(state: SCGPState) -> list[Send]:
+    return [
+        Send("check_sample", SampleInput(j=j, context=sample, sentences=state["sentences"]))
+        for j, sample in enumerate(state["samples"])
+    ]
+
+
+def check_sample(setup: Setup, state: SampleInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """Every sentence against one sample in one call (``selfcheck.prompt_all``); a sentence the reply
+    gives no clean verdict for is checked alone with E.2."""
+    sentences, j = state["sentences"], state["j"]
+    numbered = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(sentences))
+    params = {"max_tokens": ALL_TOKENS_PER_SENTENCE * len(sentences) + 16, **setup.probability}
+    reply = yield Calls(
+        setup.gateway, Ask(setup.model, CHECK_ALL, {"context": state["context"], "sentences": numbered}, params)
+    )
+    read = one_call_verdicts(
+        reply.parsed if reply.ok else None, reply.logprobs if setup.probability else None, len(sentences)
+    )
+    verdicts: list[Verdict] = []
+    for i, (answer, token) in read.items():
+        p_yes = yes_probability([dict(token)]) if setup.probability and token is not None else None
+        verdicts.append({"i": i, "j": j, "answer": answer, "p_yes": p_yes, "raw": reply.text})
+    alone = [i for i in range(len(sentences)) if i not in read]
+    if alone:
+        plan_calls(config, len(alone))
+        params = {"max_tokens": setup.check_max_tokens, **setup.probability}
+        asks = [Ask(setup.model, CHECK, {"context": state["context"], "sentence": sentences[i]}, params) for i in alone]
+        for i, one in zip(alone, (yield Calls(setup.gateway, asks)), strict=True):
+            p_yes = yes_probability(one.logprobs) if setup.probability else None
+            verdicts.append({"i": i, "j": j, "answer": one.parsed if one.ok else None, "p_yes": p_yes, "raw": one.text})
+    return {"checks": verdicts, "alone": alone}
 
 
 def check(setup: Setup, state: CheckInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
@@ -165,6 +213,7 @@ def score(setup: Setup, state: SCGPState) -> dict[str, Any]:
         "scored_sentences": state["sentences"],
         "used_samples": state["samples"],
         "verdicts": verdicts,
+        **({"fallbacks": len(state.get("alone") or [])} if setup.batch else {}),
     }
 
 
@@ -174,8 +223,10 @@ def build(
     n: int = 5,
     check_max_tokens: int | None = 8,
     scoring: Scoring = "discrete",
+    batch: bool = False,
 ) -> CompiledStateGraph:
-    """The SCGP graph for one model (compiled without a checkpointer, so a host can mount it)."""
+    """The SCGP graph for one model (compiled without a checkpointer, so a host can mount it); ``batch``
+    checks every sentence against a sample in one call."""
     gw = gateway or default_gateway()
     if n < 1:
         raise ConfigError(f"SelfCheck-Prompt needs at least one sample, got n={n}")
@@ -185,18 +236,23 @@ def build(
     # would retry an answer it cannot have); without them every check falls back to the discrete value
     asks = scoring == "prob" and gw.gives_logprobs(model)
     probability: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asks else {}
-    setup = Setup(model, gw, n, check_max_tokens, scoring, probability)
+    setup = Setup(model, gw, n, check_max_tokens, scoring, probability, batch)
     graph = StateGraph(SCGPState, input_schema=SCGPInput, output_schema=SCGPOutput)
     graph.add_node("split", partial(split, setup))
     graph.add_node("regenerate", node("regenerate", partial(regenerate, setup)))
     graph.add_node("check_all", lambda state: {})  # a join point the fan-out starts from
-    graph.add_node("check", node("check", partial(check, setup)), input_schema=CheckInput)
     graph.add_node("score", partial(score, setup))
     graph.add_edge(START, "split")
     graph.add_conditional_edges("split", needs_samples, ["regenerate", "check_all"])
     graph.add_edge("regenerate", "check_all")
-    graph.add_conditional_edges("check_all", fan_out, ["check"])
-    graph.add_edge("check", "score")
+    if batch:
+        graph.add_node("check_sample", node("check_sample", partial(check_sample, setup)), input_schema=SampleInput)
+        graph.add_conditional_edges("check_all", fan_out_samples, ["check_sample"])
+        graph.add_edge("check_sample", "score")
+    else:
+        graph.add_node("check", node("check", partial(check, setup)), input_schema=CheckInput)
+        graph.add_conditional_edges("check_all", fan_out, ["check"])
+        graph.add_edge("check", "score")
     graph.add_edge("score", END)
     return graph.compile(name=NAME)
 
@@ -214,13 +270,19 @@ class Options:
         "log-probs (the same calls)",
         flags=(Flag(("--scoring",), choices=SCORINGS),),
     )
+    batch: bool = arg(
+        False,
+        help="check every sentence against a sample in one call (selfcheck.prompt_all): S calls, not N x S; a "
+        "sentence without a clean verdict is checked alone (a fallback)",
+        flags=(Flag(("--batch",), const=True),),
+    )
 
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
     """The graph for the options' model, sample count and scoring."""
     if opts.model is None:
         raise ConfigError("SelfCheck-Prompt needs a model")
-    return Prepared(build(opts.model, ctx.gateway, n=opts.n, scoring=opts.scoring), opts)
+    return Prepared(build(opts.model, ctx.gateway, n=opts.n, scoring=opts.scoring, batch=opts.batch), opts)
 
 
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
@@ -253,7 +315,8 @@ def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_give
     ]
     fallbacks = sum(v["p_yes"] is None for v in verdicts) if scoring == "prob" else 0
     events = {"no_probability": fallbacks} if fallbacks else {}
-    meta = ctx.meta(NAME, events, n=len(out["samples"]), samples_given=samples_given, scoring=scoring)
+    batched = {"fallbacks": out["fallbacks"]} if "fallbacks" in out else {}
+    meta = ctx.meta(NAME, events, n=len(out["samples"]), samples_given=samples_given, scoring=scoring, **batched)
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": out["samples"]})
 
 
