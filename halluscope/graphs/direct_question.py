@@ -31,7 +31,7 @@ from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question, quoted
-from halluscope.graphs.method import Method, Prepared, RunContext, Streamed, arg
+from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
 from halluscope.graphs.stages import Calls, Steps, node, one_call_verdicts, plan_calls
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import known_value
@@ -147,6 +147,7 @@ class Options:
         False,
         help="ask about every sentence in one call (fibe.direct_question_all), each verdict's probability "
         "from its token; a sentence without a clean verdict is asked alone (a fallback)",
+        flags=(Flag(("--batch",), const=True),),
     )
 
 
