@@ -347,6 +347,10 @@ def test_quality_problems_by_hand() -> None:
     few = np.array([True] * 30 + [False] * 9)
     assert quality_problems(few, y, [60.0, 80.0]) == ["the fit split has 9 accurate sentences (at least 10 needed)"]
     assert "one class only" in quality_problems(y, y, None)[0]
+    assert quality_problems(y, y, [35.4, 48.7]) == [  # significantly below chance: the wrong way round
+        "its held-out AUC-ROC interval [35.4, 48.7] lies below 50: it ranks hallucinated units as the least likely "
+        "(a calibration cannot turn it round)"
+    ]
 
 
 GOOD = {

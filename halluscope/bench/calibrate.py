@@ -388,7 +388,8 @@ def held_out_interval(y: np.ndarray, p: np.ndarray, groups: np.ndarray) -> list[
 
 def quality_problems(fit_y: np.ndarray, test_y: np.ndarray, interval: list[float] | None) -> list[str]:
     """Why a fitted calibration would mislead: too few fit sentences of a class, or a held-out AUC-ROC
-    whose interval holds 50 (its probabilities would rank no better than chance)."""
+    whose interval holds 50 (its probabilities would rank no better than chance) or lies below it (the
+    wrong way round: an isotonic fit keeps the order)."""
     problems = []
     for name, count in (("inaccurate", int(fit_y.sum())), ("accurate", int((~fit_y).sum()))):
         if count < MIN_EACH_CLASS:
@@ -398,6 +399,12 @@ def quality_problems(fit_y: np.ndarray, test_y: np.ndarray, interval: list[float
     elif interval[0] <= 50 <= interval[1]:
         low, high = interval
         problems.append(f"its held-out AUC-ROC interval [{low:.1f}, {high:.1f}] holds 50: no better than chance")
+    elif interval[1] < 50:
+        low, high = interval
+        problems.append(
+            f"its held-out AUC-ROC interval [{low:.1f}, {high:.1f}] lies below 50: it ranks hallucinated units as "
+            "the least likely (a calibration cannot turn it round)"
+        )
     return problems
 
 
