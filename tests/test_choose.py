@@ -106,6 +106,9 @@ def test_a_stack_pays_for_every_member_each_over_the_answers_its_runs_scored() -
     assert stacked["calls_per_answer"] == pytest.approx(2.0)  # 1 + 1, not (246 + 277) / 246
     assert stacked["prompt_tokens_per_answer"] == pytest.approx(100 + 50)
     assert stacked["seconds_per_answer"] == pytest.approx(2.0 + 1.0) and stacked["costed_answers"] == 246
+    no_model = Spent(answers=10, calls=0, sent=0, seconds=2.0)  # SelfCheck-Unigram: no tokens, its own seconds
+    assert costs([grounded, no_model])["prompt_tokens_per_answer"] == pytest.approx(100)
+    assert costs([no_model])["seconds_per_answer"] == pytest.approx(0.2)
     replayed = Spent(answers=10, calls=20, sent=0)  # every call from the cache: calls known, tokens and time not
     assert costs([replayed]) == {
         "calls_per_answer": 2.0, "prompt_tokens_per_answer": None, "seconds_per_answer": None, "costed_answers": 10

@@ -95,14 +95,16 @@ class Spent:
         return Spent(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     def per_answer(self) -> dict[str, float | None]:
+        """Calls, prompt tokens and seconds per answer. A method that calls no model costs no tokens and
+        its seconds are its own work; one whose calls were all replayed from the cache has no measure."""
         if not self.answers:
             return {"calls_per_answer": None, "prompt_tokens_per_answer": None, "seconds_per_answer": None}
+        measured = self.sent > 0 or self.calls == 0
+        tokens = self.prompt_tokens / self.sent * self.calls / self.answers if self.sent else 0.0
         return {
             "calls_per_answer": self.calls / self.answers,
-            "prompt_tokens_per_answer": self.prompt_tokens / self.sent * self.calls / self.answers
-            if self.sent
-            else None,
-            "seconds_per_answer": self.seconds / self.answers if self.sent else None,
+            "prompt_tokens_per_answer": tokens if measured else None,
+            "seconds_per_answer": self.seconds / self.answers if measured else None,
         }
 
 
