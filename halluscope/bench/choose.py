@@ -202,7 +202,7 @@ def choose(
         )
     choice = _recommend(labelled, rows, fitted, target, out)
     made = envelope(
-        models=sorted({m for r in ran.values() for m in r.meta.models}),
+        models=sorted({m for r in ran.values() for m in (*r.meta.models, r.params.get("model")) if m}),
         items=len(labelled.rows),
         item="answer",
         calls=sum(r.meta.calls for r in ran.values()),
