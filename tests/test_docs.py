@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-RENDERED = ("README.md", "docs/usage.md", "docs/gateway.md", "docs/models.md", "docs/scale.md")
+RENDERED = ("README.md", "docs/usage.md", "docs/gateway.md", "docs/models.md", "docs/scale.md", "docs/choosing.md")
 
 
 def load(name: str) -> Any:
