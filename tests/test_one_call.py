@@ -6,6 +6,7 @@ counted); version 1 unchanged."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +153,17 @@ def test_selfcheck_prompt_checks_every_sentence_against_a_sample_in_one_call(gat
     assert [len(u.evidence["supported"]) for u in result.units] == [2, 2, 2]
     per_pair = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway).detect(text=text, samples=samples)
     assert "fallbacks" not in per_pair.meta.params and per_pair.meta.calls + per_pair.meta.cache_hits == 6
+
+
+def test_the_one_call_checks_are_presets_every_bench_can_name(tmp_path: Path, gateway: Gateway, scripted: Any) -> None:
+    from halluscope.bench import mine
+    from halluscope.bench.runner import run
+    from halluscope.graphs import registry
+
+    assert {"direct-question:batch", "grounded:batch", "selfcheck-prompt:batch"} <= set(registry.sentence_methods())
+    model = scripted(lambda prompt, _p: "1. Yes\n2. No" if "Claims:" in prompt else "Yes")
+    rows = [{"text": "Paris is in France. Paris is in Spain.", "labels": [0, 1]}] * 2
+    [plan] = mine.mine_plans(rows, ["direct-question:batch"], model=model, gateway=gateway)
+    result = run(plan, tmp_path / "out", progress=False)
+    assert result.meta.calls + result.meta.cache_hits == 2  # one call per answer
+    assert [list(i.scores.values()) for i in result.items] == [[0.0, 1.0], [0.0, 1.0]]

@@ -200,5 +200,6 @@ METHOD = Method(
     answer_field="text",
     positional=("text",),
     needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),)),
+    presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )
 detect, adetect = METHOD.detect, METHOD.adetect

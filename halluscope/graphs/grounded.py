@@ -453,5 +453,6 @@ METHOD = Method(
         (("text", "{}"), ("sentences", "{}")),
         (("context", "{}"),),
     ),
+    presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -336,7 +336,11 @@ METHOD = Method(
         (("model", "{}"),),
         (("samples", "{}"), ("question", "{} to regenerate samples"), ("concept", "{}")),
     ),
-    presets={"prob": {"scoring": "prob"}},
+    presets={  # each by name: 'selfcheck-prompt:prob', 'selfcheck-prompt:batch' (one call per sample)
+        "prob": {"scoring": "prob"},
+        "batch": {"batch": True},
+        "prob-batch": {"scoring": "prob", "batch": True},
+    },
     draws_samples=options.sampled_draw,
 )
 detect, adetect = METHOD.detect, METHOD.adetect
