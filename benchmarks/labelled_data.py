@@ -35,7 +35,7 @@ def rte_rows(split: str) -> list[dict[str, object]]:
     ]
 
 
-def wikibio_rows(passages: range) -> list[dict[str, object]]:
+def wikibio_rows(passages: range, data: str | Path | None = None) -> list[dict[str, object]]:
     return [
         {
             "id": f"wikibio-{p.index}",
@@ -46,7 +46,7 @@ def wikibio_rows(passages: range) -> list[dict[str, object]]:
             "samples": p.samples,
             "labels": [int(label != "accurate") for label in p.labels],
         }
-        for p in load_wikibio()
+        for p in load_wikibio(data)
         if p.index in passages
     ]
 

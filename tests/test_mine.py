@@ -5,6 +5,7 @@ scoring any method on them like every bench (metrics equal to scikit-learn's, it
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from halluscope.bench.runner import BenchResult, run
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.labelled import load_labelled
+from tests.conftest import REPO
 
 ROWS: list[dict[str, Any]] = [
     {
@@ -183,22 +185,12 @@ def test_bench_mine_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def wikibio_rows(data_dir: Path, passages: int) -> list[dict[str, Any]]:
-    """WikiBio passages as a user's labelled answers: the passage, its prompt, its Wikipedia text and
-    samples, a label per sentence (minor or major inaccurate: 1)."""
-    from halluscope.bench.wikibio import load_wikibio
-
-    return [
-        {
-            "id": f"wikibio-{p.index}",
-            "text": p.text,
-            "sentences": p.sentences,
-            "question": p.prompt,
-            "context": [p.wiki_text],
-            "samples": p.samples,
-            "labels": [int(label != "accurate") for label in p.labels],
-        }
-        for p in load_wikibio(data_dir)[:passages]
-    ]
+    """WikiBio passages as a user's labelled answers, as benchmarks/labelled_data.py writes them."""
+    spec = importlib.util.spec_from_file_location("labelled_data", REPO / "benchmarks" / "labelled_data.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.wikibio_rows(range(passages), data_dir))
 
 
 def test_answer_folds_keep_an_answers_sentences_together() -> None:

@@ -22,8 +22,8 @@ import numpy as np
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench import mine
 from halluscope.bench.provenance import provenance
-from halluscope.bench.runner import BenchItem, BenchResult, run
-from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, sentence_scores
+from halluscope.bench.runner import BenchResult, run
+from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, score_list, sentence_scores
 from halluscope.calibration import (
     KINDS,
     Calibration,
@@ -326,24 +326,14 @@ class Split:
         ids = [i for i in scored[0] if all(i in s for s in scored[1:])]
         if per_sentence:
             units = [(i, k) for i in ids for k in range(len(scored[0][i].record["labels"]))]
-            scores = {m: [_unit(s[i], k) for i, k in units] for m, s in zip(methods, scored, strict=True)}
+            scores = {m: [score_list(s[i].scores)[k] for i, k in units] for m, s in zip(methods, scored, strict=True)}
             labels = [scored[0][i].record["labels"][k] == "1" for i, k in units]
             groups = [i for i, _ in units]
         else:
-            scores = {m: [_riskiest(s[i]) for i in ids] for m, s in zip(methods, scored, strict=True)}
+            scores = {m: [mine.riskiest(s[i].scores) for i in ids] for m, s in zip(methods, scored, strict=True)}
             labels = [bool(scored[0][i].record["answer_label"]) for i in ids]
             groups = ids
         return cls(scores=scores, labels=np.array(labels, dtype=bool), groups=np.array(groups))
-
-
-def _unit(item: BenchItem, k: int) -> float:
-    """A unit's score as a calibration fits it (no score: an unseen unigram, +inf)."""
-    value = list(item.scores.values())[k]
-    return math.inf if value is None else float(value)
-
-
-def _riskiest(item: BenchItem) -> float:
-    return max((math.inf if v is None else float(v) for v in item.scores.values()), default=math.nan)
 
 
 def held_out_report(

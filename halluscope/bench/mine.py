@@ -23,6 +23,8 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_nam
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
+from halluscope.bench.wikibio import finite_scores, score_list, stored_score
+from halluscope.calibration import fitted_score
 from halluscope.errors import ConfigError
 from halluscope.graphs import registry
 from halluscope.graphs.flags import ListFlag, key_values
@@ -88,24 +90,21 @@ def score_answer(method: Method, scorer: Callable[[Any], DetectionResult], row: 
         "labels": [str(v) for v in row.labels] if row.labels is not None else [None] * len(texts),
         "answer_label": row.answer_label,
         "events": dict(result.meta.events),
-        "scores": {f"unit {k}": _finite(u.score) for k, u in enumerate(result.units)},
+        "scores": {f"unit {k}": stored_score(fitted_score(u)) for k, u in enumerate(result.units)},
     }
 
 
-def _finite(score: float | None) -> float | None:
-    return None if score is None or not np.isfinite(score) else float(score)
-
-
-def _riskiest(record: Mapping[str, Any]) -> float:
-    scores = [x for x in record["scores"].values() if x is not None]
-    return max(scores) if scores else np.nan
+def riskiest(scores: Mapping[str, float | None]) -> float:
+    """An answer's score: its riskiest unit's (an unseen unigram, None, is +inf as in every bench)."""
+    return max(score_list(scores), default=np.nan)
 
 
 def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
     """The metrics on each resample of the answers (``counts``: a row per resample, a column per answer)."""
     y = np.array([r["answer_label"] for r in records], dtype=bool)  # the metrics read booleans
-    s = np.array([_riskiest(r) for r in records], dtype=np.float64)
-    keep = np.isfinite(s)
+    s = np.array([riskiest(r["scores"]) for r in records], dtype=np.float64)
+    keep = ~np.isnan(s)
+    s = finite_scores(s)
     out = {
         "answer_auc_roc": auc_roc_resampled(y[keep], s[keep], counts[:, keep]) * 100,
         "answer_auc_pr": auc_pr_resampled(y[keep], s[keep], counts[:, keep]) * 100,
@@ -113,11 +112,9 @@ def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray) -> dict
     if records and all(None not in r["labels"] for r in records):
         owner = np.array([i for i, r in enumerate(records) for _ in r["labels"]], dtype=int)
         unit_y = np.array([v == "1" for r in records for v in r["labels"]], dtype=bool)
-        unit_s = np.array([np.nan if x is None else x for r in records for x in r["scores"].values()], dtype=float)
-        keep = np.isfinite(unit_s)
-        weights = counts[:, owner][:, keep]
-        out["sentence_auc_roc"] = auc_roc_resampled(unit_y[keep], unit_s[keep], weights) * 100
-        out["sentence_auc_pr"] = auc_pr_resampled(unit_y[keep], unit_s[keep], weights) * 100
+        unit_s = finite_scores(np.array([x for r in records for x in score_list(r["scores"])], dtype=np.float64))
+        out["sentence_auc_roc"] = auc_roc_resampled(unit_y, unit_s, counts[:, owner]) * 100
+        out["sentence_auc_pr"] = auc_pr_resampled(unit_y, unit_s, counts[:, owner]) * 100
     return out
 
 
@@ -193,9 +190,10 @@ def write_report(results: Sequence[BenchResult], out: Path) -> None:
         curves = []
         for r in results:
             records = [{**item.record, "scores": item.scores} for item in r.items]
-            scores = np.array([_riskiest(rec) for rec in records], dtype=np.float64)
+            scores = np.array([riskiest(rec["scores"]) for rec in records], dtype=np.float64)
             labels = np.array([rec["answer_label"] for rec in records], dtype=int)
-            keep = np.isfinite(scores)
+            keep = ~np.isnan(scores)
+            scores = finite_scores(scores)
             curves.append(Curve(r.params["method"], labels[keep], scores[keep], r.intervals.get(f"answer_auc_{kind}")))
         if any(c.y.size for c in curves):
             write_curves(out / f"{kind}.png", curves, kind, f"your answers: hallucinated, {title}")

@@ -315,36 +315,36 @@ def score_passage(
         "sentences": passage.sentences,  # beside each score and label: results.json reads on its own
         "labels": passage.labels,
         "events": dict(result.meta.events),
-        "scores": {f"sentence {s}": _finite(x) for s, x in enumerate(sentence_scores)},
+        "scores": {f"sentence {s}": stored_score(x) for s, x in enumerate(sentence_scores)},
     }
 
 
 def passage_metrics(passages: Mapping[int, Passage], records: list[dict[str, Any]]) -> dict[str, Any]:
     """The protocol's metrics of the passages scored."""
-    return protocol_metrics([passages[r["index"]] for r in records], [_sentence_list(r["scores"]) for r in records])
+    return protocol_metrics([passages[r["index"]] for r in records], [score_list(r["scores"]) for r in records])
 
 
 def resampled_metrics(
     passages: Mapping[int, Passage], records: list[dict[str, Any]], counts: np.ndarray
 ) -> dict[str, np.ndarray]:
     """The protocol's metrics on each bootstrap resample of the passages (``counts``: one row a resample)."""
-    scores = [_sentence_list(r["scores"]) for r in records]
+    scores = [score_list(r["scores"]) for r in records]
     return Protocol([passages[r["index"]].labels for r in records], scores).metrics(counts)
 
 
-def _finite(score: float | None) -> float | None:
+def stored_score(score: float | None) -> float | None:
     """A record's score: an unseen unigram (+inf) is kept as None, as JSON has no infinity."""
     return None if score is None or not np.isfinite(score) else float(score)
 
 
-def _sentence_list(scores: dict[str, float | None]) -> list[float]:
-    """A passage's sentence scores in order, an unseen unigram (None) back to +inf."""
+def score_list(scores: Mapping[str, float | None]) -> list[float]:
+    """A record's unit scores in order, an unseen unigram (None) back to +inf (the riskiest)."""
     return [float("inf") if x is None else x for x in scores.values()]
 
 
 def sentence_scores(result: BenchResult) -> list[list[float]]:
     """Every scored passage's sentence scores, in order (+inf for an unseen unigram)."""
-    return [_sentence_list(item.scores) for item in result.items]
+    return [score_list(item.scores) for item in result.items]
 
 
 def run_bench(

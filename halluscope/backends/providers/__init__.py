@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -180,6 +181,13 @@ def message_logprobs(message: BaseMessage) -> list[Any] | None:
     found = (message.response_metadata or {}).get("logprobs")
     found = found.get("content") if isinstance(found, dict) else found
     return list(found) if found else None
+
+
+def sdk_errors(sdk: str, name: str) -> tuple[type[BaseException], ...]:
+    """A provider SDK's error class ``name`` once the SDK is loaded: an SDK never imported raised nothing,
+    and importing one (anthropic: ~2 s) must not cost every process."""
+    module = sys.modules.get(sdk)
+    return (getattr(module, name),) if module is not None else ()
 
 
 def split_query(url: str) -> tuple[str, dict[str, str]]:

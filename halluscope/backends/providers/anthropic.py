@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from halluscope.backends.providers import LOGPROB_METHODS, ModelSpec, Provider, require_env
+from halluscope.backends.providers import LOGPROB_METHODS, ModelSpec, Provider, require_env, sdk_errors
 from halluscope.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -16,12 +15,6 @@ if TYPE_CHECKING:
 
     from halluscope.backends.logprobs import LogProbModel
     from halluscope.backends.retry import RetryPolicy
-
-
-def _sdk(name: str) -> tuple[type[BaseException], ...]:
-    """The anthropic SDK's error class ``name`` once the SDK is loaded: importing it costs every process ~2 s."""
-    module = sys.modules.get("anthropic")
-    return (getattr(module, name),) if module is not None else ()
 
 
 class Anthropic(Provider):
@@ -56,10 +49,10 @@ class Anthropic(Provider):
         return {k: v for k, v in params.items() if k != "seed"}  # the Messages API has no seed
 
     def connection_errors(self) -> tuple[type[BaseException], ...]:
-        return _sdk("APIConnectionError")
+        return sdk_errors("anthropic", "APIConnectionError")
 
     def unreadable_errors(self) -> tuple[type[BaseException], ...]:
-        return _sdk("APIResponseValidationError")
+        return sdk_errors("anthropic", "APIResponseValidationError")
 
     def bad_reply(self, exc: BaseException) -> str | None:
         # langchain-anthropic reads a 200 without 'content' with a TypeError

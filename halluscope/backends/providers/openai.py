@@ -4,12 +4,11 @@ langchain-openai, token log-probs in chat replies, and a server's completions as
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from halluscope.backends.providers import ModelSpec, Provider, require_env, split_query
+from halluscope.backends.providers import ModelSpec, Provider, require_env, sdk_errors, split_query
 from halluscope.errors import ModelSpecError
 
 if TYPE_CHECKING:
@@ -17,12 +16,6 @@ if TYPE_CHECKING:
 
     from halluscope.backends.logprobs import LogProbModel
     from halluscope.backends.retry import RetryPolicy
-
-
-def _sdk(name: str) -> tuple[type[BaseException], ...]:
-    """The openai SDK's error class ``name`` once the SDK is loaded (nothing raised it before)."""
-    module = sys.modules.get("openai")
-    return (getattr(module, name),) if module is not None else ()
 
 
 class OpenAI(Provider):
@@ -66,10 +59,10 @@ class OpenAI(Provider):
         return params
 
     def connection_errors(self) -> tuple[type[BaseException], ...]:
-        return _sdk("APIConnectionError")
+        return sdk_errors("openai", "APIConnectionError")
 
     def unreadable_errors(self) -> tuple[type[BaseException], ...]:
-        return _sdk("APIResponseValidationError")
+        return sdk_errors("openai", "APIResponseValidationError")
 
     def bad_reply(self, exc: BaseException) -> str | None:
         # langchain-openai reads a 200 without 'choices' ({}) with a TypeError
