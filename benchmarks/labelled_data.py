@@ -5,6 +5,8 @@ samples, a label per sentence: minor or major inaccurate is 1).
 
     .venv/bin/python benchmarks/labelled_data.py rte --split val --out out/labelled/rte-val.jsonl
     .venv/bin/python benchmarks/labelled_data.py wikibio --passages 0-119 --out out/labelled/wikibio-0-119.jsonl
+    .venv/bin/python benchmarks/labelled_data.py wikibio --passages 40-79 --samples 3 \
+        --out out/labelled/wikibio-40-79-s3.jsonl
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def rte_rows(split: str) -> list[dict[str, object]]:
     ]
 
 
-def wikibio_rows(passages: range, data: str | Path | None = None) -> list[dict[str, object]]:
+def wikibio_rows(passages: range, data: str | Path | None = None, samples: int = 20) -> list[dict[str, object]]:
     return [
         {
             "id": f"wikibio-{p.index}",
@@ -43,7 +45,7 @@ def wikibio_rows(passages: range, data: str | Path | None = None) -> list[dict[s
             "sentences": p.sentences,
             "question": p.prompt,
             "context": [p.wiki_text],
-            "samples": p.samples,
+            "samples": p.samples[:samples],
             "labels": [int(label != "accurate") for label in p.labels],
         }
         for p in load_wikibio(data)
@@ -56,9 +58,14 @@ def main() -> None:
     ap.add_argument("dataset", choices=("rte", "wikibio"))
     ap.add_argument("--split", default="val", choices=("val", "train"), help="RTE's split")
     ap.add_argument("--passages", default="0-119", help="WikiBio's passages, FIRST-LAST")
+    ap.add_argument("--samples", type=int, default=20, help="WikiBio's samples kept per passage, the first N of 20")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    rows = rte_rows(args.split) if args.dataset == "rte" else wikibio_rows(passage_range(args.passages, "--passages"))
+    rows = (
+        rte_rows(args.split)
+        if args.dataset == "rte"
+        else wikibio_rows(passage_range(args.passages, "--passages"), samples=args.samples)
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")

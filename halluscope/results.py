@@ -46,11 +46,20 @@ class RunMeta(BaseModel):
         default_factory=list, description="what a reader of the result should know (a calibration used outside its fit)"
     )
 
+    def evaluated(self) -> str:
+        """The cost line's account of prompt tokens: sent, evaluated after the reused prefixes, and the
+        floor (the distinct tokens of the run's prompts, a shared prefix counted once), where counted."""
+        if "evaluated_tokens" not in self.params:
+            return ""
+        p = self.params
+        floor = f", floor {p['floor_tokens']:,} ({p['evaluated_ratio']:.2f}x)" if "floor_tokens" in p else ""
+        return f"; prompt tokens {self.tokens.prompt:,} sent, {p['evaluated_tokens']:,} evaluated{floor}"
+
     def cost(self, detail: str = "") -> str:
         """What the run cost, in one line (and the bad answers it handled, on a second)."""
         line = (
             f"{self.calls} model calls{f' ({detail})' if detail else ''}, {self.cache_hits} cache hits, "
-            f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s"
+            f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s{self.evaluated()}"
         )
         handled = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items()))
         return line + (f"\nhandled: {handled}" if handled else "")

@@ -62,3 +62,47 @@ def test_n_samples_at_temperature_one_are_n_cache_entries(gateway: Gateway) -> N
     gateway.sample(SMOL, QA, FRANCE, 4, stats=stats, max_tokens=8)
     replay = gateway.sample(SMOL, QA, FRANCE, 4, stats=stats, max_tokens=8)
     assert stats.calls == 4 and stats.cache_hits == 4 and all(r.cached for r in replay)
+
+
+@pytest.mark.slow
+def test_prompt_tokens_evaluated_count_the_kv_prefix_reused_and_the_floor_counts_it_once(gateway: Gateway) -> None:
+    from halluscope.backends.local import load_llama, model_file
+
+    load_llama(model_file("smollm2-135m")).llama.reset()  # nothing held from an earlier test
+    stats = CallStats()
+    paris = gateway.call(SMOL, QA, FRANCE, stats=stats, temperature=0.0, max_tokens=2)
+    assert paris.reused_tokens == 0 and len(paris.prompt_ids or []) == paris.prompt_tokens
+    italy_q = {"question": "What is the capital of Italy?"}
+    italy = gateway.call(SMOL, QA, italy_q, stats=stats, temperature=0.0, max_tokens=2)
+    ids_f, ids_i = paris.prompt_ids or [], italy.prompt_ids or []
+    shared = next(k for k, (a, b) in enumerate(zip(ids_f, ids_i, strict=False)) if a != b)
+    assert italy.reused_tokens == shared  # the chat template and the question's start: not evaluated again
+    meta = stats.meta("t")
+    assert meta.params["evaluated_tokens"] == paris.prompt_tokens + italy.prompt_tokens - shared
+    assert meta.params["floor_tokens"] == len(ids_f) + len(ids_i) - shared == meta.params["evaluated_tokens"]
+    assert meta.params["evaluated_ratio"] == 1.0 and "(1.00x)" in meta.cost()
+    again = CallStats()
+    gateway.call(SMOL, QA, FRANCE, stats=again, temperature=0.0, max_tokens=2)  # a cache hit evaluates nothing
+    assert "evaluated_tokens" not in again.meta("t").params and "evaluated" not in again.meta("t").cost()
+
+
+def test_a_waiting_call_sharing_the_longest_prefix_with_the_last_prompt_goes_next() -> None:
+    import threading
+    import time
+
+    from halluscope.backends.local import PrefixTurns
+
+    turns, order = PrefixTurns(), []
+
+    def call(prompt: str) -> None:
+        with turns.turn(prompt):
+            order.append(prompt)
+
+    with turns.turn("sample A: sentence 1"):  # the context is busy while three calls arrive
+        waiting = [threading.Thread(target=call, args=(p,)) for p in ("sample B: 1", "sample A: 2", "sample B: 2")]
+        for thread in waiting:
+            thread.start()
+            time.sleep(0.05)  # arrive in this order
+    for thread in waiting:
+        thread.join(5)
+    assert order == ["sample A: 2", "sample B: 1", "sample B: 2"]  # A's prefix first, then first come

@@ -52,6 +52,7 @@ DEFAULT_TIMEOUT = 120.0  # seconds one request may take before it counts as a (r
 FLIGHT_POLL_S, FLIGHT_POLL_MAX_S = 0.05, 1.0  # how often a process waiting on another's call looks again
 _WAIT = object()  # another process asks this call now: look again soon
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
+SENT = "sent"  # a fresh reply's (prompt tokens reused, prompt token ids): counted, never cached
 TOKEN_STATS = "token-stats@1"  # the cache's name for a text's token statistics (a new layout, a new name)
 ModelLike = str | BaseChatModel
 
@@ -369,6 +370,7 @@ class Gateway:
             "completion_tokens": completion_tokens,
             "logprobs": req.model.adapter.reply_logprobs(message),
             "prompt_ref": self.prompt_ref(req.prompt),
+            SENT: req.model.adapter.prompt_reuse(message),  # this call's own, never cached
         }
         if not data["text"].strip():
             if req.model.adapter.empty_reply_is_answer:
@@ -406,9 +408,11 @@ class Gateway:
         stats: CallStats | None,
     ) -> ChatReply:
         """A fresh answer: cached when it is a real one, then parsed and counted."""
+        reused, ids = data.pop(SENT, (None, None))
         if self.cache is not None and _real_answer(data, logprobs):
             self.cache.set(key, data)
         reply = self._reply(model_key, tpl, sample_index, False, data)
+        reply.reused_tokens, reply.prompt_ids = reused, ids
         if stats is not None:
             stats.record(reply, seconds)
         return reply

@@ -14,7 +14,8 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -335,6 +336,40 @@ def registry_rows() -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- llama-cpp-python
 
 
+class PrefixTurns:
+    """Admits one chat call at a time to a llama.cpp context; when several wait, the one whose prompt
+    shares the longest prefix with the prompt just answered goes next (first come on a tie). Threads
+    and graph branches reach a local model in any order, and llama.cpp reuses only the KV prefix it
+    holds: so a method's calls sharing a prefix (one sample, one chunk) are evaluated back to back."""
+
+    def __init__(self) -> None:
+        self._turn = threading.Condition()
+        self._busy = False
+        self._waiting: list[tuple[int, str]] = []
+        self._arrived = 0
+        self._last = ""
+
+    @contextmanager
+    def turn(self, prompt: str) -> Iterator[None]:
+        with self._turn:
+            mine = (self._arrived, prompt)
+            self._arrived += 1
+            self._waiting.append(mine)
+            while self._busy or self._next() is not mine:
+                self._turn.wait()
+            self._waiting.remove(mine)
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._busy, self._last = False, prompt
+                self._turn.notify_all()
+
+    def _next(self) -> tuple[int, str]:
+        return max(self._waiting, key=lambda w: (len(os.path.commonprefix([w[1], self._last])), -w[0]))
+
+
 @dataclass
 class LoadedLlama:
     """One llama.cpp context and the lock that serialises its use (a context is not thread-safe)."""
@@ -344,6 +379,10 @@ class LoadedLlama:
     path: Path
     logits_all: bool
     epoch: int = 0  # bumped by every use of the context, so a scorer knows whose logit rows it holds
+    # each decode of the call in progress: (tokens already in the KV cache, tokens decoded), what
+    # llama.cpp actually evaluated once it reused the prefix it held (``counted_decodes``)
+    decodes: list[tuple[int, int]] = field(default_factory=list)
+    turns: PrefixTurns = field(default_factory=PrefixTurns)  # which waiting chat call goes next
 
 
 _loaded: dict[tuple[Path, bool, int], LoadedLlama] = {}
@@ -384,8 +423,21 @@ def load_llama(path: Path, logits_all: bool = False, n_ctx: int | None = None) -
                     f"llama.cpp cannot load {path} ({exc}): the file is damaged or not a model llama.cpp reads; "
                     "a registry model is repaired by `halluscope models pull NAME --force`"
                 ) from exc
-            _loaded[key] = LoadedLlama(llama, threading.Lock(), path, logits_all)
+            _loaded[key] = counted_decodes(LoadedLlama(llama, threading.Lock(), path, logits_all))
         return _loaded[key]
+
+
+def counted_decodes(loaded: LoadedLlama) -> LoadedLlama:
+    """Record each decode of the context (llama-cpp-python decodes only through ``eval``): a call's
+    first decode starts after the KV prefix it reused, so its position says how much was reused."""
+    llama, decode = loaded.llama, loaded.llama.eval
+
+    def counted(tokens: Any) -> None:
+        loaded.decodes.append((llama.n_tokens, len(tokens)))
+        decode(tokens)
+
+    llama.eval = counted
+    return loaded
 
 
 # Sampling is shaped only by temperature and top_p, as in the APIs the papers used: llama.cpp's
@@ -427,8 +479,10 @@ class LocalChatModel(BaseChatModel):
             raise ConfigError(f"local models do not take {', '.join(sorted(unknown))}")
         loaded = load_llama(Path(self.model_path), logits_all=want_logprobs, n_ctx=self.n_ctx)
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
-        with loaded.lock:
+        prompt = "\n".join(f"{m['role']}: {m['content']}" for m in chat)
+        with loaded.turns.turn(prompt), loaded.lock:
             loaded.epoch += 1
+            loaded.decodes.clear()
             out = loaded.llama.create_chat_completion(
                 messages=chat,
                 temperature=float(kwargs.get("temperature", 1.0)),
@@ -440,9 +494,15 @@ class LocalChatModel(BaseChatModel):
                 top_logprobs=top_logprobs if want_logprobs else None,
                 **PLAIN_SAMPLING,
             )
+            usage = out.get("usage") or {}
+            prompt_ids = [int(t) for t in loaded.llama.input_ids[: usage.get("prompt_tokens", 0)]]
+            reused = loaded.decodes[0][0] if loaded.decodes else len(prompt_ids)
         choice = out["choices"][0]
-        usage = out.get("usage") or {}
-        metadata: dict[str, Any] = {"model_name": self.model_id, "finish_reason": choice.get("finish_reason")}
+        metadata: dict[str, Any] = {
+            "model_name": self.model_id,
+            "finish_reason": choice.get("finish_reason"),
+            "prompt_token_ids": prompt_ids,  # what the run's floor of distinct prompt tokens counts
+        }
         if want_logprobs and choice.get("logprobs"):
             metadata["logprobs"] = {"content": [_plain_token(t) for t in choice["logprobs"].get("content") or []]}
         message = AIMessage(
@@ -452,6 +512,7 @@ class LocalChatModel(BaseChatModel):
                 "input_tokens": usage.get("prompt_tokens", 0),
                 "output_tokens": usage.get("completion_tokens", 0),
                 "total_tokens": usage.get("total_tokens", 0),
+                "input_token_details": {"cache_read": reused},  # the KV prefix llama.cpp held
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])

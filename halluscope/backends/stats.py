@@ -36,6 +36,10 @@ class CallStats:
         self.completion_tokens = 0
         self.forward_passes = 0
         self.model_seconds = 0.0
+        self.evaluated_tokens = 0  # of the sent calls whose provider says what it reused (reported_reuse)
+        self.reported_reuse = 0
+        self._prefixes: set[int] = set()  # one hash per distinct prompt prefix: the floor of evaluated tokens
+        self.floor_elsewhere = 0  # the floors counted in other processes (``add``)
         self.models: set[str] = set()
         self.prompts: set[str] = set()
         self._whole: CallStats | None = None  # the run this is a part of (``part``), counted there too
@@ -51,12 +55,29 @@ class CallStats:
                 self.prompt_tokens += reply.prompt_tokens
                 self.completion_tokens += reply.completion_tokens
                 self.model_seconds += seconds
+                self._count_evaluated(reply)
             if reply.parse_error is not None:
                 self.parse_failures += 1
         if self.on_reply is not None:
             self.on_reply()
         if self._whole is not None:
             self._whole.record(reply, seconds)
+
+    def _count_evaluated(self, reply: ChatReply) -> None:
+        """A sent call's prompt tokens evaluated (those its provider did not hold), and its prompt's
+        prefixes: the floor is the distinct tokens of all prompts, a shared prefix counted once."""
+        if reply.reused_tokens is None:
+            return
+        self.reported_reuse += 1
+        self.evaluated_tokens += max(0, reply.prompt_tokens - reply.reused_tokens)
+        prefix = hash(reply.model)
+        for token in reply.prompt_ids or ():
+            prefix = hash((prefix, token))
+            self._prefixes.add(prefix)
+
+    @property
+    def floor_tokens(self) -> int:
+        return len(self._prefixes) + self.floor_elsewhere
 
     def plan(self, calls: int) -> None:
         """A method that now knows ``calls`` more replies of its run (model calls, cached ones included,
@@ -103,6 +124,8 @@ class CallStats:
         "completion_tokens",
         "forward_passes",
         "model_seconds",
+        "evaluated_tokens",
+        "reported_reuse",
     )
 
     def snapshot(self) -> dict[str, Any]:
@@ -110,6 +133,7 @@ class CallStats:
         with self._lock:
             return {
                 **{name: getattr(self, name) for name in self._COUNTERS},
+                "floor_tokens": len(self._prefixes) + self.floor_elsewhere,
                 "models": sorted(self.models),
                 "prompts": sorted(self.prompts),
             }
@@ -118,7 +142,7 @@ class CallStats:
         """What was counted since ``before`` (a snapshot); models and prompts: all those seen so far."""
         now = self.snapshot()
         return {
-            **{name: now[name] - before[name] for name in self._COUNTERS},
+            **{name: now[name] - before[name] for name in self._COUNTERS + ("floor_tokens",)},
             "models": now["models"],
             "prompts": now["prompts"],
         }
@@ -128,8 +152,19 @@ class CallStats:
         with self._lock:
             for name in self._COUNTERS:
                 setattr(self, name, getattr(self, name) + counts.get(name, 0))
+            self.floor_elsewhere += counts.get("floor_tokens", 0)  # each process's own prefixes
             self.models.update(counts.get("models", ()))
             self.prompts.update(counts.get("prompts", ()))
+
+    def _evaluated(self) -> dict[str, int]:
+        """Prompt tokens evaluated against their floor, where every sent call said what it reused."""
+        if not self.reported_reuse or self.reported_reuse < self.calls - self.forward_passes:
+            return {}
+        floor = self.floor_tokens
+        if not floor:  # a provider that says what it cached, but not the prompt's tokens
+            return {"evaluated_tokens": self.evaluated_tokens}
+        ratio = round(self.evaluated_tokens / floor, 3)
+        return {"evaluated_tokens": self.evaluated_tokens, "floor_tokens": floor, "evaluated_ratio": ratio}
 
     def add_retry(self) -> None:
         with self._lock:
@@ -154,6 +189,7 @@ class CallStats:
                     "retries": self.retries,
                     "model_seconds": round(self.model_seconds, 3),
                     **({"forward_passes": self.forward_passes} if self.forward_passes else {}),
+                    **self._evaluated(),
                     **params,
                 },
             )
@@ -171,6 +207,8 @@ class ChatReply:
     logprobs: list[dict[str, Any]] | None = None
     parsed: Any = None
     parse_error: str | None = None
+    reused_tokens: int | None = None  # a sent call's prompt tokens its provider held evaluated (a KV prefix)
+    prompt_ids: list[int] | None = None  # a sent call's prompt token ids, where its provider gives them
 
     @property
     def ok(self) -> bool:

@@ -187,7 +187,9 @@ def select(setup: Setup, state: GroundedState, config: RunnableConfig) -> dict[s
         if setup.top_k is not None and setup.embedder is not None
         else [list(range(len(chunks))) for _ in state["units"]]
     )
-    pairs = [(u, c) for u, near in enumerate(picked) for c in near]
+    # chunk-major: the support prompt puts the chunk first, so the checks of one chunk, asked back to
+    # back, share their prompt prefix (a local model evaluates the chunk once, reusing its KV cache)
+    pairs = sorted(((u, c) for u, near in enumerate(picked) for c in near), key=lambda pair: (pair[1], pair[0]))
     if isinstance(setup.judge, Entailment):
         plan_calls(config, setup.judge.replies_for(len(pairs)))
     else:

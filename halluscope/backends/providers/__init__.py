@@ -100,6 +100,15 @@ class Provider:
         usage = getattr(message, "usage_metadata", None) or {}
         return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
 
+    def prompt_reuse(self, message: BaseMessage) -> tuple[int | None, list[int] | None]:
+        """(prompt tokens the provider did not evaluate again, having them cached; the prompt's token
+        ids): None where the reply does not say. LangChain reports a provider's prompt cache as
+        ``input_token_details.cache_read``; a local model reports its KV prefix there, and its ids."""
+        usage = getattr(message, "usage_metadata", None) or {}
+        read = (usage.get("input_token_details") or {}).get("cache_read")
+        ids = (getattr(message, "response_metadata", None) or {}).get("prompt_token_ids")
+        return (None if read is None else int(read)), (list(ids) if ids else None)
+
     def connection_errors(self) -> tuple[type[BaseException], ...]:
         """Its client's dropped-connection and timeout errors that LangChain does not wrap (retried)."""
         return ()
