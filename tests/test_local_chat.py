@@ -4,9 +4,11 @@ log-probs, and the gateway's sample indexes and cache on top."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
+from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
 
 SMOL = "local:smollm2-135m"
@@ -106,3 +108,28 @@ def test_a_waiting_call_sharing_the_longest_prefix_with_the_last_prompt_goes_nex
     for thread in waiting:
         thread.join(5)
     assert order == ["sample A: 2", "sample B: 1", "sample B: 2"]  # A's prefix first, then first come
+
+
+@pytest.mark.slow
+def test_samples_of_one_prompt_are_decoded_together_each_cached_under_its_own_index(gateway: Gateway) -> None:
+    stats = CallStats()
+    first = gateway.sample(SMOL, QA, FRANCE, 5, stats=stats, temperature=1.0, max_tokens=12, seed=11)
+    meta = stats.meta("t")
+    assert meta.calls == 5 and len({r.text for r in first}) > 1
+    assert meta.params["evaluated_tokens"] == first[0].prompt_tokens  # the prompt evaluated once for all five
+    again = CallStats()
+    replay = gateway.sample(SMOL, QA, FRANCE, 5, stats=again, temperature=1.0, max_tokens=12, seed=11)
+    assert again.calls == 0 and again.cache_hits == 5 and [r.text for r in replay] == [r.text for r in first]
+
+
+@pytest.mark.slow
+def test_a_seeded_batch_gives_the_same_samples_run_after_run_and_after_a_partial_rerun(tmp_path: Path) -> None:
+    fresh = Gateway(cache=None).sample(SMOL, QA, FRANCE, 4, temperature=1.0, max_tokens=12, seed=5)
+    again = Gateway(cache=None).sample(SMOL, QA, FRANCE, 4, temperature=1.0, max_tokens=12, seed=5)
+    assert [r.text for r in fresh] == [r.text for r in again]
+    partial = Gateway(cache=CallCache(tmp_path))
+    partial.sample(SMOL, QA, FRANCE, 2, temperature=1.0, max_tokens=12, seed=5)  # samples 0 and 1 only
+    stats = CallStats()
+    whole = partial.sample(SMOL, QA, FRANCE, 4, stats=stats, temperature=1.0, max_tokens=12, seed=5)
+    assert stats.cache_hits == 2 and stats.calls == 2  # 2 and 3 decoded together
+    assert [r.text for r in whole] == [r.text for r in fresh]

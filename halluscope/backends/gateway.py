@@ -524,17 +524,82 @@ class Gateway:
                 on_reply(reply)
             return reply
 
-        if len(asks) <= 1:
-            return [one(ask) for ask in asks]
-        with ContextThreadPoolExecutor(max_workers=min(len(asks), self.concurrency)) as pool:
-            return list(pool.map(one, asks))
+        replies: dict[int, ChatReply] = {}
+        for group in self._sample_groups(asks):
+            for i, reply in zip(group, self._sample_together([asks[i] for i in group], stats), strict=True):
+                replies[i] = reply
+                if on_reply is not None:
+                    on_reply(reply)
+        rest = [i for i in range(len(asks)) if i not in replies]
+        if len(rest) <= 1:
+            replies.update((i, one(asks[i])) for i in rest)
+        else:
+            with ContextThreadPoolExecutor(max_workers=min(len(rest), self.concurrency)) as pool:
+                replies.update(zip(rest, pool.map(one, [asks[i] for i in rest]), strict=True))
+        return [replies[i] for i in range(len(asks))]
+
+    def _sample_groups(self, asks: Sequence[Ask]) -> list[list[int]]:
+        """The asks that differ only in their sample index, to a provider that decodes samples of one
+        prompt together: groups of two or more (positions in ``asks``)."""
+        groups: dict[str, list[int]] = {}
+        for i, ask in enumerate(asks):
+            if "sample_index" not in ask.params or isinstance(ask.model, BaseChatModel):
+                continue
+            if not self.model(ask.model).adapter.decodes_samples_together:
+                continue
+            rest = {k: v for k, v in ask.params.items() if k != "sample_index"}
+            prompt = ask.prompt if isinstance(ask.prompt, str) else ask.prompt.ref
+            same = json.dumps([ask.model, prompt, dict(ask.variables or {}), rest], sort_keys=True, default=str)
+            groups.setdefault(same, []).append(i)
+        return [group for group in groups.values() if len(group) > 1]
+
+    def _sample_together(self, asks: Sequence[Ask], stats: CallStats | None) -> list[ChatReply]:
+        """Samples of one prompt (``asks`` differ only in their sample index): the cache answers those it
+        holds, the provider decodes the rest together, and each is cached under its own key, as one call
+        would be. A sample another process is asking now is asked alone (it waits for that answer)."""
+        got: dict[int, ChatReply] = {}
+        claimed: list[tuple[int, _Request]] = []
+        for i, ask in enumerate(asks):
+            params = {k: v for k, v in ask.params.items() if k != "sample_index"}
+            begun = self._begin(ask.model, ask.prompt, ask.variables, params, ask.params["sample_index"], stats)
+            flight = begun if isinstance(begun, ChatReply) else self._flight(begun, stats)
+            if isinstance(flight, ChatReply):
+                got[i] = flight
+            elif flight is None:
+                claimed.append((i, begun))  # type: ignore[arg-type]
+        try:
+            if claimed:
+                first = claimed[0][1]
+                seeds = [r.kwargs.get("seed") for _, r in claimed]
+                params = {k: v for k, v in first.kwargs.items() if k != "seed"}
+                started = time.perf_counter()
+                with self.limiter(first.model.key).slot():
+                    messages = first.model.adapter.sample_together(first.model.chat, first.messages, seeds, params)
+                seconds = (time.perf_counter() - started) / len(claimed)
+                for (i, req), message in zip(claimed, messages or [], strict=True):
+                    got[i] = self._finish(req, self._read(req, message), seconds, stats)
+        finally:
+            for _, req in claimed:
+                self._land(req)
+        return [
+            got[i] if i in got else self.call(a.model, a.prompt, a.variables, stats=stats, **a.params)
+            for i, a in enumerate(asks)
+        ]
 
     async def acall_all(self, asks: Sequence[Ask], stats: CallStats | None = None) -> list[ChatReply]:
         """``call_all`` on the event loop: the calls await the provider's async client together (the
-        model's limiter still bounds how many are in flight)."""
-        return list(
-            await asyncio.gather(*(self.acall(a.model, a.prompt, a.variables, stats=stats, **a.params) for a in asks))
+        model's limiter still bounds how many are in flight); samples of one prompt to a provider that
+        decodes them together, together (on a thread)."""
+        replies: dict[int, ChatReply] = {}
+        for group in self._sample_groups(asks):
+            together = await asyncio.to_thread(self._sample_together, [asks[i] for i in group], stats)
+            replies.update(zip(group, together, strict=True))
+        rest = [i for i in range(len(asks)) if i not in replies]
+        sent = await asyncio.gather(
+            *(self.acall(asks[i].model, asks[i].prompt, asks[i].variables, stats=stats, **asks[i].params) for i in rest)
         )
+        replies.update(zip(rest, sent, strict=True))
+        return [replies[i] for i in range(len(asks))]
 
     def sample(
         self,

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -27,6 +27,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from halluscope.errors import ConfigError, DownloadError
+
+if TYPE_CHECKING:
+    from halluscope.backends.batched import BatchSampler
 from halluscope.hub import Pinned, download, is_current
 
 MODELS_ENV = "HALLUSCOPE_MODELS_DIR"
@@ -516,6 +519,80 @@ class LocalChatModel(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def sample_together(self, messages: list[BaseMessage], seeds: list[int | None], **kwargs: Any) -> list[AIMessage]:
+        """One sample per seed of one prompt, decoded together (``batched.BatchSampler``): the prompt
+        evaluated once, every sample's token in each decode. The replies read as ``_generate``'s."""
+        want_logprobs = bool(kwargs.pop("logprobs", False))
+        top_logprobs = int(kwargs.pop("top_logprobs", None) or 0)
+        unknown = set(kwargs) - {"temperature", "top_p", "max_tokens", "stop"}
+        if unknown:
+            raise ConfigError(f"local models do not take {', '.join(sorted(unknown))}")
+        loaded = load_llama(Path(self.model_path), n_ctx=self.n_ctx)
+        chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        sampler = batch_sampler(loaded)
+        prompt, template_stop = sampler_prompt(loaded.llama, chat)
+        sampled = sampler.sample(
+            prompt,
+            seeds,
+            temperature=float(kwargs.get("temperature", 1.0)),
+            top_p=float(kwargs.get("top_p", 1.0)),
+            max_tokens=kwargs.get("max_tokens") or DEFAULT_MAX_TOKENS,
+            stop=list(kwargs.get("stop") or []) + template_stop,
+            top_logprobs=top_logprobs if want_logprobs else 0,
+        )
+        return [
+            AIMessage(
+                content=one.text,
+                response_metadata={
+                    "model_name": self.model_id,
+                    "finish_reason": one.finish_reason,
+                    "prompt_token_ids": prompt,
+                    **({"logprobs": {"content": one.logprobs}} if want_logprobs else {}),
+                },
+                usage_metadata={
+                    "input_tokens": len(prompt),
+                    "output_tokens": len(one.logprobs),
+                    "total_tokens": len(prompt) + len(one.logprobs),
+                    # the prompt is evaluated once for the batch: the first sample's, the others reuse it
+                    "input_token_details": {"cache_read": len(prompt) if i else 0},
+                },
+            )
+            for i, one in enumerate(sampled)
+        ]
+
+
+_samplers: dict[Path, BatchSampler] = {}
+
+
+def batch_sampler(loaded: LoadedLlama) -> BatchSampler:
+    """The model's batched sampler, made once per process (a context of its own on the same weights)."""
+    from halluscope.backends.batched import BatchSampler
+
+    with _load_lock:
+        if loaded.path not in _samplers:
+            _samplers[loaded.path] = BatchSampler(loaded.llama, 2 * n_ctx_default())
+        return _samplers[loaded.path]
+
+
+def sampler_prompt(llama: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[str]]:
+    """The chat's prompt tokens as ``create_chat_completion`` makes them (the GGUF's own template), and
+    the template's stop strings."""
+    from llama_cpp import llama_chat_format
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ConfigError(f"{llama.model_path}: no chat template in the GGUF, so its samples cannot be batched")
+    eos, bos = llama.token_eos(), llama.token_bos()
+    formatter = llama_chat_format.Jinja2ChatFormatter(
+        template=template,
+        eos_token=llama._model.token_get_text(eos) if eos != -1 else "",
+        bos_token=llama._model.token_get_text(bos) if bos != -1 else "",
+        stop_token_ids=[eos],
+    )
+    made = formatter(messages=chat)
+    stop = made.stop if isinstance(made.stop, list) else [made.stop] if made.stop else []
+    return llama.tokenize(made.prompt.encode("utf-8"), add_bos=not made.added_special, special=True), stop
 
 
 def _plain_token(entry: dict[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class Provider:
     chat_logprobs: bool = False  # its chat replies carry token log-probs when asked for them
     empty_reply_is_answer: bool = False  # an empty reply is the model's answer, not a fault to retry
     halluscopes_own: bool = True  # False: a route through LangChain's init_chat_model
+    decodes_samples_together: bool = False  # ``sample_together`` decodes n samples of a prompt in one batch
     integration: str = ""  # the package that reads its replies (where ``bad_reply``'s errors are raised)
 
     def spec(self, rest: str, shown: str) -> ModelSpec:
@@ -99,6 +100,13 @@ class Provider:
         """(prompt tokens, completion tokens) of a reply."""
         usage = getattr(message, "usage_metadata", None) or {}
         return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+
+    def sample_together(
+        self, chat: BaseChatModel, messages: list[BaseMessage], seeds: list[int | None], params: dict[str, Any]
+    ) -> list[BaseMessage] | None:
+        """Samples of one prompt decoded together, one reply per seed (None for no seed), where
+        ``decodes_samples_together``; None where the chat model is not one it decodes so."""
+        return None
 
     def prompt_reuse(self, message: BaseMessage) -> tuple[int | None, list[int] | None]:
         """(prompt tokens the provider did not evaluate again, having them cached; the prompt's token
