@@ -58,7 +58,7 @@ def test_one_call_per_answer_plus_the_fallbacks(gateway: Gateway, scripted: Any)
     model = scripted(replies(asked))
     det = halluscope.detector("direct-question", model=model, gateway=gateway, batch=True)
     result = det.detect(text=TEXT, prompt="Tell me about Paris.")
-    assert result.meta.calls == 1 + 3 and result.meta.params["fallbacks"] == 3
+    assert result.meta.calls == 1 + 3 and result.meta.events["asked_alone"] == 3
     assert [u.score for u in result.units] == [0.0, 1.0, 0.0, 1.0]  # the fallbacks' own answers
     assert [u.evidence["asked_alone"] for u in result.units] == [False, True, True, True]
     one_call = [p for p in asked if "Claims:" in p]
@@ -69,7 +69,7 @@ def test_one_call_per_answer_plus_the_fallbacks(gateway: Gateway, scripted: Any)
     per_sentence = halluscope.detector("direct-question", model=model, gateway=gateway).detect(
         text=TEXT, prompt="Tell me about Paris."
     )
-    assert "fallbacks" not in per_sentence.meta.params and per_sentence.meta.calls == 1  # sentence 1's E.4 is new
+    assert "asked_alone" not in per_sentence.meta.events and per_sentence.meta.calls == 1  # sentence 1's E.4 is new
     assert [u.score for u in per_sentence.units] == [0.0, 1.0, 0.0, 1.0]
 
 
@@ -78,7 +78,7 @@ def test_a_clean_one_call_reply_is_the_only_call(gateway: Gateway, scripted: Any
     result = halluscope.detector("direct-question", model=model, gateway=gateway, batch=True).detect(
         text="Paris is in France. Paris is in Spain."
     )
-    assert result.meta.calls == 1 and result.meta.params["fallbacks"] == 0
+    assert result.meta.calls == 1 and "asked_alone" not in result.meta.events and result.meta.params["batch"]
     assert [u.score for u in result.units] == [0.0, 1.0]
 
 
@@ -108,7 +108,7 @@ def test_grounded_checks_every_sentence_against_a_chunk_in_one_call(gateway: Gat
     result = halluscope.detector("grounded", model=model, gateway=gateway, batch=True).detect(text=text, context=DOCS)
     one_call = [p for p in asked if "Sentences:" in p]
     assert len(one_call) == 2  # one per chunk, not one per (sentence, chunk)
-    assert result.meta.params["fallbacks"] == 2 and result.meta.calls == 2 + 2  # sentences 2 and 3 on chunk 1
+    assert result.meta.events["asked_alone"] == 2 and result.meta.calls == 2 + 2  # sentences 2 and 3 on chunk 1
     assert [u.score for u in result.units] == [0.0, 1.0, 0.0]
     with pytest.raises(halluscope.ConfigError, match="an NLI judge reads pairs"):
         from halluscope.graphs.grounded import build
@@ -148,11 +148,11 @@ def test_selfcheck_prompt_checks_every_sentence_against_a_sample_in_one_call(gat
     det = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway, batch=True)
     result = det.detect(text=text, samples=samples)
     assert sum("Sentences:" in p for p in asked) == 2  # one per sample: S calls, not N x S
-    assert result.meta.params["fallbacks"] == 1 and result.meta.calls == 2 + 1  # sentence 3 against sample 1
+    assert result.meta.events["asked_alone"] == 1 and result.meta.calls == 2 + 1  # sentence 3 against sample 1
     assert [u.score for u in result.units] == [0.0, 1.0, 0.0]
     assert [len(u.evidence["supported"]) for u in result.units] == [2, 2, 2]
     per_pair = halluscope.detector("selfcheck-prompt", model=model, gateway=gateway).detect(text=text, samples=samples)
-    assert "fallbacks" not in per_pair.meta.params and per_pair.meta.calls + per_pair.meta.cache_hits == 6
+    assert "asked_alone" not in per_pair.meta.events and per_pair.meta.calls + per_pair.meta.cache_hits == 6
 
 
 def test_the_one_call_checks_are_presets_every_bench_can_name(tmp_path: Path, gateway: Gateway, scripted: Any) -> None:

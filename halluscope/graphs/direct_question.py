@@ -183,8 +183,11 @@ def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
     ]
     unread = sum(u.parsed is False for u in units)
     with_probability = sum(u.evidence["p_first"] is not None for u in units)
-    batched = {"fallbacks": len(fallbacks)} if fallbacks is not None else {}
-    meta = ctx.meta(NAME, {"unanswered": unread} if unread else {}, with_probability=with_probability, **batched)
+    events = {"unanswered": unread} if unread else {}
+    if fallbacks:  # sentences the one-call reply gave no clean verdict for, asked alone
+        events["asked_alone"] = len(fallbacks)
+    batched = {"batch": True} if fallbacks is not None else {}
+    meta = ctx.meta(NAME, events, with_probability=with_probability, **batched)
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 

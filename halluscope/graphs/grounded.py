@@ -425,6 +425,8 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
     events: dict[str, int] = {"no_probability": no_probability} if no_probability else {}
     for event in out.get("events") or []:
         events[event] = events.get(event, 0) + 1
+    if out.get("asked_alone"):  # (unit, chunk) pairs the one-call reply gave no clean verdict for
+        events["asked_alone"] = len(out["asked_alone"])
     meta = ctx.meta(
         NAME,
         events,
@@ -434,7 +436,7 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
         top_k=opts.top_k,
         chunks=len(out["chunks"]),
         checks=len(checks),
-        **({"batch": True, "fallbacks": len(out.get("asked_alone") or [])} if opts.batch else {}),
+        **({"batch": True} if opts.batch else {}),
     )
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"chunks": out["chunks"]})
 

@@ -313,9 +313,11 @@ def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_give
         )
         for i, sentence in enumerate(out["sentences"])
     ]
-    fallbacks = sum(v["p_yes"] is None for v in verdicts) if scoring == "prob" else 0
-    events = {"no_probability": fallbacks} if fallbacks else {}
-    batched = {"fallbacks": out["fallbacks"]} if "fallbacks" in out else {}
+    no_probability = sum(v["p_yes"] is None for v in verdicts) if scoring == "prob" else 0
+    events = {"no_probability": no_probability} if no_probability else {}
+    if out.get("fallbacks"):  # (sentence, sample) checks the one-call reply gave no clean verdict for
+        events["asked_alone"] = out["fallbacks"]
+    batched = {"batch": True} if "fallbacks" in out else {}
     meta = ctx.meta(NAME, events, n=len(out["samples"]), samples_given=samples_given, scoring=scoring, **batched)
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": out["samples"]})
 
