@@ -119,6 +119,7 @@ def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
         "prompt_tokens": meta["tokens"]["prompt"],
         "completion_tokens": meta["tokens"]["completion"],
         "seconds": meta["seconds"],
+        **evaluated(meta),
         "prompts": meta.get("prompts", []),
         "events": meta.get("events", {}),
         "params": results["params"],
@@ -141,9 +142,16 @@ def result_run(result: dict[str, Any], wrapper: dict[str, Any], items: int) -> d
         "cache_hits": meta["cache_hits"],
         "prompt_tokens": meta["tokens"]["prompt"],
         "completion_tokens": meta["tokens"]["completion"],
+        **evaluated(meta),
         "prompts": meta.get("prompts", []),
         "evidence": result.get("evidence", {}),
     }
+
+
+def evaluated(meta: dict[str, Any]) -> dict[str, Any]:
+    """The prompt tokens a run's model evaluated against their floor, where the run counted them."""
+    params = meta.get("params", {})
+    return {k: params[k] for k in ("evaluated_tokens", "floor_tokens", "evaluated_ratio") if k in params}
 
 
 def made_run(data: dict[str, Any]) -> dict[str, Any]:
