@@ -96,6 +96,14 @@ class Toy(Provider):
 
     def models(self):
         return [{"spec": "toy:yes", "installed": True, "about": "says Yes"}]
+
+    decodes_samples_together = True  # toy:batch's samples; it declines every other model's
+
+    def sample_together(self, chat, messages, seeds, params):
+        if chat.model != "batch":
+            return None
+        usage = {"input_tokens": 7, "output_tokens": 2, "total_tokens": 9}
+        return [AIMessage(content=f"sample {seed}", usage_metadata=usage) for seed in seeds]
 '''
 
 
@@ -198,3 +206,22 @@ def test_every_own_route_is_an_adapter_of_the_one_contract() -> None:
         load_logprob_model("anthropic:claude")
     with pytest.raises(ModelSpecError, match="transformers: models read log-probabilities"):
         _gateway().model("transformers:/nowhere")
+
+
+def test_samples_a_provider_decodes_together_are_cached_one_by_one_and_those_it_declines_are_asked_alone(
+    toy: str, tmp_path: Path
+) -> None:
+    from halluscope.backends.cache import CallCache
+    from halluscope.backends.stats import CallStats
+
+    gateway = Gateway(cache=CallCache(tmp_path / "calls"), registry=PromptRegistry(), retry=FAST_RETRY)
+    question = {"question": "Who?"}
+    stats = CallStats()
+    together = gateway.sample("toy:batch", "semantic_entropy.answer", question, 3, stats=stats, seed=10)
+    assert [r.text for r in together] == ["sample 10", "sample 11", "sample 12"] and stats.calls == 3
+    again = CallStats()
+    replay = gateway.sample("toy:batch", "semantic_entropy.answer", question, 3, stats=again, seed=10)
+    assert [r.text for r in replay] == [r.text for r in together] and again.cache_hits == 3 and again.calls == 0
+    declined = CallStats()
+    alone = gateway.sample("toy:yes", "semantic_entropy.answer", question, 3, stats=declined, seed=10)
+    assert [r.text for r in alone] == ["Yes"] * 3 and declined.calls == 3  # each its own ToyChat call

@@ -556,7 +556,8 @@ class Gateway:
     def _sample_together(self, asks: Sequence[Ask], stats: CallStats | None) -> list[ChatReply]:
         """Samples of one prompt (``asks`` differ only in their sample index): the cache answers those it
         holds, the provider decodes the rest together, and each is cached under its own key, as one call
-        would be. A sample another process is asking now is asked alone (it waits for that answer)."""
+        would be. A sample another process is asking now is asked alone (it waits for that answer), as
+        is every sample the provider declines to decode together (it answers None)."""
         got: dict[int, ChatReply] = {}
         claimed: list[tuple[int, _Request]] = []
         for i, ask in enumerate(asks):
@@ -576,7 +577,7 @@ class Gateway:
                 with self.limiter(first.model.key).slot():
                     messages = first.model.adapter.sample_together(first.model.chat, first.messages, seeds, params)
                 seconds = (time.perf_counter() - started) / len(claimed)
-                for (i, req), message in zip(claimed, messages or [], strict=True):
+                for (i, req), message in zip(claimed, messages, strict=True) if messages is not None else ():
                     got[i] = self._finish(req, self._read(req, message), seconds, stats)
         finally:
             for _, req in claimed:

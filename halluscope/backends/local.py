@@ -27,10 +27,10 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from halluscope.errors import ConfigError, DownloadError
+from halluscope.hub import Pinned, download, is_current
 
 if TYPE_CHECKING:
     from halluscope.backends.batched import BatchSampler
-from halluscope.hub import Pinned, download, is_current
 
 MODELS_ENV = "HALLUSCOPE_MODELS_DIR"
 _CHUNK = 1 << 20
@@ -520,9 +520,12 @@ class LocalChatModel(BaseChatModel):
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def sample_together(self, messages: list[BaseMessage], seeds: list[int | None], **kwargs: Any) -> list[AIMessage]:
+    def sample_together(
+        self, messages: list[BaseMessage], seeds: list[int | None], **kwargs: Any
+    ) -> list[AIMessage] | None:
         """One sample per seed of one prompt, decoded together (``batched.BatchSampler``): the prompt
-        evaluated once, every sample's token in each decode. The replies read as ``_generate``'s."""
+        evaluated once, every sample's token in each decode. The replies read as ``_generate``'s; None
+        for a GGUF without a chat template (llama-cpp-python's own fallback format serves it alone)."""
         want_logprobs = bool(kwargs.pop("logprobs", False))
         top_logprobs = int(kwargs.pop("top_logprobs", None) or 0)
         unknown = set(kwargs) - {"temperature", "top_p", "max_tokens", "stop"}
@@ -530,8 +533,11 @@ class LocalChatModel(BaseChatModel):
             raise ConfigError(f"local models do not take {', '.join(sorted(unknown))}")
         loaded = load_llama(Path(self.model_path), n_ctx=self.n_ctx)
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        made = sampler_prompt(loaded.llama, chat)
+        if made is None:
+            return None
+        prompt, template_stop = made
         sampler = batch_sampler(loaded)
-        prompt, template_stop = sampler_prompt(loaded.llama, chat)
         sampled = sampler.sample(
             prompt,
             seeds,
@@ -575,14 +581,14 @@ def batch_sampler(loaded: LoadedLlama) -> BatchSampler:
         return _samplers[loaded.path]
 
 
-def sampler_prompt(llama: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[str]]:
+def sampler_prompt(llama: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[str]] | None:
     """The chat's prompt tokens as ``create_chat_completion`` makes them (the GGUF's own template), and
-    the template's stop strings."""
+    the template's stop strings; None for a GGUF without a template."""
     from llama_cpp import llama_chat_format
 
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
-        raise ConfigError(f"{llama.model_path}: no chat template in the GGUF, so its samples cannot be batched")
+        return None
     eos, bos = llama.token_eos(), llama.token_bos()
     formatter = llama_chat_format.Jinja2ChatFormatter(
         template=template,
