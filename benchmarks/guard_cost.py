@@ -121,11 +121,12 @@ def main() -> None:
         text = " ".join(bio.sentences)
         entries = generated_logprobs(lm, bio.prompt, text)
         messages[bio.person] = AIMessage(content=text, response_metadata={"logprobs": {"content": entries}})
-    rows, per_biography, calls = [], {}, 0
+    rows, per_biography, calls, prompt_tokens = [], {}, 0, 0
     for name, (det, on) in checks(args.model, gateway, args.stack).items():
         runs = [(bio, *check_one(det, bio, messages[bio.person])) for bio in BIOGRAPHIES]
         rows.append(row(name, on, runs))
         calls += sum(r.meta.calls for _, r, _ in runs)
+        prompt_tokens += sum(r.meta.tokens.prompt for _, r, _ in runs)
         per_biography[name] = [
             {"person": b.person, "scores": [u.score for u in r.units], "seconds": round(s, 3), "cost": r.meta.cost()}
             for b, r, s in runs
@@ -134,7 +135,12 @@ def main() -> None:
     print(f"guard cost, the planted biographies, {args.model}")
     print(markdown_table(rows, [(k, k) for k in rows[0]]))
     made = envelope(
-        models=[args.model], items=len(BIOGRAPHIES), item="biography", calls=calls, seconds=time.perf_counter() - began
+        models=[args.model],
+        items=len(BIOGRAPHIES),
+        item="biography",
+        calls=calls,
+        seconds=time.perf_counter() - began,
+        prompt_tokens=prompt_tokens,
     )
     path = Path(args.out) / "guard_cost.json"
     write_json(path, {**made, "stack": args.stack, "rows": rows, "per_biography": per_biography})

@@ -47,6 +47,7 @@ def one_way(gateway: Gateway, model: str, questions: list[str], n: int, together
         "samples": samples,
         "seconds": round(seconds, 2),
         "samples_per_s": round(samples / seconds, 3),
+        "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.completion_tokens,
         "evaluated_tokens": stats.evaluated_tokens,
     }
@@ -85,8 +86,14 @@ def main() -> None:
     shown = ["model", "n", "one_at_a_time_samples_per_s", "together_samples_per_s", "speedup"]
     print(f"local sampling, {len(questions)} TriviaQA questions, {os.cpu_count()} cores, {platform.machine()}")
     print(markdown_table(rows, [(k, k) for k in shown]))
+    prompt_tokens = sum(r[way]["prompt_tokens"] for r in rows for way in ("one_at_a_time", "together"))
     made = envelope(
-        models=models, items=len(questions), item="question", calls=calls, seconds=time.perf_counter() - began
+        models=models,
+        items=len(questions),
+        item="question",
+        calls=calls,
+        seconds=time.perf_counter() - began,
+        prompt_tokens=prompt_tokens,
     )
     path = Path(args.out) / "local_batching.json"
     write_json(path, {**made, "prompt": PROMPT, "params": PARAMS, "rows": rows})

@@ -63,9 +63,10 @@ class BatchSampler:
         top_p: float,
         max_tokens: int,
         stop: list[str],
-        top_logprobs: int = 0,
+        top_logprobs: int | None = None,
     ) -> list[Sampled]:
-        """One sample per seed (None: an unseeded draw), in groups that fit the context."""
+        """One sample per seed (None: an unseeded draw), in groups that fit the context; each token's
+        log-prob entry with ``top_logprobs`` alternatives where it is not None."""
         room = max(1, (self.n_ctx - len(prompt)) // max(1, max_tokens))
         size = min(MAX_SEQUENCES, room)
         if len(prompt) + max_tokens > self.n_ctx:
@@ -88,7 +89,7 @@ class BatchSampler:
         top_p: float,
         max_tokens: int,
         stop: list[str],
-        top_logprobs: int,
+        top_logprobs: int | None,
     ) -> list[Sampled]:
         n = len(seeds)
         self.ctx.kv_cache_clear()
@@ -100,6 +101,7 @@ class BatchSampler:
         tokens: list[list[int]] = [[] for _ in range(n)]
         entries: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         ended: list[str | None] = [None] * n
+        spelled = [b""] * n
         texts = [""] * n
         for step in range(max_tokens):
             for s in range(n):
@@ -109,9 +111,11 @@ class BatchSampler:
                 if self._eog(token):  # not part of the answer, as llama-cpp-python reports none
                     ended[s] = "stop"
                     continue
-                entries[s].append(self._entry(logits[s], token, top_logprobs))
+                if top_logprobs is not None:
+                    entries[s].append(self._entry(logits[s], token, top_logprobs))
                 tokens[s].append(token)
-                texts[s], stopped = _cut(self._text(tokens[s]), stop)
+                spelled[s] += self.llama.detokenize([token])
+                texts[s], stopped = _cut(spelled[s].decode("utf-8", errors="ignore"), stop)
                 if stopped:
                     ended[s] = "stop"
             going = [s for s in range(n) if ended[s] is None]
@@ -158,14 +162,14 @@ class BatchSampler:
 
     def _logits(self, i: int) -> np.ndarray:
         row = np.ctypeslib.as_array(self.ctx.get_logits_ith(i), shape=(self.n_vocab,))
-        return row.astype(np.float64)  # a copy: the next decode overwrites llama.cpp's buffer
+        return row.copy()  # the next decode overwrites llama.cpp's buffer
 
     def _text(self, tokens: list[int]) -> str:
         return self.llama.detokenize(tokens).decode("utf-8", errors="ignore")
 
     def _entry(self, logits: np.ndarray, token: int, top: int) -> dict[str, Any]:
         """The token's log-prob under the raw logits (as llama-cpp-python reports one), and the top ones."""
-        logprobs = logits - _logsumexp(logits)
+        logprobs = logits.astype(np.float64) - _logsumexp(logits.astype(np.float64))
         best = np.argsort(-logprobs)[:top] if top else []
         return {
             "token": self._text([token]),
@@ -184,14 +188,16 @@ def _pick(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.G
     of the probability; the most likely token at temperature 0."""
     if temperature <= 0:
         return int(np.argmax(logits))
-    scaled = logits / temperature
+    scaled = logits.astype(np.float64) / temperature
     p = np.exp(scaled - scaled.max())
-    p /= p.sum()
     if top_p < 1.0:
         order = np.argsort(-p)
-        kept = order[: int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1]
-        return int(rng.choice(kept, p=p[kept] / p[kept].sum()))
-    return int(rng.choice(len(p), p=p))
+        mass = np.cumsum(p[order])
+        kept = order[: int(np.searchsorted(mass, top_p * mass[-1])) + 1]
+        within = np.cumsum(p[kept])
+        return int(kept[min(len(kept) - 1, int(np.searchsorted(within, rng.random() * within[-1], side="right")))])
+    mass = np.cumsum(p)  # inverse CDF: one uniform draw
+    return int(min(len(p) - 1, np.searchsorted(mass, rng.random() * mass[-1], side="right")))
 
 
 def _cut(text: str, stop: list[str]) -> tuple[str, bool]:

@@ -545,7 +545,7 @@ class LocalChatModel(BaseChatModel):
             top_p=float(kwargs.get("top_p", 1.0)),
             max_tokens=kwargs.get("max_tokens") or DEFAULT_MAX_TOKENS,
             stop=list(kwargs.get("stop") or []) + template_stop,
-            top_logprobs=top_logprobs if want_logprobs else 0,
+            top_logprobs=top_logprobs if want_logprobs else None,
         )
         return [
             AIMessage(
@@ -558,8 +558,8 @@ class LocalChatModel(BaseChatModel):
                 },
                 usage_metadata={
                     "input_tokens": len(prompt),
-                    "output_tokens": len(one.logprobs),
-                    "total_tokens": len(prompt) + len(one.logprobs),
+                    "output_tokens": len(one.tokens),
+                    "total_tokens": len(prompt) + len(one.tokens),
                     # the prompt is evaluated once for the batch: the first sample's, the others reuse it
                     "input_token_details": {"cache_read": len(prompt) if i else 0},
                 },
