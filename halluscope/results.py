@@ -46,7 +46,7 @@ class RunMeta(BaseModel):
         default_factory=list, description="what a reader of the result should know (a calibration used outside its fit)"
     )
 
-    def evaluated(self) -> str:
+    def prompt_tokens_line(self) -> str:
         """The cost line's account of prompt tokens: sent, evaluated after the reused prefixes, and the
         floor (the distinct tokens of the run's prompts, a shared prefix counted once), where counted."""
         if "evaluated_tokens" not in self.params:
@@ -59,7 +59,7 @@ class RunMeta(BaseModel):
         """What the run cost, in one line (and the bad answers it handled, on a second)."""
         line = (
             f"{self.calls} model calls{f' ({detail})' if detail else ''}, {self.cache_hits} cache hits, "
-            f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s{self.evaluated()}"
+            f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s{self.prompt_tokens_line()}"
         )
         handled = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items()))
         return line + (f"\nhandled: {handled}" if handled else "")

@@ -156,7 +156,7 @@ class CallStats:
             self.models.update(counts.get("models", ()))
             self.prompts.update(counts.get("prompts", ()))
 
-    def _evaluated(self) -> dict[str, int]:
+    def _evaluated(self) -> dict[str, int | float]:
         """Prompt tokens evaluated against their floor, where every sent call said what it reused."""
         if not self.reported_reuse or self.reported_reuse < self.calls - self.forward_passes:
             return {}
