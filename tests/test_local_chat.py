@@ -1,5 +1,6 @@
 """The local: provider on a real model (SmolLM2-135M): chat template, parameters, token counts,
-log-probs, and the gateway's sample indexes and cache on top."""
+log-probs, the prompt tokens evaluated after the KV prefix it reused, samples of one prompt decoded
+together, and the gateway's sample indexes and cache on top."""
 
 from __future__ import annotations
 
