@@ -32,7 +32,15 @@ from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question, quoted
 from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Calls, Steps, node, one_call_verdicts, plan_calls
+from halluscope.graphs.stages import (
+    Calls,
+    Steps,
+    node,
+    numbered,
+    one_call_max_tokens,
+    one_call_verdicts,
+    plan_calls,
+)
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.fibe import known_value
 from halluscope.text import checked_passage
@@ -40,7 +48,6 @@ from halluscope.text import sentences as split_sentences
 
 NAME = "direct-question"
 DIRECT_QUESTION_ALL = "fibe.direct_question_all"
-ALL_TOKENS_PER_CLAIM = 8  # a one-call reply's room per claim ('12. Yes' and its newline)
 
 
 class DQInput(TypedDict, total=False):
@@ -112,8 +119,8 @@ def ask_all(
     """Every sentence in one call (``fibe.direct_question_all``), then E.4 alone for each sentence the
     reply gave no clean verdict for."""
     sentences, prompt = state["sentences"], state.get("prompt", "")
-    variables = {"context": quoted(prompt), "claims": "\n".join(f"{i + 1}. {s}" for i, s in enumerate(sentences))}
-    params = {"max_tokens": ALL_TOKENS_PER_CLAIM * len(sentences) + 16, **({"logprobs": True} if logprobs else {})}
+    variables = {"context": quoted(prompt), "claims": numbered(sentences)}
+    params = {"max_tokens": one_call_max_tokens(len(sentences)), **({"logprobs": True} if logprobs else {})}
     reply = yield Calls(gateway, Ask(model, DIRECT_QUESTION_ALL, variables, params))
     read = one_call_verdicts(reply.parsed if reply.ok else None, reply.logprobs if logprobs else None, len(sentences))
     asked = []

@@ -33,7 +33,16 @@ from halluscope.backends.gateway import Ask, Gateway, ModelLike
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Documents, Flag, Method, Prepared, RunContext, Streamed, arg, checked_documents
-from halluscope.graphs.stages import Calls, Judged, Steps, node, one_call_verdicts, plan_calls
+from halluscope.graphs.stages import (
+    Calls,
+    Judged,
+    Steps,
+    node,
+    numbered,
+    one_call_max_tokens,
+    one_call_verdicts,
+    plan_calls,
+)
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
@@ -43,7 +52,6 @@ from halluscope.text import sentences as split_sentences
 NAME = "grounded"
 SUPPORT = "grounded.support"
 SUPPORT_ALL = "grounded.support_all"  # batch: every unit against one chunk in one call
-ALL_TOKENS_PER_UNIT = 8  # a one-call reply's room per sentence ('12. Yes' and its newline)
 DECOMPOSE = "semantic_entropy.decompose"  # paragraph semantic entropy's claim list, reused
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
 CHECK_MAX_TOKENS = 8
@@ -239,11 +247,9 @@ def check_all(
         by_chunk.setdefault(c, []).append(u)
     asks = []
     for c, mine in by_chunk.items():
-        numbered = "\n".join(f"{k + 1}. {found[u]}" for k, u in enumerate(mine))
-        params = {"max_tokens": ALL_TOKENS_PER_UNIT * len(mine) + 16, **setup.probability}
-        asks.append(
-            Ask(setup.judge, SUPPORT_ALL, {"context": chunks[c], "question": question, "sentences": numbered}, params)
-        )
+        variables = {"context": chunks[c], "question": question, "sentences": numbered([found[u] for u in mine])}
+        params = {"max_tokens": one_call_max_tokens(len(mine)), **setup.probability}
+        asks.append(Ask(setup.judge, SUPPORT_ALL, variables, params))
     replies = yield Calls(setup.gateway, asks)
     checks, alone = [], []
     for (c, mine), reply in zip(by_chunk.items(), replies, strict=True):

@@ -32,11 +32,20 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.entailment import yes_probability
-from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.errors import ConfigError
 from halluscope.graphs import options
 from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Calls, Steps, node, one_call_verdicts, plan_calls, regenerate_passages
+from halluscope.graphs.stages import (
+    Calls,
+    Steps,
+    node,
+    numbered,
+    one_call_max_tokens,
+    one_call_verdicts,
+    plan_calls,
+    regenerate_passages,
+)
 from halluscope.results import DetectionResult, Unit
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -45,7 +54,6 @@ from halluscope.text import sentences as split_sentences
 NAME = "selfcheck-prompt"
 CHECK = "selfcheck.prompt"
 CHECK_ALL = "selfcheck.prompt_all"  # batch: every sentence against one sample in one call
-ALL_TOKENS_PER_SENTENCE = 8  # a one-call reply's room per sentence ('12. Yes' and its newline)
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
 Scoring = Literal["discrete", "prob"]
 SCORINGS: tuple[Scoring, ...] = ("discrete", "prob")
@@ -116,6 +124,16 @@ class Setup:
     probability: dict[str, Any]
     batch: bool  # every sentence against a sample in one call
 
+    def ask_one(self, sample: str, sentence: str) -> Ask:
+        """The paper's check of one sentence against one sample (E.2)."""
+        params = {"max_tokens": self.check_max_tokens, **self.probability}
+        return Ask(self.model, CHECK, {"context": sample, "sentence": sentence}, params)
+
+    def verdict(self, i: int, j: int, reply: ChatReply) -> Verdict:
+        """Sentence ``i`` against sample ``j`` as one E.2 reply answers it."""
+        p_yes = yes_probability(reply.logprobs) if self.probability else None
+        return {"i": i, "j": j, "answer": reply.parsed if reply.ok else None, "p_yes": p_yes, "raw": reply.text}
+
     def supported(self, verdict: Verdict) -> float:
         if self.scoring == "prob":
             return supported_probability(verdict["p_yes"], verdict["answer"])[0]
@@ -166,11 +184,9 @@ def check_sample(setup: Setup, state: SampleInput, config: RunnableConfig) -> St
     """Every sentence against one sample in one call (``selfcheck.prompt_all``); a sentence the reply
     gives no clean verdict for is checked alone with E.2."""
     sentences, j = state["sentences"], state["j"]
-    numbered = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(sentences))
-    params = {"max_tokens": ALL_TOKENS_PER_SENTENCE * len(sentences) + 16, **setup.probability}
-    reply = yield Calls(
-        setup.gateway, Ask(setup.model, CHECK_ALL, {"context": state["context"], "sentences": numbered}, params)
-    )
+    variables = {"context": state["context"], "sentences": numbered(sentences)}
+    params = {"max_tokens": one_call_max_tokens(len(sentences)), **setup.probability}
+    reply = yield Calls(setup.gateway, Ask(setup.model, CHECK_ALL, variables, params))
     read = one_call_verdicts(
         reply.parsed if reply.ok else None, reply.logprobs if setup.probability else None, len(sentences)
     )
@@ -181,27 +197,16 @@ def check_sample(setup: Setup, state: SampleInput, config: RunnableConfig) -> St
     alone = [i for i in range(len(sentences)) if i not in read]
     if alone:
         plan_calls(config, len(alone))
-        params = {"max_tokens": setup.check_max_tokens, **setup.probability}
-        asks = [Ask(setup.model, CHECK, {"context": state["context"], "sentence": sentences[i]}, params) for i in alone]
+        asks = [setup.ask_one(state["context"], sentences[i]) for i in alone]
         for i, one in zip(alone, (yield Calls(setup.gateway, asks)), strict=True):
-            p_yes = yes_probability(one.logprobs) if setup.probability else None
-            verdicts.append({"i": i, "j": j, "answer": one.parsed if one.ok else None, "p_yes": p_yes, "raw": one.text})
+            verdicts.append(setup.verdict(i, j, one))
     return {"checks": verdicts, "alone": alone}
 
 
 def check(setup: Setup, state: CheckInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
     """One (sentence, sample) check; a Send target receives its own payload as its state."""
-    variables = {"context": state["context"], "sentence": state["sentence"]}
-    params = {"max_tokens": setup.check_max_tokens, **setup.probability}
-    reply = yield Calls(setup.gateway, Ask(setup.model, CHECK, variables, params))
-    verdict: Verdict = {
-        "i": state["i"],
-        "j": state["j"],
-        "answer": reply.parsed if reply.ok else None,
-        "p_yes": yes_probability(reply.logprobs) if setup.probability else None,
-        "raw": reply.text,
-    }
-    return {"checks": [verdict]}
+    reply = yield Calls(setup.gateway, setup.ask_one(state["context"], state["sentence"]))
+    return {"checks": [setup.verdict(state["i"], state["j"], reply)]}
 
 
 def score(setup: Setup, state: SCGPState) -> dict[str, Any]:

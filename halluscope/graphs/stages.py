@@ -437,6 +437,19 @@ def clustering(
     return clusters, len(verdicts) // 2
 
 
+ONE_CALL_TOKENS_PER_LINE = 8  # a one-call reply's room for each numbered verdict ('12. Yes' and its newline)
+
+
+def numbered(texts: Sequence[str]) -> str:
+    """The units a one-call prompt asks about, one numbered line each ('1. ...'), as its reply numbers them."""
+    return "\n".join(f"{k + 1}. {text}" for k, text in enumerate(texts))
+
+
+def one_call_max_tokens(n: int) -> int:
+    """Room for a one-call reply's ``n`` numbered verdicts, and a little over."""
+    return ONE_CALL_TOKENS_PER_LINE * n + 16
+
+
 def one_call_verdicts(
     parsed: list[dict[str, Any]] | None, logprobs: list[dict[str, Any]] | None, n: int
 ) -> dict[int, tuple[str, Mapping[str, Any] | None]]:
