@@ -14,6 +14,7 @@ policy and the give-up sentence), ``cache`` (the disk cache); this module compos
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import hashlib
 import json
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
@@ -34,7 +36,7 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
 from halluscope.backends.chat import ModelSpec, adapter, load_logprob_model, make_chat_model, parse_model_spec
 from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
-from halluscope.backends.logprobs import LogProbModel, token_count
+from halluscope.backends.logprobs import LogProbModel, Reading, token_count
 from halluscope.backends.providers import Provider
 from halluscope.backends.retry import (
     BadReplyError,
@@ -54,6 +56,7 @@ _WAIT = object()  # another process asks this call now: look again soon
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 SENT = "sent"  # a fresh reply's (prompt tokens reused, prompt token ids): counted, never cached
 TOKEN_STATS = "token-stats@1"  # the cache's name for a text's token statistics (a new layout, a new name)
+HIDDEN_STATES = "hidden-states@1"  # and for the hidden states read at a text's positions
 ModelLike = str | BaseChatModel
 
 
@@ -503,9 +506,50 @@ class Gateway:
         found = self._limited(lm.name, lambda: lm.token_stats(prompt, text))
         if stats is not None:
             stats.record_forward(lm.name, token_count(lm, prompt + text), time.perf_counter() - started)
+        self._keep_token_stats(key, found)
+        return found
+
+    def _keep_token_stats(self, key: str, found: Sequence[TokenStat]) -> None:
         if found and self.cache is not None:  # a text that adds no token is no answer
             self.cache.set(key, {"tokens": [[t.start, t.logprob, t.entropy] for t in found]})
-        return found
+
+    def hidden_states(
+        self,
+        model: str | LogProbModel,
+        prompt: str,
+        text: str,
+        ends: Sequence[int],
+        layers: Sequence[int],
+        stats: CallStats | None = None,
+    ) -> dict[int, np.ndarray]:
+        """The hidden state of the token ending at each of ``ends`` (character offsets into ``text``; 0: the
+        prompt's last token) at each of ``layers``, as ``model`` reads ``text`` after ``prompt``: one
+        forward pass, whose token statistics are cached too (token-logprob reads them back). Cached as
+        JSON, only the positions and layers asked for, rounded to float16 (fresh ones too, so a replay
+        gives the same numbers); a request for more positions or layers reads the text again and keeps
+        the union."""
+        lm = self.logprob_model(model)
+        messages = [{"role": "prompt", "content": prompt}, {"role": "text", "content": text}]
+        key = call_key(lm.name, {"read": HIDDEN_STATES}, messages, 0)
+        held = _state_rows(self.cache.get(key) if self.cache is not None else None)
+        want_ends, want_layers = [int(e) for e in ends], sorted({int(layer) for layer in layers})
+        if held is not None and set(want_ends) <= set(held[0]) and set(want_layers) <= set(held[1]):
+            if stats is not None:
+                stats.record_forward(lm.name, 0, 0.0, cached=True)
+            rows = [held[0].index(e) for e in want_ends]
+            return {layer: held[1][layer][rows] for layer in want_layers}
+        all_ends = sorted(set(want_ends) | set(held[0] if held else ()))
+        all_layers = sorted(set(want_layers) | set(held[1] if held else ()))
+        started = time.perf_counter()
+        reading: Reading = self._limited(lm.name, lambda: lm.read(prompt, text, all_ends, all_layers))
+        if stats is not None:
+            stats.record_forward(lm.name, token_count(lm, prompt + text), time.perf_counter() - started)
+        states = {layer: reading.states[layer].astype(np.float16) for layer in all_layers}
+        if self.cache is not None:
+            self.cache.set(key, {"ends": all_ends, "layers": {str(k): _packed(v) for k, v in states.items()}})
+            self._keep_token_stats(call_key(lm.name, {"read": TOKEN_STATS}, messages, 0), reading.stats)
+        rows = [all_ends.index(e) for e in want_ends]
+        return {layer: states[layer][rows].astype(np.float32) for layer in want_layers}
 
     # -- many calls at once
 
@@ -754,6 +798,29 @@ def _token_rows(hit: Mapping[str, Any] | None) -> list[TokenStat]:
             return []
         found.append(TokenStat(int(row[0]), float(row[1]), float(row[2])))
     return found
+
+
+def _packed(rows: np.ndarray) -> dict[str, Any]:
+    """Float16 rows as JSON: their shape and their little-endian bytes in base64."""
+    return {"shape": list(rows.shape), "float16": base64.b64encode(rows.astype("<f2").tobytes()).decode("ascii")}
+
+
+def _state_rows(hit: Mapping[str, Any] | None) -> tuple[list[int], dict[int, np.ndarray]] | None:
+    """A cached text's positions and its states per layer; None (a miss) for an entry of another shape."""
+    if hit is None or not isinstance(hit.get("ends"), list) or not isinstance(hit.get("layers"), dict):
+        return None
+    ends = hit["ends"]
+    try:
+        layers = {}
+        for layer, packed in hit["layers"].items():
+            shape = tuple(int(n) for n in packed["shape"])
+            values = np.frombuffer(base64.b64decode(packed["float16"]), dtype="<f2").reshape(shape)
+            if len(shape) != 2 or shape[0] != len(ends):
+                return None
+            layers[int(layer)] = values.astype(np.float32)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return [int(e) for e in ends], layers
 
 
 def _check_params(params: Mapping[str, Any]) -> None:

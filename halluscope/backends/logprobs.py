@@ -11,6 +11,7 @@ prompt log-probs. Anthropic has no log-probs.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import threading
@@ -26,6 +27,15 @@ import numpy as np
 from halluscope.backends.retry import BadReplyError, Faults, RetryPolicy, call_with_retries
 from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
 from halluscope.scoring.token_probability import TokenStat
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one forward pass over a text gives: each of its tokens' statistics, and the hidden state at
+    each asked position, per asked layer (rows in the order the positions were asked)."""
+
+    stats: list[TokenStat]
+    states: dict[int, np.ndarray]
 
 
 @dataclass
@@ -131,6 +141,42 @@ class LogProbModel(ABC):
         starts = self._starts(full[:start], full[start:], text)
         return [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, rows, strict=True)]
 
+    @property
+    def file_hash(self) -> str:
+        """sha256 of the weights it reads (what a probe fitted on its hidden states is tied to)."""
+        raise ConfigError(f"{self.name} gives no hidden states here; read the text with local: or transformers:")
+
+    @property
+    def n_layers(self) -> int:
+        """Its transformer layers; layer ``n_layers`` is the last one's output, after the final norm."""
+        raise ConfigError(f"{self.name} gives no hidden states here; read the text with local: or transformers:")
+
+    def read(self, prompt: str, text: str, ends: Sequence[int], layers: Sequence[int]) -> Reading:
+        """One forward pass over ``text`` after ``prompt``: its token statistics, and the hidden state of the
+        token that ends each of ``ends`` (character offsets into ``text``: the token holding character
+        ``end - 1``; 0 is the prompt's last token, the one before the text), at each of ``layers``."""
+        full = self._encode(prompt + text)
+        start = max(1, common_prefix(self._encode(prompt), full))
+        starts = self._starts(full[:start], full[start:], text) if start < len(full) else []
+        rows = [start - 1 + sum(1 for at in starts if at < end) for end in ends]
+        logits, states = self._hidden(full, start, rows, self._checked_layers(layers))
+        stats = [TokenStat(at, lp, h) for at, (lp, h) in zip(starts, row_stats(logits, full[start:]), strict=True)]
+        return Reading(stats, states)
+
+    def _checked_layers(self, layers: Sequence[int]) -> list[int]:
+        top = self.n_layers
+        wrong = [layer for layer in layers if not 0 <= layer <= top]
+        if wrong:
+            raise ConfigError(f"{self.name} has layers 0..{top} (0: the embeddings, {top}: the last); not {wrong}")
+        return sorted(set(layers))
+
+    def _hidden(
+        self, ids: list[int], start: int, rows: list[int], layers: list[int]
+    ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """From one forward pass over ``ids``: the raw logits that predict ``ids[start:]``, and the hidden
+        states of the tokens at ``rows`` for each of ``layers`` (float32)."""
+        raise ConfigError(f"{self.name} gives no hidden states here; read the text with local: or transformers:")
+
     def _logit_rows(self, ids: list[int], start: int) -> np.ndarray:
         """The raw logits that predict ``ids[start:]``, one row each, from one forward pass over ``ids``."""
         raise ConfigError(
@@ -152,6 +198,34 @@ class LogProbModel(ABC):
     def count_tokens(self, text: str) -> int:
         """Tokens of a text on its own (no BOS), for length filters such as PHR's 116-token rule."""
         raise ConfigError(f"{self.name} exposes no tokenizer here")
+
+
+def reading_prompt(model: LogProbModel, question: str | None, chat: bool) -> str:
+    """What a model reads before a text it scores: the question as a user turn of its chat template (the
+    text is then its own reply), or the question and a blank line; nothing without a question."""
+    if not question:
+        return ""
+    if chat:
+        return model.chat_prompt([{"role": "user", "content": question}])
+    return f"{question}\n\n"
+
+
+WEIGHT_FILES = (".json", ".safetensors", ".bin", ".gguf")  # what a directory's model is read from
+_hashes: dict[tuple[str, ...], str] = {}
+
+
+def files_sha256(paths: Sequence[Path]) -> str:
+    """sha256 over the files' names and bytes, computed once per process for files of a given size and time."""
+    key = tuple(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths)
+    if key not in _hashes:
+        digest = hashlib.sha256()
+        for path in paths:
+            digest.update(path.name.encode("utf-8"))
+            with path.open("rb") as f:
+                while chunk := f.read(1 << 24):
+                    digest.update(chunk)
+        _hashes[key] = digest.hexdigest()
+    return _hashes[key]
 
 
 def token_count(model: LogProbModel, text: str) -> int:
@@ -192,18 +266,63 @@ class LlamaCppLogProbModel(LogProbModel):
     def _encode(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
-    def _eval(self, tokens: list[int]) -> None:
-        """Evaluate tokens, reusing whatever prefix the context already holds."""
+    def _eval(self, tokens: list[int], redo_from: int | None = None) -> None:
+        """Evaluate tokens, reusing whatever prefix the context already holds (none from ``redo_from`` on)."""
         llama = self._llama
         if len(tokens) > llama.n_ctx():
             raise ConfigError(f"{self.name}: {len(tokens)} tokens exceed the context of {llama.n_ctx()}")
         mine = self._scored if self._epoch == self._loaded.epoch and self.reuse_prefix else []
         keep = min(common_prefix(mine, tokens), common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens))
-        llama.n_tokens = keep
+        llama.n_tokens = keep = keep if redo_from is None else min(keep, redo_from)
         if keep < len(tokens):
             llama.eval(tokens[keep:])
         self._loaded.epoch += 1
         self._scored, self._epoch = tokens, self._loaded.epoch
+
+    @property
+    def file_hash(self) -> str:
+        return files_sha256([self._loaded.path])
+
+    @property
+    def n_layers(self) -> int:
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_n_layer(self._llama._model.model))
+
+    def _hidden(
+        self, ids: list[int], start: int, rows: list[int], layers: list[int]
+    ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """llama.cpp outputs the last layer's state (after the final norm) for each token it decodes; a
+        wanted row is decoded again rather than read from a reused KV prefix, one batch at a time (a
+        decode keeps only its own batch's states)."""
+        import llama_cpp
+
+        if any(layer != self.n_layers for layer in layers):
+            raise ConfigError(
+                f"{self.name} (llama.cpp) gives the last layer's hidden state only (layer {self.n_layers}); "
+                "read other layers with transformers:<directory>"
+            )
+        llama, ctx = self._llama, self._llama.ctx
+        width = int(llama_cpp.llama_model_n_embd(llama._model.model))
+        found = np.zeros((len(rows), width), dtype=np.float32)
+        with self._loaded.lock:
+            first = min([*rows, start - 1]) if rows else start - 1
+            self._eval(ids[:first], redo_from=first)  # the prefix, reused where the context holds it
+            llama_cpp.llama_set_embeddings(ctx, True)
+            try:
+                for lo in range(first, len(ids), llama.n_batch):
+                    batch = ids[lo : lo + llama.n_batch]
+                    llama.eval(batch)
+                    for k, row in enumerate(rows):
+                        if lo <= row < lo + len(batch):
+                            state = llama_cpp.llama_get_embeddings_ith(ctx, row - lo)
+                            found[k] = np.ctypeslib.as_array(state, shape=(width,))
+            finally:
+                llama_cpp.llama_set_embeddings(ctx, False)
+            self._loaded.epoch += 1
+            self._scored, self._epoch = ids, self._loaded.epoch
+            logits = np.array(llama.scores[start - 1 : len(ids) - 1], dtype=np.float32)
+        return logits, {layer: found for layer in layers}
 
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         prompt_ids = self._encode(prompt)
@@ -344,6 +463,7 @@ class TransformersLogProbModel(LogProbModel):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.name = f"transformers:{path}"
+        self.path = path
         self._torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -395,6 +515,28 @@ class TransformersLogProbModel(LogProbModel):
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0]
             return np.asarray(logits[start - 1 : len(ids) - 1].float().cpu().numpy())
+
+    @property
+    def file_hash(self) -> str:
+        return files_sha256(sorted(p for p in self.path.iterdir() if p.is_file() and p.suffix in WEIGHT_FILES))
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    def _hidden(
+        self, ids: list[int], start: int, rows: list[int], layers: list[int]
+    ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        torch = self._torch
+        with self._lock, torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([ids], device=self.device), output_hidden_states=True)
+            logits = np.asarray(out.logits[0, start - 1 : len(ids) - 1].float().cpu().numpy())
+            picked = torch.tensor(rows, dtype=torch.long, device=self.device)
+            states = {
+                layer: np.asarray(out.hidden_states[layer][0, picked].float().cpu().numpy(), dtype=np.float32)
+                for layer in layers
+            }
+        return logits, states
 
     def _decoded(self, ids: list[int], before: list[int]) -> str:
         head = str(self.tokenizer.decode(before))

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "an MCP server (stdio or HTTP) for agents outside Python: check, detect, methods"),
     "bench": ("bench", "run a paper's benchmark protocol"),
     "choose": ("bench", "which method for your labelled answers: each candidate held out, costed, one recommended"),
+    "probe": ("probe", "fit a linear probe on a local model's hidden states (sentence, accuracy, semantic entropy)"),
     "calibrate": (
         "bench",
         "fit a probability of 'inaccurate' from a method's scores on labelled data; report it held out",

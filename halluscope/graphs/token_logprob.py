@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from halluscope.backends.chat import message_logprobs
-from halluscope.backends.logprobs import LogProbModel
+from halluscope.backends.logprobs import LogProbModel, reading_prompt
 from halluscope.errors import ConfigError
 from halluscope.graphs import method, options
 from halluscope.graphs.method import Flag, Method, RunContext, arg
@@ -177,19 +177,6 @@ def read_logprobs(path: str, flag: str) -> Any:
     found = load_json(read_file(path, flag), flag, path)
     given_entries(found)  # its shape, checked before any model loads
     return found
-
-
-# ---------------------------------------------------------------- a proxy model reads the text
-
-
-def reading_prompt(model: LogProbModel, question: str | None, chat: bool) -> str:
-    """What the proxy reads before the text: the question as a user turn of its chat template (the
-    text is then its own reply), or the question and a blank line; nothing without a question."""
-    if not question:
-        return ""
-    if chat:
-        return model.chat_prompt([{"role": "user", "content": question}])
-    return f"{question}\n\n"
 
 
 # ---------------------------------------------------------------- the method

@@ -1,0 +1,298 @@
+"""Fitting a probe (`halluscope probe fit`): the labelled examples of a kind, their hidden states read
+through the gateway (cached: a refit, another layer asked before, or another probe reads them back),
+and the logistic regression of ``halluscope.probing``.
+
+Examples by kind and data:
+- ``sentence``: WikiBio's passages (a sentence labelled minor or major inaccurate is 1), TruthfulQA's
+  correct (0) and incorrect (1) answers as statements read after their question, or a labelled file
+  (``halluscope.labelled``: per-sentence ``labels``, or one ``label`` per one-sentence answer);
+- ``accuracy``: TriviaQA's or SQuAD's questions, answered at temperature 0.1 by the answering model
+  (the QA bench's graded answer, the same cached call) and graded against the gold answers, or a
+  labelled file of question, text (the answer) and label (1: wrong);
+- ``sep``: those questions' semantic entropy (the ``semantic-entropy`` method, its samples and judge),
+  split into high and low by ``probing.best_split``; no gold answers needed, so a file of questions
+  (one a line, or a labelled file's question column) will do.
+Everything runs through the cache: an interrupted fit resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.logprobs import LogProbModel
+from halluscope.bench.papers.qa import GREEDY_TEMPERATURE, is_correct, load_qa
+from halluscope.bench.papers.truthfulqa import load_truthfulqa
+from halluscope.bench.wikibio import load_wikibio
+from halluscope.errors import ConfigError
+from halluscope.graphs import probe, semantic_entropy
+from halluscope.graphs.method import start
+from halluscope.labelled import load_labelled
+from halluscope.probing import Kind, Probe, best_split, fit_probe
+from halluscope.readers import read_lines
+
+SENTENCE_DATA = ("wikibio", "truthfulqa")
+QA_DATA = ("triviaqa", "squad")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One text a probe reads: its group (what validation holds out together), the question before it,
+    its sentences (a sentence probe's units) and one label per unit; ``entropy`` for a sep probe."""
+
+    group: str
+    text: str
+    question: str | None
+    sentences: tuple[str, ...]
+    labels: tuple[int, ...]
+    entropy: float | None = None
+
+
+def sentence_examples(data: str, items: range | None, data_dir: str | Path | None) -> list[Example]:
+    """A sentence probe's examples from WikiBio, TruthfulQA or a labelled file."""
+    if data == "wikibio":
+        return [
+            Example(
+                f"passage {p.index}",
+                p.text,
+                p.prompt,
+                tuple(p.sentences),
+                tuple(int(x != "accurate") for x in p.labels),
+            )
+            for p in load_wikibio(data_dir)
+            if items is None or p.index in items
+        ]
+    if data == "truthfulqa":
+        found = []
+        for q in load_truthfulqa(data_dir):
+            if items is not None and q.index not in items:
+                continue
+            wrong = set(q.incorrect)
+            found += [
+                Example(f"question {q.index}", a, q.question, (a.strip(),), (int(a in wrong),)) for a in q.labelled
+            ]
+        return found
+    rows = load_labelled(data).rows
+    examples = []
+    for row in rows:
+        text = str(row.inputs.get("text", ""))
+        question = row.inputs.get("question")
+        if row.labels is not None:
+            examples.append(Example(row.id, text, question, tuple(row.units or ()), row.labels))
+        else:  # one label for the answer: read as one unit
+            examples.append(Example(row.id, text, question, (text.strip(),), (row.answer_label,)))
+    return [e for i, e in enumerate(examples) if items is None or i in items]
+
+
+def _questions(data: str, items: range | None, data_dir: str | Path | None) -> list[tuple[str, str, list[str] | None]]:
+    """(group, question, gold answers or None) for the accuracy and sep probes."""
+    if data in QA_DATA:
+        return [
+            (f"question {q.index}", q.question, q.answers)
+            for q in load_qa(data, data_dir)
+            if items is None or q.index in items
+        ]
+    if Path(data).suffix == ".txt":
+        lines = read_lines(data, "--data")
+        return [(f"question {i}", line, None) for i, line in enumerate(lines) if items is None or i in items]
+    rows = load_labelled(data).rows
+    return [(row.id, str(row.inputs["question"]), None) for i, row in enumerate(rows) if items is None or i in items]
+
+
+def answered_examples(
+    kind: Kind,
+    data: str,
+    items: range | None,
+    data_dir: str | Path | None,
+    *,
+    answerer: ModelLike,
+    gateway: Gateway,
+    stats: CallStats,
+    n: int,
+    judge: Any,
+    progress: Callable[[Iterable[Any]], Iterable[Any]],
+) -> list[Example]:
+    """An accuracy or sep probe's examples: each question's answer at temperature 0.1 (graded against the
+    gold answers for accuracy), and for sep its semantic entropy of ``n`` sampled answers."""
+    if kind == "accuracy" and data not in QA_DATA:
+        rows = load_labelled(data).rows
+        return [
+            Example(
+                row.id,
+                str(row.inputs["text"]),
+                str(row.inputs["question"]),
+                (str(row.inputs["text"]),),
+                (row.answer_label,),
+            )
+            for i, row in enumerate(rows)
+            if items is None or i in items
+        ]
+    entropy = None
+    if kind == "sep":
+        options = semantic_entropy.Options(model=answerer, judge=judge, n=n)
+        entropy = semantic_entropy.METHOD.scorer(options, start(gateway, stats))
+    examples = []
+    for group, question, gold in progress(_questions(data, items, data_dir)):
+        reply = gateway.call(
+            answerer,
+            semantic_entropy.ANSWER,
+            {"question": question},
+            stats=stats,
+            temperature=GREEDY_TEMPERATURE,
+            max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+            seed=0,
+        )
+        answer = reply.text.strip()
+        if kind == "accuracy":
+            if gold is None:
+                raise ConfigError(
+                    f"an accuracy probe needs gold answers: {data} has none (use triviaqa, squad or a labelled file)"
+                )
+            examples.append(Example(group, answer, question, (answer,), (int(not is_correct(answer, gold)),)))
+        else:
+            assert entropy is not None
+            score = entropy(semantic_entropy.Inputs(question=question)).units[0].score
+            examples.append(Example(group, answer, question, (answer,), (), entropy=float(score or 0.0)))
+    return examples
+
+
+def read_states(
+    examples: Sequence[Example],
+    kind: Kind,
+    reader: LogProbModel,
+    layers: Sequence[int],
+    gateway: Gateway,
+    stats: CallStats,
+    progress: Callable[[Iterable[Any]], Iterable[Any]],
+) -> tuple[dict[int, np.ndarray], list[int], list[str], int]:
+    """Each example's rows at each layer (a sentence's state, or the question's and answer's side by
+    side), their labels and groups, and how many sentences were not found in their text (left out)."""
+    rows: dict[int, list[np.ndarray]] = {layer: [] for layer in layers}
+    labels: list[int] = []
+    groups: list[str] = []
+    missing = 0
+    for ex in progress(examples):
+        before, _ = probe.framing(kind, reader, ex.question, gateway)
+        if kind == "sentence":
+            ends = probe.sentence_ends(ex.text, ex.sentences)
+            kept = [(end, label) for end, label in zip(ends, ex.labels, strict=True) if end is not None]
+            missing += len(ends) - len(kept)
+            if not kept:
+                continue
+            wanted = [end for end, _ in kept]
+            ex_labels = [label for _, label in kept]
+        else:
+            if not ex.text:
+                missing += 1
+                continue
+            wanted, ex_labels = [0, len(ex.text)], list(ex.labels)
+        states = gateway.hidden_states(reader, before, ex.text, wanted, layers, stats)
+        for layer in layers:
+            rows[layer].append(probe.features(kind, states, layer))
+        labels += ex_labels
+        groups += [ex.group] * len(probe.features(kind, states, layers[0]))
+    return {layer: np.concatenate(found) for layer, found in rows.items()}, labels, groups, missing
+
+
+def default_layers(reader: LogProbModel) -> list[int]:
+    """The layers a fit tries when none is given: every fourth from the first quarter and the last (a
+    llama.cpp model gives its last only)."""
+    top = reader.n_layers
+    if reader.name.startswith("local:"):
+        return [top]
+    return sorted({*range(max(1, top // 4), top + 1, 4), top})
+
+
+def fit(
+    kind: Kind,
+    data: str,
+    model: str,
+    gateway: Gateway,
+    *,
+    layers: Sequence[int] | None = None,
+    items: range | None = None,
+    data_dir: str | Path | None = None,
+    answerer: ModelLike | None = None,
+    n: int = 10,
+    judge: Any = None,
+    stats: CallStats | None = None,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
+) -> tuple[Probe, list[Example]]:
+    """A probe of ``kind`` fitted on ``data`` with ``model``'s hidden states (the layer chosen on held-out
+    groups among ``layers``), and the examples it was fitted on."""
+    stats = stats if stats is not None else CallStats()
+    reader = gateway.logprob_model(model)
+    tried = list(layers) if layers else default_layers(reader)
+    if kind == "sentence":
+        if data in QA_DATA:
+            raise ConfigError(f"{data} has short answers, not labelled sentences: fit an accuracy or sep probe on it")
+        examples = sentence_examples(data, items, data_dir)
+    else:
+        if data in SENTENCE_DATA:
+            raise ConfigError(f"{data} labels sentences: fit a sentence probe on it (an {kind} probe reads questions)")
+        examples = answered_examples(
+            kind,
+            data,
+            items,
+            data_dir,
+            answerer=answerer if answerer is not None else model,
+            gateway=gateway,
+            stats=stats,
+            n=n,
+            judge=judge,
+            progress=progress,
+        )
+    if not examples:
+        raise ConfigError(f"no examples in {data}{'' if items is None else f' items {items.start}-{items.stop - 1}'}")
+    threshold = None
+    if kind == "sep":
+        threshold = best_split([ex.entropy or 0.0 for ex in examples])
+        examples = [
+            Example(ex.group, ex.text, ex.question, ex.sentences, (int((ex.entropy or 0.0) >= threshold),), ex.entropy)
+            for ex in examples
+        ]
+    features, labels, groups, missing = read_states(examples, kind, reader, tried, gateway, stats, progress)
+    fitted = fit_probe(
+        features,
+        labels,
+        groups,
+        kind=kind,
+        model=reader.name,
+        model_file=reader.file_hash,
+        prompt=probe.prompt_ref(kind, gateway),
+        threshold=threshold,
+        data={
+            "source": data if data in (*SENTENCE_DATA, *QA_DATA) else Path(data).name,
+            "items": None if items is None else f"{items.start}-{items.stop - 1}",
+            "examples": len(examples),
+            "not_read": missing,
+            **({"answerer": model_name(answerer or model)} if kind != "sentence" else {}),
+            **({"n": n, "judge": getattr(judge, "name", judge)} if kind == "sep" else {}),
+        },
+    )
+    return fitted, examples
+
+
+def summary(fitted: Probe) -> str:
+    """The probe in a few lines: what it was fitted on, and each layer's held-out AUC-ROC."""
+    val = fitted.validation
+    lines = [
+        f"{fitted.kind} probe on {fitted.model} layer {fitted.layer} ({', '.join(fitted.positions)}): "
+        f"{fitted.data.get('rows')} rows from {fitted.data.get('groups')} groups of {fitted.data.get('source')}, "
+        f"base rate {fitted.base_rate:.2f}"
+        + ("" if fitted.threshold is None else f", semantic entropy split at {fitted.threshold:.3f}"),
+        f"held out to choose the layer: {val['rows']} rows of {val['groups']} groups",
+    ]
+    for layer, metrics in val["per_layer"].items():
+        chosen = " (chosen)" if int(layer) == fitted.layer else ""
+        roc, pr = metrics["auc_roc"], metrics["auc_pr"]
+        lines.append(
+            f"  layer {layer}: AUC-ROC {'-' if roc is None else f'{roc:.1f}'}, "
+            f"AUC-PR {'-' if pr is None else f'{pr:.1f}'}{chosen}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Probes (Kossen et al. 2024, arXiv 2406.15927): a linear probe fitted by `halluscope probe fit` reads
+the hidden state of one forward pass over the answer and gives each sentence (a ``sentence`` probe) or
+the short answer (an ``accuracy`` probe, a semantic entropy probe ``sep``) its probability of being
+hallucinated, wrong, or semantically uncertain. No generation: one forward pass per answer, cached
+with the text's token statistics.
+
+Where it reads: a sentence probe at each sentence's last token, the answer read as the model's own
+reply to the question (when one is given); the others at the question's last token before the answer
+(the paper's TBG) and the answer's last token (its SLT), the question framed by the prompt the
+answers were sampled with (semantic entropy's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.logprobs import LogProbModel, reading_prompt
+from halluscope.errors import ConfigError
+from halluscope.graphs import method, options
+from halluscope.graphs.method import Flag, Method, RunContext, arg
+from halluscope.graphs.stages import Blocking, Steps
+from halluscope.probing import Probe, load_probe
+from halluscope.results import DetectionResult, Unit
+from halluscope.scoring.token_probability import sentence_spans
+from halluscope.text import checked_passage
+from halluscope.text import sentences as split_sentences
+
+NAME = "probe"
+ANSWER_PROMPT = "semantic_entropy.answer"  # the prompt short answers are sampled with, and read after
+
+
+def framing(kind: str, reader: LogProbModel, question: str | None, gateway: Gateway) -> tuple[str, str | None]:
+    """(what the model reads before the answer, the prompt's id@version#hash or None) for a probe kind:
+    a sentence probe reads the answer as the model's reply to the question as asked (nothing without
+    one); the others after the question in the prompt the answers were sampled with."""
+    if kind == "sentence":
+        return reading_prompt(reader, question, chat=True), None
+    if not question:
+        raise ConfigError(f"a {kind} probe reads the question before the answer: give question")
+    tpl = gateway.registry.get(ANSWER_PROMPT)
+    return reader.chat_prompt(tpl.render(question=question)), tpl.ref
+
+
+def prompt_ref(kind: str, gateway: Gateway) -> str | None:
+    return None if kind == "sentence" else gateway.registry.get(ANSWER_PROMPT).ref
+
+
+def sentence_ends(text: str, sentences: Sequence[str]) -> list[int | None]:
+    """Where each sentence ends in the text (None for one not found there verbatim)."""
+    return [None if span is None else span[1] for span in sentence_spans(text, sentences)]
+
+
+def features(kind: str, states: Mapping[int, np.ndarray], layer: int) -> np.ndarray:
+    """The rows a probe reads: one per sentence, or the question's and the answer's states side by side."""
+    rows = states[layer]
+    return rows if kind == "sentence" else rows.reshape(1, -1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    text: str = options.text("the answer to check: a passage (sentence probes) or a short answer")
+    sentences: list[str] | None = options.sentences()
+    question: str | None = options.question("the question the text answers (accuracy and sep probes need it)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    probe: str | Probe = arg(
+        help="a probe from `halluscope probe fit` (its JSON file)", flags=(Flag(("--probe",), metavar="FILE"),)
+    )
+    model: str | LogProbModel | None = options.model(
+        "reads the text (default: the model the probe was fitted on; another file of it is refused)"
+    )
+
+
+@dataclass(frozen=True)
+class Prepared(method.Prepared):
+    probe: Probe | None = None
+    reader: LogProbModel | None = None
+
+
+def prepare(opts: Options, ctx: RunContext) -> Prepared:
+    """The probe, read and checked against the model that reads (its file's hash) and the prompt version."""
+    probe = load_probe(opts.probe) if isinstance(opts.probe, str) else opts.probe.checked()
+    reader = ctx.gateway.logprob_model(opts.model if opts.model is not None else probe.model)
+    probe.check(reader.name, reader.file_hash, prompt_ref(probe.kind, ctx.gateway))
+    return Prepared(options=opts, probe=probe, reader=reader)
+
+
+def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
+    """Each sentence's probability (sentence probes), or the answer's, from one forward pass."""
+    probe, reader = prepared.probe, prepared.reader
+    assert probe is not None and reader is not None
+    before, _ = framing(probe.kind, reader, inputs.question, ctx.gateway)
+    if probe.kind == "sentence":
+        text, given, _ = checked_passage(inputs.text, inputs.sentences, None)
+        found = given or split_sentences(text or "")
+        if not found:
+            raise ConfigError(f"{NAME} needs a non-empty text (no sentence found)")
+        ends = sentence_ends(text, found)
+    else:
+        text = inputs.text
+        if not text.strip():
+            raise ConfigError(f"{NAME} needs a non-empty answer")
+        found, ends = [text], [0, len(text)]
+    ctx.plan(1)
+    wanted = [e for e in ends if e is not None]
+    states = yield Blocking(partial(ctx.gateway.hidden_states, reader, before, text, wanted, [probe.layer]))
+    scores = iter(probe.probabilities(features(probe.kind, states, probe.layer)).tolist()) if wanted else iter([])
+    if probe.kind == "sentence":
+        units = [
+            Unit(text=s, score=None if end is None else next(scores), evidence={"read_at": end})
+            for s, end in zip(found, ends, strict=True)
+        ]
+    else:
+        units = [Unit(text=text, score=next(scores), evidence={"read_at": ends})]
+    unread = sum(1 for e in ends if e is None)
+    meta = ctx.meta(
+        NAME,
+        {"sentence_not_found": unread} if unread else {},
+        kind=probe.kind,
+        layer=probe.layer,
+        reader=reader.name,
+        fitted_on=probe.data.get("source"),
+    )
+    return DetectionResult(method=NAME, units=units, meta=meta)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="a linear probe on one forward pass's hidden states (sentence, accuracy or semantic entropy probe, "
+    "Kossen et al. 2024), fitted by `halluscope probe fit`",
+    inputs=Inputs,
+    options=Options,
+    prepare=prepare,
+    run=run,
+    question_field="question",
+    answer_field="text",
+    positional=("text",),
+    needs=((("probe", "{} (a fitted probe's JSON)"),),),
+)
+detect, adetect = METHOD.detect, METHOD.adetect

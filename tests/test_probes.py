@@ -1,0 +1,235 @@
+"""Probes: hidden states read once and cached, a probe fitted, saved as JSON and refused where it does
+not belong, the SEP binarisation against numbers worked by hand, and the `probe` method on SmolLM2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import halluscope
+from halluscope.backends.cache import open_cache
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.logprobs import TransformersLogProbModel
+from halluscope.backends.stats import CallStats
+from halluscope.cli import main
+from halluscope.errors import ConfigError
+from halluscope.probing import Probe, best_split, fit_probe, load_probe, validation_groups
+from halluscope.prompts.registry import PromptRegistry
+
+SMOL = "local:smollm2-135m"
+TRUE = [
+    "Paris is the capital of France.",
+    "Water boils at 100 degrees Celsius at sea level.",
+    "The Moon orbits the Earth.",
+    "Dogs are mammals.",
+    "The Pacific is an ocean.",
+    "Berlin is in Germany.",
+    "A week has seven days.",
+    "Ice is frozen water.",
+]
+FALSE = [
+    "Paris is the capital of Japan.",
+    "Water boils at 10 degrees Celsius at sea level.",
+    "The Earth orbits the Moon.",
+    "Dogs are reptiles.",
+    "The Pacific is a desert.",
+    "Berlin is in Brazil.",
+    "A week has three days.",
+    "Ice is frozen sand.",
+]
+
+
+def _gateway(tmp_path: Path) -> Gateway:
+    return Gateway(cache=open_cache(str(tmp_path / "cache")), registry=PromptRegistry())
+
+
+def test_best_split_is_the_papers_least_squares_binarisation() -> None:
+    """Worked by hand: of 100 thresholds from ~0 to the largest, the first whose low and high groups
+    have the least summed squared error around their own means."""
+    values = [0.0, 0.1, 1.0, 1.1]
+    split = best_split(values)
+    # thresholds 1e-10 + k (1.1 - 1e-10) / 99; {0, 0.1} and {1.0, 1.1} (2 * 0.05**2 each side, 0.01 in
+    # all) is the least, first reached at k = 9, just above 0.1
+    assert split == pytest.approx(1e-10 + 9 * (1.1 - 1e-10) / 99, abs=1e-12) and split > 0.1
+    assert [int(v >= split) for v in values] == [0, 0, 1, 1]
+    assert best_split([0.0, 0.0, 0.0, 1.0, 1.0, 1.0]) == 1e-10  # the first threshold already splits them
+    with pytest.raises(ConfigError, match="finite"):
+        best_split([0.0, float("nan")])
+
+
+def test_validation_holds_out_whole_groups() -> None:
+    groups = [f"passage {i // 3}" for i in range(30)]  # 10 passages of 3 sentences
+    held = validation_groups(groups)
+    assert held.sum() == 6  # 20% of 10 passages, each with its 3 sentences
+    for i in range(0, 30, 3):
+        assert len(set(held[i : i + 3].tolist())) == 1
+
+
+def _probe(**changes: object) -> Probe:
+    fields = {
+        "kind": "sentence",
+        "model": SMOL,
+        "model_file": "a" * 64,
+        "layer": 30,
+        "positions": ["sentence"],
+        "prompt": None,
+        "weights": [1.0, -1.0],
+        "bias": 0.0,
+        "mean": [0.0, 0.0],
+        "scale": [1.0, 2.0],
+        "base_rate": 0.5,
+    }
+    return Probe.model_validate({**fields, **changes})
+
+
+def test_a_probe_is_logistic_regression_on_standardised_states(tmp_path: Path) -> None:
+    probe = _probe()
+    # z = 1 * (2 - 0) / 1 - 1 * (2 - 0) / 2 = 1
+    assert probe.probabilities(np.array([[2.0, 2.0]]))[0] == pytest.approx(1 / (1 + np.exp(-1.0)))
+    path = tmp_path / "probe.json"
+    probe.save(path)
+    assert load_probe(path) == probe
+    with pytest.raises(ConfigError, match="reads 2 numbers at layer 30, the model gave 3"):
+        probe.probabilities(np.zeros((1, 3)))
+    (tmp_path / "bad.json").write_text(json.dumps({**probe.model_dump(), "scale": [1.0, 0.0]}))
+    with pytest.raises(ConfigError, match="scale must be positive"):
+        load_probe(tmp_path / "bad.json")
+    (tmp_path / "pickle.json").write_bytes(b"\x80\x04K\x01.")  # never unpickled: refused as text
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_probe(tmp_path / "pickle.json")
+    (tmp_path / "calibration.json").write_text(json.dumps({"kind": "isotonic", "methods": ["grounded"]}))
+    with pytest.raises(ConfigError, match="not a probe written by `halluscope probe fit`"):
+        load_probe(tmp_path / "calibration.json")
+
+
+def test_a_probe_refuses_other_weights_and_other_prompt_versions() -> None:
+    probe = _probe(kind="accuracy", positions=["question", "answer"], prompt="semantic_entropy.answer@1#abc")
+    probe.check(SMOL, "a" * 64, "semantic_entropy.answer@1#abc")
+    probe.check("local:/elsewhere/smollm2.gguf", "a" * 64, "semantic_entropy.answer@1#abc")  # the same file
+    with pytest.raises(ConfigError, match="fitted on local:smollm2-135m's hidden states .* not local:qwen"):
+        probe.check("local:qwen2.5-coder-0.5b", "b" * 64, "semantic_entropy.answer@1#abc")
+    with pytest.raises(ConfigError, match="not another file of it"):
+        probe.check(SMOL, "b" * 64, "semantic_entropy.answer@1#abc")
+    with pytest.raises(ConfigError, match="fitted with prompt semantic_entropy.answer@1#abc, not semantic_entropy"):
+        probe.check(SMOL, "a" * 64, "semantic_entropy.answer@2#def")
+    with pytest.raises(ConfigError, match="reads at question, answer, not sentence"):
+        _probe(kind="accuracy").checked()
+
+
+@pytest.mark.slow
+def test_hidden_states_are_read_once_then_replayed_from_the_cache(tmp_path: Path) -> None:
+    gateway = _gateway(tmp_path)
+    lm = gateway.logprob_model(SMOL)
+    text = "Paris is the capital of France. It has the Eiffel Tower."
+    prompt = lm.chat_prompt([{"role": "user", "content": "Tell me about Paris."}])
+    stats = CallStats()
+    fresh = gateway.hidden_states(lm, prompt, text, [0, 31, len(text)], [lm.n_layers], stats)
+    assert stats.forward_passes == 1 and fresh[30].shape == (3, 576)
+    again = gateway.hidden_states(lm, prompt, text, [len(text), 31], [30], stats)
+    assert stats.forward_passes == 1 and stats.cache_hits == 1  # no forward pass: read back
+    assert np.array_equal(again[30], fresh[30][[2, 1]])
+    # the same pass cached the text's token statistics: token-logprob reads them without a pass
+    gateway.token_stats(lm, prompt, text, stats)
+    assert stats.forward_passes == 1 and stats.cache_hits == 2
+    # a position not asked before: one more pass, the union kept
+    gateway.hidden_states(lm, prompt, text, [5], [30], stats)
+    gateway.hidden_states(lm, prompt, text, [0, 5, len(text)], [30], stats)
+    assert stats.forward_passes == 2 and stats.cache_hits == 3
+    with pytest.raises(ConfigError, match="gives the last layer's hidden state only \\(layer 30\\)"):
+        gateway.hidden_states(lm, prompt, text, [0], [12])
+
+
+@pytest.mark.slow
+def test_transformers_reads_any_layer_and_its_last_is_llama_cpps(smollm2_hf_dir: Path, tmp_path: Path) -> None:
+    """Layer L is the last layer's output after the final norm in both backends (the GGUF quantised)."""
+    gateway = _gateway(tmp_path)
+    hf = TransformersLogProbModel(smollm2_hf_dir, threads=1)
+    text = "Dogs are mammals. Ice is frozen water."
+    states = gateway.hidden_states(hf, "", text, [17, len(text)], [8, 30])
+    assert set(states) == {8, 30} and states[8].shape == (2, 576)
+    local = gateway.hidden_states(SMOL, "", text, [17, len(text)], [30])
+    for row in range(2):
+        assert np.corrcoef(states[30][row], local[30][row])[0, 1] > 0.99
+    assert hf.file_hash != gateway.logprob_model(SMOL).file_hash
+
+
+@pytest.mark.slow
+def test_a_probe_fitted_on_a_few_labelled_sentences_separates_them(tmp_path: Path) -> None:
+    gateway = _gateway(tmp_path)
+    lm = gateway.logprob_model(SMOL)
+    rows = [gateway.hidden_states(lm, "", s, [len(s)], [30])[30][0] for s in TRUE + FALSE]
+    labels = [0] * len(TRUE) + [1] * len(FALSE)
+    probe = fit_probe(
+        {30: np.array(rows)},
+        labels,
+        [f"fact {i % len(TRUE)}" for i in range(len(labels))],  # a fact's true and false forms held out together
+        kind="sentence",
+        model=lm.name,
+        model_file=lm.file_hash,
+        prompt=None,
+        data={"source": "toy"},
+    )
+    p = probe.probabilities(np.array(rows))
+    assert p[len(TRUE) :].min() > p[: len(TRUE)].max()
+    assert probe.validation["per_layer"]["30"]["auc_roc"] is not None and probe.base_rate == 0.5
+    path = tmp_path / "probe.json"
+    probe.save(path)
+    # through the detector: the fitted items read again (from the cache) score as in the fit
+    detector = halluscope.detector("probe", probe=str(path), gateway=gateway)
+    alone = [detector.detect(text=s).units[0].score for s in (TRUE[0], FALSE[1])]
+    assert alone == pytest.approx([p[0], p[len(TRUE) + 1]], abs=1e-9) and alone[1] > alone[0]
+    # a passage: one forward pass for all its sentences, then none
+    first = detector.detect(text=f"{TRUE[0]} {FALSE[1]}")
+    assert [u.text for u in first.units] == [TRUE[0], FALSE[1]]
+    assert [u.evidence["read_at"] for u in first.units] == [len(TRUE[0]), len(TRUE[0]) + 1 + len(FALSE[1])]
+    assert first.meta.calls == 1
+    second = asyncio.run(detector.adetect(text=f"{TRUE[0]} {FALSE[1]}"))
+    assert second.meta.calls == 0 and second.meta.cache_hits == 1
+    assert [u.score for u in second.units] == [u.score for u in first.units]
+    # another model is refused with one line, before anything is read
+    with pytest.raises(ConfigError, match="fitted on local:smollm2-135m's hidden states"):
+        halluscope.detector("probe", probe=str(path), model="local:qwen2.5-coder-0.5b", gateway=gateway).detect(
+            text="Dogs are mammals."
+        )
+
+
+@pytest.mark.slow
+def test_probe_fit_and_detect_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "labelled.jsonl"
+    rows = [{"id": f"t{i}", "text": s, "label": 0} for i, s in enumerate(TRUE)]
+    rows += [{"id": f"f{i}", "text": s, "label": 1} for i, s in enumerate(FALSE)]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out, cache = tmp_path / "probe.json", str(tmp_path / "cache")
+    assert (
+        main(
+            [
+                "probe",
+                "fit",
+                "--kind",
+                "sentence",
+                "--data",
+                str(data),
+                "--model",
+                SMOL,
+                "--out",
+                str(out),
+                "--cache",
+                cache,
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "sentence probe on local:smollm2-135m layer 30" in printed and "16 rows from 16 groups" in printed
+    probe = load_probe(out)
+    assert probe.data["source"] == "labelled.jsonl" and probe.data["examples"] == 16
+    assert main(["detect", "probe", "--probe", str(out), "--text", FALSE[3], "--cache", cache, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["meta"]["calls"] == 0 and result["meta"]["cache_hits"] == 1  # read while fitting
+    fit_accuracy = ["probe", "fit", "--kind", "accuracy", "--data", "wikibio", "--model", SMOL, "--out", str(out)]
+    assert main([*fit_accuracy, "--cache", cache]) == 2
+    assert "wikibio labels sentences: fit a sentence probe on it" in capsys.readouterr().err
