@@ -17,6 +17,7 @@ and it refuses another model, file or prompt version with one line, as a calibra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -108,6 +109,10 @@ class Probe(BaseModel):
         self.check_width(x.shape[1])
         z = ((x - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.weights) + self.bias
         return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -500, 500))))
+
+    def digest(self) -> str:
+        """A short hash of everything it is: what a result and a calibration fitted on its scores name."""
+        return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()[:16]
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.model_dump_json(indent=1) + "\n", encoding="utf-8")

@@ -233,3 +233,59 @@ def test_probe_fit_and_detect_from_the_command_line(tmp_path: Path, capsys: pyte
     fit_accuracy = ["probe", "fit", "--kind", "accuracy", "--data", "wikibio", "--model", SMOL, "--out", str(out)]
     assert main([*fit_accuracy, "--cache", cache]) == 2
     assert "wikibio labels sentences: fit a sentence probe on it" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_probe_is_calibrated_stacked_and_chosen_like_any_sentence_method(tmp_path: Path) -> None:
+    """The doors a labelled-data user goes through: `calibrate` stacks the probe with token-logprob,
+    the ensemble reads the probe file it is given, and `choose` ranks it among the candidates."""
+    from halluscope.bench.calibrate import calibrate_labelled
+    from halluscope.bench.choose import choose
+
+    gateway = _gateway(tmp_path)
+    lm = gateway.logprob_model(SMOL)
+    rows = [gateway.hidden_states(lm, "", s, [len(s)], [30])[30][0] for s in TRUE + FALSE]
+    labels = [0] * len(TRUE) + [1] * len(FALSE)
+    groups = [f"fact {i % len(TRUE)}" for i in range(len(labels))]
+    probe = fit_probe(
+        {30: np.array(rows)},
+        labels,
+        groups,
+        kind="sentence",
+        model=lm.name,
+        model_file=lm.file_hash,
+        prompt=None,
+        data={},
+    )
+    path = str(tmp_path / "probe.json")
+    probe.save(path)
+    data = [{"id": f"s{i}", "text": s, "label": y} for i, (s, y) in enumerate(zip(TRUE + FALSE, labels, strict=True))]
+    members = ["probe", "token-logprob:max-nll"]
+    cal = calibrate_labelled(
+        members,
+        data,
+        tmp_path / "cal.json",
+        model=SMOL,
+        gateway=gateway,
+        kind="stacked",
+        folds=2,
+        options={"probe": path},
+        progress=False,
+        force=True,  # 16 sentences: fewer than a calibration is kept on without saying so
+    )
+    assert cal.methods == members and cal.settings["probe"]["probe"] == path
+    stacked = halluscope.detector("ensemble", calibration=cal, probe=path, model=SMOL, gateway=gateway)
+    found = stacked.detect(text=FALSE[2])
+    assert found.units[0].probability is not None and set(found.units[0].evidence["scores"]) == set(members)
+    choice = choose(
+        data,
+        members,
+        tmp_path / "choose",
+        model=SMOL,
+        gateway=gateway,
+        options={"probe": path},
+        folds=2,
+        progress=False,
+    )
+    assert {c.name for c in choice.candidates} >= set(members)
+    assert next(c for c in choice.candidates if c.name == "probe").auc_roc is not None

@@ -68,6 +68,11 @@ class Options:
     )
     methods: Sequence[str] = arg((), help="the members, as a check: they must be the calibration's")
     n: int = options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers")
+    probe: str | None = arg(
+        None,
+        help="the fitted probe a `probe` member reads (its JSON file)",
+        flags=(Flag(("--probe",), metavar="FILE"),),
+    )
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
             spec.model_field: opts.model,
             "samples": samples,
             "n": opts.n,
+            "probe": opts.probe,
         }
         if spec.context_field is not None:
             given[spec.context_field] = inputs.context

@@ -94,8 +94,8 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
 
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
     """Each sentence's probability (sentence probes), or the answer's, from one forward pass."""
-    probe, reader = prepared.probe, prepared.reader
-    assert probe is not None and reader is not None
+    probe, reader, opts = prepared.probe, prepared.reader, prepared.options
+    assert probe is not None and reader is not None and isinstance(opts, Options)
     before, _ = framing(probe.kind, reader, inputs.question, ctx.gateway)
     if probe.kind == "sentence":
         text, given, _ = checked_passage(inputs.text, inputs.sentences, None)
@@ -124,6 +124,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         NAME,
         {"sentence_not_found": unread} if unread else {},
         kind=probe.kind,
+        probe=opts.probe if isinstance(opts.probe, str) else "given",
+        probe_digest=probe.digest(),
         layer=probe.layer,
         reader=reader.name,
         fitted_on=probe.data.get("source"),

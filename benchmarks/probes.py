@@ -1,0 +1,196 @@
+"""Probes measured on held-out data against the methods a user would otherwise run: a probe fitted on
+one range of items (`halluscope probe fit`'s own ``fit``), then `halluscope choose` on a disjoint range
+with the probe among the candidates, so every candidate is scored on the same items with the same
+model, its metrics (AUC-ROC and AUC-PR with bootstrap intervals over answers, from each run) and the
+stacks `choose` cross-validates by answer.
+
+- ``wikibio``: a sentence probe (WikiBio's annotations: minor or major inaccurate is 1) fitted on
+  passages 0-119, against ``selfcheck-unigram`` (WikiBio's 20 GPT-3 samples) and ``token-logprob``
+  (read by the same forward pass) on passages 120-237;
+- ``triviaqa``: an accuracy probe (the answer at temperature 0.1 is wrong) fitted on questions 0-599,
+  against ``token-logprob`` and ``direct-question`` on the question and answer, on questions 600-899;
+- ``truthfulqa``: a truth probe (a sentence probe on TruthfulQA's correct and incorrect answers read
+  after their question) fitted on questions 0-199, against ``direct-question`` on questions 200-299,
+  and on the demo's planted biographies (planted sentences ranked riskiest).
+
+Everything goes through one cache (``--cache``): a run that stops resumes, and a rerun replays.
+
+    .venv/bin/python benchmarks/probes.py wikibio --model local:qwen2.5-coder-1.5b --cache DIR --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import halluscope  # noqa: E402
+from halluscope.backends.cache import open_cache  # noqa: E402
+from halluscope.backends.gateway import CallStats, Gateway  # noqa: E402
+from halluscope.bench import probes  # noqa: E402
+from halluscope.bench.calibrate import passage_range  # noqa: E402
+from halluscope.bench.choose import choose  # noqa: E402
+from halluscope.bench.planted import BIOGRAPHIES, riskiest  # noqa: E402
+from halluscope.bench.provenance import envelope  # noqa: E402
+from halluscope.bench.report import write_json  # noqa: E402
+from halluscope.bench.wikibio import load_wikibio  # noqa: E402
+from halluscope.prompts.registry import PromptRegistry  # noqa: E402
+
+SETS: dict[str, dict[str, Any]] = {
+    "wikibio": {
+        "kind": "sentence",
+        "fit": "0-119",
+        "test": "120-237",
+        "against": ["selfcheck-unigram", "token-logprob:max-nll", "token-logprob:avg-nll"],
+    },
+    "triviaqa": {
+        "kind": "accuracy",
+        "fit": "0-599",
+        "test": "600-899",
+        "against": ["token-logprob:max-nll", "token-logprob:avg-nll", "direct-question"],
+    },
+    "truthfulqa": {"kind": "sentence", "fit": "0-199", "test": "200-299", "against": ["direct-question"]},
+}
+PER_RUN = ("sentence_auc_roc", "sentence_auc_pr", "answer_auc_roc", "answer_auc_pr", "n_answers", "n_units")
+
+
+def test_rows(name: str, items: range, examples: list[probes.Example]) -> list[dict[str, Any]]:
+    """The held-out items as `choose` reads them: WikiBio's passages with their sentences, samples and
+    labels; TruthfulQA's answers, one sentence each; TriviaQA's answers with their grade."""
+    if name == "wikibio":
+        return [
+            {
+                "id": f"wikibio-{p.index}",
+                "text": p.text,
+                "sentences": p.sentences,
+                "question": p.prompt,
+                "samples": p.samples,
+                "labels": [int(label != "accurate") for label in p.labels],
+            }
+            for p in load_wikibio()
+            if p.index in items
+        ]
+    if name == "truthfulqa":
+        return [
+            {"id": f"{ex.group}: {ex.text[:40]}", "text": ex.text, "question": ex.question, "label": ex.labels[0]}
+            for ex in examples
+        ]
+    return [
+        {"id": ex.group, "text": ex.text, "question": ex.question, "label": ex.labels[0]} for ex in examples if ex.text
+    ]
+
+
+def planted_hits(probe_path: Path, gateway: Gateway) -> dict[str, Any]:
+    """The truth probe on the demo's planted biographies: how often the planted sentence ranks riskiest."""
+    detector = halluscope.detector("probe", probe=str(probe_path), gateway=gateway)
+    hits = 0
+    for bio in BIOGRAPHIES:
+        result = detector.detect(text=" ".join(bio.sentences), sentences=list(bio.sentences), question=bio.prompt)
+        hits += int(riskiest([u.score for u in result.units]) == [bio.planted])
+    return {"planted_riskiest": hits, "biographies": len(BIOGRAPHIES)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset", choices=sorted(SETS))
+    ap.add_argument("--model", default="local:qwen2.5-coder-1.5b")
+    ap.add_argument("--fit", help="the items to fit on, FIRST-LAST (default: the dataset's)")
+    ap.add_argument("--test", help="the items to test on, FIRST-LAST (default: the dataset's)")
+    ap.add_argument("--layer", help="layers to choose from (default: probe fit's)")
+    ap.add_argument("--cache", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    setup = SETS[args.dataset]
+    began = time.perf_counter()
+    gateway = Gateway(cache=open_cache(args.cache), registry=PromptRegistry())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stats = CallStats()
+    fit_items = passage_range(args.fit or setup["fit"], "--fit")
+    test_items = passage_range(args.test or setup["test"], "--test")
+
+    def bar(it: Any) -> Any:
+        return tqdm(list(it), file=sys.stderr, leave=False)
+
+    layers = [int(x) for x in args.layer.split(",")] if args.layer else None
+    fitted, _ = probes.fit(
+        setup["kind"], args.dataset, args.model, gateway, layers=layers, items=fit_items, stats=stats, progress=bar
+    )
+    probe_path = out / "probe.json"
+    fitted.save(probe_path)
+    print(probes.summary(fitted))
+    held: list[probes.Example] = []
+    if args.dataset == "truthfulqa":
+        held = probes.sentence_examples("truthfulqa", test_items, None)
+    elif args.dataset == "triviaqa":
+        held = probes.answered_examples(
+            "accuracy",
+            "triviaqa",
+            test_items,
+            None,
+            answerer=args.model,
+            gateway=gateway,
+            stats=stats,
+            n=0,
+            judge=None,
+            progress=bar,
+        )
+    rows = test_rows(args.dataset, test_items, held)
+    choice = choose(
+        rows,
+        ["probe", *setup["against"]],
+        out / "choose",
+        model=args.model,
+        gateway=gateway,
+        options={"probe": str(probe_path)},
+    )
+    runs: dict[str, Any] = {}
+    for name in ["probe", *setup["against"]]:
+        found = json.loads((out / "choose" / "runs" / name / "results.json").read_text())
+        runs[name] = {
+            "metrics": {k: found["metrics"].get(k) for k in PER_RUN},
+            "intervals": {k: found["intervals"].get(k) for k in PER_RUN if k in found["intervals"]},
+            "calls": found["meta"]["calls"],
+            "cache_hits": found["meta"]["cache_hits"],
+        }
+    chosen = json.loads((out / "choose" / "choose.json").read_text())
+    extra = planted_hits(probe_path, gateway) if args.dataset == "truthfulqa" else {}
+    report = {
+        **envelope(
+            models=[args.model],
+            items=len(rows),
+            item="passage" if args.dataset == "wikibio" else "answer",
+            calls=stats.calls + sum(r["calls"] for r in runs.values()),
+            seconds=time.perf_counter() - began,
+            cache_hits=stats.cache_hits + sum(r["cache_hits"] for r in runs.values()),
+        ),
+        "dataset": args.dataset,
+        "fit": f"{fit_items.start}-{fit_items.stop - 1}",
+        "test": f"{test_items.start}-{test_items.stop - 1}",
+        "probe": fitted.model_dump(mode="json", exclude={"weights", "mean", "scale"}),
+        "runs": runs,
+        "candidates": chosen["candidates"],
+        "recommended": chosen["recommended"],
+        **extra,
+    }
+    write_json(out / "probes.json", report)
+    for name, run in runs.items():
+        m, ci = run["metrics"], run["intervals"]
+        key = "sentence_auc_roc" if m.get("sentence_auc_roc") is not None else "answer_auc_roc"
+        print(f"{name:28} AUC-ROC {m[key]:.1f} {[round(x, 1) for x in ci.get(key, [])]}")
+    for c in chosen["candidates"]:
+        print(f"choose: {c['name']:50} held-out AUC-ROC {c['auc_roc']}")
+    if extra:
+        print(f"planted biographies: {extra['planted_riskiest']} of {extra['biographies']} ranked riskiest")
+    print(f"wrote {out / 'probes.json'} (choose recommends {choice.recommended})")
+
+
+if __name__ == "__main__":
+    main()
