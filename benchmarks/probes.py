@@ -175,7 +175,7 @@ def main() -> None:
         "fit": f"{fit_items.start}-{fit_items.stop - 1}",
         "test": f"{test_items.start}-{test_items.stop - 1}",
         "probe": fitted.model_dump(mode="json", exclude={"weights", "mean", "scale"}),
-        "runs": runs,
+        "methods": runs,
         "candidates": chosen["candidates"],
         "recommended": chosen["recommended"],
         **extra,
