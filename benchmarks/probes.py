@@ -15,7 +15,13 @@ stacks `choose` cross-validates by answer.
 
 Everything goes through one cache (``--cache``): a run that stops resumes, and a rerun replays.
 
+``cost`` times what each check costs per TriviaQA question with nothing cached, one method at a time:
+the accuracy probe and ``token-logprob`` (one forward pass each), ``direct-question`` on the answer,
+and ``semantic-entropy`` with 5 and 10 samples (its samples and entailment judgements), each given
+the question's answer at temperature 0.1 made beforehand (not counted).
+
     .venv/bin/python benchmarks/probes.py wikibio --model local:qwen2.5-coder-1.5b --cache DIR --out DIR
+    .venv/bin/python benchmarks/probes.py cost --probe DIR/probe.json --test 600-604 --cache DIR --out DIR
 """
 
 from __future__ import annotations
@@ -97,9 +103,87 @@ def planted_hits(probe_path: Path, gateway: Gateway) -> dict[str, Any]:
     return {"planted_riskiest": hits, "biographies": len(BIOGRAPHIES)}
 
 
+COSTED: dict[str, dict[str, Any]] = {
+    "probe": {},
+    "token-logprob": {},
+    "direct-question": {},
+    "semantic-entropy n=5": {"n": 5},
+    "semantic-entropy n=10": {"n": 10},
+}
+
+
+def costs(args: argparse.Namespace) -> None:
+    """Calls and seconds per question of each check, nothing cached (the answers made first, through
+    ``--cache``, and not counted)."""
+    began = time.perf_counter()
+    cached = Gateway(cache=open_cache(args.cache), registry=PromptRegistry())
+    fresh = Gateway(cache=None, registry=PromptRegistry())
+    items = passage_range(args.test or "600-604", "--test")
+    answered = probes.answered_examples(
+        "accuracy",
+        "triviaqa",
+        items,
+        None,
+        answerer=args.model,
+        gateway=cached,
+        stats=CallStats(),
+        n=0,
+        judge=None,
+        progress=lambda x: x,
+    )
+    rows = []
+    for name, extra in COSTED.items():
+        method = name.split()[0]
+        options: dict[str, Any] = {"model": args.model, **extra}
+        if method == "probe":
+            options["probe"] = args.probe
+        if method == "semantic-entropy":
+            options["judge"] = args.model
+        detector = halluscope.detector(method, gateway=fresh, max_calls=None, **options)
+        calls, seconds = [], []
+        for ex in answered:
+            item = (
+                {"question": ex.question}
+                if method == "semantic-entropy"
+                else {"text": ex.text, "question": ex.question}
+            )
+            started = time.perf_counter()
+            result = detector.detect(**item)
+            seconds.append(time.perf_counter() - started)
+            calls.append(result.meta.calls)
+        rows.append(
+            {
+                "check": name,
+                "questions": len(answered),
+                "calls per question": sum(calls) / len(calls),
+                "seconds per question": sum(seconds) / len(seconds),
+            }
+        )
+        last = rows[-1]
+        print(f"{name:24} {last['calls per question']:6.1f} calls {last['seconds per question']:7.2f} s a question")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(
+        out / "cost.json",
+        {
+            **envelope(
+                models=[args.model],
+                items=len(answered),
+                item="question",
+                calls=int(sum(r["calls per question"] * r["questions"] for r in rows)),
+                seconds=time.perf_counter() - began,
+            ),
+            "test": f"{items.start}-{items.stop - 1}",
+            "rows": rows,
+        },
+    )
+    print(f"wrote {out / 'cost.json'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dataset", choices=sorted(SETS))
+    ap.add_argument("dataset", choices=[*sorted(SETS), "cost"])
+    ap.add_argument("--probe", help="cost: the accuracy probe to time")
     ap.add_argument("--model", default="local:qwen2.5-coder-1.5b")
     ap.add_argument("--fit", help="the items to fit on, FIRST-LAST (default: the dataset's)")
     ap.add_argument("--test", help="the items to test on, FIRST-LAST (default: the dataset's)")
@@ -107,6 +191,9 @@ def main() -> None:
     ap.add_argument("--cache", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.dataset == "cost":
+        costs(args)
+        return
     setup = SETS[args.dataset]
     began = time.perf_counter()
     gateway = Gateway(cache=open_cache(args.cache), registry=PromptRegistry())

@@ -289,3 +289,48 @@ def test_a_probe_is_calibrated_stacked_and_chosen_like_any_sentence_method(tmp_p
     )
     assert {c.name for c in choice.candidates} >= set(members)
     assert next(c for c in choice.candidates if c.name == "probe").auc_roc is not None
+
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "How many legs does a spider have?",
+    "Who wrote Hamlet?",
+    "What colour is the sky on a clear day?",
+    "What is the largest planet in the Solar System?",
+    "What is the boiling point of water in Celsius?",
+]
+
+
+@pytest.mark.slow
+def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path) -> None:
+    """An accuracy probe fitted on a labelled file of questions and answers, and a SEP on unlabelled
+    questions (their semantic entropy split as the paper does), each read at the question's last token
+    and the answer's, the question framed by semantic entropy's answer prompt."""
+    from halluscope.bench.probes import fit
+
+    gateway = _gateway(tmp_path)
+    data = tmp_path / "answers.jsonl"
+    answers = ["Paris", "Eight", "Shakespeare", "Blue", "Jupiter", "100 degrees"]
+    rows = [{"question": q, "text": a, "label": 0} for q, a in zip(QUESTIONS, answers, strict=True)]
+    rows += [{"question": q, "text": a, "label": 1} for q, a in zip(QUESTIONS, reversed(answers), strict=True)]
+    data.write_text("\n".join(json.dumps({"id": str(i), **r}) for i, r in enumerate(rows)) + "\n")
+    accuracy, examples = fit("accuracy", str(data), SMOL, gateway)
+    assert accuracy.positions == ["question", "answer"] and len(accuracy.weights) == 2 * 576
+    assert accuracy.prompt == gateway.registry.get("semantic_entropy.answer").ref and len(examples) == 12
+    detector = halluscope.detector("probe", probe=accuracy, gateway=gateway)
+    result = detector.detect(text="Paris", question=QUESTIONS[0])
+    assert len(result.units) == 1 and result.units[0].evidence["read_at"] == [0, 5] and result.meta.calls == 0
+    with pytest.raises(ConfigError, match="a accuracy probe reads the question before the answer|reads the question"):
+        detector.detect(text="Paris")
+
+    questions = tmp_path / "questions.txt"
+    questions.write_text("\n".join(QUESTIONS) + "\n")
+    stats = CallStats()
+    sep, examples = fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats)
+    entropies = [ex.entropy for ex in examples]
+    assert sep.threshold == best_split(entropies)
+    assert [ex.labels[0] for ex in examples] == [int(e >= sep.threshold) for e in entropies]
+    assert sep.data["n"] == 3 and sep.kind == "sep"
+    calls = stats.calls
+    fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats)  # a second fit: all from the cache
+    assert stats.calls == calls
