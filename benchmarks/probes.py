@@ -10,8 +10,11 @@ stacks `choose` cross-validates by answer.
 - ``triviaqa``: an accuracy probe (the answer at temperature 0.1 is wrong) fitted on questions 0-599,
   against ``token-logprob`` and ``direct-question`` on the question and answer, on questions 600-899;
 - ``truthfulqa``: a truth probe (a sentence probe on TruthfulQA's correct and incorrect answers read
-  after their question) fitted on questions 0-199, against ``direct-question`` on questions 200-299,
+  after their question) fitted on questions 0-199, against ``direct-question`` on questions 200-259,
   and on the demo's planted biographies (planted sentences ranked riskiest).
+
+Each also stacks the probe with one other method whatever `choose` keeps (``calibrate``'s stacked
+logistic regression, cross-validated by answer on the test items).
 
 Everything goes through one cache (``--cache``): a run that stops resumes, and a rerun replays.
 
@@ -41,7 +44,7 @@ import halluscope  # noqa: E402
 from halluscope.backends.cache import open_cache  # noqa: E402
 from halluscope.backends.gateway import CallStats, Gateway  # noqa: E402
 from halluscope.bench import probes  # noqa: E402
-from halluscope.bench.calibrate import passage_range  # noqa: E402
+from halluscope.bench.calibrate import calibrate_labelled, passage_range  # noqa: E402
 from halluscope.bench.choose import choose  # noqa: E402
 from halluscope.bench.planted import BIOGRAPHIES, riskiest  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
@@ -55,14 +58,22 @@ SETS: dict[str, dict[str, Any]] = {
         "fit": "0-119",
         "test": "120-237",
         "against": ["selfcheck-unigram", "token-logprob:max-nll", "token-logprob:avg-nll"],
+        "stack": ["probe", "selfcheck-unigram"],
     },
     "triviaqa": {
         "kind": "accuracy",
         "fit": "0-599",
         "test": "600-899",
         "against": ["token-logprob:max-nll", "token-logprob:avg-nll", "direct-question"],
+        "stack": ["probe", "token-logprob:max-nll"],
     },
-    "truthfulqa": {"kind": "sentence", "fit": "0-199", "test": "200-299", "against": ["direct-question"]},
+    "truthfulqa": {
+        "kind": "sentence",
+        "fit": "0-199",
+        "test": "200-259",
+        "against": ["direct-question"],
+        "stack": ["probe", "direct-question"],
+    },
 }
 PER_RUN = ("sentence_auc_roc", "sentence_auc_pr", "answer_auc_roc", "answer_auc_pr", "n_answers", "n_units")
 
@@ -248,6 +259,24 @@ def main() -> None:
             "cache_hits": found["meta"]["cache_hits"],
         }
     chosen = json.loads((out / "choose" / "choose.json").read_text())
+    stacked = calibrate_labelled(
+        setup["stack"],
+        rows,
+        out / "stack" / "calibration.json",
+        model=args.model,
+        gateway=gateway,
+        kind="stacked",
+        options={"probe": str(probe_path)},
+        progress=False,
+        force=True,  # kept whatever its quality: the number is what is reported
+    ).report
+    stack = {
+        "methods": setup["stack"],
+        "auc_roc": stacked["test"]["auc_roc"],
+        "auc_roc_interval": stacked["quality"]["auc_roc_interval"],
+        "auc_pr": stacked["test"]["auc_pr"],
+        "held_out": "5-fold cross-validation by answer on the test items",
+    }
     extra = planted_hits(probe_path, gateway) if args.dataset == "truthfulqa" else {}
     report = {
         **envelope(
@@ -264,6 +293,7 @@ def main() -> None:
         "probe": fitted.model_dump(mode="json", exclude={"weights", "mean", "scale"}),
         "methods": runs,
         "candidates": chosen["candidates"],
+        "stack": stack,
         "recommended": chosen["recommended"],
         **extra,
     }
@@ -274,6 +304,7 @@ def main() -> None:
         print(f"{name:28} AUC-ROC {m[key]:.1f} {[round(x, 1) for x in ci.get(key, [])]}")
     for c in chosen["candidates"]:
         print(f"choose: {c['name']:50} held-out AUC-ROC {c['auc_roc']}")
+    print(f"stack {'+'.join(stack['methods'])}: out-of-fold AUC-ROC {stack['auc_roc']:.1f}")
     if extra:
         print(f"planted biographies: {extra['planted_riskiest']} of {extra['biographies']} ranked riskiest")
     print(f"wrote {out / 'probes.json'} (choose recommends {choice.recommended})")
