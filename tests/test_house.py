@@ -16,7 +16,7 @@ LONGEST = 80  # lines, docstring included
 LAYERS = (
     ("errors", "version"),
     ("checks", "text", "readers", "labelled", "hub", "metrics", "scoring", "prompts", "results"),
-    ("backends", "calibration"),
+    ("backends", "calibration", "probing"),
     ("graphs", "scale"),
     ("detector",),
     ("tools", "evaluators", "bench", "demo", "check_answer", "testing", "serve"),
