@@ -334,3 +334,15 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     calls = stats.calls
     fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats)  # a second fit: all from the cache
     assert stats.calls == calls
+
+
+def test_hidden_states_beyond_float16_are_kept_as_float32_never_infinite() -> None:
+    """Some layers carry a few massive activations: rounded to float16 they would read back as inf."""
+    from halluscope.backends.gateway import _packed, _rounded, _state_rows
+
+    massive = np.array([[1.5, 70000.0], [2.0, -3.0]], dtype=np.float32)
+    ordinary = np.array([[1.5, 7.0]], dtype=np.float32)
+    assert _rounded(massive).dtype == np.float32 and _rounded(ordinary).dtype == np.float16
+    read = _state_rows({"ends": [3, 9], "layers": {"12": _packed(_rounded(massive))}})
+    assert read is not None and np.array_equal(read[1][12], massive)
+    assert _state_rows({"ends": [3], "layers": {"12": _packed(_rounded(massive))}}) is None  # rows != positions

@@ -544,7 +544,7 @@ class Gateway:
         reading: Reading = self._limited(lm.name, lambda: lm.read(prompt, text, all_ends, all_layers))
         if stats is not None:
             stats.record_forward(lm.name, token_count(lm, prompt + text), time.perf_counter() - started)
-        states = {layer: reading.states[layer].astype(np.float16) for layer in all_layers}
+        states = {layer: _rounded(reading.states[layer]) for layer in all_layers}
         if self.cache is not None:
             self.cache.set(key, {"ends": all_ends, "layers": {str(k): _packed(v) for k, v in states.items()}})
             self._keep_token_stats(call_key(lm.name, {"read": TOKEN_STATS}, messages, 0), reading.stats)
@@ -800,9 +800,22 @@ def _token_rows(hit: Mapping[str, Any] | None) -> list[TokenStat]:
     return found
 
 
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def _rounded(rows: np.ndarray) -> np.ndarray:
+    """Hidden states at float16 precision, or float32 where a value lies beyond float16's range (some
+    layers carry a few massive activations), never an infinity."""
+    return rows.astype(np.float16 if not rows.size or np.abs(rows).max() < FLOAT16_MAX else np.float32)
+
+
 def _packed(rows: np.ndarray) -> dict[str, Any]:
-    """Float16 rows as JSON: their shape and their little-endian bytes in base64."""
-    return {"shape": list(rows.shape), "float16": base64.b64encode(rows.astype("<f2").tobytes()).decode("ascii")}
+    """Rows as JSON: their shape, and their little-endian bytes in base64 under their dtype's name."""
+    dtype = "float16" if rows.dtype == np.float16 else "float32"
+    return {
+        "shape": list(rows.shape),
+        dtype: base64.b64encode(rows.astype(f"<f{rows.itemsize}").tobytes()).decode("ascii"),
+    }
 
 
 def _state_rows(hit: Mapping[str, Any] | None) -> tuple[list[int], dict[int, np.ndarray]] | None:
@@ -814,7 +827,9 @@ def _state_rows(hit: Mapping[str, Any] | None) -> tuple[list[int], dict[int, np.
         layers = {}
         for layer, packed in hit["layers"].items():
             shape = tuple(int(n) for n in packed["shape"])
-            values = np.frombuffer(base64.b64decode(packed["float16"]), dtype="<f2").reshape(shape)
+            dtype = "float16" if "float16" in packed else "float32"
+            raw = base64.b64decode(packed[dtype])
+            values = np.frombuffer(raw, dtype="<f2" if dtype == "float16" else "<f4").reshape(shape)
             if len(shape) != 2 or shape[0] != len(ends):
                 return None
             layers[int(layer)] = values.astype(np.float32)
