@@ -38,6 +38,7 @@ _EXPORTS = {
     "Detector": "halluscope.detector",
     "check": "halluscope.check_answer",
     "load_labelled": "halluscope.labelled",
+    **dict.fromkeys(("Probe", "load_probe"), "halluscope.probing"),
     **dict.fromkeys(
         (
             "ConfigError",
