@@ -264,6 +264,7 @@ FIRST_RUNS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "fibe+selfcheck+sbc+dq": ({"text": TEXT, "samples": ["Paris, France."]}, {"n": 1}),
     "grounded": ({"text": TEXT, "context": "Paris is the capital of France."}, {}),
     "phr": ({"context": [["great movie", "positive"], ["awful film", "negative"]], "query": "a fine film"}, {}),
+    "probe": ({"text": TEXT}, {}),
     "selfcheck-nli": ({"text": TEXT, "samples": ["Paris, France."]}, {}),
     "selfcheck-prompt": ({"text": TEXT, "samples": ["Paris, France."]}, {"n": 1}),
     "selfcheck-unigram": ({"text": TEXT, "samples": ["Paris, France."]}, {}),
@@ -295,8 +296,9 @@ def test_every_graphs_first_run_on_a_fresh_default_server_runs_or_says_why(tmp_p
                 log = client.log.read_text()
             assert "BlockingError" not in log and "partially initialized" not in log, (names, log[-3000:])
     refused = {k: v for k, v in outcomes.items() if v != "ran"}  # what no stub can stand in for
-    assert sorted(refused) == ["ensemble", "selfcheck-nli"], outcomes
+    assert sorted(refused) == ["ensemble", "probe", "selfcheck-nli"], outcomes
     assert "needs a calibration" in refused["ensemble"] and "needs an NLI classifier" in refused["selfcheck-nli"]
+    assert "needs a fitted probe" in refused["probe"]
 
 
 def _first_run(client: Any, name: str, spec: str) -> str:

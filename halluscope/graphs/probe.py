@@ -70,8 +70,8 @@ class Inputs:
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    probe: str | Probe = arg(
-        help="a probe from `halluscope probe fit` (its JSON file)", flags=(Flag(("--probe",), metavar="FILE"),)
+    probe: str | Probe | None = arg(
+        None, help="a probe from `halluscope probe fit` (its JSON file)", flags=(Flag(("--probe",), metavar="FILE"),)
     )
     model: str | LogProbModel | None = options.model(
         "reads the text (default: the model the probe was fitted on; another file of it is refused)"
@@ -86,6 +86,8 @@ class Prepared(method.Prepared):
 
 def prepare(opts: Options, ctx: RunContext) -> Prepared:
     """The probe, read and checked against the model that reads (its file's hash) and the prompt version."""
+    if opts.probe is None:
+        raise ConfigError(f"{NAME} needs a fitted probe: probe=FILE from `halluscope probe fit`")
     probe = load_probe(opts.probe) if isinstance(opts.probe, str) else opts.probe.checked()
     reader = ctx.gateway.logprob_model(opts.model if opts.model is not None else probe.model)
     probe.check(reader.name, reader.file_hash, prompt_ref(probe.kind, ctx.gateway))
