@@ -67,20 +67,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_hf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Hugging Face model directory made offline from the SmolLM2 GGUF (dequantised by transformers;
-    written with safetensors because transformers will not save a model it loaded from GGUF)."""
-    from safetensors.torch import save_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """A Hugging Face model directory made offline from the SmolLM2 GGUF (dequantised by transformers)."""
+    from halluscope.backends.local import transformers_directory
 
-    from halluscope.backends.local import model_file
-
-    gguf = model_file("smollm2-135m")
-    out = tmp_path_factory.mktemp("smollm2_hf")
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    save_model(model, str(out / "model.safetensors"))
-    return out
+    return transformers_directory("smollm2-135m", tmp_path_factory.mktemp("smollm2_hf"))

@@ -296,6 +296,26 @@ def model_file(name_or_path: str) -> Path:
     return target
 
 
+def transformers_directory(name_or_path: str, out: str | Path) -> Path:
+    """A Hugging Face model directory made offline from a GGUF (dequantised to float32 by transformers),
+    so that ``transformers:OUT`` reads any layer of the weights ``local:`` runs. Written with
+    safetensors: transformers will not save a model it loaded from GGUF with save_pretrained."""
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = model_file(name_or_path)
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    save_model(model, str(target / "model.safetensors"))
+    return target
+
+
 def default_local_model() -> str:
     """The strongest registry model that is installed (1.5B, then 0.5B, then SmolLM2)."""
     for name in DEFAULT_ORDER:
