@@ -96,8 +96,8 @@ def test_rows(name: str, items: range, examples: list[probes.Example]) -> list[d
         ]
     if name == "truthfulqa":
         return [
-            {"id": f"{ex.group}: {ex.text[:40]}", "text": ex.text, "question": ex.question, "label": ex.labels[0]}
-            for ex in examples
+            {"id": f"{ex.group} answer {k}", "text": ex.text, "question": ex.question, "label": ex.labels[0]}
+            for k, ex in enumerate(examples)
         ]
     return [
         {"id": ex.group, "text": ex.text, "question": ex.question, "label": ex.labels[0]} for ex in examples if ex.text
