@@ -50,6 +50,7 @@ from halluscope.bench.planted import BIOGRAPHIES, riskiest  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import write_json  # noqa: E402
 from halluscope.bench.wikibio import load_wikibio  # noqa: E402
+from halluscope.graphs import registry  # noqa: E402
 from halluscope.prompts.registry import PromptRegistry  # noqa: E402
 
 SETS: dict[str, dict[str, Any]] = {
@@ -153,11 +154,10 @@ def costs(args: argparse.Namespace) -> None:
         detector = halluscope.detector(method, gateway=fresh, max_calls=None, **options)
         calls, seconds = [], []
         for ex in answered:
-            item = (
-                {"question": ex.question}
-                if method == "semantic-entropy"
-                else {"text": ex.text, "question": ex.question}
-            )
+            spec = registry.get(method)  # each names the question its own way (direct-question: prompt)
+            item = {spec.question_field: ex.question}
+            if spec.answer_field is not None:
+                item[spec.answer_field] = ex.text
             started = time.perf_counter()
             result = detector.detect(**item)
             seconds.append(time.perf_counter() - started)
