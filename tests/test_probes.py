@@ -346,3 +346,28 @@ def test_hidden_states_beyond_float16_are_kept_as_float32_never_infinite() -> No
     read = _state_rows({"ends": [3, 9], "layers": {"12": _packed(_rounded(massive))}})
     assert read is not None and np.array_equal(read[1][12], massive)
     assert _state_rows({"ends": [3], "layers": {"12": _packed(_rounded(massive))}}) is None  # rows != positions
+
+
+@pytest.mark.slow
+def test_a_question_whose_answer_fails_is_left_out_of_the_fit_not_the_whole_fit(tmp_path: Path, data_dir: Path) -> None:
+    """TriviaQA's questions answered by a scripted model (right on even questions, wrong on odd ones,
+    failing for good on one): that question is counted as not read, the others are fitted."""
+    from halluscope.bench.papers.qa import load_qa
+    from halluscope.bench.probes import fit
+    from tests.scripted import ScriptedChatModel
+
+    questions = {q.question: q for q in load_qa("triviaqa", data_dir) if q.index < 12}
+
+    def respond(prompt: str, params: dict[str, object]) -> str:
+        q = next(q for text, q in questions.items() if text in prompt)
+        if q.index == 5:
+            raise ConfigError("this question's answer failed for good")
+        return q.answers[0] if q.index % 2 == 0 else "I do not know."
+
+    answerer = ScriptedChatModel(respond=respond)
+    with pytest.warns(UserWarning, match="question 5 left out of the fit"):
+        probe, examples = fit(
+            "accuracy", "triviaqa", SMOL, _gateway(tmp_path), items=range(12), data_dir=data_dir, answerer=answerer
+        )
+    assert len(examples) == 12 and probe.data["not_read"] == 1 and probe.data["rows"] == 11
+    assert [ex.labels for ex in examples[:2]] == [(0,), (1,)]

@@ -17,6 +17,7 @@ Everything runs through the cache: an interrupted fit resumes where it stopped.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from halluscope.backends.logprobs import LogProbModel
 from halluscope.bench.papers.qa import GREEDY_TEMPERATURE, is_correct, load_qa
 from halluscope.bench.papers.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import probe, semantic_entropy
 from halluscope.graphs.method import start
 from halluscope.labelled import load_labelled
@@ -137,27 +138,33 @@ def answered_examples(
         options = semantic_entropy.Options(model=answerer, judge=judge, n=n)
         entropy = semantic_entropy.METHOD.scorer(options, start(gateway, stats))
     examples = []
-    for group, question, gold in progress(_questions(data, items, data_dir)):
-        reply = gateway.call(
-            answerer,
-            semantic_entropy.ANSWER,
-            {"question": question},
-            stats=stats,
-            temperature=GREEDY_TEMPERATURE,
-            max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
-            seed=0,
+    questions = _questions(data, items, data_dir)
+    if kind == "accuracy" and any(gold is None for _, _, gold in questions):
+        raise ConfigError(
+            f"an accuracy probe needs gold answers: {data} has none (use triviaqa, squad or a labelled file)"
         )
-        answer = reply.text.strip()
-        if kind == "accuracy":
-            if gold is None:
-                raise ConfigError(
-                    f"an accuracy probe needs gold answers: {data} has none (use triviaqa, squad or a labelled file)"
-                )
-            examples.append(Example(group, answer, question, (answer,), (int(not is_correct(answer, gold)),)))
-        else:
-            assert entropy is not None
-            score = entropy(semantic_entropy.Inputs(question=question)).units[0].score
-            examples.append(Example(group, answer, question, (answer,), (), entropy=float(score or 0.0)))
+    for group, question, gold in progress(questions):
+        try:
+            reply = gateway.call(
+                answerer,
+                semantic_entropy.ANSWER,
+                {"question": question},
+                stats=stats,
+                temperature=GREEDY_TEMPERATURE,
+                max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+                seed=0,
+            )
+            answer = reply.text.strip()
+            if kind == "accuracy":
+                assert gold is not None
+                examples.append(Example(group, answer, question, (answer,), (int(not is_correct(answer, gold)),)))
+            else:
+                assert entropy is not None
+                score = entropy(semantic_entropy.Inputs(question=question)).units[0].score
+                examples.append(Example(group, answer, question, (answer,), (), entropy=float(score or 0.0)))
+        except HalluscopeError as exc:  # a question whose calls failed for good: left out, counted, said
+            warnings.warn(f"{group} left out of the fit: {exc}", stacklevel=2)
+            examples.append(Example(group, "", question, (), ()))
     return examples
 
 
@@ -251,9 +258,11 @@ def fit(
         raise ConfigError(f"no examples in {data}{'' if items is None else f' items {items.start}-{items.stop - 1}'}")
     threshold = None
     if kind == "sep":
-        threshold = best_split([ex.entropy or 0.0 for ex in examples])
+        threshold = best_split([ex.entropy for ex in examples if ex.entropy is not None])
         examples = [
-            Example(ex.group, ex.text, ex.question, ex.sentences, (int((ex.entropy or 0.0) >= threshold),), ex.entropy)
+            Example(ex.group, ex.text, ex.question, ex.sentences, (int(ex.entropy >= threshold),), ex.entropy)
+            if ex.entropy is not None
+            else ex
             for ex in examples
         ]
     features, labels, groups, missing = read_states(examples, kind, reader, tried, gateway, stats, progress)
