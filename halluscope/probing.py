@@ -41,7 +41,7 @@ POSITIONS: dict[str, tuple[str, ...]] = {
 }
 VALIDATION_SHARE = 0.2  # of the fit's groups (answers, questions), held out to choose the layer
 SPLITS = 100  # thresholds the SE binarisation tries, from ~0 to the largest entropy (the authors' notebook)
-C = 1.0  # scikit-learn's default inverse regularisation, the authors' LogisticRegression()
+C = 1.0  # scikit-learn's default inverse regularisation
 
 
 class Probe(BaseModel):
