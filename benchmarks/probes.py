@@ -9,6 +9,10 @@ stacks `choose` cross-validates by answer.
   (read by the same forward pass) on passages 120-237;
 - ``triviaqa``: an accuracy probe (the answer at temperature 0.1 is wrong) fitted on questions 0-599,
   against ``token-logprob`` and ``direct-question`` on the question and answer, on questions 600-899;
+- ``triviaqa-sep``: a semantic entropy probe (its label: semantic entropy of ``--samples`` answers,
+  judged by the model, split as the paper does) fitted on questions 0-599, predicting the same wrong
+  answers as the accuracy probe on questions 600-899, against ``semantic-entropy`` with as many
+  samples (hours on 2 cores: it resumes through the cache and its ``choose`` folder);
 - ``truthfulqa``: a truth probe (a sentence probe on TruthfulQA's correct and incorrect answers read
   after their question) fitted on questions 0-199, against ``direct-question`` on questions 200-259,
   and on the demo's planted biographies (planted sentences ranked riskiest).
@@ -67,6 +71,14 @@ SETS: dict[str, dict[str, Any]] = {
         "test": "600-899",
         "against": ["token-logprob:max-nll", "token-logprob:avg-nll", "direct-question"],
         "stack": ["probe", "token-logprob:max-nll"],
+    },
+    "triviaqa-sep": {
+        "kind": "sep",
+        "data": "triviaqa",
+        "fit": "0-599",
+        "test": "600-899",
+        "against": ["semantic-entropy", "token-logprob:max-nll"],
+        "stack": ["probe", "semantic-entropy"],
     },
     "truthfulqa": {
         "kind": "sentence",
@@ -199,6 +211,7 @@ def main() -> None:
     ap.add_argument("--fit", help="the items to fit on, FIRST-LAST (default: the dataset's)")
     ap.add_argument("--test", help="the items to test on, FIRST-LAST (default: the dataset's)")
     ap.add_argument("--layer", help="layers to choose from (default: probe fit's)")
+    ap.add_argument("--samples", type=int, default=5, help="triviaqa-sep: semantic entropy's answers per question")
     ap.add_argument("--cache", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -206,6 +219,8 @@ def main() -> None:
         costs(args)
         return
     setup = SETS[args.dataset]
+    data = setup.get("data", args.dataset)
+    entropy = {"n": args.samples, "judge": args.model} if setup["kind"] == "sep" else {}
     began = time.perf_counter()
     gateway = Gateway(cache=open_cache(args.cache), registry=PromptRegistry())
     out = Path(args.out)
@@ -219,7 +234,7 @@ def main() -> None:
 
     layers = [int(x) for x in args.layer.split(",")] if args.layer else None
     fitted, _ = probes.fit(
-        setup["kind"], args.dataset, args.model, gateway, layers=layers, items=fit_items, stats=stats, progress=bar
+        setup["kind"], data, args.model, gateway, layers=layers, items=fit_items, stats=stats, progress=bar, **entropy
     )
     probe_path = out / "probe.json"
     fitted.save(probe_path)
@@ -227,7 +242,7 @@ def main() -> None:
     held: list[probes.Example] = []
     if args.dataset == "truthfulqa":
         held = probes.sentence_examples("truthfulqa", test_items, None)
-    elif args.dataset == "triviaqa":
+    elif data == "triviaqa":
         held = probes.answered_examples(
             "accuracy",
             "triviaqa",
@@ -240,14 +255,14 @@ def main() -> None:
             judge=None,
             progress=bar,
         )
-    rows = test_rows(args.dataset, test_items, held)
+    rows = test_rows(data, test_items, held)
     choice = choose(
         rows,
         ["probe", *setup["against"]],
         out / "choose",
         model=args.model,
         gateway=gateway,
-        options={"probe": str(probe_path)},
+        options={"probe": str(probe_path), **entropy},
     )
     runs: dict[str, Any] = {}
     for name in ["probe", *setup["against"]]:
@@ -266,7 +281,7 @@ def main() -> None:
         model=args.model,
         gateway=gateway,
         kind="stacked",
-        options={"probe": str(probe_path)},
+        options={"probe": str(probe_path), **entropy},
         progress=False,
         force=True,  # kept whatever its quality: the number is what is reported
     ).report
