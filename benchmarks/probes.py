@@ -107,13 +107,10 @@ def test_rows(name: str, items: range, examples: list[probes.Example]) -> list[d
             for p in load_wikibio()
             if p.index in items
         ]
-    if name == "truthfulqa":
-        return [
-            {"id": f"{ex.group} answer {k}", "text": ex.text, "question": ex.question, "label": ex.labels[0]}
-            for k, ex in enumerate(examples)
-        ]
-    return [
-        {"id": ex.group, "text": ex.text, "question": ex.question, "label": ex.labels[0]} for ex in examples if ex.text
+    return [  # TruthfulQA's answers, several a question; TriviaQA's, one a question (an empty one left out)
+        {"id": f"{ex.group} answer {k}", "text": ex.text, "question": ex.question, "label": ex.labels[0]}
+        for k, ex in enumerate(examples)
+        if ex.text
     ]
 
 

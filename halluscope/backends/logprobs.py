@@ -266,14 +266,14 @@ class LlamaCppLogProbModel(LogProbModel):
     def _encode(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
-    def _eval(self, tokens: list[int], redo_from: int | None = None) -> None:
-        """Evaluate tokens, reusing whatever prefix the context already holds (none from ``redo_from`` on)."""
+    def _eval(self, tokens: list[int]) -> None:
+        """Evaluate tokens, reusing whatever prefix the context already holds."""
         llama = self._llama
         if len(tokens) > llama.n_ctx():
             raise ConfigError(f"{self.name}: {len(tokens)} tokens exceed the context of {llama.n_ctx()}")
         mine = self._scored if self._epoch == self._loaded.epoch and self.reuse_prefix else []
         keep = min(common_prefix(mine, tokens), common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens))
-        llama.n_tokens = keep = keep if redo_from is None else min(keep, redo_from)
+        llama.n_tokens = keep
         if keep < len(tokens):
             llama.eval(tokens[keep:])
         self._loaded.epoch += 1
@@ -307,7 +307,7 @@ class LlamaCppLogProbModel(LogProbModel):
         found = np.zeros((len(rows), width), dtype=np.float32)
         with self._loaded.lock:
             first = min([*rows, start - 1]) if rows else start - 1
-            self._eval(ids[:first], redo_from=first)  # the prefix, reused where the context holds it
+            self._eval(ids[:first])  # the prefix, reused where the context holds it
             llama_cpp.llama_set_embeddings(ctx, True)
             try:
                 for lo in range(first, len(ids), llama.n_batch):

@@ -202,7 +202,7 @@ def read_states(
         for layer in layers:
             rows[layer].append(probe.features(kind, states, layer))
         labels += ex_labels
-        groups += [ex.group] * len(probe.features(kind, states, layers[0]))
+        groups += [ex.group] * len(ex_labels)
     return {layer: np.concatenate(found) for layer, found in rows.items()}, labels, groups, missing
 
 

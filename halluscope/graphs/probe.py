@@ -12,7 +12,7 @@ answers were sampled with (semantic entropy's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -110,10 +110,12 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         if not text.strip():
             raise ConfigError(f"{NAME} needs a non-empty answer")
         found, ends = [text], [0, len(text)]
-    ctx.plan(1)
     wanted = [e for e in ends if e is not None]
-    states = yield Blocking(partial(ctx.gateway.hidden_states, reader, before, text, wanted, [probe.layer]))
-    scores = iter(probe.probabilities(features(probe.kind, states, probe.layer)).tolist()) if wanted else iter([])
+    scores: Iterator[float] = iter([])
+    if wanted:  # no sentence found in the text: nothing to read
+        ctx.plan(1)
+        states = yield Blocking(partial(ctx.gateway.hidden_states, reader, before, text, wanted, [probe.layer]))
+        scores = iter(probe.probabilities(features(probe.kind, states, probe.layer)).tolist())
     if probe.kind == "sentence":
         units = [
             Unit(text=s, score=None if end is None else next(scores), evidence={"read_at": end})
