@@ -8,7 +8,9 @@ stacks `choose` cross-validates by answer.
   passages 0-119, against ``selfcheck-unigram`` (WikiBio's 20 GPT-3 samples) and ``token-logprob``
   (read by the same forward pass) on passages 120-237;
 - ``triviaqa``: an accuracy probe (the answer at temperature 0.1 is wrong) fitted on questions 0-599,
-  against ``token-logprob`` and ``direct-question`` on the question and answer, on questions 600-899;
+  against ``token-logprob`` and ``direct-question`` on the question and answer, on questions 600-899,
+  and with ``--samples N`` against ``semantic-entropy`` with N answers too (its sampling and judging
+  are the hours: a ``--test`` range it has filled can be measured while the rest fills);
 - ``triviaqa-sep``: a semantic entropy probe (its label: semantic entropy of ``--samples`` answers,
   judged by the model, split as the paper does) fitted on questions 0-599, predicting the same wrong
   answers as the accuracy probe on questions 600-899, against ``semantic-entropy`` with as many
@@ -208,7 +210,12 @@ def main() -> None:
     ap.add_argument("--fit", help="the items to fit on, FIRST-LAST (default: the dataset's)")
     ap.add_argument("--test", help="the items to test on, FIRST-LAST (default: the dataset's)")
     ap.add_argument("--layer", help="layers to choose from (default: probe fit's)")
-    ap.add_argument("--samples", type=int, default=5, help="triviaqa-sep: semantic entropy's answers per question")
+    ap.add_argument(
+        "--samples",
+        type=int,
+        help="semantic entropy's answers per question: triviaqa-sep's label (default 5); "
+        "triviaqa: semantic-entropy with this many is set against the probe",
+    )
     ap.add_argument("--cache", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -217,7 +224,11 @@ def main() -> None:
         return
     setup = SETS[args.dataset]
     data = setup.get("data", args.dataset)
-    entropy = {"n": args.samples, "judge": args.model} if setup["kind"] == "sep" else {}
+    samples = args.samples or (5 if setup["kind"] == "sep" else None)
+    entropy = {"n": samples, "judge": args.model} if samples else {}
+    against = list(setup["against"])
+    if samples and "semantic-entropy" not in against:
+        against.append("semantic-entropy")
     began = time.perf_counter()
     gateway = Gateway(cache=open_cache(args.cache), registry=PromptRegistry())
     out = Path(args.out)
@@ -231,7 +242,15 @@ def main() -> None:
 
     layers = [int(x) for x in args.layer.split(",")] if args.layer else None
     fitted, _ = probes.fit(
-        setup["kind"], data, args.model, gateway, layers=layers, items=fit_items, stats=stats, progress=bar, **entropy
+        setup["kind"],
+        data,
+        args.model,
+        gateway,
+        layers=layers,
+        items=fit_items,
+        stats=stats,
+        progress=bar,
+        **(entropy if setup["kind"] == "sep" else {}),
     )
     probe_path = out / "probe.json"
     fitted.save(probe_path)
@@ -255,14 +274,14 @@ def main() -> None:
     rows = test_rows(data, test_items, held)
     choice = choose(
         rows,
-        ["probe", *setup["against"]],
+        ["probe", *against],
         out / "choose",
         model=args.model,
         gateway=gateway,
         options={"probe": str(probe_path), **entropy},
     )
     runs: dict[str, Any] = {}
-    for name in ["probe", *setup["against"]]:
+    for name in ["probe", *against]:
         found = json.loads((out / "choose" / "runs" / name / "results.json").read_text())
         runs[name] = {
             "metrics": {k: found["metrics"].get(k) for k in PER_RUN},
@@ -302,6 +321,7 @@ def main() -> None:
         "dataset": args.dataset,
         "fit": f"{fit_items.start}-{fit_items.stop - 1}",
         "test": f"{test_items.start}-{test_items.stop - 1}",
+        "entropy_samples": samples,
         "probe": fitted.model_dump(mode="json", exclude={"weights", "mean", "scale"}),
         "methods": runs,
         "candidates": chosen["candidates"],
