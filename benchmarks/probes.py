@@ -163,9 +163,9 @@ def costs(args: argparse.Namespace) -> None:
         if method == "semantic-entropy":
             options["judge"] = args.model
         detector = halluscope.detector(method, gateway=fresh, max_calls=None, **options)
+        spec = registry.get(method)  # each names the question its own way (direct-question: prompt)
         calls, seconds = [], []
         for ex in answered:
-            spec = registry.get(method)  # each names the question its own way (direct-question: prompt)
             item = {spec.question_field: ex.question}
             if spec.answer_field is not None:
                 item[spec.answer_field] = ex.text
