@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,18 @@ def planted_hits(probe_path: Path, gateway: Gateway) -> dict[str, Any]:
         result = detector.detect(text=" ".join(bio.sentences), sentences=list(bio.sentences), question=bio.prompt)
         hits += int(riskiest([u.score for u in result.units]) == [bio.planted])
     return {"planted_riskiest": hits, "biographies": len(BIOGRAPHIES)}
+
+
+def entropy_spread(found: dict[str, Any], n: int) -> dict[str, int]:
+    """How many questions' n answers all differ in meaning (semantic entropy at its largest, ln n) and
+    how many all agree (0): where most sit at ln n, semantic entropy has little left to rank them by,
+    and the SEP's high/low split has few questions on its low side."""
+    scores = [s for item in found["items"] for s in item["scores"].values() if s is not None]
+    return {
+        "questions": len(scores),
+        "all_different": sum(math.isclose(s, math.log(n)) for s in scores),
+        "all_same": sum(s == 0 for s in scores),
+    }
 
 
 COSTED: dict[str, dict[str, Any]] = {
@@ -289,6 +302,8 @@ def main() -> None:
             "calls": found["meta"]["calls"],
             "cache_hits": found["meta"]["cache_hits"],
         }
+        if name == "semantic-entropy" and samples:
+            runs[name]["spread"] = entropy_spread(found, samples)
     chosen = json.loads((out / "choose" / "choose.json").read_text())
     stacked = calibrate_labelled(
         setup["stack"],
