@@ -4,7 +4,6 @@ were made, each document rendered from a template equals that template rendered 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -12,17 +11,14 @@ from typing import Any
 
 import pytest
 
+from tests.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 RENDERED = ("README.md", "docs/usage.md", "docs/gateway.md", "docs/models.md", "docs/scale.md", "docs/choosing.md")
 
 
 def load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"benchmarks/{name}.py")
 
 
 def test_every_record_says_how_it_was_made() -> None:

@@ -34,6 +34,7 @@ from halluscope.graphs.grounded import chunk_context
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.grounded import grounded_score
 from halluscope.tools import as_tool, hallucination_guard
+from tests.scripts import load_script
 from tests.stub_servers import StubAPI
 from tests.tiny_nli import build_tiny_nli
 
@@ -425,16 +426,7 @@ def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Pat
 
 
 def load_rag_example() -> Any:
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parent.parent / "examples" / "rag_guard.py"
-    spec = importlib.util.spec_from_file_location("rag_guard", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rag_guard"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/rag_guard.py")
 
 
 def test_the_rag_examples_plumbing_retrieves_answers_guards_and_measures(cache: Any, scripted: Any) -> None:

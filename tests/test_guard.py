@@ -4,10 +4,7 @@ agent, and a detector as a LangChain tool."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,20 +17,15 @@ from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.tools import GuardState, as_tool, hallucination_guard
 from halluscope.tools.guard import degenerate
+from tests.scripts import load_script
 
-REPO = Path(__file__).resolve().parent.parent
 QUESTION = "What is the capital of Australia?"
 FALSE = "The capital of Australia is Sydney."
 TRUE = "The capital of Australia is Canberra."
 
 
 def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("guarded_agent", REPO / "examples" / "guarded_agent.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["guarded_agent"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/guarded_agent.py")
 
 
 def world(revision: str, seen: list[str]) -> Any:

@@ -5,7 +5,6 @@ scoring any method on them like every bench (metrics equal to scikit-learn's, it
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from halluscope.bench.runner import BenchResult, run
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.labelled import load_labelled
-from tests.conftest import REPO
+from tests.scripts import load_script
 
 ROWS: list[dict[str, Any]] = [
     {
@@ -186,11 +185,7 @@ def test_bench_mine_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFi
 
 def wikibio_rows(data_dir: Path, passages: int) -> list[dict[str, Any]]:
     """WikiBio passages as a user's labelled answers, as benchmarks/labelled_data.py writes them."""
-    spec = importlib.util.spec_from_file_location("labelled_data", REPO / "benchmarks" / "labelled_data.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return list(module.wikibio_rows(range(passages), data_dir))
+    return list(load_script("benchmarks/labelled_data.py").wikibio_rows(range(passages), data_dir))
 
 
 def test_answer_folds_keep_an_answers_sentences_together() -> None:

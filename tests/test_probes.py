@@ -4,7 +4,6 @@ not belong, the SEP binarisation against numbers worked by hand, and the `probe`
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -21,6 +20,7 @@ from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.probing import Probe, best_split, fit_probe, load_probe, validation_groups
 from halluscope.prompts.registry import PromptRegistry
+from tests.scripts import load_script
 
 SMOL = "local:smollm2-135m"
 TRUE = [
@@ -66,11 +66,7 @@ def test_best_split_is_the_papers_least_squares_binarisation() -> None:
 def test_the_benchmark_counts_questions_whose_answers_all_differ_or_all_agree() -> None:
     """benchmarks/probes.py's spread of semantic entropy over a `choose` run's items: ln n is n answers
     of n meanings, 0 one meaning; a failed item (no score) is not counted."""
-    script = Path(__file__).parents[1] / "benchmarks" / "probes.py"
-    spec = importlib.util.spec_from_file_location("probes_bench", script)
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("benchmarks/probes.py")
     scores = [math.log(5), math.log(5), 0.0, 1.0549, None]
     found = {"items": [{"scores": {"unit 0": s}} for s in scores]}
     assert bench.entropy_spread(found, 5) == {"questions": 4, "all_different": 2, "all_same": 1}
