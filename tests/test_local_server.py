@@ -28,10 +28,17 @@ VARS = {"context": "Paris is the capital of France.", "sentence": "Paris is the 
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"
+    # the server loads its model as halluscope does (``plain_weight_buffers``: on a CPU with AMX, without the
+    # extra weight buffers whose kernels crashed there), so both ways read the same numbers
+    launch = (
+        "import runpy, sys\nfrom halluscope.backends.local import plain_weight_buffers\n"
+        "sys.argv[0] = 'llama_cpp.server'\n"
+        "with plain_weight_buffers(): runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)"
+    )
     cmd = [
         sys.executable,
-        "-m",
-        "llama_cpp.server",
+        "-c",
+        launch,
         "--model",
         str(model_file("smollm2-135m")),
         "--host",

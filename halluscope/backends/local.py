@@ -433,14 +433,15 @@ def load_llama(path: Path, logits_all: bool = False, n_ctx: int | None = None) -
                     "needs a C/C++ compiler and cmake, about 5 minutes on 2 cores)"
                 ) from exc
             try:
-                llama = Llama(
-                    model_path=str(path),
-                    n_ctx=n_ctx,
-                    logits_all=logits_all,
-                    n_threads=os.cpu_count() or 1,
-                    seed=0,
-                    verbose=False,
-                )
+                with plain_weight_buffers():
+                    llama = Llama(
+                        model_path=str(path),
+                        n_ctx=n_ctx,
+                        logits_all=logits_all,
+                        n_threads=os.cpu_count() or 1,
+                        seed=0,
+                        verbose=False,
+                    )
             except ValueError as exc:  # llama.cpp's "Failed to load model from file": a damaged GGUF
                 raise ConfigError(
                     f"llama.cpp cannot load {path} ({exc}): the file is damaged or not a model llama.cpp reads; "
@@ -448,6 +449,31 @@ def load_llama(path: Path, logits_all: bool = False, n_ctx: int | None = None) -
                 ) from exc
             _loaded[key] = counted_decodes(LoadedLlama(llama, threading.Lock(), path, logits_all))
         return _loaded[key]
+
+
+@contextmanager
+def plain_weight_buffers() -> Iterator[None]:
+    """Where llama.cpp was built with its AMX kernels (``-march=native`` on a CPU with AMX), a model is
+    loaded without llama.cpp's extra weight buffers: their AMX matrix multiply crashed the process
+    (SIGSEGV in ggml_backend_amx_mul_mat, on every decode) on such a machine here. Elsewhere nothing
+    changes. Call under ``_load_lock``: it swaps llama-cpp-python's default model parameters."""
+    import llama_cpp.llama_cpp as bindings
+
+    if "AMX_INT8 = 1" not in bindings.llama_print_system_info().decode("utf-8", "replace"):
+        yield
+        return
+    defaults = bindings.llama_model_default_params
+
+    def plain() -> Any:
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = plain
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = defaults
 
 
 def counted_decodes(loaded: LoadedLlama) -> LoadedLlama:
