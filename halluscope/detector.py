@@ -168,7 +168,9 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     def invoke(self, input: DetectorInput, config: RunnableConfig | None = None, **kwargs: Any) -> DetectionResult:  # noqa: A002
         """``detect`` on one item: a dict of the method's arguments, or the text to check (a string or
         a chat message: the answer for a method that checks one, else the question)."""
-        return self._call_with_config(lambda value: self.detect(**self.item(value)), input, config, run_type="chain")
+        return self._call_with_config(
+            lambda value: self.detect(**self.item(value)), input, _item_config(config), run_type="chain"
+        )
 
     async def ainvoke(
         self,
@@ -178,8 +180,33 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     ) -> DetectionResult:
         """``adetect`` on one item, under the config's callbacks, tags and run name."""
         return await self._acall_with_config(
-            lambda value: self.adetect(**self.item(value)), input, config, run_type="chain"
+            lambda value: self.adetect(**self.item(value)), input, _item_config(config), run_type="chain"
         )
+
+    def batch(
+        self,
+        inputs: list[DetectorInput],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[DetectionResult]:
+        """``invoke`` on every input, the detector's ``max_calls`` covering the whole batch (as in
+        ``detect_many``): five items of two calls under max_calls=3 once sent all ten."""
+        with batch_budget(CallBudget(self.max_calls, scope="batch")):
+            return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    async def abatch(
+        self,
+        inputs: list[DetectorInput],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[DetectionResult]:
+        """``batch`` on the event loop, under one budget alike."""
+        with batch_budget(CallBudget(self.max_calls, scope="batch")):
+            return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     def item(self, value: DetectorInput) -> dict[str, Any]:
         """The keyword arguments a Runnable input stands for."""
@@ -323,6 +350,15 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
 
 EXECUTORS = ("thread", "ray")
+
+
+def _item_config(config: RunnableConfig | None) -> RunnableConfig | None:
+    """An item's config without ``max_concurrency``: that bounds the items a batch runs at once, and
+    inherited by the method's graph it would bound its fan-out too (one branch at a time never ends: the
+    graph's streaming waiter holds the one worker)."""
+    if not config or "max_concurrency" not in config:
+        return config
+    return RunnableConfig(**{k: v for k, v in config.items() if k != "max_concurrency"})  # type: ignore[typeddict-item]
 
 
 @dataclass(frozen=True)

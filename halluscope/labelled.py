@@ -93,11 +93,33 @@ def load_labelled(data: Any, *, limit: int | None = None) -> LabelledData:
     )
 
 
+CSV_CELL_LIMIT = 64 * 1024 * 1024  # characters of one cell: a whole Wikipedia article is far below it
+
+
 def _csv_rows(path: str, text: str) -> list[dict[str, Any]]:
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
-        raise ConfigError(f"--data {path} has no header row")
-    return [dict(row) for row in reader]
+    """A CSV's rows by column name: any line ends (a lone CR of an old Mac export included), cells up to
+    CSV_CELL_LIMIT characters (the csv module's default is 131,072), and a malformed file or a repeated
+    column name refused in one line naming it."""
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_CELL_LIMIT))
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        if not header:
+            raise ConfigError(f"--data {path} has no header row")
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:
+            raise ConfigError(f"--data {path}: the header names {', '.join(map(repr, repeated))} more than once")
+        rows = []
+        for cells in reader:
+            if len(cells) > len(header):
+                raise ConfigError(
+                    f"--data {path}, line {reader.line_num}: {len(cells)} cells under a header of {len(header)}"
+                )
+            if cells:  # a row's missing cells are missing values, as csv.DictReader reads them
+                rows.append(dict(zip(header, [*cells, *[None] * (len(header) - len(cells))], strict=True)))
+    except csv.Error as exc:
+        raise ConfigError(f"--data {path}, line {reader.line_num}: not readable as CSV ({exc})") from None
+    return rows
 
 
 def _jsonl_rows(path: str, text: str) -> list[dict[str, Any]]:
@@ -145,8 +167,6 @@ def _row(source: str, number: int, record: Mapping[str, Any], cells_are_text: bo
     where = f"{source}, row {number}"
     values: dict[str, Any] = {}
     for column, value in record.items():
-        if column is None:
-            raise ConfigError(f"{where}: more cells than the header has columns")
         if _missing(value):
             continue
         if cells_are_text and column in READ_AS_JSON and isinstance(value, str):

@@ -115,6 +115,7 @@ class Probe(BaseModel):
         return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()[:16]
 
     def save(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(self.model_dump_json(indent=1) + "\n", encoding="utf-8")
 
 
@@ -123,6 +124,10 @@ def load_probe(path: str | Path) -> Probe:
     text = read_file(str(path), "--probe")
     try:
         found = Probe.model_validate(json.loads(text))
+    except RecursionError:
+        raise ConfigError(
+            f"{path} is not a probe written by `halluscope probe fit`: its JSON nests too deeply"
+        ) from None
     except (json.JSONDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0]
         raise ConfigError(f"{path} is not a probe written by `halluscope probe fit`: {first}") from exc

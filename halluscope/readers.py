@@ -14,8 +14,9 @@ from halluscope.errors import ConfigError
 
 
 def read_file(path: str, flag: str) -> str:
-    """A user's text file as UTF-8 text ('-': standard input); an unreadable, binary or non-UTF-8 file
-    is one clear error."""
+    """A user's text file as UTF-8 text ('-': standard input), a leading byte-order mark dropped (Excel's
+    "CSV UTF-8" and Windows editors write one: it would become part of the first column's name or of the
+    answer); an unreadable, binary or non-UTF-8 file is one clear error."""
     try:
         raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
@@ -23,7 +24,7 @@ def read_file(path: str, flag: str) -> str:
     if b"\x00" in raw:
         raise ConfigError(f"{flag} {path} is a binary file, not text")
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{flag} {path} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
@@ -96,3 +97,20 @@ def read_pairs(path: str, flag: str) -> list[tuple[str, str]]:
     if not pairs:
         raise ConfigError(f"{flag} {path} holds no example")
     return pairs
+
+
+def check_writable(path: str | Path, flag: str) -> None:
+    """Where a command will write ``flag``'s file, checked before its work starts (not after an hour of
+    it): a path that is a folder, under a file, or in a folder this process may not write is refused."""
+    import os
+
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file's path")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:  # the folders it would make
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"cannot write {flag} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ConfigError(f"cannot write {flag} {path}: permission denied")

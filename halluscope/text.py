@@ -98,6 +98,20 @@ def checked_text(value: Any, name: str) -> str:
     if not isinstance(value, str):
         hint = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(value, bytes | bytearray) else ""
         raise ConfigError(f"{name} must be text (str), got {type(value).__name__}{hint}")
+    return unicode_text(value, name)
+
+
+def unicode_text(value: str, name: str) -> str:
+    """``value`` when it is valid Unicode: a lone surrogate ('\\ud800', which JSON lets through) is a
+    ConfigError naming the input and the position, not a crash in a tokenizer, a cache or a reply."""
+    from halluscope.errors import ConfigError
+
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{name} is not valid Unicode: a lone surrogate {value[exc.start]!r} at character {exc.start}"
+        ) from None
     return value
 
 
@@ -111,6 +125,7 @@ def checked_texts(value: Any, name: str) -> list[str]:
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise ConfigError(f"{name}[{i}] must be a non-empty text, got {item!r}")
+        unicode_text(item, f"{name}[{i}]")
     return list(value)
 
 

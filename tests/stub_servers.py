@@ -58,6 +58,7 @@ class StubAPI(_Served):
         self.answers_by_content: dict[str, str] = {}  # a prompt that contains a key is answered with its value
         self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() as each request arrived, before its latency
         self._failures: deque[int] = deque()
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
@@ -69,6 +70,7 @@ class StubAPI(_Served):
 
             def do_POST(self) -> None:
                 with stub._lock:
+                    stub.arrivals.append(time.monotonic())
                     stub.in_flight += 1
                     stub.peak_in_flight = max(stub.peak_in_flight, stub.in_flight)
                 try:
@@ -185,8 +187,9 @@ class StubAPI(_Served):
 
 class SinkAPI(_Served):
     """A stand-in for the LangSmith API, so a LangSmith client runs offline and nothing leaves the
-    machine: it records every request (method, path, body bytes) and answers 200, with the experiment
-    where one is created or read (/sessions) and an empty JSON object elsewhere."""
+    machine: it records every request (method, path, headers, body bytes) and answers 200, with the
+    experiment where one is created or read (/sessions) and an empty JSON object elsewhere. Any address
+    a test must prove nothing reached is one of these."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -199,7 +202,8 @@ class SinkAPI(_Served):
 
             def _any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                sink.requests.append({"method": self.command, "path": self.path, "body": body})
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                sink.requests.append({"method": self.command, "path": self.path, "headers": headers, "body": body})
                 answer: dict[str, Any] = {}
                 path = self.path.split("?")[0].rstrip("/")
                 if self.command == "POST" and path.endswith("/sessions"):

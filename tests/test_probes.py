@@ -216,25 +216,10 @@ def test_probe_fit_and_detect_from_the_command_line(tmp_path: Path, capsys: pyte
     rows += [{"id": f"f{i}", "text": s, "label": 1} for i, s in enumerate(FALSE)]
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out, cache = tmp_path / "probe.json", str(tmp_path / "cache")
-    assert (
-        main(
-            [
-                "probe",
-                "fit",
-                "--kind",
-                "sentence",
-                "--data",
-                str(data),
-                "--model",
-                SMOL,
-                "--out",
-                str(out),
-                "--cache",
-                cache,
-            ]
-        )
-        == 0
-    )
+    fitting = ["probe", "fit", "--kind", "sentence", "--data", str(data), "--model", SMOL, "--out", str(out)]
+    assert main([*fitting, "--cache", cache]) == 2  # 16 sentences: its 3 held out have one label only
+    assert "the 3 rows held out to choose the layer" in capsys.readouterr().err and not out.exists()
+    assert main([*fitting, "--cache", cache, "--force"]) == 0
     printed = capsys.readouterr().out
     assert "sentence probe on local:smollm2-135m layer 30" in printed and "16 rows from 16 groups" in printed
     probe = load_probe(out)
@@ -326,7 +311,7 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     rows = [{"question": q, "text": a, "label": 0} for q, a in zip(QUESTIONS, answers, strict=True)]
     rows += [{"question": q, "text": a, "label": 1} for q, a in zip(QUESTIONS, reversed(answers), strict=True)]
     data.write_text("\n".join(json.dumps({"id": str(i), **r}) for i, r in enumerate(rows)) + "\n")
-    accuracy, examples = fit("accuracy", str(data), SMOL, gateway)
+    accuracy, examples = fit("accuracy", str(data), SMOL, gateway, force=True)  # 12 answers: too few to hold out
     assert accuracy.positions == ["question", "answer"] and len(accuracy.weights) == 2 * 576
     assert accuracy.prompt == gateway.registry.get("semantic_entropy.answer").ref and len(examples) == 12
     detector = halluscope.detector("probe", probe=accuracy, gateway=gateway)
@@ -338,13 +323,13 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     questions = tmp_path / "questions.txt"
     questions.write_text("\n".join(QUESTIONS) + "\n")
     stats = CallStats()
-    sep, examples = fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats)
+    sep, examples = fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats, force=True)
     entropies = [ex.entropy for ex in examples]
     assert sep.threshold == best_split(entropies)
     assert [ex.labels[0] for ex in examples] == [int(e >= sep.threshold) for e in entropies]
     assert sep.data["n"] == 3 and sep.kind == "sep"
     calls = stats.calls
-    fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats)  # a second fit: all from the cache
+    fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats, force=True)  # all from the cache
     assert stats.calls == calls
 
 
@@ -355,9 +340,9 @@ def test_hidden_states_beyond_float16_are_kept_as_float32_never_infinite() -> No
     massive = np.array([[1.5, 70000.0], [2.0, -3.0]], dtype=np.float32)
     ordinary = np.array([[1.5, 7.0]], dtype=np.float32)
     assert _rounded(massive).dtype == np.float32 and _rounded(ordinary).dtype == np.float16
-    read = _state_rows({"ends": [3, 9], "layers": {"12": _packed(_rounded(massive))}})
+    read = _state_rows({"ends": [3, 9], "layers": {"12": _packed(_rounded(massive))}}, 2)
     assert read is not None and np.array_equal(read[1][12], massive)
-    assert _state_rows({"ends": [3], "layers": {"12": _packed(_rounded(massive))}}) is None  # rows != positions
+    assert _state_rows({"ends": [3], "layers": {"12": _packed(_rounded(massive))}}, 2) is None  # rows != positions
 
 
 @pytest.mark.slow

@@ -280,3 +280,27 @@ def test_the_readmes_chain_runs_on_a_real_chat_model_s_message(spec: str) -> Non
     message = llm.invoke(question)
     assert type(message.text) is not str  # the str subclass the README's lambda hands on
     assert [u.text for u in det.invoke({"text": message, "question": question}).units] == ["Yes"]
+
+
+def test_a_batchs_max_calls_covers_the_whole_batch_sync_and_async() -> None:
+    """Five two-sentence items of SelfCheck-Prompt with one sample are ten calls: under max_calls=3,
+    ``batch`` once made all ten (each item had a budget of its own); now the batch is refused past 3."""
+    import asyncio
+
+    from halluscope.graphs.stages import BudgetError
+
+    items = [{"text": TEXT, "samples": ["x"]}] * 5
+    with StubAPI(answer="Yes") as stub:
+        det = halluscope.detector(
+            "selfcheck-prompt",
+            model=f"openai-compatible:{stub.base_url}/v1#stub",
+            gateway=Gateway(cache=None),
+            max_calls=3,
+        )
+        with pytest.raises(BudgetError, match="covers the whole batch"):
+            det.batch(items, config={"max_concurrency": 1})
+        assert len(stub.requests) <= 3
+        sent = len(stub.requests)
+        with pytest.raises(BudgetError, match="covers the whole batch"):
+            asyncio.run(det.abatch(items, config={"max_concurrency": 1}))
+        assert len(stub.requests) - sent <= 3

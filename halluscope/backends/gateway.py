@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import functools
 import hashlib
 import json
@@ -45,7 +46,7 @@ from halluscope.backends.retry import (
     call_with_retries,
     env_number,
 )
-from halluscope.backends.stats import CallStats, ChatReply, retry_hook
+from halluscope.backends.stats import CallStats, ChatReply, RunGuard, run_guard
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
 from halluscope.scoring.token_probability import TokenStat
@@ -183,6 +184,11 @@ class Gateway:
                 chat = make_chat_model(spec, self.timeout)
                 self._models[spec.key] = _Model(spec.key, chat, adapter(spec.provider), spec)
             return self._models[spec.key]
+
+    def warm(self, model: ModelLike) -> None:
+        """The model resolved and loaded now (a server's, before it says it is ready)."""
+        resolved = self.model(model)
+        resolved.adapter.warm(resolved.chat)
 
     def chat_model(self, model: ModelLike) -> BaseChatModel:
         """The LangChain chat model a spec names, the one this gateway's calls use (a local GGUF loaded
@@ -337,7 +343,7 @@ class Gateway:
             return answered
         try:
             started = time.perf_counter()
-            data = yield _Send(self, req, _retry_counter(stats))
+            data = yield _Send(self, req, run_guard.get(), stats)
             return (yield _Blocking(functools.partial(self._finish, req, data, time.perf_counter() - started, stats)))
         finally:
             yield _Blocking(functools.partial(self._land, req))
@@ -421,7 +427,10 @@ class Gateway:
         return reply
 
     def _limited(self, key: str, compute: Callable[[], T]) -> T:
-        """``compute()`` holding one of the model's concurrency slots."""
+        """``compute()`` holding one of the model's concurrency slots, unless the run was cut."""
+        guard = run_guard.get()
+        if guard is not None:
+            guard.sending()
         with self.limiter(key).slot():
             return compute()
 
@@ -531,7 +540,10 @@ class Gateway:
         lm = self.logprob_model(model)
         messages = [{"role": "prompt", "content": prompt}, {"role": "text", "content": text}]
         key = call_key(lm.name, {"read": HIDDEN_STATES}, messages, 0)
-        held = _state_rows(self.cache.get(key) if self.cache is not None else None)
+        hit = self.cache.get(key) if self.cache is not None else None
+        held = _state_rows(hit, lm.width) if hit is not None else None
+        if hit is not None and held is None and stats is not None:
+            stats.event(UNREADABLE_STATES)
         want_ends, want_layers = [int(e) for e in ends], sorted({int(layer) for layer in layers})
         if held is not None and set(want_ends) <= set(held[0]) and set(want_layers) <= set(held[1]):
             if stats is not None:
@@ -713,16 +725,30 @@ class _Sleep(_Step):
 @dataclass
 class _Send(_Step):
     """A request that missed the cache, sent to its provider under the retry policy, holding one of the
-    model's concurrency slots per try: the client's ``invoke``, or its ``ainvoke``."""
+    model's concurrency slots per try: the client's ``invoke``, or its ``ainvoke``. Each try asks the
+    run's guard first (read where the call started: a retry may run on another thread), and each retry
+    is counted on the run's stats and budget."""
 
     gateway: Gateway
     req: _Request
-    on_retry: Callable[[], None]
+    guard: RunGuard | None
+    stats: CallStats | None
+
+    def on_retry(self) -> None:
+        if self.stats is not None:
+            self.stats.add_retry()
+        if self.guard is not None:
+            self.guard.retrying()
+
+    def sending(self) -> None:
+        if self.guard is not None:
+            self.guard.sending()
 
     def run(self) -> dict[str, Any]:
         req = self.req
 
         def attempt() -> dict[str, Any]:
+            self.sending()
             with self.gateway.limiter(req.model.key).slot(), _bad_replies(req.model.adapter):
                 chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
                 message = chat.invoke(req.messages, **kwargs)
@@ -735,6 +761,7 @@ class _Send(_Step):
         limiter = self.gateway.limiter(req.model.key)
 
         async def attempt() -> dict[str, Any]:
+            self.sending()
             async with limiter.aslot():
                 with _bad_replies(req.model.adapter):
                     chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
@@ -818,24 +845,40 @@ def _packed(rows: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _state_rows(hit: Mapping[str, Any] | None) -> tuple[list[int], dict[int, np.ndarray]] | None:
-    """A cached text's positions and its states per layer; None (a miss) for an entry of another shape."""
-    if hit is None or not isinstance(hit.get("ends"), list) or not isinstance(hit.get("layers"), dict):
+UNREADABLE_STATES = "hidden_states_reread"  # an event: a cached row was not what was written, read again
+
+
+def _state_rows(hit: Any, width: int) -> tuple[list[int], dict[int, np.ndarray]] | None:
+    """A cached text's positions and its states per layer; None for an entry that is not what
+    ``hidden_states`` writes: distinct whole-number positions, and for each layer a (positions, width)
+    array of float16 or float32 whose every value is finite. A row written otherwise (by another version,
+    a damaged disk, a hand) is read again, never handed to a probe."""
+    if not isinstance(hit, Mapping):
         return None
-    ends = hit["ends"]
+    ends, packed_layers = hit.get("ends"), hit.get("layers")
+    if not isinstance(ends, list) or not isinstance(packed_layers, dict) or not packed_layers:
+        return None
+    if not all(type(e) is int for e in ends) or len(set(ends)) != len(ends):
+        return None
+    layers = {}
     try:
-        layers = {}
-        for layer, packed in hit["layers"].items():
-            shape = tuple(int(n) for n in packed["shape"])
-            dtype = "float16" if "float16" in packed else "float32"
-            raw = base64.b64decode(packed[dtype])
-            values = np.frombuffer(raw, dtype="<f2" if dtype == "float16" else "<f4").reshape(shape)
-            if len(shape) != 2 or shape[0] != len(ends):
+        for layer, packed in packed_layers.items():
+            dtype = next((d for d in ("float16", "float32") if d in packed), None)
+            if dtype is None or set(packed) != {"shape", dtype}:
                 return None
-            layers[int(layer)] = values.astype(np.float32)
-    except (KeyError, TypeError, ValueError, AttributeError):
+            shape = tuple(packed["shape"])
+            if shape != (len(ends), width):
+                return None
+            values = np.frombuffer(
+                base64.b64decode(packed[dtype], validate=True), dtype="<f2" if dtype == "float16" else "<f4"
+            )
+            values = values.reshape(shape).astype(np.float32)
+            if not np.isfinite(values).all():
+                return None
+            layers[int(layer)] = values
+    except (KeyError, TypeError, ValueError, binascii.Error):
         return None
-    return [int(e) for e in ends], layers
+    return list(ends), layers
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
@@ -877,20 +920,6 @@ def _raised_in(exc: BaseException, package: str) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and package in tb.tb_frame.f_code.co_filename
-
-
-def _retry_counter(stats: CallStats | None) -> Callable[[], None]:
-    """What a retry of a request counts: the run's retries, and one more call of its budget (which may
-    refuse it: a run cannot send more requests than its limit, retries included)."""
-    budget = retry_hook.get()  # read where the call starts: a retry may run on another thread
-
-    def counted() -> None:
-        if stats is not None:
-            stats.add_retry()
-        if budget is not None:
-            budget()
-
-    return counted
 
 
 # fields that hold secrets, clients or run-time plumbing: they never change an answer

@@ -265,7 +265,8 @@ def model_file(name_or_path: str) -> Path:
         except OSError as exc:
             raise ConfigError(f"cannot read the model file {path}: {exc}") from exc
         if magic != GGUF_MAGIC:
-            raise ConfigError(f"{path} is not a GGUF model file (it starts with {magic!r}, not {GGUF_MAGIC!r})")
+            # its bytes are never shown: an error may reach someone who must not read the file (a server's client)
+            raise ConfigError(f"{path} is not a GGUF model file (it does not start with {GGUF_MAGIC!r})")
         return path
     model = REGISTRY[name_or_path]
     with _verify_lock:

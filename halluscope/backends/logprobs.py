@@ -151,6 +151,11 @@ class LogProbModel(ABC):
         """Its transformer layers; layer ``n_layers`` is the last one's output, after the final norm."""
         raise ConfigError(f"{self.name} gives no hidden states here; read the text with local: or transformers:")
 
+    @property
+    def width(self) -> int:
+        """The length of one hidden state (what a cached row must hold)."""
+        raise ConfigError(f"{self.name} gives no hidden states here; read the text with local: or transformers:")
+
     def read(self, prompt: str, text: str, ends: Sequence[int], layers: Sequence[int]) -> Reading:
         """One forward pass over ``text`` after ``prompt``: its token statistics, and the hidden state of the
         token that ends each of ``ends`` (character offsets into ``text``: the token holding character
@@ -289,6 +294,12 @@ class LlamaCppLogProbModel(LogProbModel):
 
         return int(llama_cpp.llama_model_n_layer(self._llama._model.model))
 
+    @property
+    def width(self) -> int:
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_n_embd(self._llama._model.model))
+
     def _hidden(
         self, ids: list[int], start: int, rows: list[int], layers: list[int]
     ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
@@ -302,8 +313,7 @@ class LlamaCppLogProbModel(LogProbModel):
                 f"{self.name} (llama.cpp) gives the last layer's hidden state only (layer {self.n_layers}); "
                 "read other layers with transformers:<directory>"
             )
-        llama, ctx = self._llama, self._llama.ctx
-        width = int(llama_cpp.llama_model_n_embd(llama._model.model))
+        llama, ctx, width = self._llama, self._llama.ctx, self.width
         found = np.zeros((len(rows), width), dtype=np.float32)
         with self._loaded.lock:
             first = min([*rows, start - 1]) if rows else start - 1
@@ -523,6 +533,10 @@ class TransformersLogProbModel(LogProbModel):
     @property
     def n_layers(self) -> int:
         return int(self.model.config.num_hidden_layers)
+
+    @property
+    def width(self) -> int:
+        return int(self.model.config.hidden_size)
 
     def _hidden(
         self, ids: list[int], start: int, rows: list[int], layers: list[int]

@@ -9,12 +9,23 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from halluscope.results import RunMeta, TokenUsage
 
-# what a run counts each retry against (its call budget, set while its graph runs): the gateway calls it
-retry_hook: ContextVar[Callable[[], None] | None] = ContextVar("halluscope_retry_hook", default=None)
+
+class RunGuard(Protocol):
+    """What a run's requests answer to (its call budget, set while it runs): the gateway asks it before
+    every request or forward pass it sends, and tells it of every retry."""
+
+    def sending(self) -> None:
+        """Raises once the run is cut (its client left, its timeout passed): no further call is made."""
+
+    def retrying(self) -> None:
+        """A failed request is tried again: one more call of the run's budget, which may refuse it."""
+
+
+run_guard: ContextVar[RunGuard | None] = ContextVar("halluscope_run_guard", default=None)
 
 
 class CallStats:
@@ -42,6 +53,7 @@ class CallStats:
         self.floor_elsewhere = 0  # the floors counted in other processes (``add``)
         self.models: set[str] = set()
         self.prompts: set[str] = set()
+        self.events: dict[str, int] = {}  # what the plumbing handled (a cache row read again), by kind
         self._whole: CallStats | None = None  # the run this is a part of (``part``), counted there too
 
     def record(self, reply: ChatReply, seconds: float = 0.0) -> None:
@@ -166,6 +178,13 @@ class CallStats:
         ratio = round(self.evaluated_tokens / floor, 3)
         return {"evaluated_tokens": self.evaluated_tokens, "floor_tokens": floor, "evaluated_ratio": ratio}
 
+    def event(self, kind: str) -> None:
+        """Something the gateway handled on the run's behalf, counted in its result's events."""
+        with self._lock:
+            self.events[kind] = self.events.get(kind, 0) + 1
+        if self._whole is not None:
+            self._whole.event(kind)
+
     def add_retry(self) -> None:
         with self._lock:
             self.retries += 1
@@ -180,7 +199,7 @@ class CallStats:
                 calls=self.calls,
                 cache_hits=self.cache_hits,
                 parse_failures=self.parse_failures,
-                events=dict(events or {}),
+                events={**self.events, **dict(events or {})},
                 tokens=TokenUsage(prompt=self.prompt_tokens, completion=self.completion_tokens),
                 seconds=round(time.perf_counter() - self.started, 3),
                 models=sorted(self.models),

@@ -42,6 +42,7 @@ from halluscope.graphs import registry
 from halluscope.graphs.flags import ListFlag, numbers
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
+from halluscope.readers import check_writable
 
 TARGET_PRECISION = 0.8
 
@@ -163,6 +164,8 @@ def calibrate_labelled(
     if not 0 < target_precision <= 1:
         raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
+    check_fit_inputs(labelled, folds)
+    check_writable(out, "--out")
     path = Path(out)
     runs = path.parent / f"{path.stem}.runs"
     plans = mine.mine_plans(labelled, methods, model, gateway, options=options)
@@ -186,6 +189,22 @@ def calibrate_labelled(
     )
     calibration.save(path)
     return calibration
+
+
+def check_fit_inputs(labelled: LabelledData, folds: int) -> None:
+    """What a fit on a user's answers needs, checked before any answer is scored: 2 to 20 folds, no more
+    than the answers, and both labels among the units it fits on."""
+    if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 20:
+        raise ConfigError(f"--folds is between 2 and 20, got {folds}")
+    if folds > len(labelled.rows):
+        raise ConfigError(f"--folds {folds} is more than the {len(labelled.rows)} answers: each fold holds out answers")
+    units = "sentences" if labelled.per_sentence else "answers"
+    labels = [x for row in labelled.rows for x in (row.labels if labelled.per_sentence else (row.answer_label,))]
+    if len(set(labels)) < 2:
+        raise ConfigError(
+            f"all {len(labels)} {units} of {labelled.source} are labelled {labels[0]}: a fit needs both supported "
+            "(0) and hallucinated (1) ones"
+        )
 
 
 def fitted_on_answers(

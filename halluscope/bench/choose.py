@@ -21,7 +21,7 @@ import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench import mine
-from halluscope.bench.calibrate import FOLDS, fitted_on_answers
+from halluscope.bench.calibrate import FOLDS, check_fit_inputs, fitted_on_answers
 from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json, write_text
 from halluscope.bench.runner import RESULTS, BenchResult, run
@@ -32,7 +32,8 @@ from halluscope.calibration import (
     threshold_for_precision,
     threshold_for_recall,
 )
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
+from halluscope.graphs import registry
 from halluscope.labelled import LabelledData, load_labelled
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
@@ -166,8 +167,15 @@ def choose(
         raise ConfigError("choose compares methods: give at least one with --method")
     if target[0] not in ("precision", "recall") or not 0 < target[1] <= 1:
         raise ConfigError(f"the operating point's target is precision or recall in (0, 1], got {target}")
+    if max_calls_per_answer is not None and not (
+        isinstance(max_calls_per_answer, int | float) and 0 <= max_calls_per_answer < math.inf
+    ):
+        raise ConfigError(f"--max-calls-per-answer takes a number of at least 0, got {max_calls_per_answer}")
+    for name in methods:
+        registry.get(registry.configured(name)[0])  # unknown: refused now, not listed as one that cannot run
     began = time.perf_counter()
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
+    check_fit_inputs(labelled, folds)
     out = Path(out)
     ran: dict[str, BenchResult] = {}
     spending: dict[str, Spent] = {}
@@ -180,7 +188,11 @@ def choose(
             continue
         folder = out / "runs" / name
         before = spent_before(folder)
-        ran[name] = run(plan, folder, progress)
+        try:
+            ran[name] = run(plan, folder, progress)
+        except HalluscopeError as exc:  # it could not run at all (its model, its limit): listed, the others go on
+            rows.append(Candidate(name, [name], skipped=redact_credentials(f"{type(exc).__name__}: {exc}")))
+            continue
         spending[name] = spent(folder, before, ran[name], len(labelled.rows))
     fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]] = {}
     for name, result in ran.items():

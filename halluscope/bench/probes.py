@@ -33,8 +33,9 @@ from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import probe, semantic_entropy
 from halluscope.graphs.method import start
+from halluscope.graphs.stages import MAX_CALLS, BudgetError
 from halluscope.labelled import load_labelled
-from halluscope.probing import Kind, Probe, best_split, fit_probe
+from halluscope.probing import Kind, Probe, best_split, fit_probe, validation_groups
 from halluscope.readers import read_lines
 
 SENTENCE_DATA = ("wikibio", "truthfulqa")
@@ -162,6 +163,8 @@ def answered_examples(
                 assert entropy is not None
                 score = entropy(semantic_entropy.Inputs(question=question)).units[0].score
                 examples.append(Example(group, answer, question, (answer,), (), entropy=float(score or 0.0)))
+        except BudgetError:  # the run's limit holds for every question alike: the fit cannot go on
+            raise
         except HalluscopeError as exc:  # a question whose calls failed for good: left out, counted, said
             warnings.warn(f"{group} left out of the fit: {exc}", stacklevel=2)
             examples.append(Example(group, "", question, (), ()))
@@ -229,9 +232,15 @@ def fit(
     judge: Any = None,
     stats: CallStats | None = None,
     progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
+    force: bool = False,
 ) -> tuple[Probe, list[Example]]:
     """A probe of ``kind`` fitted on ``data`` with ``model``'s hidden states (the layer chosen on held-out
-    groups among ``layers``), and the examples it was fitted on."""
+    groups among ``layers``), and the examples it was fitted on. What can be checked before the first
+    forward pass is (the sample budget, both labels in the fit and in the held-out share); a probe that
+    ranks its held-out rows no better than chance (AUC-ROC at or below 50, or none) is refused unless
+    ``force``."""
+    if kind == "sep" and not 1 <= n < MAX_CALLS:
+        raise ConfigError(f"--samples takes 1 to {MAX_CALLS - 1:,} answers a question (a run's call limit), got {n:,}")
     stats = stats if stats is not None else CallStats()
     reader = gateway.logprob_model(model)
     tried = list(layers) if layers else default_layers(reader)
@@ -265,6 +274,7 @@ def fit(
             else ex
             for ex in examples
         ]
+    check_balance(examples, force)
     features, labels, groups, missing = read_states(examples, kind, reader, tried, gateway, stats, progress)
     fitted = fit_probe(
         features,
@@ -284,7 +294,45 @@ def fit(
             **({"n": n, "judge": getattr(judge, "name", judge)} if kind == "sep" else {}),
         },
     )
+    if not force:
+        check_better_than_chance(fitted)
     return fitted, examples
+
+
+CHANCE = 50.0  # AUC-ROC of a random ranking
+
+
+def check_better_than_chance(fitted: Probe) -> None:
+    """A probe whose held-out AUC-ROC (at its chosen layer) is unknown, or at or below chance, is refused."""
+    held_out = fitted.validation["per_layer"][str(fitted.layer)]["auc_roc"]
+    if held_out is None or held_out <= CHANCE:
+        shown = "cannot be computed" if held_out is None else f"is {held_out:.1f}"
+        raise ConfigError(
+            f"the probe's held-out AUC-ROC {shown} (chance is 50) on {fitted.validation['rows']} rows: it would "
+            "rank no better than chance; fit on more data, or write it anyway with --force"
+        )
+
+
+def check_balance(examples: Sequence[Example], force: bool = False) -> None:
+    """Both labels among the examples and among the rows fitted on, and (unless ``force``: the probe's
+    held-out AUC-ROC is then unknown) among the rows held out to choose the layer (the same seeded draw of
+    groups ``fit_probe`` makes), before any hidden state is read."""
+    labels = [label for ex in examples for label in ex.labels]
+    groups = [ex.group for ex in examples for _ in ex.labels]
+    if len(set(labels)) < 2:
+        shown = f"all {labels[0]}" if labels else "none"
+        raise ConfigError(
+            f"a probe needs both labels (0 and 1) among its examples; their {len(labels)} labels are {shown}"
+        )
+    held = validation_groups(groups)
+    for part, name in ((~held, "fitted on"), (held, "held out to choose the layer")):
+        found = {label for label, keep in zip(labels, part, strict=True) if keep}
+        if len(found) < 2 and not (force and part is held):
+            or_force = " (or --force: a probe with no held-out AUC-ROC)" if part is held else ""
+            raise ConfigError(
+                f"the {int(part.sum())} rows {name} ({len(set(groups))} groups in all) hold one label only: "
+                f"give more data{or_force}"
+            )
 
 
 def summary(fitted: Probe) -> str:

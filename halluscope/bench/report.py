@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -100,22 +101,28 @@ def write_text(path: Path, text: str) -> None:
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a cell as a formula
+_FORMULA_AFTER_BREAK = re.compile(r"(?<=[\r\n])(?=[=+\-@\t])")  # a line of a cell that starts like one
 
 
 def csv_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
     """A table as CSV, for a spreadsheet or ``pandas.read_csv``: a dict or list cell as JSON, None as an
     empty cell, and a text cell that a spreadsheet would run as a formula (it starts with = + - @, a tab
     or a carriage return: a model's answer, a user's text) escaped with a leading apostrophe, as OWASP
-    advises; numbers stay numbers. ``columns``: their order (default: as the rows first name them)."""
+    advises, and so is each line of a cell that starts so; numbers stay numbers. Rows end in CRLF (RFC
+    4180), so every cell holding a line break, a lone CR included, is quoted: unquoted, a spreadsheet
+    started a new row inside it. ``columns``: their order (default: as the rows first name them)."""
     names = list(columns) if columns is not None else list(dict.fromkeys(k for row in rows for k in row))
 
     def cell(value: Any) -> Any:
         if isinstance(value, dict | list | tuple):
             value = json.dumps(value, ensure_ascii=False, default=str)
-        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+        if not isinstance(value, str):
+            return value
+        value = _FORMULA_AFTER_BREAK.sub("'", value)
+        return "'" + value if value.startswith(FORMULA_START) else value
 
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=names, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=names, extrasaction="ignore", lineterminator="\r\n")
     writer.writeheader()
     writer.writerows({k: cell(v) for k, v in row.items()} for row in rows)
     return redact_credentials(text.getvalue())

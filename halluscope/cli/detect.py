@@ -24,6 +24,7 @@ from halluscope.graphs import registry
 from halluscope.graphs.flags import add_fields, key_values, label_of, read_fields
 from halluscope.graphs.method import Method
 from halluscope.graphs.stages import MAX_CALLS
+from halluscope.readers import check_writable
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, ROW_COLUMNS, DetectionResult, Verdict
 
 
@@ -54,8 +55,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     to_stdout = args.csv == "-"
     if to_stdout and args.json:
         raise ConfigError("--csv - and --json both write to standard output: give --csv a file")
-    if args.csv and not to_stdout and (Path(args.csv).is_dir() or any(p.is_file() for p in Path(args.csv).parents)):
-        raise ConfigError(f"--csv {args.csv} cannot be written: a folder is there, or a file stands for a folder above")
+    if args.csv and not to_stdout:
+        check_writable(args.csv, "--csv")
     problem = method.threshold_problem(args.threshold, calibrated)
     if problem:
         raise ConfigError(f"--threshold: {problem}")
@@ -130,7 +131,13 @@ def show_verdict(result: DetectionResult, verdict: Verdict | None, coloured: boo
         )
         return
     on = "p(hallucinated)" if verdict.on == "probability" else "score"
-    console.print(f"verdict: {verdict.count} of {verdict.units} units flagged ({on} >= {verdict.threshold:g})")
+    unread = [i for i, u in enumerate(result.units) if not u.parsed]
+    note = (
+        f"; {len(unread)} scored from a reply the judge gave no readable verdict in (the method's rule for one)"
+        if unread
+        else ""
+    )
+    console.print(f"verdict: {verdict.count} of {verdict.units} units flagged ({on} >= {verdict.threshold:g}){note}")
     rate = result.evidence.get("calibration") or {}
     if verdict.on == "probability" and rate.get("prior") is not None:
         console.print(

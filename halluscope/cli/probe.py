@@ -16,10 +16,12 @@ from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.graphs.flags import numbers
 from halluscope.probing import KINDS
+from halluscope.readers import check_writable
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
     check_specs([args.model, args.answer_model, args.judge])
+    check_writable(args.out, "--out")
     layers = numbers(args.layer, "--layer", int) if args.layer else None
     fitted, examples = fit(
         args.kind,
@@ -33,6 +35,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         n=args.samples,
         judge=args.judge,
         progress=lambda it: tqdm(list(it), desc=f"{args.kind} probe", file=sys.stderr, disable=args.json, leave=False),
+        force=args.force,
     )
     fitted.save(args.out)
     if args.json:
@@ -73,4 +76,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     f.add_argument("--data-dir", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     f.add_argument("--out", required=True, metavar="FILE", help="where to write the probe (JSON)")
     f.add_argument("--json", action="store_true", help="print the probe (without its weights) as JSON")
+    f.add_argument(
+        "--force", action="store_true", help="write a probe whose held-out AUC-ROC is at or below chance, or unknown"
+    )
     f.set_defaults(func=cmd_fit)

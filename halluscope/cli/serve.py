@@ -1,9 +1,11 @@
-"""`halluscope serve`: the MCP server (``halluscope.serve``) on standard input and output, or over HTTP."""
+"""`halluscope serve`: the MCP server (``halluscope.serve``) on standard input and output, or over HTTP.
+Only these flags choose the models, judge and files a request runs with (``--allow-model`` names the
+further specs a request may ask for); beyond loopback a token is required."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import os
 from typing import Any
 
 from halluscope.checks import finite_number
@@ -11,36 +13,82 @@ from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
 from halluscope.errors import ConfigError
 from halluscope.graphs.stages import MAX_CALLS
-from halluscope.serve import DEFAULT_TIMEOUT_S, ServerSettings, build
+from halluscope.serve import DEFAULT_TIMEOUT_S, HttpSettings, ServerSettings, serve_http, serve_stdio
+from halluscope.serve.http import DEFAULT_MAX_BODY, TOKEN_ENV
 
 
 def address(text: str) -> tuple[str, int]:
-    """'HOST:PORT' (or ':PORT', 127.0.0.1) as a bind address."""
+    """'HOST:PORT', '[IPv6]:PORT' (or ':PORT', 127.0.0.1) as a bind address."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
+        raise ConfigError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765, [::1]:8765), got {text!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.mcp == bool(args.http):
         raise ConfigError("serve over one transport: --mcp (standard input and output) or --http HOST:PORT")
-    check_specs([args.model])
-    settings = ServerSettings(gateway_of(args), args.model, args.max_calls, args.request_timeout)
-    if args.mcp:
-        build(settings).run(transport="stdio")
-        return 0
-    host, port = address(args.http)
-    print(f"halluscope MCP server on http://{host}:{port}/mcp (POST /check too); Ctrl-C stops it", file=sys.stderr)
-    build(settings, host, port).run(transport="streamable-http")
+    check_specs([args.model, args.judge, *args.allow_model])
+    if args.max_calls < 1:
+        raise ConfigError(f"--max-calls takes a whole number of at least 1, got {args.max_calls}")
+    if args.request_timeout <= 0:
+        raise ConfigError(f"--request-timeout takes a number of seconds above 0, got {args.request_timeout:g}")
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    http = None
+    if args.http:
+        host, port = address(args.http)
+        http = HttpSettings(host, port, token, args.max_body, tuple(args.allow_host), tuple(args.allow_origin))
+    elif token or args.allow_host or args.allow_origin or args.max_body != DEFAULT_MAX_BODY:
+        raise ConfigError("--token, --allow-host, --allow-origin and --max-body are for --http; stdio has no network")
+    settings = ServerSettings(
+        gateway_of(args), args.model, args.max_calls, args.request_timeout, args.judge, args.allow_model
+    )
+    if http is None:
+        serve_stdio(settings)
+    else:
+        serve_http(settings, http)
     return 0
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[common], help=help_of("serve"), description=__doc__)
     p.add_argument("--mcp", action="store_true", help="MCP on standard input and output (what a desktop client starts)")
-    p.add_argument("--http", metavar="HOST:PORT", help="MCP over streamable HTTP at /mcp, and POST /check")
+    p.add_argument("--http", metavar="HOST:PORT", help="MCP over streamable HTTP at /mcp, POST /check and GET /health")
     p.add_argument("--model", help="the model of every request's method (default: the method's own)")
+    p.add_argument("--judge", metavar="SPEC", help="the judge of every request whose method has one")
+    p.add_argument(
+        "--allow-model",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a model spec a request may name in its options (repeatable); no other is run",
+    )
+    p.add_argument(
+        "--token",
+        help=f"the token every HTTP request must send as 'Authorization: Bearer <token>' (or {TOKEN_ENV}, which "
+        "keeps it out of the process list); required beyond loopback",
+    )
+    p.add_argument(
+        "--max-body",
+        type=int,
+        default=DEFAULT_MAX_BODY,
+        metavar="BYTES",
+        help=f"the largest request body (default {DEFAULT_MAX_BODY:,}); a larger one is refused (413) unread",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a Host header served besides loopback's (a name behind a proxy; 'name:*' takes any port)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin served (default: loopback's on a loopback bind, none beyond)",
+    )
     p.add_argument(
         "--max-calls",
         type=int,

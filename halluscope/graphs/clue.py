@@ -352,7 +352,7 @@ class Options:
     baseline: bool = arg(
         True, help="score each concept's question relevance too, one more scorer call per concept (the baseline)"
     )
-    embedder: Embedder | None = arg(help="the embeddings of --prefilter (default: all-MiniLM-L6-v2)")
+    embedder: Embedder | None = arg(help="the embeddings of --prefilter (default: all-MiniLM-L6-v2)", refers="model")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ class Options:
     calibration: str | Path | Calibration | None = arg(
         help="the stacked calibration of the members (it names them)",
         flags=(Flag(("--calibration",), metavar="FILE"),),
+        refers="file",
     )
     methods: Sequence[str] = arg((), help="the members, as a check: they must be the calibration's")
     n: int = options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers")
@@ -72,6 +73,7 @@ class Options:
         None,
         help="the fitted probe a `probe` member reads (its JSON file)",
         flags=(Flag(("--probe",), metavar="FILE"),),
+        refers="file",
     )
 
 

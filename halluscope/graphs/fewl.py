@@ -404,6 +404,7 @@ class Options:
     references: Sequence[ModelLike] | None = arg(
         help="reference models (default: the default local model asked for 5 answers)",
         flags=(Flag(("--reference",), listed=True, metavar="SPEC"),),
+        refers="model",
     )
     n: int | None = options.samples(
         None, f"diversified answers of the one reference model (default {DIVERSIFY})", ("--diversify", "--samples")
@@ -419,11 +420,14 @@ class Options:
     wrong_model: ModelLike | None = arg(
         help="the model that writes IW/CO answers (default: the first reference)",
         flags=(Flag(("--wrong-model",), metavar="SPEC"),),
+        refers="model",
     )
     candidates: Sequence[ModelLike] = arg(
-        (), help="models that answer the question themselves, each answer scored beside the given ones (Section 4.3)"
+        (),
+        help="models that answer the question themselves, each answer scored beside the given ones (Section 4.3)",
+        refers="model",
     )
-    embedder: Embedder | None = arg(help="the similarity's embeddings (default: all-MiniLM-L6-v2)")
+    embedder: Embedder | None = arg(help="the similarity's embeddings (default: all-MiniLM-L6-v2)", refers="model")
 
 
 @dataclass(frozen=True)

@@ -339,6 +339,7 @@ class Options:
         help="judges support: a model spec (e.g. local:qwen2.5-coder-1.5b) or an NLI checkpoint: nli:PATH, or "
         "nli:NAME once pulled (default: the default local model)",
         flags=(Flag(("--model",), metavar="SPEC"),),
+        refers="model",
     )
     decompose: bool = arg(
         False,
@@ -415,6 +416,7 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
             Unit(
                 text=text,
                 score=out["scores"][u],
+                parsed=not mine or any(c["answer"] is not None or c["p_yes"] is not None for c in mine),
                 evidence={
                     "best_chunk": best,
                     "best_chunk_text": out["chunks"][best],
@@ -429,6 +431,9 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
     checks = out["checks"]
     no_probability = out.get("no_probability", 0)
     events: dict[str, int] = {"no_probability": no_probability} if no_probability else {}
+    unparsed = sum(check["answer"] is None for check in checks if check["p_yes"] is None)
+    if unparsed:  # neither Yes nor No, no probability: the paper's 0.5 (SelfCheck-Prompt's rule)
+        events["unparsed_verdict"] = unparsed
     for event in out.get("events") or []:
         events[event] = events.get(event, 0) + 1
     if out.get("asked_alone"):  # (unit, chunk) pairs the one-call reply gave no clean verdict for

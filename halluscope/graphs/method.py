@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
@@ -40,12 +40,14 @@ from halluscope.graphs.stages import (
     afinish,
     arun_streamed,
     finish,
+    guarded,
     run_streamed,
 )
 from halluscope.results import DetectionResult, RunMeta
-from halluscope.text import checked_text, checked_texts, ends_sentence
+from halluscope.text import checked_text, checked_texts, ends_sentence, unicode_text
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
+Refers = Literal["model", "file"]  # what a field's value names outside the request: see ``arg``
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,15 @@ def arg(
     flags: Sequence[Flag] = (),
     shown: bool = True,
     most: int | None = None,
+    refers: Refers | None = None,
 ) -> Any:
     """A field of a method's ``Inputs`` or ``Options``: its default, its help, its command-line
     spellings; ``shown=False`` keeps a default out of the help (a default computed at run time);
-    ``most``: the largest whole number it takes (FIBE's students)."""
-    return field(default=default, metadata={"help": help, "flags": tuple(flags), "shown": shown, "most": most})
+    ``most``: the largest whole number it takes (FIBE's students); ``refers``: the field names a model
+    (a spec, whose provider is called with the process's keys) or a file (read from the process's disk),
+    which only a server's operator may choose (``serve``)."""
+    metadata = {"help": help, "flags": tuple(flags), "shown": shown, "most": most, "refers": refers}
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,11 @@ class Method:
             line = f.metadata.get("help", "") + (f" (default {default!r})" if shown else "")
             found.append(Option(f.name, line, f.metadata.get("flags", ()), default, self.hints[f.name]))
         return found
+
+    @functools.cached_property
+    def refers(self) -> dict[str, Refers]:
+        """The options that name a model or a file (``arg``'s ``refers``): what a server's operator alone chooses."""
+        return {f.name: f.metadata["refers"] for f in dataclasses.fields(self.options) if f.metadata.get("refers")}
 
     def most(self, name: str) -> int | None:
         """The largest value a whole-number field takes, where it has one."""
@@ -310,18 +321,21 @@ class Method:
 
         def score(inputs: Any) -> DetectionResult:
             item = dataclasses.replace(ctx, budget=CallBudget(ctx.budget.limit))  # each item its own budget
-            return finish(self.run(prepared, inputs, item), ctx.stats)
+            with guarded(item.budget):
+                return finish(self.run(prepared, inputs, item), ctx.stats)
 
         return score
 
     def _detect(self, *args: Any, **kwargs: Any) -> DetectionResult:
         inputs, options, ctx = self.bind(args, kwargs)
-        return self.noted(finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats), inputs)
+        with guarded(ctx.budget):
+            return self.noted(finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats), inputs)
 
     async def _adetect(self, *args: Any, **kwargs: Any) -> DetectionResult:
         inputs, options, ctx = self.bind(args, kwargs)
-        prepared = await asyncio.to_thread(self.prepare, options, ctx)  # loads models, opens files
-        return self.noted(await afinish(self.run(prepared, inputs, ctx), ctx.stats), inputs)
+        with guarded(ctx.budget):
+            prepared = await asyncio.to_thread(self.prepare, options, ctx)  # loads models, opens files
+            return self.noted(await afinish(self.run(prepared, inputs, ctx), ctx.stats), inputs)
 
     def noted(self, result: DetectionResult, inputs: Any) -> DetectionResult:
         """What was checked, where a reader could mistake it: a text with no sentence ending is one
@@ -374,7 +388,7 @@ def checked_documents(value: Any, name: str = "context") -> list[tuple[str, dict
             raise ConfigError(f"{where} must be a text or a LangChain Document, got {type(item).__name__}")
         if not text.strip():
             raise ConfigError(f"{where} must be a non-empty text")
-        out.append((text, metadata))
+        out.append((unicode_text(text, where), metadata))
     return out
 
 

@@ -69,6 +69,7 @@ def model(does: str, default: Any = None) -> Any:
         default,
         help=f"model spec, e.g. local:qwen2.5-coder-1.5b; it {does}",
         flags=(Flag(("--model",), metavar="SPEC"),),
+        refers="model",
     )
 
 
@@ -83,6 +84,7 @@ def judge(what: str = "entailment judge") -> Any:
         help=f"{what}: a model spec, or an NLI checkpoint: nli:PATH, or nli:NAME once pulled (default: the "
         "default local model)",
         flags=(Flag(("--judge",), metavar="SPEC"),),
+        refers="model",
     )
 
 

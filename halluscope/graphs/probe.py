@@ -71,7 +71,10 @@ class Inputs:
 @dataclass(frozen=True, kw_only=True)
 class Options:
     probe: str | Probe | None = arg(
-        None, help="a probe from `halluscope probe fit` (its JSON file)", flags=(Flag(("--probe",), metavar="FILE"),)
+        None,
+        help="a probe from `halluscope probe fit` (its JSON file)",
+        flags=(Flag(("--probe",), metavar="FILE"),),
+        refers="file",
     )
     model: str | LogProbModel | None = options.model(
         "reads the text (default: the model the probe was fitted on; another file of it is refused)"

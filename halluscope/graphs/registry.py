@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from halluscope.graphs.method import Method
 
 ENTRY_POINTS = "halluscope.methods"  # the group a package declares its methods under
-SHARED = ("flags", "method", "options", "registry", "stages", "studio")  # halluscope.graphs' own parts
+SHARED = ("flags", "method", "options", "registry", "serving", "stages", "studio")  # halluscope.graphs' own parts
 
 _methods: dict[str, Method] = {}  # one dict, filled in place: a reader's reference stays current
 _modules: dict[str, ModuleType] = {}

@@ -35,6 +35,7 @@ class Options:
         help=f"the NLI classifier: nli:{SELFCHECKGPT_NLI} (SelfCheckGPT's, after `halluscope models pull "
         f"{SELFCHECKGPT_NLI}`) or nli:PATH, a checkpoint directory",
         flags=(Flag(("--judge",), metavar="nli:NAME|PATH"),),
+        refers="model",
     )
     model: ModelLike | None = options.model("writes the samples when none are given")
     n: int = options.samples(5, "samples regenerated when none are given")

@@ -16,7 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.entailment import Entailment, Judgement, Mode, ZeroShot, equivalent
 from halluscope.backends.gateway import Ask, CallStats, ChatReply, Gateway, ModelLike, samples
-from halluscope.backends.stats import retry_hook
+from halluscope.backends.stats import run_guard
 from halluscope.errors import ConfigError, ParseError
 from halluscope.prompts.parsers import numbered_yes_no
 from halluscope.scoring import ClusterRule, cluster_steps, length_normalised
@@ -153,11 +153,11 @@ def node(name: str, steps: Callable[[Any, RunnableConfig], Steps[dict[str, Any]]
     loop, so a graph's model calls use the provider's async client without a second copy of the node."""
 
     def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        with counting_retries(budget_of(config)):
+        with guarded(budget_of(config)):
             return finish(steps(state, config), stats_of(config))
 
     async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        with counting_retries(budget_of(config)):
+        with guarded(budget_of(config)):
             return await afinish(steps(state, config), stats_of(config))
 
     return RunnableLambda(run, afunc=arun, name=name)
@@ -258,11 +258,16 @@ class BudgetError(ConfigError):
     """A run that plans more model calls than it is allowed: refused before they are made."""
 
 
+class RunCut(BudgetError):
+    """A run whose budget was cut (its client left, its timeout passed): it makes no further call."""
+
+
 class CallBudget:
     """The model calls a run may plan (None: no limit), or a batch's runs together (``scope``). A method
     announces its calls as soon as it knows them (``plan_calls``), before it makes them; the gateway
-    counts each retry of a request as one more (``counting_retries``). The announcement that passes the
-    limit raises, naming the count, what the limit covers and how to allow it."""
+    counts each retry of a request as one more (``guarded``). The announcement that passes the limit
+    raises, naming the count, what the limit covers and how to allow it. A budget ``cut`` refuses every
+    call from then on (the gateway asks it before each request: ``sending``)."""
 
     def __init__(self, limit: int | None = MAX_CALLS, scope: str = "run", allow: str | None = None) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -272,9 +277,22 @@ class CallBudget:
         self.allow = allow  # how to allow more, where the Python and command-line ways do not apply
         self.planned = 0
         self.retries = 0
+        self.cut_because: str | None = None
         self._lock = threading.Lock()
 
+    def cut(self, because: str) -> None:
+        """No further call: the run's next request, forward pass or plan raises RunCut saying ``because``."""
+        self.cut_because = because
+
+    def sending(self) -> None:
+        if self.cut_because is not None:
+            raise RunCut(f"this {self.scope} was stopped: {self.cut_because}")
+
+    def retrying(self) -> None:
+        self.plan(1, retry=True)
+
     def plan(self, calls: int, retry: bool = False) -> None:
+        self.sending()
         with self._lock:
             self.planned += calls
             self.retries += calls if retry else 0
@@ -296,15 +314,16 @@ class CallBudget:
 
 
 @contextmanager
-def counting_retries(budget: CallBudget | None) -> Iterator[None]:
-    """While a node of a run's graph runs, each retry the gateway makes is one more call of the run's
-    budget: a run that plans exactly its limit against a failing server once sent twice as many requests.
-    Set and reset inside the node, on its own thread or task."""
-    token = retry_hook.set((lambda: budget.plan(1, retry=True)) if budget is not None else None)
+def guarded(budget: CallBudget | None) -> Iterator[None]:
+    """While a run (or a node of its graph) runs, the gateway asks its budget before each request (a cut
+    run makes no further call) and counts each retry as one more call of it: a run that plans exactly its
+    limit against a failing server once sent twice as many requests. Set and reset on the run's own
+    thread or task."""
+    token = run_guard.set(budget)
     try:
         yield
     finally:
-        retry_hook.reset(token)
+        run_guard.reset(token)
 
 
 def budget_of(config: RunnableConfig | None) -> CallBudget | None:

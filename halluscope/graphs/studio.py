@@ -30,7 +30,8 @@ from halluscope.checks import check_value
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.graphs import registry
 from halluscope.graphs.method import Method, Prepared, RunContext, call_limit, start
-from halluscope.graphs.stages import MAX_CALLS, CallBudget, afinish, finish
+from halluscope.graphs.serving import MAX_CALLS_ENV, Operator
+from halluscope.graphs.stages import CallBudget, afinish, finish
 from halluscope.text import sentences as split_sentences
 
 Factory = Callable[[RunnableConfig], Awaitable[CompiledStateGraph]]
@@ -52,24 +53,9 @@ def config() -> dict[str, Any]:
     return {"dependencies": ["."], "graphs": graphs}
 
 
-MAX_CALLS_ENV = "HALLUSCOPE_SERVE_MAX_CALLS"  # the most calls a served run may plan (default MAX_CALLS)
-
-
-def ceiling() -> int:
-    """The server's limit on one run's model calls: a run's configurable ``max_calls`` may lower it."""
-    from halluscope.backends.retry import env_number
-
-    return int(env_number(MAX_CALLS_ENV, MAX_CALLS, whole=True, minimum=1))
-
-
 def run_limit(configurable: Mapping[str, Any]) -> int:
     """The calls one served run may plan: its configurable ``max_calls``, at most the server's ceiling."""
-    top = ceiling()
-    asked = configurable.get("max_calls", top)
-    check_value("the served run", "max_calls", asked, int)
-    if not 1 <= asked <= top:
-        raise ConfigError(f"max_calls takes 1 to this server's ceiling of {top:,} ({MAX_CALLS_ENV}), got {asked:,}")
-    return asked
+    return Operator.from_env().limit(configurable.get("max_calls"), f" ({MAX_CALLS_ENV})")
 
 
 def warm() -> None:
@@ -134,7 +120,7 @@ class Served(CompiledStateGraph):
         budget = CallBudget(
             limit,
             allow=f"a run's configurable max_calls may raise it to this server's ceiling of "
-            f"{ceiling():,} ({MAX_CALLS_ENV})",
+            f"{Operator.from_env().max_calls:,} ({MAX_CALLS_ENV})",
         )
         if self.method is not None and isinstance(given, Mapping):
             self.method.validate_fields({k: v for k, v in given.items() if k in self.method.input_names})
@@ -209,6 +195,9 @@ def options(method: Method, configurable: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         takes = ", ".join([*accepted, "max_calls"])
         raise ConfigError(f"unknown configurable {', '.join(unknown)}; this graph accepts: {takes}")
+    operator = Operator.from_env()  # a shared server's operator chooses models and files (graphs.serving)
+    if operator.shared:
+        given = operator.options(method, given)
     for key, value in given.items():
         check_value(method.name, key, value, method.hints[key])
     if method.model_field == "model" and "model" in accepted and not given.get("model"):

@@ -77,6 +77,9 @@ class Provider:
         once, and caches whole replies."""
         raise ModelSpecError(f"{spec.key}: the {self.name} provider has no chat model here")
 
+    def warm(self, chat: BaseChatModel) -> None:
+        """Load what its first call would (a local model's weights), so a server is ready before it says so."""
+
     def logprob_model(self, spec: ModelSpec, retry: RetryPolicy, timeout: float) -> LogProbModel:
         """A LogProbModel (sample with log-probs, score a continuation, read a text's tokens)."""
         raise ConfigError(

@@ -27,6 +27,14 @@ class Local(Provider):
 
         return LocalChatModel(model_path=str(model_file(spec.model)), model_id=spec.key)
 
+    def warm(self, chat: BaseChatModel) -> None:
+        from pathlib import Path
+
+        from halluscope.backends.local import LocalChatModel, load_llama
+
+        if isinstance(chat, LocalChatModel):  # the context p(Yes) and log-probs read (grounded's and DQ's)
+            load_llama(Path(chat.model_path), logits_all=True, n_ctx=chat.n_ctx)
+
     def sample_together(
         self, chat: BaseChatModel, messages: list[BaseMessage], seeds: list[int | None], params: dict[str, Any]
     ) -> list[BaseMessage] | None:

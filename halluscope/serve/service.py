@@ -1,0 +1,184 @@
+"""What every request of one server shares and how one runs: the operator's choices (models, judge, call
+ceiling: ``graphs.serving.Operator``), the gateway, the timeout; each request's work on a thread under
+its own call budget, which is cut when the request's timeout passes or its client leaves, so the work
+makes no further model call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from halluscope.backends.gateway import Gateway, default_gateway
+from halluscope.check_answer import check as check_answer
+from halluscope.checks import check_value
+from halluscope.detector import detector
+from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
+from halluscope.graphs import registry
+from halluscope.graphs.method import batch_budget
+from halluscope.graphs.serving import Operator
+from halluscope.graphs.stages import MAX_CALLS, CallBudget
+from halluscope.graphs.studio import options_schema
+from halluscope.results import DetectionResult
+from halluscope.text import checked_text
+from halluscope.text import sentences as split_sentences
+
+SERVE_INSTALL = "pip install 'halluscope[serve]'"
+DEFAULT_TIMEOUT_S = 600.0  # one request's wall-clock limit
+CHECK_FIELDS = ("answer", "context", "question", "method", "threshold", "max_calls")  # the check tool's arguments
+
+
+class RequestTimeout(ConfigError):
+    """A request that ran past the server's timeout (its work was cut: it makes no further call)."""
+
+
+class ServerSettings:
+    """What every request of one server shares: its gateway, its operator's choices (the model and judge
+    of every request, the specs a request may name besides, the call ceiling) and its timeout."""
+
+    def __init__(
+        self,
+        gateway: Gateway | None = None,
+        model: str | None = None,
+        max_calls: int = MAX_CALLS,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        judge: str | None = None,
+        allowed: Iterable[str] = (),
+    ) -> None:
+        if timeout <= 0:
+            raise ConfigError(f"a server needs a timeout > 0, got {timeout}")
+        self.gateway = gateway
+        self.operator = Operator(model, judge, frozenset(allowed), max_calls)
+        self.timeout = timeout
+        self.running: set[CallBudget] = set()  # the budgets of the requests at work, cut when the server stops
+
+    @property
+    def model(self) -> str | None:
+        return self.operator.model
+
+    def limit(self, asked: Any) -> int:
+        """A request's call budget: the one it asks for, at most the server's."""
+        return self.operator.limit(asked)
+
+    def with_gateway(self, options: dict[str, Any]) -> dict[str, Any]:
+        if self.gateway is not None:
+            options.setdefault("gateway", self.gateway)
+        return options
+
+    async def run(self, work: Callable[[], DetectionResult], limit: int) -> dict[str, Any]:
+        """``work`` on a thread under a budget of ``limit`` calls, within the timeout; a halluscope error
+        raises as one redacted line. A request that times out, or whose client leaves (its task is
+        cancelled), has its budget cut: the thread makes no further model call."""
+        budget = CallBudget(
+            limit,
+            scope="request",
+            allow=f"a request's max_calls may raise it to this server's ceiling of {self.operator.max_calls:,}",
+        )
+
+        def budgeted() -> DetectionResult:
+            with batch_budget(budget):
+                return work()
+
+        self.running.add(budget)
+        try:
+            result = await asyncio.wait_for(asyncio.to_thread(budgeted), self.timeout)
+        except TimeoutError:
+            budget.cut(f"it ran past this server's timeout of {self.timeout:g} s")
+            raise RequestTimeout(f"the request ran past this server's timeout of {self.timeout:g} s") from None
+        except asyncio.CancelledError:
+            budget.cut("its client left")
+            raise
+        except HalluscopeError as exc:
+            raise ConfigError(redact_credentials(f"{type(exc).__name__}: {exc}")) from None
+        finally:
+            self.running.discard(budget)
+        return result.model_dump(mode="json")
+
+    def warm(self) -> None:
+        """What every request needs, loaded before the server says it is ready: spaCy's sentencizer, and
+        the operator's models (a local model's weights), so a first request does not time out loading them."""
+        split_sentences("Warm up.")
+        gateway = self.gateway or default_gateway()
+        for spec in sorted(self.operator.models):
+            try:
+                gateway.warm(spec)
+            except ModelSpecError:  # no chat model (an NLI checkpoint, nli:PATH): its method loads it
+                continue
+
+    def stop(self, because: str) -> None:
+        """Every request at work makes no further call (the server is going away)."""
+        for budget in list(self.running):
+            budget.cut(because)
+
+    async def check(
+        self,
+        answer: Any,
+        context: Any = None,
+        question: Any = None,
+        method: Any = None,
+        threshold: Any = None,
+        max_calls: Any = None,
+    ) -> dict[str, Any]:
+        """One answer checked (``halluscope.check``), every field checked before any work."""
+        checked_text(answer, "answer")
+        check_value("check", "question", question, str | None)
+        check_value("check", "method", method, str | None)
+        check_value("check", "threshold", threshold, float | None)
+        limit = self.limit(max_calls)
+        model = self.operator.model
+        if method is not None:
+            registry.get(method)  # an unknown method is refused here, by name
+        options = self.with_gateway({})
+        if self.operator.judge is not None and registry.get(method or "grounded").refers.get("judge"):
+            options["judge"] = self.operator.judge
+
+        def work() -> DetectionResult:
+            return check_answer(
+                answer,
+                context=context,
+                question=question,
+                method=method,
+                model=model,
+                threshold=threshold,
+                max_calls=limit,
+                **options,
+            )
+
+        return await self.run(work, limit)
+
+    async def detect(
+        self,
+        method: Any,
+        inputs: Any,
+        options: Any = None,
+        max_calls: Any = None,
+    ) -> dict[str, Any]:
+        """Any method by name, its inputs and options held to the operator's choices."""
+        check_value("detect", "method", method, str)
+        limit = self.limit(max_calls)
+        spec = registry.get(method)
+        given = self.operator.inputs(spec, inputs)
+        chosen = self.with_gateway(self.operator.options(spec, options))
+
+        def work() -> DetectionResult:
+            return detector(spec.name, max_calls=limit, **chosen).detect(**given)
+
+        return await self.run(work, limit)
+
+
+def method_schemas() -> list[dict[str, Any]]:
+    """Every method with the JSON schemas of its inputs and of its options, from its contract."""
+    rows = []
+    for name, method in registry.methods().items():
+        inputs = {n: TypeAdapter(method.hints[n] | None).json_schema() for n in method.input_names}
+        rows.append(
+            {
+                "name": name,
+                "summary": method.summary,
+                "inputs": {"type": "object", "properties": inputs},
+                "options": TypeAdapter(options_schema(method)).json_schema(),
+            }
+        )
+    return rows
