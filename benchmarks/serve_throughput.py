@@ -4,9 +4,12 @@ The server runs in its own process (`halluscope serve --http 127.0.0.1:PORT`) wi
 OpenAI-compatible judge; one warm-up request fills the cache, so every measured request is answered
 from it (no model time): what is measured is the server, the check's graph and the cache. Each level
 of concurrency sends the same number of requests from that many client tasks, by the plain `POST
-/check` and by the MCP `check` tool over streamable HTTP (one session per client task).
+/check` and by the MCP `check` tool over streamable HTTP (one session per client task). With
+``--token`` the server requires a token and every request sends it (``Authorization: Bearer``): run it
+with and without, on one machine, to see what the checks of every request cost.
 
     .venv/bin/python benchmarks/serve_throughput.py --out out/serve
+    .venv/bin/python benchmarks/serve_throughput.py --token --out out/serve-token
 """
 
 from __future__ import annotations
@@ -42,9 +45,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(model: str, cache: Path) -> tuple[subprocess.Popen[str], str]:
+TOKEN = "serve-throughput-token-0123456789abcdef"
+
+
+def start_server(model: str, cache: Path, token: bool) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     env = {**os.environ, "HALLUSCOPE_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    if token:
+        env["HALLUSCOPE_SERVE_TOKEN"] = TOKEN
     argv = [sys.executable, "-m", "halluscope.cli", "serve", "--http", f"127.0.0.1:{port}", "--model", model]
     server = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 60
@@ -58,8 +66,8 @@ def start_server(model: str, cache: Path) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError("the server did not start within 60 s")
 
 
-async def post_clients(url: str, clients: int, per_client: int) -> list[float]:
-    async with httpx.AsyncClient(timeout=60) as http:
+async def post_clients(url: str, clients: int, per_client: int, headers: dict[str, str]) -> list[float]:
+    async with httpx.AsyncClient(timeout=60, headers=headers) as http:
 
         async def one_client() -> list[float]:
             times = []
@@ -73,13 +81,17 @@ async def post_clients(url: str, clients: int, per_client: int) -> list[float]:
         return [t for batch in await asyncio.gather(*(one_client() for _ in range(clients))) for t in batch]
 
 
-async def mcp_clients(url: str, clients: int, per_client: int) -> list[float]:
+async def mcp_clients(url: str, clients: int, per_client: int, headers: dict[str, str]) -> list[float]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     async def one_client() -> list[float]:
         times = []
-        async with streamable_http_client(f"{url}/mcp") as (read, write, _), ClientSession(read, write) as session:
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             for _ in range(per_client):
                 began = time.perf_counter()
@@ -92,11 +104,11 @@ async def mcp_clients(url: str, clients: int, per_client: int) -> list[float]:
     return [t for batch in await asyncio.gather(*(one_client() for _ in range(clients))) for t in batch]
 
 
-def measure(way: str, url: str, clients: int, requests: int) -> dict[str, Any]:
+def measure(way: str, url: str, clients: int, requests: int, headers: dict[str, str]) -> dict[str, Any]:
     per_client = max(1, requests // clients)
     run = post_clients if way == "POST /check" else mcp_clients
     began = time.perf_counter()
-    times = asyncio.run(run(url, clients, per_client))
+    times = asyncio.run(run(url, clients, per_client, headers))
     wall = time.perf_counter() - began
     ordered = sorted(times)
     return {
@@ -114,33 +126,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=200, help="requests at each level (default 200)")
     ap.add_argument("--clients", default="1,4,16", help="concurrent clients (default 1,4,16)")
+    ap.add_argument("--token", action="store_true", help="the server requires a token; every request sends it")
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
+    headers = {"authorization": f"Bearer {TOKEN}"} if args.token else {}
     began = time.perf_counter()
     rows = []
     with StubAPI(answer="Yes") as judge, tempfile.TemporaryDirectory() as tmp:
         judge.answers_by_content["It lies in Sydney."] = "No"
         model = f"openai-compatible:{judge.base_url}/v1#judge"
-        server, url = start_server(model, Path(tmp) / "cache")
+        server, url = start_server(model, Path(tmp) / "cache", args.token)
         try:
-            httpx.post(f"{url}/check", json=REQUEST, timeout=60).raise_for_status()  # the cache filled
+            httpx.post(f"{url}/check", json=REQUEST, headers=headers, timeout=60).raise_for_status()  # the cache filled
             sent = len(judge.requests)
             for way in ("POST /check", "MCP check tool"):
                 for clients in [int(c) for c in args.clients.split(",")]:
-                    rows.append(measure(way, url, clients, args.requests))
+                    rows.append(measure(way, url, clients, args.requests, headers))
                     print(rows[-1], file=sys.stderr)
             if len(judge.requests) != sent:
                 raise RuntimeError(f"{len(judge.requests) - sent} measured requests reached the judge: not cached")
         finally:
             server.terminate()
             server.wait(timeout=30)
-    print(f"halluscope serve --http, check with a cached judge ({os.cpu_count()} cores, {platform.machine()})")
+    guard = "a token required and sent" if args.token else "no token"
+    print(f"halluscope serve --http, check with a cached judge, {guard} ({os.cpu_count()} cores, {platform.machine()})")
     print(markdown_table(rows, [(k, k) for k in rows[0]]))
     total = sum(r["requests"] for r in rows)
     stub = "a stub OpenAI-compatible judge (tests/stub_servers.py), every measured call answered from the cache"
     made = envelope(models=[stub], items=total, item="request", calls=0, seconds=time.perf_counter() - began)
     path = Path(args.out) / "serve_throughput.json"
-    write_json(path, {**made, "request": REQUEST, "rows": rows})
+    write_json(path, {**made, "request": REQUEST, "token": args.token, "rows": rows})
     print(f"wrote {path}")
 
 
