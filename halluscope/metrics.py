@@ -1,11 +1,13 @@
 """Detection metrics shared by the benchmarks: AUC-PR, AUC-ROC, AURAC and bootstrap intervals (of one
-metric over scored units, and of every metric of a run over its items)."""
+metric over scored units, of every metric of a run over its items, and of the difference of two
+methods on the same items: the paired interval every verdict between two methods is decided by)."""
 
 from __future__ import annotations
 
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -295,3 +297,90 @@ def _vectorised(
         for name in names:
             found[name].append(np.asarray(computed[name], dtype=np.float64))
     return {name: [float(v) for v in np.concatenate(parts) if np.isfinite(v)] for name, parts in found.items()}
+
+
+# ---------------------------------------------------------------- two methods on the same items
+
+PAIRED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    "auc_roc": auc_roc_resampled,
+    "auc_pr": auc_pr_resampled,
+}
+Verdict = str  # "met", "not met" or "no detectable difference"
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """A's metric minus B's on the same units, with the percentile interval of that difference over
+    bootstrap resamples of the units' groups (the unit of independence: an answer, a passage, a
+    question): both methods are scored on every resample alike, so what they share cancels. x100."""
+
+    metric: str
+    a: float
+    b: float
+    difference: float
+    interval: tuple[float, float] | None  # None: defined on fewer than half the resamples
+    groups: int
+    units: int
+    resamples: int
+    level: float
+
+    def verdict(self, margin: float = 0.0) -> Verdict:
+        """Whether A - B > ``margin`` holds: 'met' when the whole interval lies above it, 'not met' when
+        the whole interval lies below, else 'no detectable difference' (the data cannot tell). A goal of
+        "within 3 points of B" is ``margin=-3``; "better than B" is ``margin=0``."""
+        if self.interval is None:
+            return "no detectable difference"
+        low, high = self.interval
+        if low > margin:
+            return "met"
+        if high < margin:
+            return "not met"
+        return "no detectable difference"
+
+    def as_record(self, margin: float = 0.0) -> dict[str, Any]:
+        """What a benchmark writes into its record: the figures, the margin and the verdict they give."""
+        return {**asdict(self), "margin": margin, "verdict": self.verdict(margin)}
+
+
+def paired_difference(
+    y: Sequence[int] | np.ndarray,
+    scores_a: Sequence[float] | np.ndarray,
+    scores_b: Sequence[float] | np.ndarray,
+    groups: Sequence[Any] | None = None,
+    metric: str = "auc_roc",
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> PairedDifference:
+    """The paired bootstrap of ``metric`` (AUC-ROC or AUC-PR, x100) of two methods' scores of the same
+    units, resampling whole ``groups`` (None: each unit its own group). TruthfulQA's 235 answers come from
+    30 questions: their groups are the questions, or the interval is too narrow."""
+    if metric not in PAIRED_METRICS:
+        raise ValueError(f"a paired difference of {metric!r}: one of {', '.join(PAIRED_METRICS)}")
+    labels = np.asarray(y, dtype=bool)
+    a, b = np.asarray(scores_a, dtype=np.float64), np.asarray(scores_b, dtype=np.float64)
+    if not labels.size == a.size == b.size:
+        raise ValueError(
+            f"a paired difference needs one label and two scores a unit: {labels.size}, {a.size}, {b.size}"
+        )
+    if not np.isfinite(a).all() or not np.isfinite(b).all():
+        raise ValueError("a paired difference needs every unit scored by both methods (no None or NaN)")
+    names, index = np.unique(
+        np.asarray(list(range(labels.size)) if groups is None else list(groups)), return_inverse=True
+    )
+    counts = resample_counts(names.size, n_resamples, seed)[:, index].astype(np.float64)  # each unit its group's count
+    whole = np.ones((1, labels.size))
+    compute = PAIRED_METRICS[metric]
+    point_a, point_b = float(compute(labels, a, whole)[0]) * 100, float(compute(labels, b, whole)[0]) * 100
+    if not (math.isfinite(point_a) and math.isfinite(point_b)):
+        raise ValueError(f"{metric} is undefined on these labels (one class only)")
+    differences = (compute(labels, a, counts) - compute(labels, b, counts)) * 100
+    found = differences[np.isfinite(differences)]
+    tail = (1 - level) / 2 * 100
+    interval = None
+    if found.size >= n_resamples / 2:
+        low, high = np.percentile(found, [tail, 100 - tail])
+        interval = (float(low), float(high))
+    return PairedDifference(
+        metric, point_a, point_b, point_a - point_b, interval, int(names.size), int(labels.size), n_resamples, level
+    )

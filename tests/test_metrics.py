@@ -119,3 +119,76 @@ def test_decisions_resampled_weigh_units_as_repeats() -> None:
     repeated = decision_metrics([True, True, True, False], [True, True, False, True])
     for key, value in repeated.items():
         assert twice_first[key][0] * 100 == pytest.approx(value)
+
+
+# ---------------------------------------------------------------- the paired difference of two methods
+
+
+def _reference_difference(y, a, b, groups, metric, n_resamples, seed):  # type: ignore[no-untyped-def]
+    """scikit-learn on each resample built by hand: the drawn groups' units repeated, A and B alike."""
+    from halluscope.metrics import resample_counts
+
+    def value(labels: np.ndarray, scores: np.ndarray) -> float:
+        if metric == "auc_roc":
+            return float(roc_auc_score(labels, scores)) * 100
+        precision, recall, _ = precision_recall_curve(labels, scores)
+        return float(auc(recall, precision)) * 100
+
+    names, index = np.unique(groups, return_inverse=True)
+    found = []
+    for counts in resample_counts(names.size, n_resamples, seed):
+        units = np.repeat(np.arange(y.size), counts[index])
+        if y[units].all() or not y[units].any():
+            continue
+        found.append(value(y[units], a[units]) - value(y[units], b[units]))
+    return value(y, a) - value(y, b), np.percentile(found, [2.5, 97.5])
+
+
+@pytest.mark.parametrize("metric", ["auc_roc", "auc_pr"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_the_paired_difference_equals_scikit_learn_on_the_same_resamples(metric: str, grouped: bool) -> None:
+    from halluscope.metrics import paired_difference
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 60)
+    a = y * 0.6 + rng.random(60)  # A ranks the labels better than B
+    b = y * 0.2 + rng.random(60)
+    groups = np.repeat(np.arange(20), 3) if grouped else np.arange(60)  # 20 questions of three answers
+    found = paired_difference(y, a, b, groups if grouped else None, metric=metric, n_resamples=300, seed=5)
+    point, (low, high) = _reference_difference(y, a, b, groups, metric, 300, 5)
+    assert found.difference == pytest.approx(point, abs=1e-9) and found.interval is not None
+    assert found.interval == pytest.approx((low, high), abs=1e-9)
+    assert found.groups == (20 if grouped else 60) and found.units == 60
+
+
+def test_a_grouped_interval_is_wider_when_a_groups_units_move_together() -> None:
+    """TruthfulQA's answers come from questions: resampling the answers as if independent understates
+    the uncertainty when a question's answers share their difficulty."""
+    from halluscope.metrics import paired_difference
+
+    rng = np.random.default_rng(0)
+    question = np.repeat(np.arange(30), 8)
+    hard = rng.random(30)[question]  # what a question's answers share
+    y = (rng.random(240) < 0.5).astype(int)
+    a = y * 0.5 + hard + rng.random(240) * 0.3
+    b = y * 0.3 + rng.random(240) * 0.3 + hard * 0.2
+    alone, together = paired_difference(y, a, b), paired_difference(y, a, b, question)
+    assert alone.interval is not None and together.interval is not None
+    assert together.interval[1] - together.interval[0] > alone.interval[1] - alone.interval[0]
+
+
+def test_a_verdict_is_met_only_when_the_interval_clears_the_margin() -> None:
+    from halluscope.metrics import PairedDifference
+
+    def diff(low: float, high: float) -> PairedDifference:
+        return PairedDifference("auc_roc", 70.0, 67.0, 3.0, (low, high), 300, 300, 1000, 0.95)
+
+    assert diff(0.5, 5.5).verdict() == "met"  # better: the whole interval above 0
+    assert diff(-0.5, 5.5).verdict() == "no detectable difference"
+    assert diff(-5.5, -0.5).verdict() == "not met"
+    assert diff(-2.5, 5.5).verdict(margin=-3) == "met"  # within 3 points: the whole interval above -3
+    assert diff(-3.5, 5.5).verdict(margin=-3) == "no detectable difference"
+    record = diff(-3.5, 5.5).as_record(margin=-3)
+    assert (
+        record["verdict"] == "no detectable difference" and record["margin"] == -3 and record["interval"] == (-3.5, 5.5)
+    )
