@@ -5,7 +5,9 @@ was made (``RUN_FIELDS``: the command, the commit, whether a run made it, the mo
 rests on, calls, cache hits, prompt tokens, wall seconds) beside its figures (``metrics``,
 ``intervals``, ``rows``...); a field its run never kept is None, with the reason in ``unknown``. A run
 transcribed from an earlier document, not made by a run this round, has ``"recorded": false`` and the
-commit of that document; its documents say so.
+commit of that document; a run that was made but whose command and commit were filled in afterwards
+(from its document, and the commit that first committed its figures) has ``"backfilled": true``; a run
+made from a checkout with uncommitted changes has a ``+dirty`` commit. Its documents say each.
 
     .venv/bin/python benchmarks/records.py add grounded "rte 1.5b" out/grounded-rte    # a bench's results.json
     .venv/bin/python benchmarks/records.py add demo default demo.json --run run.json   # a command's JSON
@@ -206,6 +208,27 @@ def problems(name: str, record: Any) -> list[str]:
             found.append(f"{name} / {label}: {', '.join(unknown)} unknown, and its 'unknown' does not say why")
         if not isinstance(run["recorded"], bool):
             found.append(f"{name} / {label}: recorded is not true or false")
+        if "backfilled" in run and (run["backfilled"] is not True or run["recorded"] is not True):
+            found.append(f"{name} / {label}: backfilled is true of a recorded run, or absent")
+    return found
+
+
+def kind(run: dict[str, Any]) -> str:
+    """How a run's provenance stands: recorded (made by a run that wrote it down), backfilled (made, its
+    command and commit filled in afterwards), from a dirty tree, or unrecorded (transcribed)."""
+    if not run.get("recorded"):
+        return "unrecorded"
+    if run.get("backfilled"):
+        return "backfilled"
+    return "dirty" if "+dirty" in str(run.get("commit")) else "recorded"
+
+
+def tally() -> dict[str, list[str]]:
+    """Every run by ``kind``: 'record / label' lists."""
+    found: dict[str, list[str]] = {"recorded": [], "backfilled": [], "dirty": [], "unrecorded": []}
+    for name, record in all_records().items():
+        for label, run in (record.get("runs") or {}).items():
+            found[kind(run)].append(f"{name} / {label}")
     return found
 
 
@@ -254,8 +277,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         found = [p for name, record in all_records().items() for p in problems(name, record)]
-        print("\n".join(found) or f"{len(all_records())} records, every run says how it was made")
-        return 1 if found else 0
+        if found:
+            print("\n".join(found))
+            return 1
+        runs = tally()
+        print(f"{len(all_records())} records, every run says how it was made: {len(runs['recorded'])} recorded")
+        for what, said in (
+            ("backfilled", "made by a run; command and commit filled in afterwards"),
+            ("dirty", "made from a checkout with uncommitted changes"),
+            ("unrecorded", "transcribed from an earlier document"),
+        ):
+            print(f"{len(runs[what])} {what} ({said})" + "".join(f"\n  {run}" for run in runs[what]))
+        return 0
     source: Path = args.source
     wrapper = json.loads(args.run.read_text()) if args.run else {}
     data = json.loads((source / "results.json" if source.is_dir() else source).read_text(encoding="utf-8"))

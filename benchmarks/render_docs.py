@@ -8,8 +8,9 @@ A template is ``docs/templates/<path>.j2`` (Jinja2): ``README.md.j2`` renders RE
 ``docs/templates/X.md.j2`` renders ``docs/X.md``. In a template, ``record("grounded")`` is
 docs/results/grounded.json (``record("peers/grounded-rte")`` its peers/ file), and the filters format
 its values: ``f(1)`` fixed decimals, ``n`` thousands separators, ``ci(1)`` an interval ``[a, b]``,
-``minutes`` seconds as minutes. ``unrecorded(name)`` is the sentence a document shows for a record
-transcribed from an earlier document instead of made by a run (a run's ``recorded`` false).
+``minutes`` seconds as minutes. ``how_made(name)`` is what a document says of a record's runs that a
+run did not record itself: transcribed from an earlier document (``recorded`` false), given their
+command and commit afterwards (``backfilled``), or made from a dirty checkout.
 A record's ``runs`` say how each was made: ``benchmarks/records.py check`` checks them.
 """
 
@@ -80,16 +81,44 @@ def holds(condition: Any, claim: str) -> str:
     return ""
 
 
-def unrecorded(name: str) -> str:
-    """What a document says of a record whose figures were transcribed, not made by a run this round."""
-    runs = load_record(name)["runs"].values()
-    commits = sorted({run["commit"] for run in runs if not run["recorded"]})
-    if not commits:
-        return ""
-    return (
-        f"*Unrecorded: these figures were measured at commit {', '.join(commits)} and transcribed from its "
-        f"document into `docs/results/{name}.json`; their run was not repeated since.*"
-    )
+def how_made(name: str) -> str:
+    """What a document says of a record's runs that were not simply recorded by the run that made them:
+    transcribed from an earlier document (unrecorded), made but given their command and commit afterwards
+    (backfilled), or made from a checkout with uncommitted changes. Empty when every run was recorded."""
+    runs = load_record(name)["runs"]
+    notes = []
+    for kind, sentence in (
+        (
+            "unrecorded",
+            "were measured at commit {commits} and transcribed from its document into `docs/results/{name}.json`; "
+            "their run was not repeated since",
+        ),
+        (
+            "backfilled",
+            "were made by runs at commit {commits}, whose command and commit were filled in afterwards from their "
+            "document (`backfilled` in `docs/results/{name}.json`)",
+        ),
+        (
+            "dirty",
+            "were made from a checkout with uncommitted changes ({commits}): the code that ran is not that commit's",
+        ),
+    ):
+        labels = [label for label, run in runs.items() if _kind(run) == kind]
+        if not labels:
+            continue
+        commits = ", ".join(sorted({str(runs[label]["commit"]) for label in labels}))
+        quoted = ", ".join(f"'{label}'" for label in labels)
+        which = "these figures" if len(labels) == len(runs) else f"the figures of {quoted}"
+        notes.append(f"*{kind.capitalize()}: {which} {sentence.format(commits=commits, name=name)}.*")
+    return "\n".join(notes)
+
+
+def _kind(run: dict[str, Any]) -> str:
+    if not run["recorded"]:
+        return "unrecorded"
+    if run.get("backfilled"):
+        return "backfilled"
+    return "dirty" if "+dirty" in str(run["commit"]) else "recorded"
 
 
 def environment() -> Environment:
@@ -99,7 +128,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals.update(record=load_record, unrecorded=unrecorded, holds=holds)
+    env.globals.update(record=load_record, how_made=how_made, holds=holds)
     env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes)
     return env
 
