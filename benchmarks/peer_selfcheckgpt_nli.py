@@ -3,12 +3,15 @@ passage: ``SelfCheckNLI(nli_model=FOLDER).predict`` on the dataset's GPT-3 sampl
 halluscope bench wrote to its results.json, both with the same classifier.
 
 The classifier is a tiny DeBERTa-v2 two-way model built offline in the layout of SelfCheckGPT's
-potsawee/deberta-v3-large-mnli (``tests/tiny_nli.build_tiny_deberta``: random weights, a SentencePiece
-vocabulary trained on the GPT-3 passages, inputs truncated at 512 tokens): it tests that the two compute
-the same thing from the same model, not how well either detects. The real checkpoint needs the Hub.
+potsawee/deberta-v3-large-mnli (``tests/tiny_nli.build_tiny_deberta``: random weights drawn wide enough
+that its scores spread over most of [0, 1], a SentencePiece vocabulary trained on the GPT-3 passages,
+inputs truncated at 512 tokens): it tests that the two compute the same formula from the same model, so
+the record keeps the spread of the scores (``score_spread``) beside their largest difference; it cannot
+tell how well either detects, nor what the real checkpoint gives (it needs the Hub).
 
     .venv/bin/python benchmarks/peer_selfcheckgpt_nli.py build /tmp/tiny-deberta --data ../shared/data
-    .venv/bin/halluscope bench wikibio --method selfcheck-nli --judge nli:/tmp/tiny-deberta --out out/nli
+    .venv/bin/halluscope bench wikibio --method selfcheck-nli --judge nli:/tmp/tiny-deberta --samples 3 \
+        --no-cache --out out/nli
     python3 -m venv /tmp/peer-nli
     /tmp/peer-nli/bin/pip install torch==2.13.0 selfcheckgpt==0.1.7 sentencepiece protobuf "transformers<5"
     /tmp/peer-nli/bin/python benchmarks/peer_selfcheckgpt_nli.py compare out/nli/selfcheck-nli/results.json \\
@@ -36,7 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from records import commit, write  # noqa: E402 - beside this script; stdlib only, as the peer's venv needs
 
 FILE = Path("wikibio_gpt3_hallucination") / "wikibio_gpt3_hallucination.json"
-BUILDER = {"seed": 0, "vocab": 1000, "positions": 512, "words": "every passage's gpt3_text, joined by spaces"}
+BUILDER = {
+    "seed": 0,
+    "vocab": 1000,
+    "positions": 512,
+    "initializer_range": 0.5,
+    "words": "every passage's gpt3_text, joined by spaces",
+}
 
 
 def vocabulary_text(data: Path) -> str:
@@ -65,7 +74,7 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
     samples = ours["params"]["n"]  # the dataset samples each sentence was checked against
     peer = SelfCheckNLI(nli_model=str(folder), device=None)
     began = time.perf_counter()
-    per_passage, worst, sentences = [], 0.0, 0
+    per_passage, worst, sentences, low, high = [], 0.0, 0, 1.0, 0.0
     for item in ours["items"]:
         index = item["record"]["index"]
         row = rows[index]
@@ -75,6 +84,7 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
             raise SystemExit(f"passage {index}: {len(theirs)} peer scores, {len(mine)} of ours")
         differences = [abs(a - b) for a, b in zip(mine, theirs, strict=True)]
         sentences += len(differences)
+        low, high = min(low, *theirs), max(high, *theirs)
         per_passage.append({"passage": index, "selfcheckgpt": theirs, "max_abs_difference": max(differences)})
         worst = max(worst, max(differences))
     run = {
@@ -94,11 +104,15 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
         "halluscope_results": {"command": (ours.get("provenance") or {}).get("command"), "samples": samples},
         "classifier": {"builder": "tests/tiny_nli.build_tiny_deberta", **BUILDER, "sha256": digests(folder)},
         "max_abs_difference": worst,
+        "score_spread": high - low,  # what a difference is measured against: the scores' own range
         "per_passage": per_passage,
     }
     title = "SelfCheckGPT's own SelfCheckNLI beside halluscope's selfcheck-nli, on the same classifier"
     written = write(name, {"title": title, "runs": {f"selfcheckgpt {version('selfcheckgpt')}": run}})
-    print(f"{len(per_passage)} passages, {sentences} sentences: largest |difference| {worst:.3g}; wrote {written}")
+    print(
+        f"{len(per_passage)} passages, {sentences} sentences: scores spread over {high - low:.3g}, largest "
+        f"|difference| {worst:.3g}; wrote {written}"
+    )
 
 
 def main() -> None:
