@@ -28,6 +28,7 @@ MODELS = ("local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b", "local:smollm2
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--note", help="what the record should say of how it ran (other work beside it)")
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
     began = time.perf_counter()
@@ -36,7 +37,7 @@ def main() -> None:
         stats = CallStats()
         judge = LLMEntailment(model, gateway=Gateway(cache=None), prompt="semantic_entropy.entailment")
         started = time.perf_counter()
-        labels = [judge.judge(a, b, q, stats).label for q, a, b, _ in PROBES]
+        labels = [judge.judge(a, b, q, stats).label or "unreadable" for q, a, b, _ in PROBES]
         seconds = time.perf_counter() - started
         calls += stats.calls
         right = sum(label == gold for label, (*_, gold) in zip(labels, PROBES, strict=True))
@@ -57,7 +58,7 @@ def main() -> None:
         seconds=time.perf_counter() - began,
     )  # fmt: skip
     path = Path(args.out) / "entailment_probes.json"
-    write_json(path, {**made, "rows": rows})
+    write_json(path, {**made, "rows": rows, **({"note": args.note} if args.note else {})})
     print(f"wrote {path}")
 
 
