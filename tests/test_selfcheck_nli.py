@@ -141,9 +141,15 @@ def test_selfcheck_nli_equals_selfcheckgpts_recorded_run(tmp_path: Path, data_di
     run = json.loads(PEER.read_text(encoding="utf-8"))["runs"]["selfcheckgpt 0.1.7"]
     built = run["classifier"]
     passages = load_wikibio(data_dir)
-    words = " ".join(p.text for p in passages)
+    words = " ".join(text for p in passages for text in [p.text, *p.samples])
     folder = build_tiny_deberta(
-        tmp_path / "tiny", words, built["seed"], built["vocab"], built["positions"], built["initializer_range"]
+        tmp_path / "tiny",
+        words,
+        built["seed"],
+        built["vocab"],
+        built["positions"],
+        built["initializer_range"],
+        built["character_coverage"],
     )
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.iterdir()} == built["sha256"]
     tolerance = run["score_spread"] * 1e-4  # a difference a ten-thousandth of the scores' own range

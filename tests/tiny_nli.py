@@ -33,7 +33,13 @@ def build_tiny_nli(out: Path, words: str, labels: dict[int, str] | None, seed: i
 
 
 def build_tiny_deberta(
-    out: Path, words: str, seed: int = 0, vocab: int = 48, positions: int = 64, initializer_range: float = 0.02
+    out: Path,
+    words: str,
+    seed: int = 0,
+    vocab: int = 48,
+    positions: int = 64,
+    initializer_range: float = 0.02,
+    character_coverage: float = 0.9995,
 ) -> Path:
     """A two-way DeBERTa-v2 classifier in the layout of SelfCheckGPT's potsawee/deberta-v3-large-mnli: the
     weights as pytorch_model.bin, a SentencePiece spm.model (trained here on ``words``, ``vocab`` pieces,
@@ -41,7 +47,10 @@ def build_tiny_deberta(
     spm.model; inputs longer than ``positions`` tokens are truncated, as the tokenizer's own maximum.
     ``initializer_range``: the weights' standard deviation; at the usual 0.02 the random model gives every
     pair nearly the same probability (1,908 WikiBio scores within 1.1e-6), at 0.5 they spread over most of
-    [0, 1], so two implementations that differ in their formula give different numbers."""
+    [0, 1], so two implementations that differ in their formula give different numbers.
+    ``character_coverage``: SentencePiece's share of the words' characters the vocabulary holds; at 1.0
+    no character of ``words`` is unknown (transformers 4 and 5 tokenize an unknown character before
+    punctuation differently, which a comparison across the two must not rest on)."""
     import io
     import json
 
@@ -64,6 +73,7 @@ def build_tiny_deberta(
         bos_piece="[CLS]",
         eos_piece="[SEP]",
         unk_piece="[UNK]",
+        character_coverage=character_coverage,
         minloglevel=2,
     )
     (out / "spm.model").write_bytes(spm.getvalue())
