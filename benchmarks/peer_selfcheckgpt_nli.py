@@ -46,6 +46,7 @@ BUILDER = {
     "positions": 512,
     "initializer_range": 0.5,
     "character_coverage": 1.0,
+    "repeat": 1,
     "words": "every passage's gpt3_text and GPT-3 samples, joined by spaces",
 }
 

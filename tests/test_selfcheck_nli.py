@@ -150,6 +150,7 @@ def test_selfcheck_nli_equals_selfcheckgpts_recorded_run(tmp_path: Path, data_di
         built["positions"],
         built["initializer_range"],
         built["character_coverage"],
+        built["repeat"],
     )
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.iterdir()} == built["sha256"]
     tolerance = run["score_spread"] * 1e-4  # a difference a ten-thousandth of the scores' own range

@@ -40,6 +40,7 @@ def build_tiny_deberta(
     positions: int = 64,
     initializer_range: float = 0.02,
     character_coverage: float = 0.9995,
+    repeat: int = 8,
 ) -> Path:
     """A two-way DeBERTa-v2 classifier in the layout of SelfCheckGPT's potsawee/deberta-v3-large-mnli: the
     weights as pytorch_model.bin, a SentencePiece spm.model (trained here on ``words``, ``vocab`` pieces,
@@ -50,7 +51,8 @@ def build_tiny_deberta(
     [0, 1], so two implementations that differ in their formula give different numbers.
     ``character_coverage``: SentencePiece's share of the words' characters the vocabulary holds; at 1.0
     no character of ``words`` is unknown (transformers 4 and 5 tokenize an unknown character before
-    punctuation differently, which a comparison across the two must not rest on)."""
+    punctuation differently, which a comparison across the two must not rest on). ``repeat``: how often
+    the words' sentences are fed to the trainer (a few words need it; a corpus does not)."""
     import io
     import json
 
@@ -61,7 +63,7 @@ def build_tiny_deberta(
     out.mkdir(parents=True, exist_ok=True)
     spm = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(words.split(".") * 8),
+        sentence_iterator=iter(words.split(".") * repeat),
         model_writer=spm,
         vocab_size=vocab,
         hard_vocab_limit=False,
