@@ -248,3 +248,32 @@ def test_a_claim_held_by_a_crashed_process_blocks_no_longer_than_the_request_tim
     assert gateway.call(model, "semantic_entropy.answer", {"question": "Capital of France?"}).cached
     assert cache.claim(key, 0.5)  # released once answered
     cache.close()
+
+
+def test_a_cache_exports_to_gzipped_json_lines_and_a_fresh_cache_resumes_from_it(tmp_path: Path) -> None:
+    """A long measurement commits what it sampled beside its record; a rerun on a fresh checkout imports
+    it and replays every call from the cache. What a cache already holds stays; a file that is not an
+    export, or a row that is not one, is one error and nothing past it is written."""
+    import gzip
+
+    from halluscope.backends.cache import CallCache, export_cache, import_cache
+    from halluscope.errors import CacheError
+
+    first = CallCache(tmp_path / "first")
+    first.set("k1", {"text": "Paris", "logprobs": None})
+    first.set("k2", {"text": "Lyon"})
+    assert export_cache(first, tmp_path / "run.jsonl.gz") == 2
+    fresh = CallCache(tmp_path / "fresh")
+    fresh.set("k2", {"text": "kept"})
+    assert import_cache(fresh, tmp_path / "run.jsonl.gz") == (1, 1)
+    assert fresh.get("k1") == {"text": "Paris", "logprobs": None} and fresh.get("k2") == {"text": "kept"}
+    bad = tmp_path / "bad.jsonl.gz"
+    with gzip.open(bad, "wt") as out:
+        out.write('{"format": "halluscope-cache-export/1"}\n{"key": "k3", "value": "not an object"}\n')
+    with pytest.raises(CacheError, match="line 2: not a cached row"):
+        import_cache(fresh, bad)
+    with gzip.open(bad, "wt") as out:
+        out.write('{"key": "k3", "value": {}}\n')
+    with pytest.raises(CacheError, match="is not a halluscope cache export"):
+        import_cache(fresh, bad)
+    assert fresh.get("k3") is None

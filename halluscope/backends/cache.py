@@ -164,6 +164,10 @@ class CallCache:
         with self._errors("clear"):
             return self._store.clear()
 
+    def cached_keys(self) -> list[str]:
+        with self._errors("read"):
+            return sorted(str(key) for key in self._store.iterkeys())
+
     def close(self) -> None:
         self._store.close()
         self._flights.close()
@@ -289,6 +293,9 @@ class RedisCache:
             size = sum(int(self._client.strlen(k)) for k in keys)
         return {"location": self.location, "entries": len(keys), "bytes": size}
 
+    def cached_keys(self) -> list[str]:
+        return sorted(key.removeprefix(self.PREFIX) for key in map(str, self._keys()))
+
     def clear(self) -> int:
         keys = self._keys()
         with self._errors("clear"):
@@ -298,6 +305,59 @@ class RedisCache:
 
     def close(self) -> None:
         self._client.close()
+
+
+EXPORT_FORMAT = "halluscope-cache-export/1"  # the first line of an export names its format
+
+
+def export_cache(cache: CallCache | RedisCache, path: str | Path) -> int:
+    """Every cached answer of ``cache`` as gzipped JSON lines (a header line, then one ``{"key", "value"}``
+    a row, in key order): a measurement's sampled answers, samples and verdicts, small enough to commit
+    beside its record, so a rerun on a fresh checkout resumes from them (``import_cache``)."""
+    import gzip
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with gzip.open(target, "wt", encoding="utf-8", compresslevel=9) as out:
+        out.write(json.dumps({"format": EXPORT_FORMAT}) + "\n")
+        for key in cache.cached_keys():
+            value = cache.get(key)
+            if value is None:
+                continue
+            out.write(json.dumps({"key": key, "value": value}, ensure_ascii=False, sort_keys=True) + "\n")
+            written += 1
+    return written
+
+
+def import_cache(cache: CallCache | RedisCache, path: str | Path) -> tuple[int, int]:
+    """An export's rows written into ``cache`` where it holds none under the key (what it holds stays):
+    (written, already held). The file is read as JSON text only; a line that is not a row is one
+    error naming the line, nothing written past it."""
+    import gzip
+
+    written = held = 0
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            header = json.loads(next(lines, "{}"))
+            if header.get("format") != EXPORT_FORMAT:
+                raise CacheError(f"{path} is not a halluscope cache export (its first line names no {EXPORT_FORMAT})")
+            for number, line in enumerate(lines, start=2):
+                row = json.loads(line)
+                if (
+                    not isinstance(row, dict)
+                    or not isinstance(row.get("key"), str)
+                    or not isinstance(row.get("value"), dict)
+                ):
+                    raise CacheError(f"{path}, line {number}: not a cached row (a key and a JSON object)")
+                if cache.get(row["key"]) is not None:
+                    held += 1
+                    continue
+                cache.set(row["key"], row["value"])
+                written += 1
+    except (OSError, EOFError, ValueError, RecursionError) as exc:
+        raise CacheError(f"cannot read the cache export {path}: {type(exc).__name__}: {exc}") from None
+    return written, held
 
 
 def move_aside(directory: str | Path) -> Path | None:

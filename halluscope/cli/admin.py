@@ -16,6 +16,8 @@ from halluscope.backends.cache import (
     CallCache,
     RedisCache,
     default_cache_location,
+    export_cache,
+    import_cache,
     move_aside,
     open_cache,
 )
@@ -43,6 +45,7 @@ from halluscope.demo import print_report, run_demo
 from halluscope.errors import CacheError, ConfigError
 from halluscope.graphs.flags import key_values
 from halluscope.prompts.registry import prompt_diff
+from halluscope.readers import check_writable
 from halluscope.results import DetectionResult, Unit
 
 
@@ -169,6 +172,20 @@ def cmd_cache_clear(args: argparse.Namespace) -> int:
         print(f"moved the damaged cache database aside to {moved}; {directory} now holds an empty cache")
         return 0
     print(f"removed {removed} cached calls from {directory}")
+    return 0
+
+
+def cmd_cache_export(args: argparse.Namespace) -> int:
+    cache = open_cache(args.cache)
+    check_writable(args.out, "the export")
+    print(f"wrote {export_cache(cache, args.out)} cached calls from {cache.location} to {args.out}")
+    return 0
+
+
+def cmd_cache_import(args: argparse.Namespace) -> int:
+    cache = open_cache(args.cache)
+    written, held = import_cache(cache, args.file)
+    print(f"imported {written} cached calls into {cache.location} ({held} it already held)")
     return 0
 
 
@@ -363,6 +380,20 @@ def _add_cache(sub: Any) -> None:
     p.set_defaults(func=cmd_cache_stats)
     p = cache.add_parser("clear", parents=[cache_parser()], help="remove every cached call")
     p.set_defaults(func=cmd_cache_clear)
+    p = cache.add_parser(
+        "export",
+        parents=[cache_parser()],
+        help="every cached call as gzipped JSON lines: a measurement's samples, committed beside its record",
+    )
+    p.add_argument("out", metavar="FILE.jsonl.gz")
+    p.set_defaults(func=cmd_cache_export)
+    p = cache.add_parser(
+        "import",
+        parents=[cache_parser()],
+        help="an export's calls into the cache (what the cache holds stays): a rerun resumes from them",
+    )
+    p.add_argument("file", metavar="FILE.jsonl.gz")
+    p.set_defaults(func=cmd_cache_import)
 
 
 def _add_models(sub: Any) -> None:
