@@ -19,6 +19,10 @@ stacks `choose` cross-validates by answer.
   after their question) fitted on questions 0-199, against ``direct-question`` on questions 200-259,
   and on the demo's planted biographies (planted sentences ranked riskiest).
 
+The ranges above are each kind's defaults; ``--fit`` and ``--test`` take others, and every record
+states the ranges its run used (the SEP's was fitted on the fit questions semantic entropy had scored,
+0-311; the truth probe tested on questions 200-229).
+
 Each also stacks the probe with one other method whatever `choose` keeps (``calibrate``'s stacked
 logistic regression, cross-validated by answer on the test items).
 
@@ -110,8 +114,14 @@ def test_rows(name: str, items: range, examples: list[probes.Example]) -> list[d
             for p in load_wikibio()
             if p.index in items
         ]
-    return [  # TruthfulQA's answers, several a question; TriviaQA's, one a question (an empty one left out)
-        {"id": f"{ex.group} answer {k}", "text": ex.text, "question": ex.question, "label": ex.labels[0]}
+    return [  # TruthfulQA's answers, several a question, grouped by it; TriviaQA's, one a question
+        {
+            "id": f"{ex.group} answer {k}",
+            "group": ex.group,
+            "text": ex.text,
+            "question": ex.question,
+            "label": ex.labels[0],
+        }
         for k, ex in enumerate(examples)
         if ex.text
     ]

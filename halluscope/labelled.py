@@ -4,7 +4,9 @@ file, a JSON Lines file, a pandas DataFrame or a LangSmith dataset, one row an a
 A row holds the methods' inputs as columns, under the names a user knows them by (``text``, ``question``,
 ``context``, ``samples``, ``sentences``, ``logprobs``, ...; a list as a JSON array in a CSV cell), and
 either ``labels`` (a JSON list of 0/1, one per sentence of ``text``: 1 = not supported, hallucinated) or
-``label`` (one 0/1 for the whole answer, compared with its riskiest unit's score); ``id`` is optional.
+``label`` (one 0/1 for the whole answer, compared with its riskiest unit's score); ``id`` is optional, and
+so is ``group``: answers that are not independent of one another (several answers to one question)
+share a group, and are then resampled and held out together.
 Sentences are split as every method splits them (``text.sentences``), so a label list of the wrong
 length is refused here, naming the row, not after an hour of scoring.
 """
@@ -37,6 +39,7 @@ class LabelledAnswer:
     inputs: dict[str, Any]
     labels: tuple[int, ...] | None = None  # one per sentence of the text: 1 = hallucinated
     label: int | None = None  # the whole answer: 1 = it holds a hallucination
+    group: str | None = None  # answers that are not independent (one question's): resampled and held out together
 
     @property
     def answer_label(self) -> int:
@@ -177,7 +180,8 @@ def _row(source: str, number: int, record: Mapping[str, Any], cells_are_text: bo
     if labels is None and label is None:
         raise ConfigError(f"{where}: no label: give 'label' (0/1 for the answer) or 'labels' (a JSON list of 0/1)")
     row_id = str(values.pop("id", number - 1))
-    row = LabelledAnswer(row_id, values, labels, label)
+    group = values.pop("group", None)
+    row = LabelledAnswer(row_id, values, labels, label, None if group is None else str(group))
     if labels is not None:
         if "text" not in values and "sentences" not in values:
             raise ConfigError(f"{where}, column labels: label a 'text' (or 'sentences') column's sentences")

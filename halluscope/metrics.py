@@ -238,10 +238,12 @@ def bootstrap_metrics(
     level: float = 0.95,
     seed: int = 0,
     resampled: Resampled | None = None,
+    groups: Sequence[Any] | None = None,
 ) -> dict[str, list[float]]:
     """A percentile bootstrap interval for every real-valued metric of ``summarise(records)``, resampling
-    whole items (a passage's sentences move together: they are not independent draws). Fixed seed, so a
-    rerun gives the same intervals; counts (integers) get none, and a metric defined in fewer than half
+    whole items (a passage's sentences move together: they are not independent draws), or whole
+    ``groups`` of items where given (TruthfulQA's answers to one question move together). Fixed seed, so
+    a rerun gives the same intervals; counts (integers) get none, and a metric defined in fewer than half
     the resamples (one class only) gets none.
 
     ``resampled``: the protocol's metrics computed for all resamples at once (rows of item counts), in
@@ -250,7 +252,15 @@ def bootstrap_metrics(
         return {}
     names = [k for k, v in flat_metrics(summarise(list(records))).items() if isinstance(v, float)]
     rng = np.random.default_rng(seed)
-    draws = [rng.integers(0, len(records), len(records)) for _ in range(n_resamples)]
+    if groups is None:
+        draws = [rng.integers(0, len(records), len(records)) for _ in range(n_resamples)]
+    else:
+        _, index = np.unique(np.asarray(list(groups), dtype=str), return_inverse=True)
+        members = [np.flatnonzero(index == g) for g in range(int(index.max()) + 1)]
+        draws = [
+            np.concatenate([members[g] for g in rng.integers(0, len(members), len(members))])
+            for _ in range(n_resamples)
+        ]
     if resampled is not None:
         values = _vectorised(resampled, list(records), draws, names)
     else:
@@ -383,4 +393,26 @@ def paired_difference(
         interval = (float(low), float(high))
     return PairedDifference(
         metric, point_a, point_b, point_a - point_b, interval, int(names.size), int(labels.size), n_resamples, level
+    )
+
+
+def paired_mean_difference(
+    values_a: Sequence[float] | np.ndarray,
+    values_b: Sequence[float] | np.ndarray,
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> PairedDifference:
+    """The paired bootstrap of the mean of two methods' per-item values (a hit rate: 1 when an item's
+    planted sentence ranks riskiest), each item its own group, x100."""
+    a, b = np.asarray(values_a, dtype=np.float64), np.asarray(values_b, dtype=np.float64)
+    if a.size != b.size or not a.size:
+        raise ValueError(f"a paired mean difference needs the same items on both sides: {a.size} and {b.size}")
+    counts = resample_counts(a.size, n_resamples, seed).astype(np.float64)
+    differences = (mean_resampled(a, counts) - mean_resampled(b, counts)) * 100
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(differences, [tail, 100 - tail])
+    point_a, point_b = float(a.mean()) * 100, float(b.mean()) * 100
+    return PairedDifference(
+        "mean", point_a, point_b, point_a - point_b, (float(low), float(high)), a.size, a.size, n_resamples, level
     )

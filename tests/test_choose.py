@@ -113,3 +113,28 @@ def test_a_stack_pays_for_every_member_each_over_the_answers_its_runs_scored() -
     assert costs([replayed]) == {
         "calls_per_answer": 2.0, "prompt_tokens_per_answer": None, "seconds_per_answer": None, "costed_answers": 10
     }  # fmt: skip
+
+
+def test_answers_of_one_group_are_held_out_and_resampled_together(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    """TruthfulQA's answers come from questions: a labelled file's ``group`` column keeps one question's
+    answers in one fold and resamples them together, so the intervals are not those of independent answers."""
+    from halluscope.bench import mine
+    from halluscope.bench.calibrate import Split, answer_folds
+    from halluscope.bench.runner import run
+    from halluscope.labelled import load_labelled
+
+    rows = [{**row, "group": f"q{i // 3}"} for i, row in enumerate(answers())]  # 10 questions of three answers
+    labelled = load_labelled(rows)
+    assert labelled.rows[0].group == "q0"
+    [plan] = mine.mine_plans(labelled, ["grounded"], scripted(judge), gateway)
+    result = run(plan, tmp_path / "mine", False)
+    assert all(item.record["group"].startswith("q") for item in result.items)
+    split = Split.of_answers(["grounded"], [result], per_sentence=True)
+    assert set(split.groups.tolist()) == {f"q{g}" for g in range(10)}
+    folds = answer_folds(split.groups, 3)
+    for group in set(split.groups.tolist()):
+        assert len(set(folds[split.groups == group].tolist())) == 1  # a question's answers in one fold
+    with pytest.raises(Exception, match="more than the 10 answers"):
+        choose(rows, ["grounded"], tmp_path / "c", model=scripted(judge), gateway=gateway, folds=11, progress=False)

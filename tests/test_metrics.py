@@ -192,3 +192,28 @@ def test_a_verdict_is_met_only_when_the_interval_clears_the_margin() -> None:
     assert (
         record["verdict"] == "no detectable difference" and record["margin"] == -3 and record["interval"] == (-3.5, 5.5)
     )
+
+
+def test_the_paired_mean_difference_is_the_bootstrap_of_the_same_items() -> None:
+    from halluscope.metrics import paired_mean_difference, resample_counts
+
+    hits_a, hits_b = [1, 1, 0, 1, 1, 0, 1, 1], [1, 0, 0, 0, 1, 0, 1, 0]
+    found = paired_mean_difference(hits_a, hits_b, n_resamples=200, seed=1)
+    by_hand = [(np.repeat(hits_a, c).mean() - np.repeat(hits_b, c).mean()) * 100 for c in resample_counts(8, 200, 1)]
+    assert found.difference == pytest.approx(37.5) and found.interval is not None
+    assert found.interval == pytest.approx(tuple(np.percentile(by_hand, [2.5, 97.5])), abs=1e-9)
+
+
+def test_a_bootstrap_by_group_draws_whole_groups() -> None:
+    """Records of one group (one question's answers) are drawn together: each resample holds whole groups."""
+    records = [{"group": f"q{i // 4}", "x": float(i // 4 + (i % 4) * 0.01)} for i in range(40)]
+    seen: list[list[str]] = []
+
+    def summarise(drawn: list[dict]) -> dict:  # type: ignore[type-arg]
+        seen.append([r["group"] for r in drawn])
+        return {"mean": float(np.mean([r["x"] for r in drawn]))}
+
+    grouped = bootstrap_metrics(summarise, records, n_resamples=50, groups=[r["group"] for r in records])
+    assert all(drawn.count(g) % 4 == 0 for drawn in seen[1:] for g in set(drawn))  # whole groups only
+    alone = bootstrap_metrics(summarise, records, n_resamples=50)
+    assert grouped["mean"] != alone["mean"]

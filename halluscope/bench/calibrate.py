@@ -196,8 +196,11 @@ def check_fit_inputs(labelled: LabelledData, folds: int) -> None:
     than the answers, and both labels among the units it fits on."""
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 20:
         raise ConfigError(f"--folds is between 2 and 20, got {folds}")
-    if folds > len(labelled.rows):
-        raise ConfigError(f"--folds {folds} is more than the {len(labelled.rows)} answers: each fold holds out answers")
+    independent = len({row.group or row.id for row in labelled.rows})
+    if folds > independent:
+        raise ConfigError(
+            f"--folds {folds} is more than the {independent} answers (or groups): each fold holds out whole ones"
+        )
     units = "sentences" if labelled.per_sentence else "answers"
     labels = [x for row in labelled.rows for x in (row.labels if labelled.per_sentence else (row.answer_label,))]
     if len(set(labels)) < 2:
@@ -340,18 +343,19 @@ class Split:
     @classmethod
     def of_answers(cls, methods: list[str], results: list[BenchResult], per_sentence: bool) -> Split:
         """The answers every method scored: their labelled sentences, or (``per_sentence`` False) the
-        answers themselves, each scored by its riskiest unit; grouped by answer."""
+        answers themselves, each scored by its riskiest unit; grouped by answer, or by the answers'
+        ``group`` where the labelled file gives one (one question's answers)."""
         scored = [{item.id: item for item in r.items} for r in results]
         ids = [i for i in scored[0] if all(i in s for s in scored[1:])]
         if per_sentence:
             units = [(i, k) for i in ids for k in range(len(scored[0][i].record["labels"]))]
             scores = {m: [score_list(s[i].scores)[k] for i, k in units] for m, s in zip(methods, scored, strict=True)}
             labels = [scored[0][i].record["labels"][k] == "1" for i, k in units]
-            groups = [i for i, _ in units]
+            groups = [scored[0][i].record.get("group", i) for i, _ in units]
         else:
             scores = {m: [mine.riskiest(s[i].scores) for i in ids] for m, s in zip(methods, scored, strict=True)}
             labels = [bool(scored[0][i].record["answer_label"]) for i in ids]
-            groups = ids
+            groups = [scored[0][i].record.get("group", i) for i in ids]
         return cls(scores=scores, labels=np.array(labels, dtype=bool), groups=np.array(groups))
 
 

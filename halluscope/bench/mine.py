@@ -89,6 +89,7 @@ def score_answer(method: Method, scorer: Callable[[Any], DetectionResult], row: 
         "texts": texts,
         "labels": [str(v) for v in row.labels] if row.labels is not None else [None] * len(texts),
         "answer_label": row.answer_label,
+        **({"group": row.group} if row.group is not None else {}),
         "events": dict(result.meta.events),
         "scores": {f"unit {k}": stored_score(fitted_score(u)) for k, u in enumerate(result.units)},
     }

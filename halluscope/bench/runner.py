@@ -279,7 +279,10 @@ def _result(
     order = sorted(kept)
     records = [dict(kept[i]) for i in order]
     metrics = plan.summarise(records)
-    intervals = bootstrap_metrics(plan.summarise, records, resampled=plan.resampled) if plan.bootstrap else {}
+    groups = [r["group"] for r in records] if records and all("group" in r for r in records) else None
+    intervals = (
+        bootstrap_metrics(plan.summarise, records, resampled=plan.resampled, groups=groups) if plan.bootstrap else {}
+    )
     items = [
         BenchItem(id=ids[i], scores=record.pop("scores"), record=record)
         for i, record in zip(order, records, strict=True)
