@@ -33,7 +33,6 @@ import json
 import shlex
 import sys
 import time
-import unicodedata
 from importlib.metadata import version
 from pathlib import Path
 
@@ -61,14 +60,6 @@ def vocabulary_text(data: Path) -> str:
     return " ".join(text for p in rows for text in [p["gpt3_text"], *p["gpt3_text_samples"]])
 
 
-def format_characters(texts: list[str]) -> list[str]:
-    """The Unicode format characters (category Cf: a left-to-right mark, a zero-width joiner) in ``texts``:
-    transformers 4, which SelfCheckGPT needs, normalizes one to a space before a DeBERTa-v3 vocabulary
-    reads it, and transformers 5 reads it as [UNK], so a pair holding one is tokenized differently by the
-    two sides whatever the vocabulary."""
-    return sorted({f"U+{ord(ch):04X}" for text in texts for ch in text if unicodedata.category(ch) == "Cf"})
-
-
 def digests(folder: Path) -> dict[str, str]:
     return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.iterdir()) if f.is_file()}
 
@@ -90,7 +81,7 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
     samples = ours["params"]["n"]  # the dataset samples each sentence was checked against
     peer = SelfCheckNLI(nli_model=str(folder), device=None)
     began = time.perf_counter()
-    per_passage, worst, worst_plain, sentences, low, high = [], 0.0, 0.0, 0, 1.0, 0.0
+    per_passage, worst, sentences, low, high = [], 0.0, 0, 1.0, 0.0
     for item in ours["items"]:
         index = item["record"]["index"]
         row = rows[index]
@@ -101,17 +92,8 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
         differences = [abs(a - b) for a, b in zip(mine, theirs, strict=True)]
         sentences += len(differences)
         low, high = min(low, *theirs), max(high, *theirs)
-        marks = format_characters([*row["gpt3_sentences"], *row["gpt3_text_samples"][:samples]])
-        per_passage.append(
-            {
-                "passage": index,
-                "selfcheckgpt": theirs,
-                "max_abs_difference": max(differences),
-                "format_characters": marks,
-            }
-        )
+        per_passage.append({"passage": index, "selfcheckgpt": theirs, "max_abs_difference": max(differences)})
         worst = max(worst, max(differences))
-        worst_plain = worst_plain if marks else max(worst_plain, max(differences))
     run = {
         "command": shlex.join([sys.executable, *sys.argv]),
         "commit": commit(),
@@ -129,7 +111,6 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
         "halluscope_results": {"command": (ours.get("provenance") or {}).get("command"), "samples": samples},
         "classifier": {"builder": "tests/tiny_nli.build_tiny_deberta", **BUILDER, "sha256": digests(folder)},
         "max_abs_difference": worst,
-        "max_abs_difference_without_format_characters": worst_plain,  # the two sides tokenize these alike
         "score_spread": high - low,  # what a difference is measured against: the scores' own range
         "per_passage": per_passage,
     }
@@ -137,7 +118,7 @@ def compare(results: Path, folder: Path, data: Path, name: str) -> None:
     written = write(name, {"title": title, "runs": {f"selfcheckgpt {version('selfcheckgpt')}": run}})
     print(
         f"{len(per_passage)} passages, {sentences} sentences: scores spread over {high - low:.3g}, largest "
-        f"|difference| {worst:.3g} ({worst_plain:.3g} where no text holds a format character); wrote {written}"
+        f"|difference| {worst:.3g}; wrote {written}"
     )
 
 

@@ -15,6 +15,7 @@ import asyncio
 import math
 import threading
 import time
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,12 @@ class Entailment(ABC):
     ) -> bool:
         forward, backward = self.judge_many([(a, b), (b, a)], question, stats)
         return equivalent(forward.label, backward.label, mode)
+
+
+def spm_normalized(text: str) -> str:
+    """``text`` as a SentencePiece vocabulary built with nmt_nfkc reads it: NFKC ("½" is "1⁄2", a
+    full-width "！" is "!"), and a format character (a left-to-right mark, a zero-width space) a space."""
+    return "".join(" " if unicodedata.category(c) == "Cf" else c for c in unicodedata.normalize("NFKC", text))
 
 
 def _label_of_token(token: str) -> Label | None:
@@ -195,7 +202,18 @@ class NLIEntailment(Entailment):
                 "checkpoint; a pulled one is repaired by `halluscope models pull NAME --force`"
             ) from exc
         self.index = self._label_index(self.model.config.id2label)
+        self.normalize = (path / "spm.model").is_file() and not self._tokenizer_normalizes()
         self._lock = threading.Lock()
+
+    def _tokenizer_normalizes(self) -> bool:
+        """Whether the tokenizer applies the NFKC normalization a SentencePiece vocabulary (DeBERTa-v3's)
+        was built with: transformers 4 does, and 5 reads such a vocabulary without it, so "½" or a
+        left-to-right mark becomes [UNK] where the checkpoint was trained on "1⁄2" or a space. Asked of the
+        tokenizer itself, so a transformers that does normalize is left alone."""
+        return bool(self.tokenizer("½")["input_ids"] == self.tokenizer(spm_normalized("½"))["input_ids"])
+
+    def _text(self, text: str) -> str:
+        return spm_normalized(text) if self.normalize else text
 
     @staticmethod
     def _label_index(id2label: dict[int, str]) -> dict[Label, int]:
@@ -231,7 +249,11 @@ class NLIEntailment(Entailment):
                 began = time.perf_counter()
                 batch = pairs[start : start + self.batch_size]
                 enc = self.tokenizer(
-                    [p for p, _ in batch], [h for _, h in batch], padding=True, truncation=True, return_tensors="pt"
+                    [self._text(p) for p, _ in batch],
+                    [self._text(h) for _, h in batch],
+                    padding=True,
+                    truncation=True,
+                    return_tensors="pt",
                 ).to(self.device)
                 out.extend(self.model(**enc).logits.float().tolist())
                 if stats is not None:
