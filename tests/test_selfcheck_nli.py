@@ -133,7 +133,9 @@ def test_selfcheck_nli_equals_selfcheckgpts_recorded_run(tmp_path: Path, data_di
     gives the peer's recorded scores, within a tolerance set against that spread. The same check fails
     for a formula changed on one side (the median over samples for the mean; one sample left out). Spread
     scores found what equal ones hid: transformers 5 read the DeBERTa-v3 vocabulary without its NFKC
-    normalization (11 of 238 passages differed, up to 0.2), which halluscope now applies itself."""
+    normalization (11 of 238 passages differed, up to 0.2), which halluscope now applies itself. The one
+    difference left is the tokenizers': a pair longer than the window is cut one token differently by
+    SelfCheckGPT's slow tokenizer, so only a passage with such a pair may differ past the tolerance."""
     import hashlib
     import json
 
@@ -156,11 +158,14 @@ def test_selfcheck_nli_equals_selfcheckgpts_recorded_run(tmp_path: Path, data_di
     )
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in folder.iterdir()} == built["sha256"]
     tolerance = run["score_spread"] * 1e-4  # a difference a ten-thousandth of the scores' own range
-    assert run["items"] == 238 and run["score_spread"] >= 0.05 and run["max_abs_difference"] < tolerance
+    assert run["items"] == 238 and run["score_spread"] >= 0.05
+    assert run["max_abs_difference_untruncated"] < tolerance
+    beyond = [p for p in run["per_passage"] if p["max_abs_difference"] >= tolerance]
+    assert all(p["truncated_pairs"] for p in beyond)  # the documented difference: a pair cut to the window
     samples = run["halluscope_results"]["samples"]
     changed: dict[str, list[float]] = {"median": [], "one sample left out": []}
     theirs: list[float] = []
-    for entry in run["per_passage"][:3]:
+    for entry in [e for e in run["per_passage"] if not e["truncated_pairs"]][:3]:
         p = passages[entry["passage"]]
         ours = selfcheck_nli.detect(p.text, sentences=p.sentences, samples=p.samples[:samples], judge=f"nli:{folder}")
         assert [u.score for u in ours.units] == pytest.approx(entry["selfcheckgpt"], abs=tolerance)
