@@ -1,16 +1,18 @@
-"""Render README.md and docs/ from their templates and the committed records: every published figure
-comes from a JSON record under docs/results/, never typed by hand.
+"""Render the results pages (docs/results/*.md) from their templates and the committed records: every
+published figure comes from a JSON record under docs/results/, never typed by hand. README.md and the
+prose documents are plain Markdown that link to these pages for figures.
 
     .venv/bin/python benchmarks/render_docs.py            # write every rendered document
     .venv/bin/python benchmarks/render_docs.py --check    # exit 1 naming each document that differs
 
-A template is ``docs/templates/<path>.j2`` (Jinja2): ``README.md.j2`` renders README.md, any other
-``docs/templates/X.md.j2`` renders ``docs/X.md``. In a template, ``record("grounded")`` is
-docs/results/grounded.json (``record("peers/grounded-rte")`` its peers/ file), and the filters format
+A template is ``docs/templates/results/X.md.j2`` (Jinja2) and renders ``docs/results/X.md``. In a
+template, ``record("grounded")`` is docs/results/grounded.json (``record("peers/grounded-rte")`` its
+peers/ file), and the filters format
 its values: ``f(1)`` fixed decimals, ``n`` thousands separators, ``ci(1)`` an interval ``[a, b]``,
 ``minutes`` seconds as minutes. ``how_made(name)`` is what a document says of a record's runs that a
 run did not record itself: transcribed from an earlier document (``recorded`` false), given their
-command and commit afterwards (``backfilled``), or made from a dirty checkout.
+command and commit afterwards (``backfilled``), or made from a dirty checkout. ``verdict(name, claim)``
+prints the verdict ``benchmarks/verdicts.py`` decided and wrote into the record: templates decide none.
 A record's ``runs`` say how each was made: ``benchmarks/records.py check`` checks them.
 """
 
@@ -35,9 +37,8 @@ BANNER = (
 
 
 def target(template: Path) -> Path:
-    """Where a template renders to: README.md at the root, the rest under docs/."""
-    relative = template.relative_to(TEMPLATES).with_suffix("")  # drop .j2
-    return ROOT / relative if relative == Path("README.md") else ROOT / "docs" / relative
+    """Where a template renders to: docs/results/X.md for docs/templates/results/X.md.j2."""
+    return ROOT / "docs" / template.relative_to(TEMPLATES).with_suffix("")  # drop .j2
 
 
 def templates() -> list[Path]:
@@ -74,11 +75,13 @@ def minutes(seconds: Any, digits: int = 1) -> str:
     return fixed(float(seconds) / 60, digits)
 
 
-def holds(condition: Any, claim: str) -> str:
-    """A sentence of prose that states what the records show: rendering fails when they no longer do."""
-    if not condition:
-        raise ValueError(f"a document claims {claim!r}, which its records no longer show")
-    return ""
+def verdict(name: str, claim: str) -> str:
+    """The sentence a record's verdict states (``benchmarks/verdicts.py`` decides it from the records and
+    writes it into them): a template prints a verdict, it never decides one."""
+    found = load_record(name).get("verdicts", {}).get(claim)
+    if found is None:
+        raise ValueError(f"a template prints verdict {claim!r} of {name}, which benchmarks/verdicts.py has not written")
+    return str(found["text"])
 
 
 def how_made(name: str) -> str:
@@ -128,7 +131,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals.update(record=load_record, how_made=how_made, holds=holds)
+    env.globals.update(record=load_record, how_made=how_made, verdict=verdict)
     env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes)
     return env
 

@@ -1,9 +1,14 @@
 """Every published figure comes from a committed record: each record under docs/results says how its runs
-were made, each document rendered from a template equals that template rendered from the records today
-(benchmarks/render_docs.py), and every results page and README.md is such a document."""
+were made, each results page equals its template rendered from the records today
+(benchmarks/render_docs.py), its verdicts are the ones benchmarks/verdicts.py decides from the records,
+and a template's prose holds no measurement typed by hand. README.md and the prose documents are plain
+Markdown that link to the results pages for figures; the README's demo line is checked against the
+demo's record here and against the cold demo by .ci/run."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +19,44 @@ import pytest
 from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-RENDERED = ("README.md", "docs/usage.md", "docs/gateway.md", "docs/models.md", "docs/scale.md", "docs/choosing.md")
+PROSE = ("README.md", "docs/usage.md", "docs/gateway.md", "docs/models.md", "docs/scale.md", "docs/choosing.md")
+
+# Number literals a results template's prose may hold, outside what it prints from a record: settings (a
+# threshold, a sample count, a margin, chance), sizes and ranges of data, section and issue numbers of a
+# citation. A measurement is never among them: it is printed from its record.
+ALLOWED_EVERYWHERE = frozenset(str(n) for n in (*range(0, 11), 20, 50, 80, 100)) | {"0.1", "0.2", "0.5", "0.8", "0.9"}
+ALLOWED = {
+    "batching.md.j2": {"32", "64", "127.0.0.1"},  # LangGraph's default fan-out; the run's bound; the stub's host
+    "bench-overhead.md.j2": {"238", "21", "1,000"},  # WikiBio's passages x (1 + 20 samples); resamples
+    "calibrated-risk.md.j2": {"22"},  # the issue
+    "clue.md.j2": {"0.99", "13.8", "5.3", "0.6"},  # the merge threshold; -ln(1e-6); the paper's section; theta_h
+    "delimit.md.j2": {"40"},  # the passages run
+    "fewl.md.j2": {"25", "5.1", "817"},  # IW/CO answers asked; the paper's section; TruthfulQA's questions
+    "grounded.md.j2": {"35", "500", "300", "238", "1,908"},  # the issue; an HTTP status; chunk words; dataset size
+    "one-call.md.j2": {"277"},  # RTE's validation pairs
+    "phr.md.j2": {"500", "200", "3.2", "116", "0.05", "0.75"},  # N - n; max tokens; section; query length; epsilons
+    "probes.md.j2": {"2024", "2406.15927"},  # the citation
+    "semantic-entropy.md.j2": {"3,000", "18"},  # the protocol's questions; calls a claim
+    "token-logprob.md.j2": {"36"},  # the issue
+    "wikibio-selfcheck-fibe.md.j2": {"1.0"},  # FIBE's score rule
+}
+NUMBER = re.compile(r"(?<![\w.\-/:#@])(\d+(?:[.,]\d+)*)(?![\w.\-/%]|\.\d)")
 
 
 def load(name: str) -> Any:
     return load_script(f"benchmarks/{name}.py")
+
+
+def prose(template: str) -> str:
+    """A template's own words: what it prints from records, code, inline code and link targets taken out."""
+    for pattern in (r"\{#.*?#\}", r"\{\{.*?\}\}", r"\{%.*?%\}", r"```.*?```", r"`[^`\n]*`", r"\]\([^)]*\)"):
+        template = re.sub(pattern, " ", template, flags=re.S)
+    return template
+
+
+def typed_measurements(name: str, template: str) -> list[str]:
+    allowed = ALLOWED_EVERYWHERE | ALLOWED.get(name, set())
+    return [m.group(1) for m in NUMBER.finditer(prose(template)) if m.group(1) not in allowed]
 
 
 def test_every_record_says_how_it_was_made() -> None:
@@ -28,30 +66,64 @@ def test_every_record_says_how_it_was_made() -> None:
     assert len(records.all_records()) >= 10
 
 
-def test_every_document_equals_its_template_rendered_from_its_records() -> None:
-    """A figure typed into a document, or a record changed without its documents, fails here: run
-    `.venv/bin/python benchmarks/render_docs.py` and commit what it writes."""
+def test_every_results_page_equals_its_template_rendered_from_its_records() -> None:
+    """A record changed without its pages fails here: run `.venv/bin/python benchmarks/render_docs.py` and
+    commit what it writes."""
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "render_docs.py"), "--check"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
 
 
-def test_every_results_page_and_the_front_pages_are_rendered() -> None:
+def test_every_verdict_is_the_one_the_records_give() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "verdicts.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-1000:]
+
+
+def test_only_results_pages_are_rendered_and_prose_documents_are_plain() -> None:
     render = load("render_docs")
     rendered = {render.target(t).relative_to(REPO).as_posix() for t in render.templates()}
     pages = {p.relative_to(REPO).as_posix() for p in (REPO / "docs" / "results").glob("*.md")}
-    assert pages <= rendered and set(RENDERED) <= rendered
+    assert pages == rendered and all(page.startswith("docs/results/") for page in rendered)
     for page in rendered:
         assert (REPO / page).read_text(encoding="utf-8").startswith("<!-- Rendered by benchmarks/render_docs.py")
+    for document in PROSE:
+        text = (REPO / document).read_text(encoding="utf-8")
+        assert not text.startswith("<!-- Rendered") and "{{ " not in text and "{%" not in text, document
 
 
-def test_a_claim_its_records_no_longer_show_fails_to_render() -> None:
+def test_no_results_template_holds_a_measurement_typed_by_hand() -> None:
     render = load("render_docs")
-    assert render.holds(True, "a claim") == ""
-    with pytest.raises(ValueError, match="claims 'the stack wins', which its records no longer show"):
-        render.holds(False, "the stack wins")
-    with pytest.raises(ValueError, match="does not hold"):
-        render.fixed(None)
+    typed = {t.name: typed_measurements(t.name, t.read_text(encoding="utf-8")) for t in render.templates()}
+    assert {name: found for name, found in typed.items() if found} == {}
+
+
+def test_a_measurement_typed_into_a_template_is_caught() -> None:
+    """The test above can fail: the same words with a figure typed in are caught, the figure printed from a
+    record is not."""
+    typed = "The stack reaches AUC-ROC 73.4 held out, against {{ run.auc_roc | f(1) }} for the unigram."
+    assert typed_measurements("probes.md.j2", typed) == ["73.4"]
+    assert typed_measurements("probes.md.j2", "passages 0-119, 3 samples, at p >= 0.5") == []
+    assert typed_measurements("probes.md.j2", "it found 7 of 12 probes") == ["12"]
+
+
+def test_the_readmes_demo_line_is_the_demo_record() -> None:
+    demo = json.loads((REPO / "docs" / "results" / "demo.json").read_text(encoding="utf-8"))["runs"]
+    run = demo["qwen2.5-coder-1.5b"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    evidence = run["evidence"]
+    assert f"({evidence['hits']} of {evidence['biographies']} on the default model)" in readme
+    assert f"({run['calls']} model calls)" in readme
+    assert f"About\n{round(run['seconds'] / 60)} minutes on 2 cores" in readme
+
+
+def test_a_claim_is_printed_from_its_verdict_never_decided_in_a_template() -> None:
+    render = load("render_docs")
+    with pytest.raises(ValueError, match="which benchmarks/verdicts.py has not written"):
+        render.verdict("grounded", "a claim nobody decided")
     assert render.fixed(84.2779, 1) == "84.3" and render.thousands(42697) == "42,697"
     assert render.interval([79.31, 88.94], 1) == "[79.3, 88.9]" and render.minutes(640.5) == "10.7"
+    for template in render.templates():
+        assert "holds(" not in template.read_text(encoding="utf-8"), template.name

@@ -46,9 +46,9 @@ from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "token-logprob"
-# the best of the four where the signal points the right way: the planted falsehoods, read from the answer's
-# own log-probs and by a proxy alike (7 of 8 both; Max(H) 3 of 8). On GPT-3's WikiBio text every variant
-# ranks below chance with a small proxy, so that data cannot choose a default (docs/results/token-logprob.md)
+# the variant that finds the most planted falsehoods where the signal points the right way, read from the
+# answer's own log-probs and by a proxy alike; on GPT-3's WikiBio text with a small proxy no variant ranks
+# above chance, so that data cannot choose a default (the figures: docs/results/token-logprob.md)
 DEFAULT_VARIANT = "max-nll"
 WHOLE_VOCABULARY = "whole vocabulary"
 
@@ -203,9 +203,8 @@ class Options:
     )
     variant: Variant = arg(
         DEFAULT_VARIANT,
-        help="the score: avg-nll = Avg(-log p), max-nll = Max(-log p), avg-entropy = Avg(H), max-entropy = Max(H). "
-        "max-nll found 7 of 8 planted falsehoods from the answer's own log-probs and with a proxy alike, Max(H) 3; "
-        "on GPT-3's WikiBio text every variant ranks below chance with a small proxy (use a calibrated stack there)",
+        help="the score: avg-nll = Avg(-log p), max-nll = Max(-log p), avg-entropy = Avg(H), max-entropy = Max(H); "
+        "how each ranks planted falsehoods and WikiBio's sentences: docs/results/token-logprob.md",
         flags=(Flag(("--variant",), choices=VARIANTS),),
     )
     chat: bool = arg(

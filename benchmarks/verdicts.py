@@ -1,0 +1,490 @@
+"""The verdicts the results pages state, decided here in code from the committed records and written into
+them (``verdicts`` in docs/results/NAME.json), so a template only prints them.
+
+A verdict between two methods ("better", "adds", "within 3 points", "the one to use") is drawn from the
+paired bootstrap interval of their difference on the same items (``halluscope.metrics.paired_difference``,
+resampling the unit of independence: a passage's sentences, a biography): "met" only where the whole
+interval clears the margin, "not met" where it lies wholly on the other side, else "no detectable
+difference", the interval given. Where a run kept no per-item scores, no paired interval can be drawn:
+the verdict says so ("not decided") and names what would decide it. A claim about one run against a
+fixed mark (chance, a goal of 80) reads that run's own interval; a fact of a run (every pair flagged)
+is checked and stated.
+
+    .venv/bin/python benchmarks/verdicts.py            # decide every claim, write it into its record
+    .venv/bin/python benchmarks/verdicts.py --check    # exit 1 naming each record whose verdicts are stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from records import read, write  # noqa: E402
+
+from halluscope.metrics import PairedDifference, paired_difference, paired_mean_difference  # noqa: E402
+
+NONFACT = ("minor_inaccurate", "major_inaccurate", "1", 1)  # a unit labelled so is positive (hallucinated)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One sentence a results page states: the record its verdict is written into, its name there, and
+    how it is decided from the records (``decide(load) -> verdict``)."""
+
+    record: str
+    name: str
+    decide: Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]
+
+
+def ci(interval: Any) -> str:
+    return "-" if not interval else f"[{interval[0]:.1f}, {interval[1]:.1f}]"
+
+
+def paired(
+    found: PairedDifference, measure: str, what_a: str, what_b: str, margin: float, claim: str, unit: str
+) -> dict[str, Any]:
+    """A paired verdict and the sentence that states it."""
+    verdict = found.verdict(margin)
+    shown = f"{measure}, {what_a} minus {what_b}: {found.difference:+.1f} {ci(found.interval)}"
+    against = f"the margin {margin:+g}" if margin else "zero"
+    text = (
+        f"**{verdict}** ({claim}: {shown}, paired over {found.groups} {unit}, "
+        f"{found.level:.0%} interval, against {against})"
+    )
+    return {**found.as_record(margin), "claim": claim, "text": text}
+
+
+def not_decided(claim: str, why: str, shown: str) -> dict[str, Any]:
+    return {"verdict": "not decided", "claim": claim, "text": f"**not decided** ({claim}: {shown}; {why})"}
+
+
+def against_mark(value: float, interval: Any, mark: float, claim: str, above: bool) -> dict[str, Any]:
+    """One run's own interval against a fixed mark (chance's 50, a goal): met when it clears it."""
+    if not interval:
+        return not_decided(claim, "its run kept no interval", f"{value:.1f}")
+    low, high = interval
+    verdict = (
+        ("met" if low > mark else "not met" if high < mark else "no detectable difference")
+        if above
+        else ("met" if high < mark else "not met" if low > mark else "no detectable difference")
+    )
+    text = f"**{verdict}** ({claim}: {value:.1f} {ci(interval)} against {mark:g})"
+    return {"verdict": verdict, "claim": claim, "value": value, "interval": list(interval), "mark": mark, "text": text}
+
+
+def fact(holds: bool, claim: str, shown: str) -> dict[str, Any]:
+    """A fact of a run, checked: rendering fails while the record no longer shows it."""
+    if not holds:
+        raise SystemExit(f"a results page states {claim!r}, which its record no longer shows ({shown})")
+    return {"verdict": "holds", "claim": claim, "text": shown}
+
+
+def units_of(rows: list[dict[str, Any]]) -> tuple[list[str], list[int], list[float]]:
+    """A bench's item rows as units: each sentence's passage (its group), label (1: inaccurate), score."""
+    groups, labels, scores = [], [], []
+    for row in rows:
+        for label, score in zip(row["labels"], row["scores"].values(), strict=True):
+            groups.append(str(row["id"]))
+            labels.append(int(label in NONFACT))
+            scores.append(float(score))
+    return groups, labels, scores
+
+
+def rows_paired(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[list[str], list[int], list[float], list[float]]:
+    groups, labels, a = units_of(run_a["rows"])
+    groups_b, labels_b, b = units_of(run_b["rows"])
+    if (groups, labels) != (groups_b, labels_b):
+        raise SystemExit("two runs compared unit by unit must hold the same units with the same labels")
+    return groups, labels, a, b
+
+
+def hits(per_biography: list[dict[str, Any]]) -> dict[str, int]:
+    return {row["person"]: int(row["hit"]) for row in per_biography}
+
+
+def hit_difference(a: dict[str, int], b: dict[str, int], what_a: str, what_b: str, claim: str) -> dict[str, Any]:
+    people = sorted(a)
+    if sorted(b) != people:
+        raise SystemExit(f"{claim}: the two runs checked different biographies")
+    found = paired_mean_difference([a[p] for p in people], [b[p] for p in people])
+    return paired(found, "hit rate", what_a, what_b, 0.0, claim, "biographies")
+
+
+# ---------------------------------------------------------------- the claims, page by page
+
+PROBE_SE = "TriviaQA against semantic entropy (n=5), qwen2.5-coder-1.5b (local:, last layer)"
+PROBE_SEP = "TriviaQA SEP (semantic entropy n=5, no gold answers), qwen2.5-coder-1.5b (local:, last layer)"
+PROBE_SE10 = "TriviaQA against semantic entropy (n=10), questions 600-674, qwen2.5-coder-1.5b (local:, last layer)"
+PROBE_SEP75 = (
+    "TriviaQA SEP (semantic entropy n=5, no gold answers), questions 600-674, qwen2.5-coder-1.5b (local:, last layer)"
+)
+NO_ROWS = "its run kept no per-question scores, so no paired interval of the difference could be drawn"
+
+
+def probe_goal(
+    run_label: str, se_label: str | None = None, samples: int | None = None
+) -> Callable[..., dict[str, Any]]:
+    """The probes issue's goal for a probe against semantic entropy: within 3 points at 5x cheaper."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        run = load("probes")["runs"][run_label]
+        se_run = load("probes")["runs"][se_label] if se_label else run
+        se = se_run["methods"]["semantic-entropy"]
+        probe = run["methods"]["probe"]
+        n = samples or run.get("entropy_samples")
+        cost = {row["check"]: row for row in next(iter(load("probe-cost")["runs"].values()))["rows"]}
+        ratio = cost[f"semantic-entropy n={n}"]["seconds per question"] / cost["probe"]["seconds per question"]
+        shown = (
+            f"the probe {probe['metrics']['answer_auc_roc']:.1f} {ci(probe['intervals'].get('answer_auc_roc'))}, "
+            f"semantic entropy with {n} samples {se['metrics']['answer_auc_roc']:.1f} "
+            f"{ci(se['intervals'].get('answer_auc_roc'))}, at 1/{ratio:.0f} of its time a question"
+        )
+        return not_decided("within 3 points of semantic entropy at 5x cheaper", NO_ROWS, shown) | {"cost_ratio": ratio}
+
+    return decide
+
+
+def probe_stack(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    run = load("probes")["runs"]["WikiBio, qwen2.5-coder-0.5b (local:, last layer)"]
+    stacks = [c for c in run["candidates"] if "+" in c["name"]]
+    unigram = next(c for c in run["candidates"] if c["name"] == "selfcheck-unigram")
+    best = stacks[0]
+    shown = f"{best['name']} {best['auc_roc']:.1f} {ci(best['auc_roc_interval'])}, the unigram {unigram['auc_roc']:.1f}"
+    why = "choose kept each candidate's held-out AUC-ROC, not its per-sentence probabilities: no paired interval"
+    return not_decided("the stack better than the unigram alone", why, shown) | {"stack": best["name"]}
+
+
+def probe_goal_80(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = {label: r for label, r in load("probes")["runs"].items() if r.get("dataset") == "wikibio"}
+    label = max(runs, key=lambda name: runs[name]["methods"]["probe"]["metrics"]["sentence_auc_roc"])
+    probe = runs[label]["methods"]["probe"]
+    found = against_mark(
+        probe["metrics"]["sentence_auc_roc"], probe["intervals"].get("sentence_auc_roc"), 80.0,
+        "the best WikiBio sentence probe at 80 or more", above=True,
+    )  # fmt: skip
+    return found | {"run": label}
+
+
+def token_variants_below_chance(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Each variant's own interval against chance's 50: below it, or no detectable difference."""
+    below, unclear = [], []
+    for run in load("token-logprob")["runs"].values():
+        for name, variant in run["variants"].items():
+            interval = variant["intervals"]["auc_roc_nonfact"]
+            shown = f"{name} on {run['models'][0].split(':')[-1]} {ci(interval)}"
+            (below if interval[1] < 50 else unclear).append(shown)
+    verdict = "met" if not unclear else "not met" if not below else "met for some"
+    text = f"**below chance** for {len(below)} of {len(below) + len(unclear)} variants (their intervals lie under 50)"
+    if unclear:
+        text += f"; **no detectable difference** from chance for {', '.join(unclear)}"
+    return {
+        "verdict": verdict,
+        "claim": "every variant ranks below chance",
+        "below": below,
+        "unclear": unclear,
+        "text": text,
+    }
+
+
+def token_stack(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    ens = load("token-logprob-ensemble")["runs"]
+    rows = []
+    for split in ("0-39", "0-119"):
+        stack = ens[f"token-logprob:avg-nll+selfcheck-unigram stacked fit {split}"]
+        alone = ens[f"selfcheck-unigram isotonic fit {split}"]
+        rows.append(f"fit {split}: {stack['auc_roc']:.1f} against {alone['auc_roc']:.1f}")
+    why = "the calibration runs kept each fit's held-out AUC-ROC, not its per-sentence probabilities"
+    return not_decided("Avg(-log p) stacked with the unigram better than the unigram alone", why, "; ".join(rows))
+
+
+def token_platt(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    ens = load("token-logprob-ensemble")["runs"]
+    values = [ens[f"token-logprob:avg-nll platt fit {s}"]["auc_roc"] for s in ("0-39", "0-119")]
+    why = "the calibration runs kept no interval of the held-out AUC-ROC"
+    return not_decided("Platt scaling turns Avg(-log p) above chance", why, f"{values[0]:.1f} and {values[1]:.1f}")
+
+
+def guard_runs(load: Callable[[str], dict[str, Any]]) -> dict[str, dict[str, int]]:
+    per = next(iter(load("token-logprob-guard")["runs"].values()))["per_biography"]
+    return {name: hits(rows) for name, rows in per.items()}
+
+
+def token_guard_variant(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    planted = load("planted")["runs"]
+    nll = hits(planted["token-logprob:max-nll qwen2.5-coder-1.5b"]["rows"])
+    ent = hits(planted["token-logprob:max-entropy qwen2.5-coder-1.5b"]["rows"])
+    return hit_difference(nll, ent, "Max(-log p)", "Max(H)", "Max(-log p) finds more planted falsehoods than Max(H)")
+
+
+def token_own_vs_proxy(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    g = guard_runs(load)
+    return hit_difference(
+        g["token-logprob max-nll, the answer's log-probs"], g["token-logprob max-nll, proxy forward pass"],
+        "max-nll from the answer's own log-probs", "from a proxy's pass",
+        "the answer's own max-nll finds as many as the proxy's",
+    )  # fmt: skip
+
+
+def token_dq_vs_own(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    g = guard_runs(load)
+    return hit_difference(
+        g["token-logprob max-nll, the answer's log-probs"], g["direct-question"],
+        "max-nll from the answer's own log-probs", "Direct Question",
+        "the answer's own max-nll finds more than Direct Question",
+    )  # fmt: skip
+
+
+def grounded_top1(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("grounded")["runs"]
+    groups, labels, top1, full = rows_paired(
+        runs["wikibio 0-9 grounded top_k=1 qwen2.5-coder-1.5b"], runs["wikibio 0-9 grounded qwen2.5-coder-1.5b"]
+    )
+    found = paired_difference(labels, top1, full, groups)
+    claim = "top_k=1 better than every chunk"
+    return paired(found, "NonFact AUC-ROC", "top_k=1", "every chunk", 0.0, claim, "passages")
+
+
+def grounded_small_models_flag_all(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("grounded")["runs"]
+    recalls = [runs[f"rte {model}"]["metrics"]["recall"] for model in ("qwen2.5-coder-0.5b", "smollm2-135m")]
+    shown = "both small models flag every pair at their own decision (recall 100)"
+    return fact(all(r == 100 for r in recalls), "both small models flag every pair", shown)
+
+
+def grounded_earlier_smollm(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("grounded")["runs"]
+    now, earlier = runs["rte smollm2-135m"], runs["rte smollm2-135m, the earlier record"]
+    same = now["metrics"]["auc_roc"] == earlier["metrics"]["auc_roc"]
+    return fact(same, "the rerun has the earlier run's metrics", "with the same metrics")
+
+
+def grounded_openevals_flags_all(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    rows = load("grounded-compared")["runs"]["wikibio 0-9"]["rows"]
+    shown = 'openevals answered "not grounded" for every sentence (recall 100, balanced accuracy 50)'
+    return fact(rows["openevals"]["metrics"]["recall"] == 100, "openevals flags every sentence", shown)
+
+
+def grounded_smollm_flags_true(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    smol = load("rag-guard")["runs"]["planted smollm2-135m"]
+    shown = "SmolLM2 flags every sentence, true ones included, so it is no judge"
+    return fact(smol["true_flagged"] == smol["true_sentences"], "SmolLM2 flags every true sentence", shown)
+
+
+def one_call_within_2(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("one-call")["runs"]
+    groups, labels, batch, alone = rows_paired(
+        runs["wikibio 40-79, direct-question:batch, qwen2.5-coder-1.5b"],
+        runs["wikibio 40-79, direct-question, qwen2.5-coder-1.5b"],
+    )
+    found = paired_difference(labels, batch, alone, groups)
+    claim = "direct-question:batch within 2 points of version 1"
+    return paired(found, "sentence AUC-ROC", "the one-call version", "version 1", -2.0, claim, "passages")
+
+
+def calibrated_dq_vs_scgp(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    planted = load("planted")["runs"]
+    dq = hits(planted["direct-question qwen2.5-coder-1.5b"]["rows"])
+    scgp = hits(planted["selfcheck-prompt qwen2.5-coder-1.5b"]["rows"])
+    return hit_difference(dq, scgp, "Direct Question", "SelfCheck-Prompt", "on the planted set DQ finds more than SCGP")
+
+
+def calibrated_stack(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("calibrated-risk")["runs"]
+    stack = runs["selfcheck-prompt:prob+direct-question+selfcheck-unigram stacked fit 0-39"]
+    best = runs["selfcheck-prompt:prob isotonic fit 0-39"]
+    shown = f"held-out AUC-ROC {stack['auc_roc']:.1f} against {best['auc_roc']:.1f}"
+    why = "the calibration runs kept no per-sentence scores, so no paired interval"
+    return not_decided("the three-method stack better than SelfCheck-Prompt prob alone", why, shown)
+
+
+def calibrated_prob_vs_v1(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("calibrated-risk")["runs"]
+    prob, v1 = runs["selfcheck-prompt:prob isotonic fit 0-39"], runs["selfcheck-prompt isotonic fit 0-39"]
+    shown = (
+        f"raw AUC-ROC {prob['raw_auc_roc']['selfcheck-prompt:prob']:.1f} against "
+        f"{v1['raw_auc_roc']['selfcheck-prompt']:.1f}, Brier {prob['brier']:.3f} against {v1['brier']:.3f}"
+    )
+    why = "the calibration runs kept no per-sentence scores, so no paired interval"
+    return not_decided("selfcheck-prompt:prob better than version 1", why, shown)
+
+
+def wikibio_pair(method: str, against: str, star: bool = False) -> Callable[..., dict[str, Any]]:
+    """Two methods of the ten-passage table, paired by sentence over passages, where the run kept rows.
+    NonFact* (``star``): the major-inaccurate sentences against the rest, the passages that are wholly
+    major-inaccurate left out, as the protocol reads it (``bench.wikibio.nonfact_star_mask``)."""
+    measure = "auc_roc_nonfact_star" if star else "auc_roc_nonfact"
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        runs = load("wikibio-10")["runs"]
+        a, b = runs[method], runs[against]
+        claim = f"{method} better than {against}" + (" on NonFact*" if star else "")
+        if "rows" not in a or "rows" not in b:
+            shown = f"{measure} {a['metrics'][measure]:.1f} against {b['metrics'][measure]:.1f}"
+            return not_decided(claim, "the run was transcribed without its per-sentence scores", shown)
+        groups, labels, sa, sb = rows_paired(a, b)
+        if star:
+            kept = [r for r in a["rows"] if not all(lab == "major_inaccurate" for lab in r["labels"])]
+            keep = {str(r["id"]) for r in kept}
+            major = [int(lab == "major_inaccurate") for r in a["rows"] for lab in r["labels"]]
+            chosen = [i for i, g in enumerate(groups) if g in keep]
+            groups, labels = [groups[i] for i in chosen], [major[i] for i in chosen]
+            sa, sb = [sa[i] for i in chosen], [sb[i] for i in chosen]
+        found = paired_difference(labels, sa, sb, groups)
+        name = "NonFact* AUC-ROC" if star else "NonFact AUC-ROC"
+        return paired(found, name, method, against, 0.0, claim, "passages")
+
+    return decide
+
+
+def wikibio_fibe_chance(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    run = load("wikibio-10")["runs"]["fibe"]
+    interval = (run.get("intervals") or {}).get("auc_roc_nonfact")
+    return against_mark(run["metrics"]["auc_roc_nonfact"], interval, 50.0, "FIBE above chance", above=True)
+
+
+def delimit_pair(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("delimit")["runs"]
+    fenced, v1 = runs["first 40, v1 + --delimit"], runs["first 40, v1"]
+    claim = "fenced prompts rank the sentences better than v1"
+    if "rows" not in fenced or "rows" not in v1:
+        shown = (
+            f"NonFact AUC-ROC {fenced['metrics']['auc_roc_nonfact']:.1f} against {v1['metrics']['auc_roc_nonfact']:.1f}"
+        )
+        return not_decided(claim, "the runs were transcribed without their per-sentence scores", shown)
+    groups, labels, a, b = rows_paired(fenced, v1)
+    return paired(paired_difference(labels, a, b, groups), "NonFact AUC-ROC", "fenced", "v1", 0.0, claim, "passages")
+
+
+def choose_against_best_single(name: str) -> Callable[..., dict[str, Any]]:
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        run = next(iter(load(name)["runs"].values()))
+        scored = [c for c in run["candidates"] if c.get("auc_roc") is not None]
+        chosen = next(c for c in scored if c["name"] == run["recommended"])
+        best = max((c for c in scored if "+" not in c["name"]), key=lambda c: c["auc_roc"])
+        if chosen is best:
+            return fact(True, "the recommendation is the best single method", "it is the best single method")
+        shown = (
+            f"{chosen['name']} {chosen['auc_roc']:.1f} {ci(chosen['auc_roc_interval'])}, the best single method "
+            f"({best['name']}) {best['auc_roc']:.1f} {ci(best['auc_roc_interval'])}"
+        )
+        why = "choose kept each candidate's out-of-fold AUC-ROC, not its per-unit scores: no paired interval"
+        return not_decided(f"{chosen['name']} better than {best['name']}", why, shown) | {"best_single": best["name"]}
+
+    return decide
+
+
+def phr_tracks_definition(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    rows = load("phr")["runs"]["synthetic"]["metrics"]["rows"]
+    worst = max(r["abs_error"] for r in rows)
+    shown = f"mean absolute error at most {worst:.4f} at every n"
+    return fact(worst < 0.02, "Algorithm 1 within about a hundredth of Definition 4 at every n", shown)
+
+
+def phr_icl_follows(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("phr-icl")["runs"]
+    sst, rte = runs["sst2"]["metrics"]["rows"], runs["rte"]["metrics"]["rows"]
+    mhr, err, rte_err = (
+        max(r[k] for r in rows) for rows, k in ((sst, "mae_mhr"), (sst, "mae_error"), (rte, "mae_error"))
+    )
+    shown = (
+        f"on SST-2 the PHR follows the MHR (MAE at most {mhr:.3f}) and the error rate (at most {err:.3f}); "
+        f"on RTE it misses the error rate (MAE up to {rte_err:.3f})"
+    )
+    return fact(mhr < 0.01 and err < 0.1 and rte_err > 0.3, "the PHR follows MHR and error on SST-2, misses RTE", shown)
+
+
+def unigram_peer_no_unseen(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    peer = next(iter(load("peers/selfcheckgpt-unigram")["runs"].values()))
+    shown = "No sentence has an unseen token in either"
+    return fact(peer["unseen_token_sentences"] == 0, "no sentence has an unseen token", shown)
+
+
+CLAIMS = (
+    Claim("probes", "accuracy probe goal", probe_goal(PROBE_SE)),
+    Claim("probes", "sep goal", probe_goal(PROBE_SEP)),
+    Claim("probes", "sep goal, ten samples", probe_goal(PROBE_SEP75, PROBE_SE10, samples=10)),
+    Claim("probes", "stack on the 0.5B", probe_stack),
+    Claim("probes", "wikibio goal of 80", probe_goal_80),
+    Claim("token-logprob", "every variant below chance", token_variants_below_chance),
+    Claim("token-logprob", "stack with the unigram", token_stack),
+    Claim("token-logprob", "platt turns it round", token_platt),
+    Claim("token-logprob", "max-nll against max-entropy", token_guard_variant),
+    Claim("token-logprob", "own log-probs against the proxy", token_own_vs_proxy),
+    Claim("token-logprob", "own max-nll against direct question", token_dq_vs_own),
+    Claim("grounded", "top_k=1 against every chunk", grounded_top1),
+    Claim("grounded", "small models flag every pair", grounded_small_models_flag_all),
+    Claim("grounded", "the smollm2 rerun has the earlier metrics", grounded_earlier_smollm),
+    Claim("grounded", "openevals flags every sentence", grounded_openevals_flags_all),
+    Claim("grounded", "smollm2 flags every true sentence", grounded_smollm_flags_true),
+    Claim("one-call", "direct-question one call within 2 points", one_call_within_2),
+    Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
+    Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
+    Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
+    Claim("wikibio-10", "fibe against selfcheck-prompt", wikibio_pair("fibe", "selfcheck-prompt")),
+    Claim("wikibio-10", "fibe against chance", wikibio_fibe_chance),
+    Claim(
+        "wikibio-10",
+        "semantic-entropy-paragraph against selfcheck-prompt",
+        wikibio_pair("semantic-entropy-paragraph", "selfcheck-prompt"),
+    ),
+    Claim(
+        "wikibio-10",
+        "fibe+selfcheck+sbc against selfcheck-prompt",
+        wikibio_pair("fibe+selfcheck+sbc", "selfcheck-prompt", star=True),
+    ),
+    Claim("delimit", "fenced against v1", delimit_pair),
+    *(
+        Claim(name, "recommended against the best single method", choose_against_best_single(name))
+        for name in ("choose-rte", "choose-wikibio", "stack-wikibio")
+    ),
+    Claim("phr", "algorithm 1 tracks definition 4", phr_tracks_definition),
+    Claim("phr-icl", "follows sst-2, misses rte", phr_icl_follows),
+    Claim("peers/selfcheckgpt-unigram", "no unseen token", unigram_peer_no_unseen),
+)
+
+
+def decided() -> dict[str, dict[str, Any]]:
+    """Every claim's verdict, by record."""
+    found: dict[str, dict[str, Any]] = {}
+    for claim in CLAIMS:
+        found.setdefault(claim.record, {})[claim.name] = _plain(claim.decide(read))
+    return found
+
+
+def _plain(value: Any) -> Any:
+    """JSON values (tuples as lists, numpy numbers as floats), as the record stores them."""
+    return json.loads(json.dumps(value, default=lambda v: float(v) if isinstance(v, np.floating) else list(v)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each record that is stale")
+    args = ap.parse_args(argv)
+    stale = []
+    for name, verdicts in decided().items():
+        record = read(name)
+        if record.get("verdicts") == verdicts:
+            continue
+        stale.append(name)
+        if not args.check:
+            write(name, {**record, "verdicts": verdicts})
+    if args.check and stale:
+        print(f"stale verdicts in {', '.join(stale)}: run benchmarks/verdicts.py")
+        return 1
+    for claim in CLAIMS:
+        print(f"{claim.record} / {claim.name}: {read(claim.record)['verdicts'][claim.name]['verdict']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
