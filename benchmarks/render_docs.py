@@ -75,6 +75,14 @@ def minutes(seconds: Any, digits: int = 1) -> str:
     return fixed(float(seconds) / 60, digits)
 
 
+def per_item_minutes(run: dict[str, Any], digits: int = 2) -> str:
+    """A run's minutes per item: its wall seconds over its items where it recorded them, else the minutes per
+    item its transcribed document gave."""
+    if run.get("seconds"):
+        return fixed(float(run["seconds"]) / run["items"] / 60, digits)
+    return fixed(run["minutes_per_passage"], digits)
+
+
 def verdict(name: str, claim: str) -> str:
     """The sentence a record's verdict states (``benchmarks/verdicts.py`` decides it from the records and
     writes it into them): a template prints a verdict, it never decides one."""
@@ -132,7 +140,7 @@ def environment() -> Environment:
         autoescape=False,
     )
     env.globals.update(record=load_record, how_made=how_made, verdict=verdict)
-    env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes)
+    env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes, per_item_minutes=per_item_minutes)
     return env
 
 
