@@ -23,7 +23,7 @@ from halluscope.backends.entailment import LLMZeroShot
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.provenance import envelope
 from halluscope.bench.runner import BenchResult
-from halluscope.graphs.clue import merge_concepts, pooled_concepts
+from halluscope.methods.clue import merge_concepts, pooled_concepts
 
 
 def main() -> None:

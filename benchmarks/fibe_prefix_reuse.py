@@ -18,7 +18,7 @@ from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.wikibio import load_wikibio
-from halluscope.graphs import fibe
+from halluscope.methods import fibe
 from halluscope.scoring.fibe import build_exam
 
 

@@ -28,7 +28,7 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel
 from halluscope.bench.papers.icl import balanced_context, load_icl_task
 from halluscope.bench.provenance import envelope
-from halluscope.graphs import phr
+from halluscope.methods import phr
 
 CASES = (
     ("distribution, exact; prefix reuse", "distribution", True, True),

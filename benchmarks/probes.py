@@ -61,8 +61,8 @@ from halluscope.bench.planted import BIOGRAPHIES, riskiest  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import write_json  # noqa: E402
 from halluscope.bench.wikibio import load_wikibio  # noqa: E402
-from halluscope.graphs import registry  # noqa: E402
 from halluscope.prompts.registry import PromptRegistry  # noqa: E402
+from halluscope.runtime import registry
 
 SETS: dict[str, dict[str, Any]] = {
     "wikibio": {

@@ -40,8 +40,8 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.provenance import provenance
 from halluscope.bench.wikibio import load_wikibio
-from halluscope.graphs.stages import stats_of
 from halluscope.prompts.registry import PromptRegistry
+from halluscope.runtime.nodes import stats_of
 from halluscope.tools import GuardState, hallucination_guard
 from halluscope.tools.guard import OnFlag
 

@@ -175,11 +175,11 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'halluscope' has no attribute {name!r}")
     if importlib.util.find_spec(f"halluscope.{name}") is not None:  # a submodule ('from halluscope import scale')
         return importlib.import_module(f"halluscope.{name}")
-    found = importlib.import_module("halluscope.graphs.registry").modules()
+    found = importlib.import_module("halluscope.runtime.registry").modules()
     if name in found:
         return found[name]
     raise AttributeError(f"module 'halluscope' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, *importlib.import_module("halluscope.graphs.registry").modules()})
+    return sorted({*globals(), *__all__, *importlib.import_module("halluscope.runtime.registry").modules()})

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from halluscope.backends.budget import MAX_CALLS
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.graphs import registry
-from halluscope.graphs.stages import MAX_CALLS
 from halluscope.results import DetectionResult
+from halluscope.runtime import registry
 
 WITH_CONTEXT = "grounded"  # an answer with the documents it should rest on
 WITHOUT_CONTEXT = "direct-question"  # an open answer: the model asked about each sentence

@@ -19,7 +19,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.detector import detector
-from halluscope.graphs import semantic_entropy
+from halluscope.methods import semantic_entropy
 from halluscope.results import DetectionResult, RunMeta, Unit
 
 QUESTIONS = (

@@ -27,15 +27,15 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 from pydantic import BaseModel, Field, create_model
 from tqdm.auto import tqdm
 
+from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.chat import message_logprobs
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
 from halluscope.calibration import FORCED, Calibration
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
-from halluscope.graphs import registry
-from halluscope.graphs.method import RUN_SETTINGS, Method, batch_budget, call_limit
-from halluscope.graphs.stages import MAX_CALLS, CallBudget
 from halluscope.results import DetectionResult, RunMeta
+from halluscope.runtime import registry
+from halluscope.runtime.contract import RUN_SETTINGS, Method, batch_budget, call_limit
 from halluscope.text import checked_text, checked_texts
 
 # Every method by name, FIBE's variants included ('fibe+sbc+dq'), as the registry finds them: one

@@ -27,8 +27,8 @@ from langchain_core.messages import BaseMessage
 
 from halluscope.detector import Detector, detector
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.graphs import registry
 from halluscope.results import DetectionResult
+from halluscope.runtime import registry
 
 EvaluatorResult = dict[str, Any]
 Evaluator = Callable[..., EvaluatorResult]

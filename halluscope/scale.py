@@ -30,8 +30,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Protocol
 
+from halluscope.backends.chat import runs_in_process
 from halluscope.backends.gateway import DEFAULT_TIMEOUT
-from halluscope.backends.limits import PROCESS_LOCAL_MODELS, use_shared_limits
+from halluscope.backends.limits import use_shared_limits
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 
 RAY_INSTALL = "pip install 'halluscope[ray]'"
@@ -46,7 +47,7 @@ class WorkerLost(HalluscopeError):
 
 def cpus_for(model: Any) -> float:
     """The CPUs a worker reserves for ``model``: a local model computes (one), an API model waits (none)."""
-    return 1.0 if isinstance(model, str) and model.startswith(PROCESS_LOCAL_MODELS) else 0.0
+    return 1.0 if runs_in_process(model) else 0.0
 
 
 class Job(Protocol):

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 import halluscope
+from halluscope.backends.budget import BudgetError
 from halluscope.backends.local import model_file
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy
-from halluscope.graphs.stages import BudgetError
+from halluscope.methods import fibe, selfcheck_prompt, selfcheck_unigram, semantic_entropy
 from halluscope.text import sentences
 
 TEXT = "Ada Lovelace was a mathematician. She wrote the first program."

@@ -271,8 +271,8 @@ def test_calibrate_refuses_what_cannot_work_before_its_first_call(
 def test_a_candidate_that_cannot_run_is_listed_and_the_others_go_on(
     tmp_path: Path, gateway: Gateway, scripted: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from halluscope.backends.budget import BudgetError
     from halluscope.bench import choose as choosing
-    from halluscope.graphs.stages import BudgetError
 
     real = choosing.run
 

@@ -18,8 +18,8 @@ from halluscope.backends.checkpoints import CHECKPOINTS, RECORD, checkpoint_dir,
 from halluscope.backends.logprobs import hf_directory
 from halluscope.cli import main
 from halluscope.errors import ConfigError
-from halluscope.graphs import selfcheck_nli
 from halluscope.hub import HUB_ENV, sha256_of
+from halluscope.methods import selfcheck_nli
 from tests.stub_servers import FileHost
 from tests.test_selfcheck_nli import SAMPLES, TEXT, selfcheckgpt_nli
 from tests.tiny_nli import build_tiny_deberta

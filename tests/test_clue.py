@@ -17,7 +17,7 @@ from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.papers.clue import pearson
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
-from halluscope.graphs import clue, clue_diversity
+from halluscope.methods import clue, clue_diversity
 from halluscope.scoring import (
     assignment_counts,
     concept_labels,

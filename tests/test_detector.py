@@ -144,7 +144,7 @@ def test_a_method_graph_mounts_as_a_subgraph_under_the_hosts_checkpointer(gatewa
     from langgraph.graph import START, StateGraph
 
     from halluscope.backends.gateway import CallStats
-    from halluscope.graphs.selfcheck_prompt import SCGPState, build
+    from halluscope.methods.selfcheck_prompt import SCGPState, build
 
     host = StateGraph(SCGPState)
     host.add_node("selfcheck", build(scripted(respond), gateway, n=2))
@@ -175,12 +175,12 @@ def test_every_graph_gives_a_host_only_its_result(module: str) -> None:
     import importlib
     import typing
 
-    graphs = importlib.import_module(f"halluscope.graphs.{module}")
+    graphs = importlib.import_module(f"halluscope.methods.{module}")
     inputs, outputs = (getattr(graphs, name) for name in MOUNTABLE[module])
     assert not set(inputs.__annotations__) & set(outputs.__annotations__)
     hints = typing.get_type_hints(outputs, include_extras=True)
     assert not [k for k, v in hints.items() if typing.get_origin(v) is typing.Annotated]
-    source = importlib.import_module(f"halluscope.graphs.{module}").__file__
+    source = importlib.import_module(f"halluscope.methods.{module}").__file__
     assert f"input_schema={MOUNTABLE[module][0]}, output_schema={MOUNTABLE[module][1]}" in Path(str(source)).read_text()
 
 
@@ -191,8 +191,8 @@ def test_two_turns_on_one_checkpointed_thread_do_not_leak(gateway: Gateway, scri
     from langgraph.graph import START, StateGraph
 
     from halluscope.backends.gateway import CallStats
-    from halluscope.graphs import semantic_entropy
-    from halluscope.graphs.selfcheck_prompt import SCGPState, build
+    from halluscope.methods import semantic_entropy
+    from halluscope.methods.selfcheck_prompt import SCGPState, build
 
     host = StateGraph(SCGPState)  # the method's own state type as the host's
     host.add_node("selfcheck", build(scripted(respond), gateway, n=2))

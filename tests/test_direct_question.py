@@ -13,7 +13,7 @@ import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.wikibio import load_wikibio, run_bench, sentence_scores
 from halluscope.cli import main
-from halluscope.graphs import direct_question, fibe
+from halluscope.methods import direct_question, fibe
 from halluscope.results import DetectionResult
 from tests.stub_servers import StubAPI
 

@@ -30,7 +30,7 @@ from halluscope.bench.papers.truthfulqa import (
 )
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError
-from halluscope.graphs import fewl
+from halluscope.methods import fewl
 from halluscope.scoring.fewl import (
     expertise_score,
     expertise_weights,

@@ -16,7 +16,7 @@ import pytest
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.wikibio import run_bench, sentence_scores
 from halluscope.errors import ConfigError
-from halluscope.graphs import fibe
+from halluscope.methods import fibe
 from halluscope.prompts import parsers
 from halluscope.scoring.fibe import (
     build_exam,

@@ -29,8 +29,8 @@ from halluscope.bench.wikibio import load_wikibio
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.evaluators import create_evaluator
-from halluscope.graphs import grounded
-from halluscope.graphs.grounded import chunk_context
+from halluscope.methods import grounded
+from halluscope.methods.grounded import chunk_context
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.grounded import grounded_score
 from halluscope.tools import as_tool, hallucination_guard

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import halluscope
+from halluscope.bench.flags import label_of
 from halluscope.cli import build_parser, main
 from halluscope.detector import METHODS
 from halluscope.errors import ConfigError
-from halluscope.graphs import fibe
-from halluscope.graphs.flags import label_of
+from halluscope.methods import fibe
 
 
 def test_every_method_and_fibe_variant_has_a_contract_and_a_detect_subcommand() -> None:

@@ -13,8 +13,7 @@ import pytest
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.graphs.stages import one_call_verdicts
-from halluscope.prompts.parsers import numbered_yes_no
+from halluscope.prompts.parsers import numbered_yes_no, one_call_verdicts
 from halluscope.scoring.token_probability import token_at
 
 TEXT = "Paris is in France. Paris is in Spain. The Seine flows there. It has a tower."
@@ -111,7 +110,7 @@ def test_grounded_checks_every_sentence_against_a_chunk_in_one_call(gateway: Gat
     assert result.meta.events["asked_alone"] == 2 and result.meta.calls == 2 + 2  # sentences 2 and 3 on chunk 1
     assert [u.score for u in result.units] == [0.0, 1.0, 0.0]
     with pytest.raises(halluscope.ConfigError, match="an NLI judge reads pairs"):
-        from halluscope.graphs.grounded import build
+        from halluscope.methods.grounded import build
 
         build(_NLI(), gateway, batch=True)
 
@@ -158,7 +157,7 @@ def test_selfcheck_prompt_checks_every_sentence_against_a_sample_in_one_call(gat
 def test_the_one_call_checks_are_presets_every_bench_can_name(tmp_path: Path, gateway: Gateway, scripted: Any) -> None:
     from halluscope.bench import mine
     from halluscope.bench.runner import run
-    from halluscope.graphs import registry
+    from halluscope.runtime import registry
 
     assert {"direct-question:batch", "grounded:batch", "selfcheck-prompt:batch"} <= set(registry.sentence_methods())
     model = scripted(lambda prompt, _p: "1. Yes\n2. No" if "Claims:" in prompt else "Yes")

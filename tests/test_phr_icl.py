@@ -23,7 +23,7 @@ from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sam
 from halluscope.bench.papers.icl import balanced_context, load_icl_task, run_phr_bench
 from halluscope.bench.runner import BenchResult
 from halluscope.errors import ConfigError, PromptError
-from halluscope.graphs import phr
+from halluscope.methods import phr
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.phr import categorical_entropy
 

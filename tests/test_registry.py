@@ -16,7 +16,7 @@ import pytest
 import halluscope
 from halluscope import evaluators
 from halluscope.cli import main
-from halluscope.graphs import registry, studio
+from halluscope.runtime import registry, studio
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = '''
@@ -24,8 +24,8 @@ TOY = '''
 
 from dataclasses import dataclass
 
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, Prepared, arg
+from halluscope.runtime import options
+from halluscope.runtime.contract import Method, Prepared, arg
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import sentences
 
@@ -96,7 +96,7 @@ def test_a_method_registered_the_documented_way_reaches_every_door(
     assert halluscope.DetectionResult.from_json(capsys.readouterr().out).units[1].score == 23.0
     evaluate = evaluators.create_toy_length_evaluator()
     assert evaluate(inputs={"question": "Q?"}, outputs={"answer": text})["score"] == 23.0
-    assert studio.config()["graphs"][toy] == "halluscope.graphs.studio:toy_length_graph"
+    assert studio.config()["graphs"][toy] == "halluscope.runtime.studio:toy_length_graph"
     graph = asyncio.run(studio.toy_length_graph({"configurable": {}}))
     assert graph.invoke({"text": text})["result"]["units"][0]["score"] == 6.0
     assert toy in registry.sentence_methods()  # a member an ensemble may stack

@@ -287,7 +287,7 @@ def test_a_batchs_max_calls_covers_the_whole_batch_sync_and_async() -> None:
     ``batch`` once made all ten (each item had a budget of its own); now the batch is refused past 3."""
     import asyncio
 
-    from halluscope.graphs.stages import BudgetError
+    from halluscope.backends.budget import BudgetError
 
     items = [{"text": TEXT, "samples": ["x"]}] * 5
     with StubAPI(answer="Yes") as stub:

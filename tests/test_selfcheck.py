@@ -15,8 +15,8 @@ from halluscope.backends.entailment import yes_probability
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.wikibio import run_bench
 from halluscope.errors import ConfigError
-from halluscope.graphs import selfcheck_prompt, selfcheck_unigram
-from halluscope.graphs.stages import concept_from_prompt
+from halluscope.methods import selfcheck_prompt, selfcheck_unigram
+from halluscope.methods.sampling import concept_from_prompt
 from halluscope.scoring import scgp_score, supported_probability
 
 TEXT = "Einstein was a physicist. He was born in Paris. He developed relativity. He liked sailing."

@@ -16,7 +16,7 @@ import pytest
 from halluscope.backends.gateway import Gateway
 from halluscope.cli import main
 from halluscope.errors import ConfigError
-from halluscope.graphs import selfcheck_nli
+from halluscope.methods import selfcheck_nli
 from halluscope.scoring.selfcheck import selfcheck_nli_score
 from tests.tiny_nli import build_tiny_nli
 

@@ -13,8 +13,8 @@ import pytest
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs import semantic_entropy
-from halluscope.graphs.semantic_entropy import entropies
+from halluscope.methods import semantic_entropy
+from halluscope.methods.semantic_entropy import entropies
 
 CITIES = ["Paris", "Paris", "Lyon", "Paris", "Nice"]
 

@@ -14,7 +14,7 @@ import pytest
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.errors import ConfigError
-from halluscope.graphs import semantic_entropy_paragraph as paragraph
+from halluscope.methods import semantic_entropy_paragraph as paragraph
 from halluscope.scoring import claim_entropy, question_entropy, unanswered
 from halluscope.text import align_claims
 

@@ -183,7 +183,7 @@ def test_the_attack_over_the_mcp_door_reaches_nothing_and_no_key_leaves(tmp_path
 def test_a_shared_langgraph_server_holds_the_configurable_to_the_operators_choices(
     monkeypatch: pytest.MonkeyPatch, sink: SinkAPI
 ) -> None:
-    from halluscope.graphs import studio
+    from halluscope.runtime import studio
 
     there = f"openai-compatible:{sink.base_url}/v1#m"
     monkeypatch.setenv("HALLUSCOPE_SERVE_SHARED", "1")
@@ -201,7 +201,7 @@ def test_every_option_that_names_a_model_or_a_file_says_so() -> None:
     option that takes text is declared, a Literal, or one of the listed plain-text ones."""
     import typing
 
-    from halluscope.graphs import registry
+    from halluscope.runtime import registry
 
     plain_text = {("ensemble", "methods"), ("fewl", "pool")}  # method names; questions
     undeclared = []

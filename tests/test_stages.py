@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from halluscope.backends.entailment import Entailment, Judgement
 from halluscope.backends.gateway import CallStats
-from halluscope.graphs.stages import clustering, finish
+from halluscope.backends.steps import finish
+from halluscope.methods.sampling import clustering
 
 
 class CityJudge(Entailment):

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
+from halluscope.backends.budget import BudgetError
 from halluscope.errors import ConfigError, DataError, ModelSpecError, ModelUnavailableError, ParseError, PromptError
-from halluscope.graphs import studio
-from halluscope.graphs.stages import BudgetError
+from halluscope.runtime import studio
 from tests.stub_servers import StubAPI, free_port
 
 ROOT = Path(__file__).resolve().parents[1]

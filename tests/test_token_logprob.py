@@ -21,7 +21,7 @@ from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel, TransformersLogProbModel
 from halluscope.cli import main
 from halluscope.errors import ConfigError
-from halluscope.graphs import token_logprob
+from halluscope.methods import token_logprob
 from halluscope.results import DetectionResult
 from halluscope.scoring.token_probability import (
     TokenStat,

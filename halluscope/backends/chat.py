@@ -38,6 +38,15 @@ def adapter(name: str) -> Provider:
     return declared_provider(name) or LangChain(name)
 
 
+def runs_in_process(model: object) -> bool:
+    """Whether a model spec's provider runs the model inside this process (llama.cpp, transformers):
+    each worker loads its own, computes on its own CPUs and keeps its own concurrency limit."""
+    if not isinstance(model, str):
+        return False
+    provider, sep, _ = model.strip().partition(":")
+    return bool(sep) and adapter(provider).in_process
+
+
 def parse_model_spec(spec: str) -> ModelSpec:
     if not isinstance(spec, str):
         raise ModelSpecError(f"a model is a 'provider:model' string or a chat model object, got {type(spec).__name__}")

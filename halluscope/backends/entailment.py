@@ -25,6 +25,7 @@ from typing import Any, Literal
 from halluscope.backends.checkpoints import checkpoint_path
 from halluscope.backends.gateway import INSTANCE, Ask, CallStats, ChatReply, Gateway, ModelLike, default_gateway
 from halluscope.backends.logprobs import hf_directory
+from halluscope.backends.steps import Step
 from halluscope.errors import ConfigError
 
 Label = Literal["entailment", "neutral", "contradiction"]
@@ -414,3 +415,32 @@ def zero_shot_judge(judge: ZeroShot | str | None, gateway: Gateway | None = None
         return judge
     nli, target = judge_target(judge, "a ZeroShot scorer")
     return NLIZeroShot(nli_checkpoint(target)) if nli else LLMZeroShot(target, gateway=gateway, prompt=prompt)
+
+
+@dataclass(frozen=True)
+class Judged(Step):
+    """An entailment judge's verdicts on (premise, hypothesis) pairs, in order."""
+
+    judge: Entailment
+    pairs: list[tuple[str, str]]
+    question: str | None = None
+
+    def run(self, stats: CallStats | None) -> list[Judgement]:
+        return self.judge.judge_many(self.pairs, self.question, stats)
+
+    async def arun(self, stats: CallStats | None) -> list[Judgement]:
+        return await self.judge.ajudge_many(self.pairs, self.question, stats)
+
+
+@dataclass(frozen=True)
+class Scored(Step):
+    """A zero-shot scorer's probabilities for (premise, hypothesis) pairs, in order."""
+
+    scorer: ZeroShot
+    pairs: list[tuple[str, str]]
+
+    def run(self, stats: CallStats | None) -> list[float | None]:
+        return self.scorer.scores(self.pairs, stats)
+
+    async def arun(self, stats: CallStats | None) -> list[float | None]:
+        return await self.scorer.ascores(self.pairs, stats)

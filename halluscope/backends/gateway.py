@@ -24,10 +24,10 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
@@ -35,7 +35,14 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
-from halluscope.backends.chat import ModelSpec, adapter, load_logprob_model, make_chat_model, parse_model_spec
+from halluscope.backends.chat import (
+    ModelSpec,
+    adapter,
+    load_logprob_model,
+    make_chat_model,
+    parse_model_spec,
+    runs_in_process,
+)
 from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
 from halluscope.backends.logprobs import LogProbModel, Reading, token_count
 from halluscope.backends.providers import Provider
@@ -47,6 +54,7 @@ from halluscope.backends.retry import (
     env_number,
 )
 from halluscope.backends.stats import CallStats, ChatReply, RunGuard, run_guard
+from halluscope.backends.steps import Blocking, Sleep, Step, Steps, afinish, finish
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
 from halluscope.scoring.token_probability import TokenStat
@@ -211,8 +219,9 @@ class Gateway:
             return self._logprob_models[model]
 
     def limiter(self, key: str) -> Limiter:
-        """The model's limit: the cluster's under Ray (an API model), else this gateway's own."""
-        shared = shared_limiter(key, self.concurrency)
+        """The model's limit: the cluster's under Ray (an API model), else this gateway's own (a model that
+        runs in the process: each worker has its own)."""
+        shared = None if runs_in_process(key) else shared_limiter(key, self.concurrency)
         if shared is not None:
             return shared
         with self._lock:
@@ -305,7 +314,7 @@ class Gateway:
         stats: CallStats | None = None,
         **params: Any,
     ) -> ChatReply:
-        return _drive(self._call_steps(model, prompt, variables, params, sample_index, stats))
+        return finish(self._call_steps(model, prompt, variables, params, sample_index), stats)
 
     async def acall(
         self,
@@ -319,7 +328,7 @@ class Gateway:
     ) -> ChatReply:
         """``call`` on the event loop: the provider's async client; the cache's disk (or Redis) I/O and a
         model's first use (building its client) on a thread."""
-        return await _adrive(self._call_steps(model, prompt, variables, params, sample_index, stats))
+        return await afinish(self._call_steps(model, prompt, variables, params, sample_index), stats)
 
     def _call_steps(
         self,
@@ -328,25 +337,25 @@ class Gateway:
         variables: Mapping[str, Any] | None,
         params: Mapping[str, Any],
         sample_index: int,
-        stats: CallStats | None,
-    ) -> Generator[_Step, Any, ChatReply]:
+    ) -> Steps[ChatReply]:
         """One call, written once as the steps it waits on (run by ``call`` in place, by ``acall`` on the
-        event loop): the cache, single flight across processes, the provider under retries, the answer."""
-        req = yield _Blocking(functools.partial(self._begin, model, prompt, variables, params, sample_index, stats))
+        event loop, each given the run's stats): the cache, single flight across processes, the provider
+        under retries, the answer."""
+        req = yield Blocking(functools.partial(self._begin, model, prompt, variables, params, sample_index))
         if isinstance(req, ChatReply):
             return req
         delay = FLIGHT_POLL_S
-        while (answered := (yield _Blocking(functools.partial(self._flight, req, stats)))) is _WAIT:
-            yield _Sleep(delay)  # another process asks it now
+        while (answered := (yield Blocking(functools.partial(self._flight, req)))) is _WAIT:
+            yield Sleep(delay)  # another process asks it now
             delay = min(2 * delay, FLIGHT_POLL_MAX_S)
         if isinstance(answered, ChatReply):
             return answered
         try:
             started = time.perf_counter()
-            data = yield _Send(self, req, run_guard.get(), stats)
-            return (yield _Blocking(functools.partial(self._finish, req, data, time.perf_counter() - started, stats)))
+            data = yield _Send(self, req, run_guard.get())
+            return (yield Blocking(functools.partial(self._finish, req, data, time.perf_counter() - started)))
         finally:
-            yield _Blocking(functools.partial(self._land, req))
+            yield Blocking(lambda _stats: self._land(req))
 
     def _flight(self, req: _Request, stats: CallStats | None) -> ChatReply | object | None:
         """Single-flight across the processes (and threads) sharing the cache: claim the call and ask it
@@ -688,42 +697,8 @@ class Gateway:
         return await self.acall_all(samples(model, prompt, variables, n, params), stats)
 
 
-class _Step:
-    """What a call's steps wait on: ``run`` in place, ``arun`` on the event loop."""
-
-    def run(self) -> Any:
-        raise NotImplementedError
-
-    async def arun(self) -> Any:
-        raise NotImplementedError
-
-
-@dataclass
-class _Blocking(_Step):
-    """Disk or Redis I/O, or building a client: in place, or on a thread off the event loop."""
-
-    fn: Callable[[], Any]
-
-    def run(self) -> Any:
-        return self.fn()
-
-    async def arun(self) -> Any:
-        return await asyncio.to_thread(self.fn)
-
-
-@dataclass
-class _Sleep(_Step):
-    seconds: float
-
-    def run(self) -> None:
-        time.sleep(self.seconds)
-
-    async def arun(self) -> None:
-        await asyncio.sleep(self.seconds)
-
-
-@dataclass
-class _Send(_Step):
+@dataclass(frozen=True)
+class _Send(Step):
     """A request that missed the cache, sent to its provider under the retry policy, holding one of the
     model's concurrency slots per try: the client's ``invoke``, or its ``ainvoke``. Each try asks the
     run's guard first (read where the call started: a retry may run on another thread), and each retry
@@ -732,11 +707,10 @@ class _Send(_Step):
     gateway: Gateway
     req: _Request
     guard: RunGuard | None
-    stats: CallStats | None
 
-    def on_retry(self) -> None:
-        if self.stats is not None:
-            self.stats.add_retry()
+    def on_retry(self, stats: CallStats | None) -> None:
+        if stats is not None:
+            stats.add_retry()
         if self.guard is not None:
             self.guard.retrying()
 
@@ -744,7 +718,7 @@ class _Send(_Step):
         if self.guard is not None:
             self.guard.sending()
 
-    def run(self) -> dict[str, Any]:
+    def run(self, stats: CallStats | None) -> dict[str, Any]:
         req = self.req
 
         def attempt() -> dict[str, Any]:
@@ -754,9 +728,10 @@ class _Send(_Step):
                 message = chat.invoke(req.messages, **kwargs)
             return self.gateway._read(req, message)
 
-        return call_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, self.on_retry)
+        retried = functools.partial(self.on_retry, stats)
+        return call_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, retried)
 
-    async def arun(self) -> dict[str, Any]:
+    async def arun(self, stats: CallStats | None) -> dict[str, Any]:
         req = self.req
         limiter = self.gateway.limiter(req.model.key)
 
@@ -768,37 +743,28 @@ class _Send(_Step):
                     message = await chat.ainvoke(req.messages, **kwargs)
             return self.gateway._read(req, message)
 
-        return await acall_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, self.on_retry)
+        retried = functools.partial(self.on_retry, stats)
+        return await acall_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, retried)
 
 
-def _drive(steps: Generator[_Step, Any, T]) -> T:
-    """Run steps in place: each step's result (or error) is sent back into them."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as done:
-            return cast(T, done.value)
-        try:
-            value, error = step.run(), None
-        except BaseException as exc:  # noqa: BLE001 - handed back to the steps, which raise it on
-            value, error = None, exc
+@dataclass(frozen=True)
+class Calls(Step):
+    """Chat calls through the gateway, run together: their replies in order (the reply, for one Ask)."""
 
+    gateway: Gateway
+    asks: Ask | list[Ask]
 
-async def _adrive(steps: Generator[_Step, Any, T]) -> T:
-    """``_drive`` on the event loop."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as done:
-            return cast(T, done.value)
-        try:
-            value, error = await step.arun(), None
-        except BaseException as exc:  # noqa: BLE001 - handed back to the steps, which raise it on
-            value, error = None, exc
+    def run(self, stats: CallStats | None) -> Any:
+        return self._shaped(self.gateway.call_all(self._listed(), stats))
+
+    async def arun(self, stats: CallStats | None) -> Any:
+        return self._shaped(await self.gateway.acall_all(self._listed(), stats))
+
+    def _listed(self) -> list[Ask]:
+        return self.asks if isinstance(self.asks, list) else [self.asks]
+
+    def _shaped(self, replies: list[ChatReply]) -> ChatReply | list[ChatReply]:
+        return replies if isinstance(self.asks, list) else replies[0]
 
 
 def samples(

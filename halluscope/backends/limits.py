@@ -13,10 +13,6 @@ from typing import Protocol
 
 from halluscope.errors import ConfigError
 
-# engines that run inside the process (a llama.cpp or transformers model): each worker has its own,
-# so their limit stays per process even on a cluster
-PROCESS_LOCAL_MODELS = ("local:", "transformers:")
-
 
 class Limiter(Protocol):
     """A model's concurrency bound: a slot is held for the length of one request."""
@@ -31,16 +27,14 @@ _shared: Callable[[str, int], Limiter] | None = None
 
 def use_shared_limits(factory: Callable[[str, int], Limiter] | None) -> None:
     """From now on, every gateway of this process takes a model's limit from ``factory(model, limit)``
-    (None: back to per-process limits); process-local engines keep theirs."""
+    (None: back to per-process limits); a model that runs in the process keeps its own (the gateway asks)."""
     global _shared
     _shared = factory
 
 
 def shared_limiter(model: str, limit: int) -> Limiter | None:
     """The cluster-wide limiter of ``model``, when this process runs under one."""
-    if _shared is None or model.startswith(PROCESS_LOCAL_MODELS):
-        return None
-    return _shared(model, limit)
+    return None if _shared is None else _shared(model, limit)
 
 
 class ModelLimiter:

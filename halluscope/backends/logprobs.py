@@ -83,6 +83,7 @@ class LogProbModel(ABC):
     """Two operations every log-prob method stands on."""
 
     name: str
+    any_layer = False  # its hidden states can be read at any layer (else the last only)
 
     @abstractmethod
     def sample(
@@ -466,6 +467,8 @@ def hf_directory(directory: str | Path, threads: int | None, what: str) -> Path:
 
 class TransformersLogProbModel(LogProbModel):
     """Any Hugging Face causal-LM directory, on the CPU unless told otherwise."""
+
+    any_layer = True
 
     def __init__(self, directory: str | Path, device: str | None = None, threads: int | None = None) -> None:
         path = hf_directory(directory, threads, "the transformers backend")

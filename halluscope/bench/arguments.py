@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.flags import ListFlag
 from halluscope.bench.runner import BenchResult, Plan
-from halluscope.graphs.flags import ListFlag
 
 
 def _no_shared_report(_results: Sequence[BenchResult], _out: Path) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench import mine
+from halluscope.bench.flags import ListFlag, numbers
 from halluscope.bench.provenance import provenance
 from halluscope.bench.runner import BenchResult, run
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, score_list, sentence_scores
@@ -38,11 +39,10 @@ from halluscope.calibration import (
 )
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
-from halluscope.graphs import registry
-from halluscope.graphs.flags import ListFlag, numbers
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
 from halluscope.readers import check_writable
+from halluscope.runtime import registry
 
 TARGET_PRECISION = 0.8
 

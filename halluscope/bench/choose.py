@@ -33,8 +33,8 @@ from halluscope.calibration import (
     threshold_for_recall,
 )
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
-from halluscope.graphs import registry
 from halluscope.labelled import LabelledData, load_labelled
+from halluscope.runtime import registry
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
 NEAR = 1.0  # AUC-ROC points: a cheaper candidate this close to the best held-out one is recommended instead

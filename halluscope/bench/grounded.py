@@ -27,13 +27,14 @@ from halluscope.backends.gateway import CallStats, Gateway, model_name
 from halluscope.bench import wikibio
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
+from halluscope.bench.flags import ListFlag, add_fields, read_fields
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import grounded, registry
-from halluscope.graphs.flags import ListFlag, add_fields, read_fields
-from halluscope.graphs.method import start
+from halluscope.methods import grounded
 from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, mean_resampled
+from halluscope.runtime import registry
+from halluscope.runtime.contract import start
 
 DATASETS = ("rte", "wikibio")
 RTE_LABELS = ("entailment", "not_entailment")

@@ -21,17 +21,17 @@ import numpy as np
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.flags import ListFlag, key_values
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.bench.wikibio import finite_scores, score_list, stored_score
 from halluscope.calibration import fitted_score
 from halluscope.errors import ConfigError
-from halluscope.graphs import registry
-from halluscope.graphs.flags import ListFlag, key_values
-from halluscope.graphs.method import Method, start
 from halluscope.labelled import LabelledAnswer, LabelledData, load_labelled
 from halluscope.metrics import auc_pr_resampled, auc_roc_resampled
 from halluscope.results import DetectionResult
+from halluscope.runtime import registry
+from halluscope.runtime.contract import Method, start
 
 POSITIVE = ("1",)  # a unit label counted as hallucinated (report.html's threshold control)
 PROTOCOL = "your labelled answers: an answer's score is its riskiest unit's; positive = label 1; AUC x100"

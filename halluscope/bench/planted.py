@@ -19,7 +19,7 @@ from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.graphs import registry
+from halluscope.runtime import registry
 
 
 @dataclass(frozen=True)

@@ -25,18 +25,18 @@ from typing import Any
 
 import numpy as np
 
+from halluscope.backends.budget import MAX_CALLS, BudgetError
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.bench.papers.qa import GREEDY_TEMPERATURE, is_correct, load_qa
 from halluscope.bench.papers.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.graphs import probe, semantic_entropy
-from halluscope.graphs.method import start
-from halluscope.graphs.stages import MAX_CALLS, BudgetError
 from halluscope.labelled import load_labelled
+from halluscope.methods import probe, semantic_entropy
 from halluscope.probing import Kind, Probe, best_split, fit_probe, validation_groups
 from halluscope.readers import read_lines
+from halluscope.runtime.contract import start
 
 SENTENCE_DATA = ("wikibio", "truthfulqa")
 QA_DATA = ("triviaqa", "squad")
@@ -211,9 +211,9 @@ def read_states(
 
 def default_layers(reader: LogProbModel) -> list[int]:
     """The layers a fit tries when none is given: every fourth from the first quarter and the last (a
-    llama.cpp model gives its last only)."""
+    reader that gives its last only, llama.cpp's: that one)."""
     top = reader.n_layers
-    if reader.name.startswith("local:"):
+    if not reader.any_layer:
         return [top]
     return sorted({*range(max(1, top // 4), top + 1, 4), top})
 

@@ -29,12 +29,11 @@ from halluscope.backends.gateway import CallStats, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
+from halluscope.bench.flags import ListFlag, add_fields, read_fields
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.calibration import fitted_score
 from halluscope.errors import ConfigError, DataError, unknown
-from halluscope.graphs import registry, semantic_entropy_paragraph
-from halluscope.graphs.flags import ListFlag, add_fields, read_fields
-from halluscope.graphs.method import Method, start
+from halluscope.methods import semantic_entropy_paragraph
 from halluscope.metrics import (
     auc_pr_resampled,
     auc_roc_resampled,
@@ -43,6 +42,8 @@ from halluscope.metrics import (
     spearman_resampled,
 )
 from halluscope.results import DetectionResult
+from halluscope.runtime import registry
+from halluscope.runtime.contract import Method, start
 
 DATASET = "wikibio_gpt3_hallucination"
 FILE = "wikibio_gpt3_hallucination.json"

@@ -31,6 +31,7 @@ from halluscope.backends.local import (
     pull,
 )
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
+from halluscope.bench.flags import key_values
 from halluscope.bench.sources import SOURCES, fetch, presence
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import (
@@ -43,7 +44,6 @@ from halluscope.cli.common import (
 )
 from halluscope.demo import print_report, run_demo
 from halluscope.errors import CacheError, ConfigError
-from halluscope.graphs.flags import key_values
 from halluscope.prompts.registry import prompt_diff
 from halluscope.readers import check_writable
 from halluscope.results import DetectionResult, Unit

@@ -14,6 +14,7 @@ from typing import Any
 
 from halluscope.bench import calibrate, choose
 from halluscope.bench.arguments import Benchmark
+from halluscope.bench.flags import ListFlag, key_values
 from halluscope.bench.html import REPORT
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
 from halluscope.bench.runner import RESULTS, BenchResult, checked_out
@@ -22,7 +23,6 @@ from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.errors import ConfigError
-from halluscope.graphs.flags import ListFlag, key_values
 from halluscope.prompts.registry import parse_ref
 from halluscope.scale import RAY_INSTALL
 

@@ -10,14 +10,14 @@ import os
 import sys
 from typing import Any
 
+from halluscope.backends.budget import MAX_CALLS
+from halluscope.bench.flags import key_values
 from halluscope.check_answer import WITH_CONTEXT, WITHOUT_CONTEXT, check
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
 from halluscope.cli.detect import show_verdict
 from halluscope.errors import ConfigError
-from halluscope.graphs.flags import key_values
-from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import load_json, read_file, read_texts
 
 

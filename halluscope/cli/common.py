@@ -12,9 +12,9 @@ from typing import Any
 from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
+from halluscope.bench.flags import ListFlag
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, redact_credentials
-from halluscope.graphs.flags import ListFlag
 from halluscope.prompts.registry import PromptRegistry
 
 

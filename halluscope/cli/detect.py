@@ -13,19 +13,19 @@ from rich.console import Console
 from rich.text import Text
 from tqdm import tqdm
 
+from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.gateway import CallStats
+from halluscope.bench.flags import add_fields, key_values, label_of, read_fields
 from halluscope.bench.report import csv_text, write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of
 from halluscope.detector import detector
 from halluscope.errors import ConfigError
-from halluscope.graphs import registry
-from halluscope.graphs.flags import add_fields, key_values, label_of, read_fields
-from halluscope.graphs.method import Method
-from halluscope.graphs.stages import MAX_CALLS
 from halluscope.readers import check_writable
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, ROW_COLUMNS, DetectionResult, Verdict
+from halluscope.runtime import registry
+from halluscope.runtime.contract import Method
 
 
 def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:

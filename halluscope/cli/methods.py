@@ -9,8 +9,8 @@ from typing import Any
 
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import print_json
-from halluscope.graphs import registry, studio
-from halluscope.graphs.method import option_table
+from halluscope.runtime import registry, studio
+from halluscope.runtime.contract import option_table
 
 REFERENCE_HEAD = (
     "# Methods: inputs and options\n\n"

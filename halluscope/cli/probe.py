@@ -11,10 +11,10 @@ from typing import Any
 from tqdm import tqdm
 
 from halluscope.bench.calibrate import passage_range
+from halluscope.bench.flags import numbers
 from halluscope.bench.probes import QA_DATA, SENTENCE_DATA, fit, summary
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
-from halluscope.graphs.flags import numbers
 from halluscope.probing import KINDS
 from halluscope.readers import check_writable
 

@@ -8,11 +8,11 @@ import argparse
 import os
 from typing import Any
 
+from halluscope.backends.budget import MAX_CALLS
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
 from halluscope.errors import ConfigError
-from halluscope.graphs.stages import MAX_CALLS
 from halluscope.serve import DEFAULT_TIMEOUT_S, HttpSettings, ServerSettings, serve_http, serve_stdio
 from halluscope.serve.http import DEFAULT_MAX_BODY, TOKEN_ENV
 

@@ -8,10 +8,11 @@ about formatting (numbering, quotes, separators vary between models) and strict 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from halluscope.errors import ParseError
+from halluscope.scoring.token_probability import token_at
 
 Parser = Callable[[str], Any]
 
@@ -278,3 +279,39 @@ PARSERS: dict[str, Parser] = {
     "icl_example": icl_example,
     "icl_label": icl_label,
 }
+
+
+ONE_CALL_TOKENS_PER_LINE = 8  # a one-call reply's room for each numbered verdict ('12. Yes' and its newline)
+
+
+def numbered(texts: Sequence[str]) -> str:
+    """The units a one-call prompt asks about, one numbered line each ('1. ...'), as its reply numbers them."""
+    return "\n".join(f"{k + 1}. {text}" for k, text in enumerate(texts))
+
+
+def one_call_max_tokens(n: int) -> int:
+    """Room for a one-call reply's ``n`` numbered verdicts, and a little over."""
+    return ONE_CALL_TOKENS_PER_LINE * n + 16
+
+
+def one_call_verdicts(
+    parsed: list[dict[str, Any]] | None, logprobs: list[dict[str, Any]] | None, n: int
+) -> dict[int, tuple[str, Mapping[str, Any] | None]]:
+    """Each unit's verdict ('yes'/'no') and its token's log-prob entry, by position, from a one-call
+    reply's numbered lines (``numbered_yes_no``); a number missing, out of range, or given two different
+    verdicts is left out (its unit is asked alone). The tokens are found in the text the reply's
+    tokens join to."""
+    by_number: dict[int, set[str]] = {}
+    for line in parsed or []:
+        by_number.setdefault(line["number"], set()).add(line["verdict"])
+    clean = {
+        number - 1: verdicts.pop() for number, verdicts in by_number.items() if 1 <= number <= n and len(verdicts) == 1
+    }
+    at: dict[int, int] = {}
+    if logprobs:
+        try:
+            for line in numbered_yes_no("".join(entry["token"] for entry in logprobs)):
+                at.setdefault(line["number"] - 1, line["at"])
+        except ParseError:
+            pass
+    return {i: (said, token_at(logprobs, at[i]) if logprobs and i in at else None) for i, said in sorted(clean.items())}

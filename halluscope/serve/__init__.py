@@ -9,7 +9,7 @@ JSON as the ``check`` tool and ``GET /health`` says the server is up. Three tool
 - ``methods``: every method with the JSON schemas of its inputs and options, read from its contract.
 
 Only the operator chooses what the server calls or reads: its flags fix every model, judge and file,
-and a request that names another is refused (``graphs.serving``). Every request has a call budget
+and a request that names another is refused (``runtime.serving``). Every request has a call budget
 (``max_calls``, at most the server's, ``--max-calls``) and a timeout, and stops making calls when
 either runs out or its client leaves; an error comes back as the tool's error, one line, credentials
 redacted. Over HTTP every route checks Host and Origin, a token where one is set (required beyond

@@ -1,5 +1,5 @@
 """What every request of one server shares and how one runs: the operator's choices (models, judge, call
-ceiling: ``graphs.serving.Operator``), the gateway, the timeout; each request's work on a thread under
+ceiling: ``runtime.serving.Operator``), the gateway, the timeout; each request's work on a thread under
 its own call budget, which is cut when the request's timeout passes or its client leaves, so the work
 makes no further model call."""
 
@@ -11,17 +11,17 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.gateway import Gateway, default_gateway
 from halluscope.check_answer import check as check_answer
 from halluscope.checks import check_value
 from halluscope.detector import detector
 from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
-from halluscope.graphs import registry
-from halluscope.graphs.method import batch_budget
-from halluscope.graphs.serving import Operator
-from halluscope.graphs.stages import MAX_CALLS, CallBudget
-from halluscope.graphs.studio import options_schema
 from halluscope.results import DetectionResult
+from halluscope.runtime import registry
+from halluscope.runtime.contract import batch_budget
+from halluscope.runtime.serving import Operator
+from halluscope.runtime.studio import options_schema
 from halluscope.text import checked_text
 from halluscope.text import sentences as split_sentences
 

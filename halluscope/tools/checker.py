@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field, create_model
 
 from halluscope.detector import Detector
 from halluscope.errors import HalluscopeError
-from halluscope.graphs.method import Documents
 from halluscope.results import DetectionResult
+from halluscope.runtime.contract import Documents
 
 
 def args_schema(det: Detector) -> type[BaseModel]:

@@ -35,8 +35,8 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detector import Detector
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.graphs.stages import stats_of
 from halluscope.results import DetectionResult
+from halluscope.runtime.nodes import stats_of
 
 OnFlag = Literal["annotate", "revise", "refuse"]
 REVISE = "guard.revise"

@@ -66,6 +66,7 @@ class Provider:
     empty_reply_is_answer: bool = False  # an empty reply is the model's answer, not a fault to retry
     halluscopes_own: bool = True  # False: a route through LangChain's init_chat_model
     decodes_samples_together: bool = False  # ``sample_together`` decodes n samples of a prompt in one batch
+    in_process: bool = False  # its models run inside this process: each worker loads its own, on its CPUs
     integration: str = ""  # the package that reads its replies (where ``bad_reply``'s errors are raised)
 
     def spec(self, rest: str, shown: str) -> ModelSpec:

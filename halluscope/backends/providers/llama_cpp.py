@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 class Local(Provider):
     name = "local"
+    in_process = True
     about = "a registry model (`halluscope models list`) or any GGUF file, offline through llama-cpp-python"
     chat_logprobs = True
     empty_reply_is_answer = True  # its engine would give the same again: returned, never cached

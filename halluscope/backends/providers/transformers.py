@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 class Transformers(Provider):
     name = "transformers"
+    in_process = True
     about = "a Hugging Face causal-LM directory, for log-probabilities (transformers:<directory>)"
 
     def chat_model(self, spec: ModelSpec, timeout: float) -> BaseChatModel:

@@ -35,9 +35,9 @@ from halluscope.bench.report import Curve, markdown_table, write_curves, write_t
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import clue
-from halluscope.graphs.method import start
+from halluscope.methods import clue
 from halluscope.metrics import auc_pr, auc_roc, fraction
+from halluscope.runtime.contract import start
 from halluscope.scoring import concept_labels
 
 SUBSETS = (("D_R", "relevant"), ("D_L", "less relevant"), ("D_I", "irrelevant"))

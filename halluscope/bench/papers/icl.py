@@ -29,10 +29,10 @@ import numpy as np
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.bench.arguments import Benchmark, add_context_sizes
 from halluscope.bench.datasets import dataset_dir
+from halluscope.bench.flags import ListFlag
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs.flags import ListFlag
 from halluscope.scoring.phr import Pair
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ def _queries(
 
 def score_query(rate: Callable[[Any], Any], stats: CallStats, item: ICLQuery) -> dict[str, Any]:
     """One query's PHR record: the estimate's evidence (less its imagined datasets) and what it cost."""
-    from halluscope.graphs import phr
+    from halluscope.methods import phr
 
     began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
     result = rate(phr.Inputs(context=item.context, query=item.x, truth=item.truth, evaluation=item.evaluation))
@@ -306,8 +306,8 @@ def phr_plan(
     K = 50, N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75; here n is the context size)."""
     from halluscope.backends.gateway import CallStats, default_gateway
     from halluscope.backends.logprobs import LlamaCppLogProbModel
-    from halluscope.graphs import phr
-    from halluscope.graphs.method import start
+    from halluscope.methods import phr
+    from halluscope.runtime.contract import start
 
     if not ns or min(ns) < 1 or contexts < 1 or queries < 1:
         raise ConfigError("need context sizes >= 1, --contexts >= 1 and --queries >= 1")

@@ -23,13 +23,13 @@ from halluscope.backends.entailment import Entailment, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
+from halluscope.bench.flags import add_fields, read_fields
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import semantic_entropy
-from halluscope.graphs.flags import add_fields, read_fields
-from halluscope.graphs.method import start
+from halluscope.methods import semantic_entropy
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
+from halluscope.runtime.contract import start
 
 GREEDY_TEMPERATURE = 0.1
 SCORES = (

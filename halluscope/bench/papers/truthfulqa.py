@@ -23,17 +23,18 @@ from typing import Any, Literal
 
 import numpy as np
 
+from halluscope.backends.chat import runs_in_process
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
+from halluscope.bench.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, DataError
-from halluscope.graphs import fewl
-from halluscope.graphs.flags import ListFlag, add_fields, label_of, read_fields
-from halluscope.graphs.method import start
+from halluscope.methods import fewl
 from halluscope.results import DetectionResult
+from halluscope.runtime.contract import start
 from halluscope.scoring.fewl import VARIANT_TITLES, VARIANTS
 
 # Table 3 (and Table 10 for uniform lambda): counts of 817 questions whose best answer scored highest,
@@ -273,11 +274,12 @@ def _truthfulqa_report(result: BenchResult) -> str:
 
 
 def mc1_mode(model: ModelLike, mode: Literal["auto", "logprobs", "ask"]) -> str:
-    """How a model's MC1 choice is read: 'auto' reads log-probs of local models and asks the others."""
+    """How a model's MC1 choice is read: 'auto' reads the log-probs of a model that runs in the process
+    (llama.cpp, transformers) and asks the others."""
     if mode not in MC_MODES:
         raise ConfigError(f"--mc must be one of {', '.join(MC_MODES)}, got {mode!r}")
     if mode == "auto":
-        return "logprobs" if isinstance(model, str) and model.startswith("local:") else "ask"
+        return "logprobs" if runs_in_process(model) else "ask"
     return mode
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halluscope.backends.entailment import ZeroShot, zero_shot_judge
+from halluscope.backends.entailment import Scored, ZeroShot, zero_shot_judge
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.clue import ABOUT, UNSCORED, ZERO_SHOT
-from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.stages import Scored, Steps
+from halluscope.methods.clue import ABOUT, UNSCORED, ZERO_SHOT
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Flag, Method, RunContext, arg
 from halluscope.scoring import (
     assignment_counts,
     concept_uncertainties,
@@ -47,7 +47,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     scorer: ZeroShot | None = None
 
 

@@ -25,13 +25,14 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, Field, TypeAdapter, create_model
 from typing_extensions import TypedDict
 
+from halluscope.backends.budget import CallBudget
 from halluscope.backends.local import default_local_model
+from halluscope.backends.steps import afinish, finish
 from halluscope.checks import check_value
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.graphs import registry
-from halluscope.graphs.method import Method, Prepared, RunContext, call_limit, start
-from halluscope.graphs.serving import MAX_CALLS_ENV, Operator
-from halluscope.graphs.stages import CallBudget, afinish, finish
+from halluscope.runtime import registry
+from halluscope.runtime.contract import Method, Prepared, RunContext, call_limit, start
+from halluscope.runtime.serving import MAX_CALLS_ENV, Operator
 from halluscope.text import sentences as split_sentences
 
 Factory = Callable[[RunnableConfig], Awaitable[CompiledStateGraph]]
@@ -195,7 +196,7 @@ def options(method: Method, configurable: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         takes = ", ".join([*accepted, "max_calls"])
         raise ConfigError(f"unknown configurable {', '.join(unknown)}; this graph accepts: {takes}")
-    operator = Operator.from_env()  # a shared server's operator chooses models and files (graphs.serving)
+    operator = Operator.from_env()  # a shared server's operator chooses models and files (runtime.serving)
     if operator.shared:
         given = operator.options(method, given)
     for key, value in given.items():

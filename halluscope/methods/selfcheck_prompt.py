@@ -32,21 +32,15 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.entailment import yes_probability
-from halluscope.backends.gateway import Ask, ChatReply, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Calls, ChatReply, Gateway, ModelLike, default_gateway
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import (
-    Calls,
-    Steps,
-    node,
-    numbered,
-    one_call_max_tokens,
-    one_call_verdicts,
-    plan_calls,
-    regenerate_passages,
-)
+from halluscope.methods.sampling import regenerate_passages
+from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import options
+from halluscope.runtime.contract import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 from halluscope.backends.entailment import NLI_PREFIX, NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import ModelLike
+from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.stages import Blocking, Steps, sampled_passage
+from halluscope.methods.sampling import sampled_passage
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Flag, Method, RunContext, arg
 from halluscope.scoring.selfcheck import selfcheck_nli_score
 
 NAME = "selfcheck-nli"
@@ -42,7 +43,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     nli: NLIEntailment | None = None
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from halluscope.errors import ConfigError
-from halluscope.graphs.method import Flag, arg
 from halluscope.readers import read_file, read_lines, read_pairs, read_texts
+from halluscope.runtime.contract import Flag, arg
 from halluscope.scoring import CLUSTER_RULES
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from halluscope.errors import ConfigError
-from halluscope.graphs.method import Flag, Method
+from halluscope.runtime.contract import Flag, Method
 
 
 class ListFlag(argparse.Action):

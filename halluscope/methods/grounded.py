@@ -28,22 +28,15 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.entailment import Entailment, judge_target, nli_checkpoint, yes_probability
-from halluscope.backends.gateway import Ask, Gateway, ModelLike
+from halluscope.backends.entailment import Entailment, Judged, judge_target, nli_checkpoint, yes_probability
+from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Documents, Flag, Method, Prepared, RunContext, Streamed, arg, checked_documents
-from halluscope.graphs.stages import (
-    Calls,
-    Judged,
-    Steps,
-    node,
-    numbered,
-    one_call_max_tokens,
-    one_call_verdicts,
-    plan_calls,
-)
+from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import options
+from halluscope.runtime.contract import Documents, Flag, Method, Prepared, RunContext, Streamed, arg, checked_documents
+from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
 from halluscope.text import checked_text, checked_texts

@@ -27,21 +27,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
-from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.fibe import Known, KnownInput, ask_direct_question, quoted
-from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import (
-    Calls,
-    Steps,
-    node,
-    numbered,
-    one_call_max_tokens,
-    one_call_verdicts,
-    plan_calls,
-)
+from halluscope.methods.fibe import Known, KnownInput, ask_direct_question, quoted
+from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import options
+from halluscope.runtime.contract import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.fibe import known_value
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences

@@ -1,4 +1,4 @@
-"""The methods, found rather than listed: every module of ``halluscope.graphs`` that defines ``METHOD``
+"""The methods, found rather than listed: every module of ``halluscope.methods`` that defines ``METHOD``
 (or ``METHODS``, a dict, for FIBE's variants), then every ``halluscope.methods`` entry point of an
 installed package (a module with a ``METHOD``, or a ``Method`` itself). Nothing else names them: the
 detector, the command line, Studio's graphs, the evaluators, the tool and the guard, the benches'
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from halluscope.errors import ConfigError, unknown
 
 if TYPE_CHECKING:
-    from halluscope.graphs.method import Method
+    from halluscope.runtime.contract import Method
 
+PACKAGE = "halluscope.methods"  # halluscope's own methods, a module each
 ENTRY_POINTS = "halluscope.methods"  # the group a package declares its methods under
-SHARED = ("flags", "method", "options", "registry", "serving", "stages", "studio")  # halluscope.graphs' own parts
 
 _methods: dict[str, Method] = {}  # one dict, filled in place: a reader's reference stays current
 _modules: dict[str, ModuleType] = {}
@@ -89,11 +89,10 @@ def forget() -> None:
 
 def _find() -> None:
     global _found
-    import halluscope.graphs as package
-
+    package = importlib.import_module(PACKAGE)  # by name: the methods sit above the runtime that runs them
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name not in SHARED and not info.name.startswith("_"):
-            _add(importlib.import_module(f"{package.__name__}.{info.name}"))
+        if not info.name.startswith("_"):
+            _add(importlib.import_module(f"{PACKAGE}.{info.name}"))
     for point in entry_points(group=ENTRY_POINTS):
         loaded = point.load()
         if isinstance(loaded, ModuleType):

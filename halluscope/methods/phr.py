@@ -38,11 +38,12 @@ from typing_extensions import TypedDict  # a state pydantic reads (Studio's sche
 
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LogProbModel
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import options
-from halluscope.graphs.method import Flag, Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Steps, plan_calls
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import options
+from halluscope.runtime.contract import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.nodes import plan_calls
 from halluscope.scoring.phr import (
     Pair,
     error_rate,

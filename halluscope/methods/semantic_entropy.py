@@ -23,21 +23,14 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
-from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Calls, Gateway, ModelLike, default_gateway
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Method, RunContext, Streamed, arg
-from halluscope.graphs.stages import (
-    Calls,
-    Steps,
-    answer_ask,
-    clustering,
-    node,
-    plan_calls,
-    planner,
-    read_answer,
-)
+from halluscope.methods.sampling import answer_ask, clustering, read_answer
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Method, RunContext, Streamed, arg
+from halluscope.runtime.nodes import node, plan_calls, planner
 from halluscope.scoring import (
     ClusterRule,
     cluster_logprobs,
@@ -200,7 +193,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     judge: Entailment | None = None
 
 

@@ -6,10 +6,11 @@ import math
 from dataclasses import dataclass
 
 from halluscope.backends.gateway import ModelLike
-from halluscope.graphs import options
-from halluscope.graphs.method import Method, Prepared, RunContext
-from halluscope.graphs.stages import Steps, sampled_passage
+from halluscope.backends.steps import Steps
+from halluscope.methods.sampling import sampled_passage
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import options
+from halluscope.runtime.contract import Method, Prepared, RunContext
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, tokens
 

@@ -30,12 +30,14 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
-from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import options, selfcheck_prompt
-from halluscope.graphs.method import Method, Prepared, RunContext, Streamed, arg
-from halluscope.graphs.stages import Calls, Steps, Subgraph, node, plan_calls
+from halluscope.methods import selfcheck_prompt
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import options
+from halluscope.runtime.contract import Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.nodes import Subgraph, node, plan_calls
 from halluscope.scoring.fibe import (
     THETA,
     build_exam,

@@ -20,12 +20,12 @@ import numpy as np
 
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import LogProbModel, reading_prompt
+from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.stages import Blocking, Steps
 from halluscope.probing import Probe, load_probe
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Flag, Method, RunContext, arg
 from halluscope.scoring.token_probability import sentence_spans
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -82,7 +82,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     probe: Probe | None = None
     reader: LogProbModel | None = None
 

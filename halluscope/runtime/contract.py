@@ -6,7 +6,7 @@ default, one line of help and its command-line spellings (``arg``). From them co
 ``adetect``'s signature, the type checks, the ``detect`` subcommand's flags, the evaluators' and
 Studio's options and the docs' option table. A method's work is two functions: ``prepare`` turns the
 options into what a run uses (judges and references from spec strings, the graph built), once per
-detector, Studio graph or benchmark; ``run`` scores one item as steps (``stages.Steps``), so the same
+detector, Studio graph or benchmark; ``run`` scores one item as steps (``backends.steps.Steps``), so the same
 code runs on threads (``detect``) and on the event loop (``adetect``). Every method accepts the same
 run settings (``RUN_SETTINGS``: the gateway, the call counters, the concurrency, the progress hook).
 """
@@ -29,21 +29,13 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from halluscope.backends.budget import MAX_CALLS, CallBudget, guarded
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
+from halluscope.backends.steps import Step, Steps, afinish, finish
 from halluscope.checks import check_value, describe
 from halluscope.errors import ConfigError
-from halluscope.graphs.stages import (
-    MAX_CALLS,
-    CallBudget,
-    Step,
-    Steps,
-    afinish,
-    arun_streamed,
-    finish,
-    guarded,
-    run_streamed,
-)
 from halluscope.results import DetectionResult, RunMeta
+from halluscope.runtime.nodes import arun_streamed, run_streamed
 from halluscope.text import checked_text, checked_texts, ends_sentence, unicode_text
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
@@ -443,7 +435,7 @@ class RunContext:
         return await arun_streamed(graph, state, self.stats, self.max_concurrency, self.on_step, self.budget)
 
     def plan(self, calls: int) -> None:
-        """Calls a method that runs no graph now knows it will make (``stages.plan_calls``'s rule)."""
+        """Calls a method that runs no graph now knows it will make (``runtime.nodes.plan_calls``'s rule)."""
         self.budget.plan(calls)
         self.stats.plan(calls)
 

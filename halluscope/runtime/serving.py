@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from halluscope.backends.budget import MAX_CALLS
 from halluscope.checks import check_value
 from halluscope.errors import ConfigError
-from halluscope.graphs.method import Method
-from halluscope.graphs.stages import MAX_CALLS
+from halluscope.runtime.contract import Method
 
 MODEL_ENV = "HALLUSCOPE_SERVE_MODEL"  # the LangGraph server's operator: the model of every run
 JUDGE_ENV = "HALLUSCOPE_SERVE_JUDGE"  # ... the judge of every run whose method has one

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.gateway import ModelLike, model_name
+from halluscope.backends.steps import Steps
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options, registry
-from halluscope.graphs.method import Documents, Flag, Method, RunContext, Together, arg
-from halluscope.graphs.stages import Steps, regenerate_passages
+from halluscope.methods.sampling import regenerate_passages
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options, registry
+from halluscope.runtime.contract import Documents, Flag, Method, RunContext, Together, arg
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
@@ -78,7 +79,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     calibration: Calibration | None = None
 
 

@@ -36,13 +36,15 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
-from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Method, RunContext, Streamed, arg
-from halluscope.graphs.semantic_entropy import ENTAILMENT  # the paper's entailment prompt, as for short answers
-from halluscope.graphs.stages import Calls, Steps, answer_ask, clustering, node, plan_calls, planner, read_answer
+from halluscope.methods.sampling import answer_ask, clustering, read_answer
+from halluscope.methods.semantic_entropy import ENTAILMENT
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Method, RunContext, Streamed, arg
+from halluscope.runtime.nodes import node, plan_calls, planner
 from halluscope.scoring import ClusterRule, claim_entropy, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
 from halluscope.text import sentences as split_sentences
@@ -362,7 +364,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     judge: Entailment | None = None
 
 

@@ -34,13 +34,14 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.gateway import Ask, Gateway, ModelLike, default_gateway, model_name
+from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway, model_name
 from halluscope.backends.local import default_local_model
+from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
-from halluscope.graphs.stages import Calls, Steps, node, plan_calls
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Flag, Method, RunContext, Streamed, arg
+from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.fewl import expertise_score, expertise_weights, fewl_terms, variant_scores
 
 NAME = "fewl"
@@ -431,7 +432,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     asked: Mapping[str, Any] | None = None  # how the references are asked (reference_params)
 
 

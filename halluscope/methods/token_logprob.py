@@ -28,12 +28,12 @@ from langchain_core.messages import BaseMessage
 
 from halluscope.backends.chat import message_logprobs
 from halluscope.backends.logprobs import LogProbModel, reading_prompt
+from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, arg
-from halluscope.graphs.stages import Blocking, Steps
 from halluscope.readers import load_json, read_file
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Flag, Method, RunContext, arg
 from halluscope.scoring.token_probability import (
     ENTROPY_VARIANTS,
     VARIANTS,
@@ -215,7 +215,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     reader: LogProbModel | None = None
 
 

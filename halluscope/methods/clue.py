@@ -29,24 +29,16 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.entailment import ZeroShot, zero_shot_judge
-from halluscope.backends.gateway import Ask, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.entailment import Scored, ZeroShot, zero_shot_judge
+from halluscope.backends.gateway import Ask, Calls, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.steps import Steps, finish
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
-from halluscope.graphs import method, options
-from halluscope.graphs.method import Flag, Method, RunContext, Streamed, arg
-from halluscope.graphs.stages import (
-    Calls,
-    Scored,
-    Steps,
-    answer_ask,
-    cluster_by,
-    finish,
-    node,
-    plan_calls,
-    read_answer,
-)
+from halluscope.methods.sampling import answer_ask, cluster_by, read_answer
 from halluscope.results import DetectionResult, Unit
+from halluscope.runtime import contract, options
+from halluscope.runtime.contract import Flag, Method, RunContext, Streamed, arg
+from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring import (
     concept_uncertainties,
 )
@@ -356,7 +348,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Prepared(method.Prepared):
+class Prepared(contract.Prepared):
     scorer: ZeroShot | None = None
 
 
