@@ -83,6 +83,35 @@ def per_item_minutes(run: dict[str, Any], digits: int = 2) -> str:
     return fixed(run["minutes_per_passage"], digits)
 
 
+def _sentence_scores(run: dict[str, Any]) -> dict[tuple[str, str], tuple[float, str]]:
+    """A recorded bench run's sentence scores and labels by (passage, sentence), from its kept rows."""
+    if "rows" not in run:
+        raise ValueError("a template counts the sentences of a run recorded without its rows (records.py add --items)")
+    return {
+        (row["id"], key): (float(score), label)
+        for row in run["rows"]
+        for (key, score), label in zip(row["scores"].items(), row["labels"], strict=True)
+    }
+
+
+def labelled(run: dict[str, Any], label: str) -> int:
+    """How many of a run's sentences carry ``label`` ('accurate', 'major_inaccurate' ...)."""
+    return sum(1 for _, found in _sentence_scores(run).values() if found == label)
+
+
+def mean_score(run: dict[str, Any]) -> float:
+    scores = [score for score, _ in _sentence_scores(run).values()]
+    return sum(scores) / len(scores)
+
+
+def changed_scores(run: dict[str, Any], other: dict[str, Any]) -> int:
+    """How many sentences two runs on the same items scored differently."""
+    a, b = _sentence_scores(run), _sentence_scores(other)
+    if a.keys() != b.keys():
+        raise ValueError("changed_scores compares two runs on the same sentences")
+    return sum(1 for key in a if a[key][0] != b[key][0])
+
+
 def verdict(name: str, claim: str) -> str:
     """The sentence a record's verdict states (``benchmarks/verdicts.py`` decides it from the records and
     writes it into them): a template prints a verdict, it never decides one."""
@@ -140,7 +169,16 @@ def environment() -> Environment:
         autoescape=False,
     )
     env.globals.update(record=load_record, how_made=how_made, verdict=verdict)
-    env.filters.update(f=fixed, n=thousands, ci=interval, minutes=minutes, per_item_minutes=per_item_minutes)
+    env.filters.update(
+        f=fixed,
+        n=thousands,
+        ci=interval,
+        minutes=minutes,
+        per_item_minutes=per_item_minutes,
+        labelled=labelled,
+        mean_score=mean_score,
+        changed_scores=changed_scores,
+    )
     return env
 
 
