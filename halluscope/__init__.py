@@ -35,7 +35,7 @@ _EXPORTS = {
     **dict.fromkeys(("Entailment", "Judgement", "LLMEntailment", "NLIEntailment"), "halluscope.backends.entailment"),
     "default_local_model": "halluscope.backends.local",
     **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
-    "Detector": "halluscope.detector",
+    **dict.fromkeys(("Detector", "detector"), "halluscope.detectors"),
     "check": "halluscope.check_answer",
     "load_labelled": "halluscope.labelled",
     **dict.fromkeys(("Probe", "load_probe"), "halluscope.probing"),
@@ -55,7 +55,7 @@ _EXPORTS = {
     **dict.fromkeys(("DetectionResult", "RunMeta", "TokenUsage", "Unit", "Verdict", "to_pandas"), "halluscope.results"),
 }
 
-__all__ = ["__version__", "detector", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is imported on first use
     from halluscope.backends import (
@@ -111,10 +111,10 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
         Sample as Sample,
     )
     from halluscope.check_answer import check as check
-    from halluscope.detector import (
+    from halluscope.detectors import (
         Detector as Detector,
     )
-    from halluscope.detector import detector as detector
+    from halluscope.detectors import detector as detector
     from halluscope.errors import (
         ConfigError as ConfigError,
     )
@@ -165,8 +165,6 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
 
 def __getattr__(name: str) -> Any:
     """A public name, imported on first use; a method's module by its name ('fibe', 'selfcheck_prompt')."""
-    if name == "detector":  # the module, which called is its detector function (halluscope.detector(...))
-        return importlib.import_module("halluscope.detector")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value  # the next use is a plain lookup

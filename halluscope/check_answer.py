@@ -13,7 +13,7 @@ from typing import Any
 from halluscope.backends.budget import MAX_CALLS
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
-from halluscope.detector import detector
+from halluscope.detectors import detector
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry

@@ -18,7 +18,7 @@ from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
 from halluscope.backends.local import default_local_model
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
-from halluscope.detector import detector
+from halluscope.detectors import detector
 from halluscope.methods import semantic_entropy
 from halluscope.results import DetectionResult, RunMeta, Unit
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from halluscope.detector import Detector, detector
+from halluscope.detectors import Detector, detector
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from halluscope import evaluators as factories
 from halluscope.backends.gateway import Gateway
-from halluscope.detector import detector
+from halluscope.detectors import detector
 from halluscope.errors import ConfigError
 from halluscope.evaluators import example_arguments
 from tests.stub_servers import SinkAPI, StubAPI

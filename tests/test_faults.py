@@ -169,7 +169,7 @@ def test_importing_halluscope_loads_no_provider_sdk() -> None:
     """A Ray worker and every CLI run pay for each import (anthropic's alone is ~2 s of CPU): a
     provider's SDK loads when a model of that provider is built."""
     code = (
-        "import sys, halluscope.cli, halluscope.detector;"
+        "import sys, halluscope.cli, halluscope.detectors;"
         "print([m for m in ('openai', 'anthropic') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

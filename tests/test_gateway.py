@@ -349,3 +349,19 @@ def test_forward_passes_go_through_the_limit_and_are_counted(gateway: Gateway) -
     assert gateway.forward(model, "three word prompt", compute, stats) == -1.5
     assert seen == [1] and limiter.in_use == 0  # held during the pass, given back after
     assert stats.calls == stats.forward_passes == 1 and stats.prompt_tokens > 0 and stats.models == {"logprob:fake"}
+
+
+def test_a_model_spec_is_parsed_once_per_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call of a model resolves it: the spec string is parsed and checked on its first use only,
+    and every later use reads the resolved model (its adapter and client), not chat.py again."""
+    import halluscope.backends.gateway as gateway_module
+
+    parsed: list[str] = []
+    real = gateway_module.parse_model_spec
+    monkeypatch.setattr(gateway_module, "parse_model_spec", lambda spec: parsed.append(spec) or real(spec))
+    gateway = Gateway(cache=None)
+    spec = "openai-compatible:http://127.0.0.1:9/v1#m"
+    first = gateway.model(spec)
+    assert [gateway.model(spec) for _ in range(3)] == [first] * 3
+    assert gateway.gives_logprobs(spec) and gateway.chat_model(spec) is first.chat
+    assert parsed == [spec]

@@ -19,14 +19,16 @@ LAYERS = (
     ("backends", "calibration", "probing"),
     ("runtime",),
     ("methods", "scale"),
-    ("detector",),
+    ("detectors",),
     ("tools", "evaluators", "bench", "demo", "check_answer", "testing", "serve"),
+    ("tune",),
     ("cli", "halluscope"),
 )
 
 
-def _imports(path: Path, package: str) -> set[str]:
-    """Every halluscope module ``path`` imports, at its top or inside a function."""
+def _imports(path: Path, package: str, modules: set[str]) -> set[str]:
+    """Every halluscope module ``path`` imports, at its top or inside a function: ``from X import y``
+    imports the module X.y where there is one, else X itself (the package root's names included)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -34,8 +36,10 @@ def _imports(path: Path, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             module = node.module if node.level == 0 else f"{package}.{node.module}"
             if module.startswith("halluscope"):
-                found.add(module)
-                found |= {f"{module}.{a.name}" for a in node.names}
+                named = {f"{module}.{a.name}" for a in node.names}
+                found |= named & modules
+                if named - modules:
+                    found.add(module)
     return found
 
 
@@ -47,7 +51,7 @@ def _graph() -> dict[str, set[str]]:
     graph = {}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        graph[name] = {m for m in _imports(path, package) if m in files and m != name and m != "halluscope"}
+        graph[name] = {m for m in _imports(path, package, set(files)) if m in files and m != name}
     return graph
 
 
@@ -99,3 +103,16 @@ def test_no_function_of_the_package_is_longer_than_80_lines() -> None:
                 if lines > LONGEST:
                     long.append(f"{path.relative_to(ROOT)}:{found.lineno} {found.name} ({lines} lines)")
     assert not long, long
+
+
+def test_a_runs_settings_travel_as_arguments_not_context_variables() -> None:
+    """A run's call budget goes from the door to the gateway as one object passed down (on the run's
+    CallStats), never through a ContextVar: a budget set in a context variable once held on one thread
+    and was lost on the next."""
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "ContextVar" in line
+    ]
+    assert not found, found

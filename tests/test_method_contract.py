@@ -11,7 +11,7 @@ import pytest
 import halluscope
 from halluscope.bench.flags import label_of
 from halluscope.cli import build_parser, main
-from halluscope.detector import METHODS
+from halluscope.detectors import METHODS
 from halluscope.errors import ConfigError
 from halluscope.methods import fibe
 

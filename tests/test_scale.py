@@ -29,7 +29,7 @@ from halluscope.backends.limits import ModelLimiter, use_shared_limits
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import BenchResult
 from halluscope.cli import main
-from halluscope.detector import _DetectJob
+from halluscope.detectors import _DetectJob
 from halluscope.errors import CacheError, ConfigError
 from tests.stub_servers import StubAPI, redis_server
 

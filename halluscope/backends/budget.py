@@ -4,10 +4,7 @@ request counted as one more, and a cut that stops a run whose client left or who
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from halluscope.backends.stats import run_guard
 from halluscope.errors import ConfigError
 
 MAX_CALLS = 10_000  # a run that plans more model calls than this is refused unless allowed
@@ -22,11 +19,11 @@ class RunCut(BudgetError):
 
 
 class CallBudget:
-    """The model calls a run may plan (None: no limit), or a batch's runs together (``scope``). A method
-    announces its calls as soon as it knows them (``plan_calls``), before it makes them; the gateway
-    counts each retry of a request as one more (``guarded``). The announcement that passes the limit
-    raises, naming the count, what the limit covers and how to allow it. A budget ``cut`` refuses every
-    call from then on (the gateway asks it before each request: ``sending``)."""
+    """The model calls a run may plan (None: no limit), or a batch's runs together (``scope``). It rides
+    on the run's CallStats: a method announces its calls as soon as it knows them (``stats.plan``),
+    before it makes them; the gateway counts each retry of a request as one more. The announcement that
+    passes the limit raises, naming the count, what the limit covers and how to allow it. A budget
+    ``cut`` refuses every call from then on (the gateway asks it before each request: ``sending``)."""
 
     def __init__(self, limit: int | None = MAX_CALLS, scope: str = "run", allow: str | None = None) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -70,16 +67,3 @@ class CallBudget:
                 f"this {self.scope} plans {planned:,} model calls{counted}, more than the limit of {self.limit:,}"
                 f"{covers}; {allow}"
             )
-
-
-@contextmanager
-def guarded(budget: CallBudget | None) -> Iterator[None]:
-    """While a run (or a node of its graph) runs, the gateway asks its budget before each request (a cut
-    run makes no further call) and counts each retry as one more call of it: a run that plans exactly its
-    limit against a failing server once sent twice as many requests. Set and reset on the run's own
-    thread or task."""
-    token = run_guard.set(budget)
-    try:
-        yield
-    finally:
-        run_guard.reset(token)

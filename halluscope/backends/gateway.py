@@ -53,7 +53,7 @@ from halluscope.backends.retry import (
     call_with_retries,
     env_number,
 )
-from halluscope.backends.stats import CallStats, ChatReply, RunGuard, run_guard
+from halluscope.backends.stats import CallStats, ChatReply
 from halluscope.backends.steps import Blocking, Sleep, Step, Steps, afinish, finish
 from halluscope.errors import ConfigError, ParseError, PromptError, redact_credentials
 from halluscope.prompts.registry import DELIMIT_SUFFIX, PromptRegistry, PromptTemplate, fence, to_langchain
@@ -139,7 +139,8 @@ class Gateway:
         self.concurrency = concurrency
         self.timeout = timeout
         self.delimit = delimit  # fence the user text in every chat prompt (prompts.registry.fence)
-        self._models: dict[str, _Model] = {}
+        self._models: dict[str, _Model] = {}  # by model key
+        self._specs: dict[str, _Model] = {}  # by the spec string a caller gave: parsed once
         self._logprob_models: dict[str, LogProbModel] = {}
         self._limiters: dict[str, ModelLimiter] = {}
         self._lock = threading.Lock()
@@ -181,17 +182,22 @@ class Gateway:
     # -- models
 
     def model(self, model: ModelLike) -> _Model:
-        """Resolve a model string (or a ready chat model) once per gateway."""
+        """Resolve a model string (or a ready chat model) once per gateway: its spec parsed and checked,
+        its provider's adapter found and its client built on first use; every later call reads them."""
         if isinstance(model, BaseChatModel):
             key = getattr(model, "model_id", None) or _instance_key(model)
             with self._lock:
                 return self._models.setdefault(key, _Model(key, model, INSTANCE))
+        resolved = self._specs.get(model) if isinstance(model, str) else None
+        if resolved is not None:
+            return resolved
         spec: ModelSpec = parse_model_spec(model)
         with self._lock:
             if spec.key not in self._models:
                 chat = make_chat_model(spec, self.timeout)
                 self._models[spec.key] = _Model(spec.key, chat, adapter(spec.provider), spec)
-            return self._models[spec.key]
+            self._specs[model] = self._models[spec.key]
+            return self._specs[model]
 
     def warm(self, model: ModelLike) -> None:
         """The model resolved and loaded now (a server's, before it says it is ready)."""
@@ -352,7 +358,7 @@ class Gateway:
             return answered
         try:
             started = time.perf_counter()
-            data = yield _Send(self, req, run_guard.get())
+            data = yield _Send(self, req)
             return (yield Blocking(functools.partial(self._finish, req, data, time.perf_counter() - started)))
         finally:
             yield Blocking(lambda _stats: self._land(req))
@@ -435,11 +441,9 @@ class Gateway:
             stats.record(reply, seconds)
         return reply
 
-    def _limited(self, key: str, compute: Callable[[], T]) -> T:
+    def _limited(self, key: str, compute: Callable[[], T], stats: CallStats | None) -> T:
         """``compute()`` holding one of the model's concurrency slots, unless the run was cut."""
-        guard = run_guard.get()
-        if guard is not None:
-            guard.sending()
+        _Send.sending(stats)
         with self.limiter(key).slot():
             return compute()
 
@@ -480,6 +484,7 @@ class Gateway:
                 stop=tuple(merged.get("stop") or ()),
                 seed=None if seed is None else int(seed) + sample_index,
             )[0],
+            stats,
         )
         data = {
             "text": sample.text,
@@ -500,7 +505,7 @@ class Gateway:
         distribution), under the model's concurrency limit and counted on ``stats``; deterministic, so
         recomputed rather than cached."""
         started = time.perf_counter()
-        out = self._limited(model.name, compute)
+        out = self._limited(model.name, compute, stats)
         if stats is not None:
             stats.record_forward(model.name, token_count(model, prompt), time.perf_counter() - started)
         return out
@@ -521,7 +526,7 @@ class Gateway:
                 stats.record_forward(lm.name, 0, 0.0, cached=True)
             return found
         started = time.perf_counter()
-        found = self._limited(lm.name, lambda: lm.token_stats(prompt, text))
+        found = self._limited(lm.name, lambda: lm.token_stats(prompt, text), stats)
         if stats is not None:
             stats.record_forward(lm.name, token_count(lm, prompt + text), time.perf_counter() - started)
         self._keep_token_stats(key, found)
@@ -562,7 +567,7 @@ class Gateway:
         all_ends = sorted(set(want_ends) | set(held[0] if held else ()))
         all_layers = sorted(set(want_layers) | set(held[1] if held else ()))
         started = time.perf_counter()
-        reading: Reading = self._limited(lm.name, lambda: lm.read(prompt, text, all_ends, all_layers))
+        reading: Reading = self._limited(lm.name, lambda: lm.read(prompt, text, all_ends, all_layers), stats)
         if stats is not None:
             stats.record_forward(lm.name, token_count(lm, prompt + text), time.perf_counter() - started)
         states = {layer: _rounded(reading.states[layer]) for layer in all_layers}
@@ -701,28 +706,28 @@ class Gateway:
 class _Send(Step):
     """A request that missed the cache, sent to its provider under the retry policy, holding one of the
     model's concurrency slots per try: the client's ``invoke``, or its ``ainvoke``. Each try asks the
-    run's guard first (read where the call started: a retry may run on another thread), and each retry
-    is counted on the run's stats and budget."""
+    run's budget first (on its stats), and each retry is counted on the run's stats and budget."""
 
     gateway: Gateway
     req: _Request
-    guard: RunGuard | None
 
-    def on_retry(self, stats: CallStats | None) -> None:
+    @staticmethod
+    def on_retry(stats: CallStats | None) -> None:
         if stats is not None:
             stats.add_retry()
-        if self.guard is not None:
-            self.guard.retrying()
+            if stats.budget is not None:
+                stats.budget.retrying()
 
-    def sending(self) -> None:
-        if self.guard is not None:
-            self.guard.sending()
+    @staticmethod
+    def sending(stats: CallStats | None) -> None:
+        if stats is not None and stats.budget is not None:
+            stats.budget.sending()
 
     def run(self, stats: CallStats | None) -> dict[str, Any]:
         req = self.req
 
         def attempt() -> dict[str, Any]:
-            self.sending()
+            self.sending(stats)
             with self.gateway.limiter(req.model.key).slot(), _bad_replies(req.model.adapter):
                 chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
                 message = chat.invoke(req.messages, **kwargs)
@@ -736,7 +741,7 @@ class _Send(Step):
         limiter = self.gateway.limiter(req.model.key)
 
         async def attempt() -> dict[str, Any]:
-            self.sending()
+            self.sending(stats)
             async with limiter.aslot():
                 with _bad_replies(req.model.adapter):
                     chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)

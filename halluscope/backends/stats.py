@@ -1,13 +1,13 @@
 """What one run cost: CallStats counts the calls sent, cache hits, retries, parse failures, tokens and
 seconds of a run (safe to share across its threads and tasks); ChatReply is one answer as the gateway
-returns it."""
+returns it. A run's CallStats carries its call budget (``budget``), so the gateway that counts a call on
+them asks the budget first: one object, passed down explicitly with the counters it guards."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,8 +15,12 @@ from halluscope.results import RunMeta, TokenUsage
 
 
 class RunGuard(Protocol):
-    """What a run's requests answer to (its call budget, set while it runs): the gateway asks it before
-    every request or forward pass it sends, and tells it of every retry."""
+    """What a run's requests answer to (its call budget): a method announces its calls to it before it
+    makes them, and the gateway asks it before every request or forward pass it sends, and tells it of
+    every retry."""
+
+    def plan(self, calls: int) -> None:
+        """``calls`` more are announced: refused (raising) when they pass the run's limit."""
 
     def sending(self) -> None:
         """Raises once the run is cut (its client left, its timeout passed): no further call is made."""
@@ -25,16 +29,17 @@ class RunGuard(Protocol):
         """A failed request is tried again: one more call of the run's budget, which may refuse it."""
 
 
-run_guard: ContextVar[RunGuard | None] = ContextVar("halluscope_run_guard", default=None)
-
-
 class CallStats:
     """Counters of one run, safe to share across threads and tasks of that run."""
 
     def __init__(
-        self, on_reply: Callable[[], None] | None = None, on_plan: Callable[[int], None] | None = None
+        self,
+        on_reply: Callable[[], None] | None = None,
+        on_plan: Callable[[int], None] | None = None,
+        budget: RunGuard | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self.budget = budget  # the run's call budget (None: none), asked before each call counted here
         self.on_reply = on_reply  # called after each reply or forward pass recorded: drives progress bars
         self.on_plan = on_plan  # called with the calls planned so far when a method announces more: a bar's total
         self.planned = 0
@@ -93,20 +98,29 @@ class CallStats:
 
     def plan(self, calls: int) -> None:
         """A method that now knows ``calls`` more replies of its run (model calls, cached ones included,
-        and judge forward passes) announces them, as soon as it knows: a progress bar's total."""
+        and judge forward passes) announces them, as soon as it knows: the run's budget refuses them
+        past its limit, before they are made; else they grow a progress bar's total."""
+        if calls <= 0:
+            return
+        if self.budget is not None:
+            self.budget.plan(calls)
+        self._planned(calls)
+
+    def _planned(self, calls: int) -> None:
         with self._lock:
             self.planned += calls
             planned = self.planned
         if self.on_plan is not None:
             self.on_plan(planned)
         if self._whole is not None:
-            self._whole.plan(calls)
+            self._whole._planned(calls)
 
-    def part(self) -> CallStats:
-        """Counters of one part of this run (a guard's check inside a host agent's run): the part counts
-        its own calls, and everything it counts is counted here too, so the host's totals and its
-        progress bar (its hooks) see every part."""
-        child = CallStats()
+    def part(self, budget: RunGuard | None = None) -> CallStats:
+        """Counters of one part of this run (one item of a benchmark, a guard's check inside a host
+        agent's run): the part counts its own calls, under ``budget`` (default: this run's), and
+        everything it counts is counted here too, so the totals and the progress bar (the hooks) see
+        every part."""
+        child = CallStats(budget=budget if budget is not None else self.budget)
         child._whole = self
         return child
 

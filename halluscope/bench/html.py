@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from halluscope import __version__
 from halluscope.bench.report import CURVES, metric_label, write_text
 from halluscope.bench.runner import BenchResult
 from halluscope.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
+from halluscope.version import __version__
 
 REPORT = "report.html"
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")

@@ -17,7 +17,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_nam
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run
-from halluscope.detector import detector
+from halluscope.detectors import detector
 from halluscope.errors import ConfigError
 from halluscope.runtime import registry
 

@@ -20,7 +20,7 @@ from halluscope.bench.report import csv_text, write_csv
 from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of
-from halluscope.detector import detector
+from halluscope.detectors import detector
 from halluscope.errors import ConfigError
 from halluscope.readers import check_writable
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, ROW_COLUMNS, DetectionResult, Verdict

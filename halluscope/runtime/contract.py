@@ -19,17 +19,15 @@ import functools
 import inspect
 import math
 import types
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
-from halluscope.backends.budget import MAX_CALLS, CallBudget, guarded
+from halluscope.backends.budget import CallBudget
 from halluscope.backends.gateway import CallStats, Gateway, default_gateway
 from halluscope.backends.steps import Step, Steps, afinish, finish
 from halluscope.checks import check_value, describe
@@ -101,6 +99,7 @@ RUN_SETTINGS: dict[str, Any] = {
     "stats": CallStats | None,  # the run's counters (a benchmark passes one for all its items)
     "max_concurrency": int | None,  # the graph's fan-out at once (LangGraph's max_concurrency)
     "on_step": Callable[[str], None] | None,  # hears each node run (a progress bar)
+    "budget": CallBudget | None,  # the calls the run may plan (default MAX_CALLS; a batch's shared one)
 }
 
 
@@ -312,22 +311,19 @@ class Method:
         prepared = self.prepare(options, ctx)
 
         def score(inputs: Any) -> DetectionResult:
-            item = dataclasses.replace(ctx, budget=CallBudget(ctx.budget.limit))  # each item its own budget
-            with guarded(item.budget):
-                return finish(self.run(prepared, inputs, item), ctx.stats)
+            item = dataclasses.replace(ctx, stats=ctx.stats.part(CallBudget(ctx.budget.limit)))  # its own budget
+            return finish(self.run(prepared, inputs, item), item.stats)
 
         return score
 
     def _detect(self, *args: Any, **kwargs: Any) -> DetectionResult:
         inputs, options, ctx = self.bind(args, kwargs)
-        with guarded(ctx.budget):
-            return self.noted(finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats), inputs)
+        return self.noted(finish(self.run(self.prepare(options, ctx), inputs, ctx), ctx.stats), inputs)
 
     async def _adetect(self, *args: Any, **kwargs: Any) -> DetectionResult:
         inputs, options, ctx = self.bind(args, kwargs)
-        with guarded(ctx.budget):
-            prepared = await asyncio.to_thread(self.prepare, options, ctx)  # loads models, opens files
-            return self.noted(await afinish(self.run(prepared, inputs, ctx), ctx.stats), inputs)
+        prepared = await asyncio.to_thread(self.prepare, options, ctx)  # loads models, opens files
+        return self.noted(await afinish(self.run(prepared, inputs, ctx), ctx.stats), inputs)
 
     def noted(self, result: DetectionResult, inputs: Any) -> DetectionResult:
         """What was checked, where a reader could mistake it: a text with no sentence ending is one
@@ -419,24 +415,27 @@ def _is_text_list(hint: Any) -> bool:
 
 @dataclass
 class RunContext:
-    """The setup every run shares: the gateway (the process's by default), the run's call counters,
-    its concurrency, the progress hook and the calls it may plan; ``stream`` runs a built graph."""
+    """The setup every run shares: the gateway (the process's by default), the run's call counters with
+    the calls it may plan on them (``stats.budget``), its concurrency and the progress hook; ``stream``
+    runs a built graph."""
 
     gateway: Gateway
     stats: CallStats
     max_concurrency: int | None = None
     on_step: Callable[[str], None] | None = None
-    budget: CallBudget = field(default_factory=CallBudget)
+
+    @property
+    def budget(self) -> CallBudget:
+        return cast(CallBudget, self.stats.budget)
 
     def stream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
-        return run_streamed(graph, state, self.stats, self.max_concurrency, self.on_step, self.budget)
+        return run_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
 
     async def astream(self, graph: CompiledStateGraph, state: Mapping[str, Any]) -> dict[str, Any]:
-        return await arun_streamed(graph, state, self.stats, self.max_concurrency, self.on_step, self.budget)
+        return await arun_streamed(graph, state, self.stats, self.max_concurrency, self.on_step)
 
     def plan(self, calls: int) -> None:
         """Calls a method that runs no graph now knows it will make (``runtime.nodes.plan_calls``'s rule)."""
-        self.budget.plan(calls)
         self.stats.plan(calls)
 
     def meta(self, method: str, events: Mapping[str, int] | None = None, **params: Any) -> RunMeta:
@@ -477,43 +476,13 @@ def start(
     stats: CallStats | None = None,
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    budget: CallBudget | None = None,
 ) -> RunContext:
     """A run on ``gateway`` (default: the process's) counting into ``stats`` (default: its own), planning
-    at most the calls ``call_limit`` allows (MAX_CALLS unless a detector says otherwise)."""
-    return RunContext(gateway or default_gateway(), stats or CallStats(), max_concurrency, on_step, _budget())
-
-
-_max_calls: ContextVar[int | None] = ContextVar("halluscope_max_calls", default=MAX_CALLS)
-
-
-@contextmanager
-def call_limit(max_calls: int | None) -> Iterator[None]:
-    """The runs started inside may plan at most ``max_calls`` model calls each (None: no limit): how a
-    detector's ``max_calls`` / ``yes`` reach every method's run without each signature repeating them."""
-    CallBudget(max_calls)  # checked here, where the caller set it
-    token = _max_calls.set(max_calls)
-    try:
-        yield
-    finally:
-        _max_calls.reset(token)
-
-
-_batch: ContextVar[CallBudget | None] = ContextVar("halluscope_batch_budget", default=None)
-
-
-@contextmanager
-def batch_budget(budget: CallBudget) -> Iterator[None]:
-    """The runs started inside share ``budget``: a batch's limit covers all its items (detect_many), not
-    each one (ten items of four calls under max_calls=4 once sent forty requests)."""
-    token = _batch.set(budget)
-    try:
-        yield
-    finally:
-        _batch.reset(token)
-
-
-def _budget() -> CallBudget:
-    return _batch.get() or CallBudget(_max_calls.get())
+    at most the calls ``budget`` allows (default: its own of MAX_CALLS; a batch passes its shared one).
+    The run counts on a part of ``stats`` that carries the budget down to the gateway."""
+    run_stats = (stats or CallStats()).part(budget if budget is not None else CallBudget())
+    return RunContext(gateway or default_gateway(), run_stats, max_concurrency, on_step)
 
 
 def option_table(method: Method) -> str:

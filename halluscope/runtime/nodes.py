@@ -1,5 +1,5 @@
 """How a method's graph runs: a node written once as steps (run by ``invoke`` on its thread, awaited by
-``ainvoke``), the run's stats and budget carried in its config, the calls a graph announces before it
+``ainvoke``), the run's stats (and the budget on them) carried in its config, the calls a graph announces before it
 makes them, and a graph run to its final state with every node run heard (progress)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.state import CompiledStateGraph
 
-from halluscope.backends.budget import CallBudget, guarded
 from halluscope.backends.stats import CallStats
 from halluscope.backends.steps import Step, Steps, afinish, finish
 
@@ -37,34 +36,23 @@ def node(name: str, steps: Callable[[Any, RunnableConfig], Steps[dict[str, Any]]
     loop, so a graph's model calls use the provider's async client without a second copy of the node."""
 
     def run(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        with guarded(budget_of(config)):
-            return finish(steps(state, config), stats_of(config))
+        return finish(steps(state, config), stats_of(config))
 
     async def arun(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        with guarded(budget_of(config)):
-            return await afinish(steps(state, config), stats_of(config))
+        return await afinish(steps(state, config), stats_of(config))
 
     return RunnableLambda(run, afunc=arun, name=name)
 
 
 def stats_of(config: RunnableConfig | None) -> CallStats | None:
-    """The run's CallStats, passed as ``{"configurable": {"stats": ...}}``."""
+    """The run's CallStats, with its budget on them, passed as ``{"configurable": {"stats": ...}}``."""
     return ((config or {}).get("configurable") or {}).get("stats")
-
-
-def budget_of(config: RunnableConfig | None) -> CallBudget | None:
-    """The run's CallBudget, passed as ``{"configurable": {"budget": ...}}``."""
-    return ((config or {}).get("configurable") or {}).get("budget")
 
 
 def plan_calls(config: RunnableConfig | None, calls: int) -> None:
     """Announce the replies a graph now knows it will take (its own, not its subgraphs'), before it makes
     them: the run's budget refuses a run past its limit, and the total of the run's progress bar grows."""
-    if calls <= 0:
-        return
-    budget, stats = budget_of(config), stats_of(config)
-    if budget is not None:
-        budget.plan(calls)
+    stats = stats_of(config)
     if stats is not None:
         stats.plan(calls)
 
@@ -74,8 +62,8 @@ def planner(config: RunnableConfig | None) -> Callable[[int], None]:
     return lambda calls: plan_calls(config, calls)
 
 
-def _run_config(stats: CallStats, max_concurrency: int | None, budget: CallBudget | None) -> RunnableConfig:
-    config: RunnableConfig = {"configurable": {"stats": stats, "budget": budget}}
+def _run_config(stats: CallStats, max_concurrency: int | None) -> RunnableConfig:
+    config: RunnableConfig = {"configurable": {"stats": stats}}
     if max_concurrency:
         config["max_concurrency"] = max_concurrency
     return config
@@ -109,11 +97,10 @@ def run_streamed(
     stats: CallStats,
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
-    budget: CallBudget | None = None,
 ) -> dict[str, Any]:
     """Run a graph to its final state, telling ``on_step`` of every node run."""
     folded = _Folded(on_step)
-    config = _run_config(stats, max_concurrency, budget)
+    config = _run_config(stats, max_concurrency)
     for namespace, mode, chunk in graph.stream(state, config, stream_mode=["updates", "values"], subgraphs=True):
         folded.add(namespace, mode, chunk)
     return folded.out
@@ -125,12 +112,11 @@ async def arun_streamed(
     stats: CallStats,
     max_concurrency: int | None = None,
     on_step: Callable[[str], None] | None = None,
-    budget: CallBudget | None = None,
 ) -> dict[str, Any]:
     """``run_streamed`` on the event loop: a node with an async form awaits the provider's async
     client; one without runs on LangGraph's threads."""
     folded = _Folded(on_step)
-    config = _run_config(stats, max_concurrency, budget)
+    config = _run_config(stats, max_concurrency)
     stream = graph.astream(state, config, stream_mode=["updates", "values"], subgraphs=True)
     async for namespace, mode, chunk in stream:
         folded.add(namespace, mode, chunk)

@@ -27,11 +27,12 @@ from typing_extensions import TypedDict
 
 from halluscope.backends.budget import CallBudget
 from halluscope.backends.local import default_local_model
+from halluscope.backends.stats import CallStats
 from halluscope.backends.steps import afinish, finish
 from halluscope.checks import check_value
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.runtime import registry
-from halluscope.runtime.contract import Method, Prepared, RunContext, call_limit, start
+from halluscope.runtime.contract import Method, Prepared, RunContext, start
 from halluscope.runtime.serving import MAX_CALLS_ENV, Operator
 from halluscope.text import sentences as split_sentences
 
@@ -72,8 +73,7 @@ def factory(name: str) -> Factory:
     def built(configurable: Mapping[str, Any]) -> CompiledStateGraph:
         try:
             warm()
-            with call_limit(run_limit(configurable)):
-                ctx = start()
+            ctx = start(budget=CallBudget(run_limit(configurable)))
             given = {k: v for k, v in configurable.items() if k != "max_calls"}
             prepared = method.prepare(method.options(**options(method, given)), ctx)
         except HalluscopeError as exc:  # the schemas stay served; a run says why it cannot run
@@ -112,8 +112,8 @@ class Served(CompiledStateGraph):
     method: Method | None = None
 
     def _guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """The run's arguments with its budget in its config (its nodes count their calls and retries
-        on it), after its input is checked."""
+        """The run's arguments with its stats and budget in its config (its nodes count their calls and
+        retries on them), after its input is checked."""
         given, rest = (args[0], args[1:]) if args else (kwargs.pop("input", None), ())
         config = dict((rest[0] if rest else kwargs.pop("config", None)) or {})
         configurable = dict(config.get("configurable") or {})
@@ -125,7 +125,7 @@ class Served(CompiledStateGraph):
         )
         if self.method is not None and isinstance(given, Mapping):
             self.method.validate_fields({k: v for k, v in given.items() if k in self.method.input_names})
-        config["configurable"] = {**configurable, "budget": budget}
+        config["configurable"] = {**configurable, "stats": CallStats(budget=budget)}
         return (given, config, *rest[1:])
 
     async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]

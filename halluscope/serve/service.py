@@ -15,11 +15,10 @@ from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.gateway import Gateway, default_gateway
 from halluscope.check_answer import check as check_answer
 from halluscope.checks import check_value
-from halluscope.detector import detector
+from halluscope.detectors import detector
 from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
-from halluscope.runtime.contract import batch_budget
 from halluscope.runtime.serving import Operator
 from halluscope.runtime.studio import options_schema
 from halluscope.text import checked_text
@@ -67,8 +66,8 @@ class ServerSettings:
             options.setdefault("gateway", self.gateway)
         return options
 
-    async def run(self, work: Callable[[], DetectionResult], limit: int) -> dict[str, Any]:
-        """``work`` on a thread under a budget of ``limit`` calls, within the timeout; a halluscope error
+    async def run(self, work: Callable[[CallBudget], DetectionResult], limit: int) -> dict[str, Any]:
+        """``work(budget)`` on a thread under a budget of ``limit`` calls, within the timeout; a halluscope error
         raises as one redacted line. A request that times out, or whose client leaves (its task is
         cancelled), has its budget cut: the thread makes no further model call."""
         budget = CallBudget(
@@ -77,13 +76,9 @@ class ServerSettings:
             allow=f"a request's max_calls may raise it to this server's ceiling of {self.operator.max_calls:,}",
         )
 
-        def budgeted() -> DetectionResult:
-            with batch_budget(budget):
-                return work()
-
         self.running.add(budget)
         try:
-            result = await asyncio.wait_for(asyncio.to_thread(budgeted), self.timeout)
+            result = await asyncio.wait_for(asyncio.to_thread(work, budget), self.timeout)
         except TimeoutError:
             budget.cut(f"it ran past this server's timeout of {self.timeout:g} s")
             raise RequestTimeout(f"the request ran past this server's timeout of {self.timeout:g} s") from None
@@ -134,7 +129,7 @@ class ServerSettings:
         if self.operator.judge is not None and registry.get(method or "grounded").refers.get("judge"):
             options["judge"] = self.operator.judge
 
-        def work() -> DetectionResult:
+        def work(budget: CallBudget) -> DetectionResult:
             return check_answer(
                 answer,
                 context=context,
@@ -143,6 +138,7 @@ class ServerSettings:
                 model=model,
                 threshold=threshold,
                 max_calls=limit,
+                budget=budget,
                 **options,
             )
 
@@ -162,8 +158,8 @@ class ServerSettings:
         given = self.operator.inputs(spec, inputs)
         chosen = self.with_gateway(self.operator.options(spec, options))
 
-        def work() -> DetectionResult:
-            return detector(spec.name, max_calls=limit, **chosen).detect(**given)
+        def work(budget: CallBudget) -> DetectionResult:
+            return detector(spec.name, max_calls=limit, **chosen).detect(**given, budget=budget)
 
         return await self.run(work, limit)
 

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, create_model
 
-from halluscope.detector import Detector
+from halluscope.detectors import Detector
 from halluscope.errors import HalluscopeError
 from halluscope.results import DetectionResult
 from halluscope.runtime.contract import Documents

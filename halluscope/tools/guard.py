@@ -33,7 +33,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
-from halluscope.detector import Detector
+from halluscope.detectors import Detector
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.results import DetectionResult
 from halluscope.runtime.nodes import stats_of

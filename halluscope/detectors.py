@@ -10,10 +10,9 @@ in a trace, named after the method.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
-import sys
 import time
-import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any, Union
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langchain_core.runnables.config import ContextThreadPoolExecutor, get_config_list, patch_config
 from pydantic import BaseModel, Field, create_model
 from tqdm.auto import tqdm
 
@@ -35,7 +34,7 @@ from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials
 from halluscope.results import DetectionResult, RunMeta
 from halluscope.runtime import registry
-from halluscope.runtime.contract import RUN_SETTINGS, Method, batch_budget, call_limit
+from halluscope.runtime.contract import RUN_SETTINGS, Method
 from halluscope.text import checked_text, checked_texts
 
 # Every method by name, FIBE's variants included ('fibe+sbc+dq'), as the registry finds them: one
@@ -56,9 +55,11 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     calibration: Calibration | None = None  # gives every unit a probability beside its score
     max_calls: int | None = MAX_CALLS  # the model calls one run may plan (None: no limit)
     force_calibration: bool = False  # apply a calibration to scores of other settings, with a warning
+    spec: Method = field(init=False, repr=False)  # the method's contract, looked up once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", registry.name_of(self.method))
+        object.__setattr__(self, "spec", registry.get(self.method))
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         CallBudget(self.max_calls)  # a bad limit is refused now, not at the first run
         self._check_names(self.options, "option")
@@ -68,11 +69,6 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             model = self.options.get(self.spec.model_field)
             self.calibration.check(self.method, model_name(model) if isinstance(model, ModelLike) else None)
             self.calibration.settings_note(self._scale_options(), self.force_calibration)  # n=3 on a fit on 20
-
-    @property
-    def spec(self) -> Method:
-        """The method's contract (its inputs, options, needs and how a result reads)."""
-        return registry.get(self.method)
 
     def accepted(self) -> dict[str, inspect.Parameter]:
         """The keyword arguments the method's ``detect`` takes (options and item fields alike)."""
@@ -139,9 +135,18 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         its result's ``meta.warnings`` say is also given as a ``HalluscopeWarning``."""
         return self._warned(self._detect(item))
 
-    def _detect(self, item: Mapping[str, Any]) -> DetectionResult:
-        with call_limit(self.max_calls):
-            return self._calibrated(self.spec.detect(**self.arguments(item)))
+    def _detect(self, item: Mapping[str, Any], budget: CallBudget | None = None) -> DetectionResult:
+        return self._calibrated(self.spec.detect(**self._budgeted(item, budget)))
+
+    def _budgeted(self, item: Mapping[str, Any], budget: CallBudget | None) -> dict[str, Any]:
+        """One run's arguments with its call budget: a batch's shared one, one the caller passed (an
+        item's or an option's ``budget``), else its own of the detector's ``max_calls``."""
+        kwargs = self.arguments(item)
+        if budget is not None:
+            kwargs["budget"] = budget
+        elif kwargs.get("budget") is None:
+            kwargs["budget"] = CallBudget(self.max_calls)
+        return kwargs
 
     # -- as a LangChain Runnable
 
@@ -168,8 +173,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     def invoke(self, input: DetectorInput, config: RunnableConfig | None = None, **kwargs: Any) -> DetectionResult:  # noqa: A002
         """``detect`` on one item: a dict of the method's arguments, or the text to check (a string or
         a chat message: the answer for a method that checks one, else the question)."""
+        budget = _batch_budget(config)
         return self._call_with_config(
-            lambda value: self.detect(**self.item(value)), input, _item_config(config), run_type="chain"
+            lambda value: self._warned(self._detect(self.item(value), budget)),
+            input,
+            _item_config(config),
+            run_type="chain",
         )
 
     async def ainvoke(
@@ -179,8 +188,9 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         **kwargs: Any,
     ) -> DetectionResult:
         """``adetect`` on one item, under the config's callbacks, tags and run name."""
+        budget = _batch_budget(config)
         return await self._acall_with_config(
-            lambda value: self.adetect(**self.item(value)), input, _item_config(config), run_type="chain"
+            lambda value: self._adetect(self.item(value), budget), input, _item_config(config), run_type="chain"
         )
 
     def batch(
@@ -193,8 +203,8 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     ) -> list[DetectionResult]:
         """``invoke`` on every input, the detector's ``max_calls`` covering the whole batch (as in
         ``detect_many``): five items of two calls under max_calls=3 once sent all ten."""
-        with batch_budget(CallBudget(self.max_calls, scope="batch")):
-            return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        configs = self._sharing_a_budget(config, len(inputs))
+        return super().batch(inputs, configs, return_exceptions=return_exceptions, **kwargs)
 
     async def abatch(
         self,
@@ -205,8 +215,16 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         **kwargs: Any,
     ) -> list[DetectionResult]:
         """``batch`` on the event loop, under one budget alike."""
-        with batch_budget(CallBudget(self.max_calls, scope="batch")):
-            return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        configs = self._sharing_a_budget(config, len(inputs))
+        return await super().abatch(inputs, configs, return_exceptions=return_exceptions, **kwargs)
+
+    def _sharing_a_budget(self, config: RunnableConfig | list[RunnableConfig] | None, n: int) -> list[RunnableConfig]:
+        """Each input's config, all carrying one budget of the batch (its configurable ``budget``)."""
+        budget = CallBudget(self.max_calls, scope="batch")
+        return [
+            patch_config(c, configurable={**(c.get("configurable") or {}), BUDGET_KEY: budget})
+            for c in get_config_list(config, n)
+        ]
 
     def item(self, value: DetectorInput) -> dict[str, Any]:
         """The keyword arguments a Runnable input stands for."""
@@ -241,8 +259,10 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
     async def adetect(self, **item: Any) -> DetectionResult:
         """``detect`` on the event loop: the method's model calls await the provider's async client
         (a local model's work, PHR's forward passes and a local NLI judge, runs on a thread)."""
-        with call_limit(self.max_calls):
-            return self._warned(self._calibrated(await self.spec.adetect(**self.arguments(item))))
+        return await self._adetect(item)
+
+    async def _adetect(self, item: Mapping[str, Any], budget: CallBudget | None = None) -> DetectionResult:
+        return self._warned(self._calibrated(await self.spec.adetect(**self._budgeted(item, budget))))
 
     def detect_many(
         self,
@@ -283,11 +303,9 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
             if executor == "ray":
                 self._on_ray(batch, done, concurrency, address, workers)
             else:
-                with (
-                    batch_budget(CallBudget(self.max_calls, scope="batch")),
-                    ContextThreadPoolExecutor(max_workers=concurrency) as pool,
-                ):
-                    list(pool.map(lambda i: done(i, self.scored(batch[i])), range(len(batch))))
+                budget = CallBudget(self.max_calls, scope="batch")
+                with ContextThreadPoolExecutor(max_workers=concurrency) as pool:
+                    list(pool.map(lambda i: done(i, self.scored(batch[i], budget)), range(len(batch))))
         finished = [r for r in results if r is not None]
         if len(finished) != len(batch):  # every item is scored or recorded as failed: none may be lost
             raise RuntimeError(f"detect_many lost {len(batch) - len(finished)} of {len(batch)} items")
@@ -298,11 +316,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
                 warnings.warn(note, HalluscopeWarning, stacklevel=2)
         return finished
 
-    def scored(self, item: Mapping[str, Any]) -> DetectionResult:
-        """``detect(**item)``, with a bad input or a provider that gave up recorded on the result."""
+    def scored(self, item: Mapping[str, Any], budget: CallBudget | None = None) -> DetectionResult:
+        """``detect(**item)`` (under ``budget``, a batch's), with a bad input or a provider that gave up
+        recorded on the result."""
         started = time.monotonic()
         try:
-            return self._detect(item)
+            return self._detect(item, budget)
         except HalluscopeError as exc:
             return self._failed(exc, time.monotonic() - started)
 
@@ -350,6 +369,12 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
 
 
 EXECUTORS = ("thread", "ray")
+BUDGET_KEY = "budget"  # a batch's shared CallBudget, in each input's configurable
+
+
+def _batch_budget(config: RunnableConfig | None) -> CallBudget | None:
+    """The budget a batch shares across its inputs (``Detector.batch``), if this run is one of them."""
+    return ((config or {}).get("configurable") or {}).get(BUDGET_KEY)
 
 
 def _item_config(config: RunnableConfig | None) -> RunnableConfig | None:
@@ -374,11 +399,7 @@ class _DetectJob:
             return self.detector.scored
         shared = _ClusterBudget(self.detector.max_calls, self.budget)
 
-        def scored(item: Mapping[str, Any]) -> DetectionResult:
-            with batch_budget(shared):
-                return self.detector.scored(item)
-
-        return scored
+        return functools.partial(self.detector.scored, budget=shared)
 
 
 class _ClusterBudget(CallBudget):
@@ -429,14 +450,3 @@ def detector(
             raise ConfigError("prior corrects a calibration's probabilities: give a calibration too")
         calibration = calibration.with_prior(prior)
     return Detector(method, options, calibration, None if yes else max_calls, force_calibration)
-
-
-class _CallableModule(types.ModuleType):
-    """``halluscope.detector`` names both this module and its ``detector`` function: whichever is imported
-    first, the module called is the function, so ``halluscope.detector("fibe", ...)`` always works."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Detector:
-        return detector(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
