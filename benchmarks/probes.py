@@ -54,15 +54,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import halluscope  # noqa: E402
 from halluscope.backends.cache import open_cache  # noqa: E402
 from halluscope.backends.gateway import CallStats, Gateway  # noqa: E402
-from halluscope.bench import probes  # noqa: E402
-from halluscope.bench.calibrate import calibrate_labelled, passage_range  # noqa: E402
-from halluscope.bench.choose import choose  # noqa: E402
 from halluscope.bench.planted import BIOGRAPHIES, riskiest  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import write_json  # noqa: E402
 from halluscope.bench.wikibio import load_wikibio  # noqa: E402
 from halluscope.prompts.registry import PromptRegistry  # noqa: E402
 from halluscope.runtime import registry
+from halluscope.tune import probe_fit as probes  # noqa: E402
+from halluscope.tune.calibrate import calibrate_labelled, passage_range  # noqa: E402
+from halluscope.tune.choose import choose  # noqa: E402
 
 SETS: dict[str, dict[str, Any]] = {
     "wikibio": {

@@ -132,7 +132,7 @@ def test_a_calibration_for_the_ensemble_runs_from_the_command_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
 ) -> None:
     """`detect ensemble --calibration FILE` once passed the file twice (TypeError for any file)."""
-    from halluscope.bench.calibrate import calibrate_wikibio
+    from halluscope.tune.calibrate import calibrate_wikibio
     from tests.stub_servers import StubAPI
 
     with StubAPI(answer="Yes") as stub:

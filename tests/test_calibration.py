@@ -14,7 +14,6 @@ import pytest
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.calibrate import calibrate_wikibio, describe, passage_range, quality_problems
 from halluscope.bench.runner import BenchResult
 from halluscope.calibration import (
     Calibration,
@@ -27,6 +26,7 @@ from halluscope.calibration import (
 )
 from halluscope.cli import main
 from halluscope.errors import ConfigError, HalluscopeWarning
+from halluscope.tune.calibrate import calibrate_wikibio, describe, passage_range, quality_problems
 from tests.scripted import AsyncOnly
 
 Y = np.array([True, False, True, True])

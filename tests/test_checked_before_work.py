@@ -147,7 +147,7 @@ def test_probe_fit_refuses_an_unwritable_out_before_any_work(
 
 
 def test_probe_fit_refuses_one_class_and_a_held_out_share_of_one_class(tmp_path: Path) -> None:
-    from halluscope.bench.probes import Example, check_balance
+    from halluscope.tune.probe_fit import Example, check_balance
 
     with pytest.raises(ConfigError, match="needs both labels"):
         check_balance([Example(f"g{i}", "t", None, ("t",), (0,)) for i in range(10)])
@@ -159,7 +159,7 @@ def test_probe_fit_refuses_one_class_and_a_held_out_share_of_one_class(tmp_path:
 
 
 def test_a_sep_fit_past_the_call_limit_is_refused_before_any_call(tmp_path: Path) -> None:
-    from halluscope.bench.probes import fit
+    from halluscope.tune.probe_fit import fit
 
     questions = tmp_path / "q.txt"
     questions.write_text("Who wrote Hamlet?\n")
@@ -170,7 +170,7 @@ def test_a_sep_fit_past_the_call_limit_is_refused_before_any_call(tmp_path: Path
 def test_a_probe_no_better_than_chance_is_refused_unless_forced(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from halluscope.bench import probes
+    from halluscope.tune import probe_fit as probes
 
     monkeypatch.setattr(probes, "read_states", _noise_states)
     monkeypatch.setattr(Gateway, "logprob_model", lambda self, model: _Named())
@@ -219,7 +219,7 @@ def test_a_deeply_nested_probe_file_is_one_line(tmp_path: Path) -> None:
 def test_choose_refuses_what_cannot_work_before_its_first_call(
     tmp_path: Path, gateway: Gateway, scripted: Any, kwargs: dict[str, Any], message: str
 ) -> None:
-    from halluscope.bench.choose import choose
+    from halluscope.tune.choose import choose
 
     asked: list[str] = []
     model = scripted(lambda prompt, params: asked.append(prompt) or judge(prompt, params))
@@ -249,7 +249,7 @@ def test_choose_refuses_what_cannot_work_before_its_first_call(
 def test_calibrate_refuses_what_cannot_work_before_its_first_call(
     tmp_path: Path, gateway: Gateway, scripted: Any, kwargs: dict[str, Any], message: str
 ) -> None:
-    from halluscope.bench.calibrate import calibrate_labelled
+    from halluscope.tune.calibrate import calibrate_labelled
 
     (tmp_path / "BLOCKED").write_text("a file where a folder should be")
     asked: list[str] = []
@@ -272,7 +272,7 @@ def test_a_candidate_that_cannot_run_is_listed_and_the_others_go_on(
     tmp_path: Path, gateway: Gateway, scripted: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from halluscope.backends.budget import BudgetError
-    from halluscope.bench import choose as choosing
+    from halluscope.tune import choose as choosing
 
     real = choosing.run
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.choose import choose
 from halluscope.calibration import Calibration
 from halluscope.cli import main
+from halluscope.tune.choose import choose
 
 CAPITALS = [
     ("Paris", "France"), ("Berlin", "Germany"), ("Rome", "Italy"), ("Madrid", "Spain"), ("Lisbon", "Portugal"),
@@ -98,7 +98,7 @@ def test_choose_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_a_stack_pays_for_every_member_each_over_the_answers_its_runs_scored() -> None:
-    from halluscope.bench.choose import Spent, costs
+    from halluscope.tune.choose import Spent, costs
 
     grounded = Spent(answers=246, calls=246, sent=246, prompt_tokens=24_600, seconds=492.0)  # 31 resumed elsewhere
     dq = Spent(answers=277, calls=277, sent=277, prompt_tokens=13_850, seconds=277.0)
@@ -121,9 +121,9 @@ def test_answers_of_one_group_are_held_out_and_resampled_together(
     """TruthfulQA's answers come from questions: a labelled file's ``group`` column keeps one question's
     answers in one fold and resamples them together, so the intervals are not those of independent answers."""
     from halluscope.bench import mine
-    from halluscope.bench.calibrate import Split, answer_folds
     from halluscope.bench.runner import run
     from halluscope.labelled import load_labelled
+    from halluscope.tune.calibrate import Split, answer_folds
 
     rows = [{**row, "group": f"q{i // 3}"} for i, row in enumerate(answers())]  # 10 questions of three answers
     labelled = load_labelled(rows)

@@ -330,13 +330,14 @@ def _qnli_responder(prompt: str, params: dict[str, Any]) -> str:
 
 
 def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data_dir: Any, tmp_path: Any) -> None:
-    from halluscope.bench.papers.clue import load_qnli, run_clue_bench
+    from halluscope.bench.papers.clue import clue_plan, load_qnli
+    from halluscope.bench.runner import run as bench
 
     items = load_qnli(data_dir, limit=3)
     assert [i.question for i in items][:1] == ["What is the minimum required if you want to teach in Canada?"]
     assert all(i.irrelevant not in (i.relevant, i.less_relevant) for i in items)
     model = scripted(_qnli_responder)
-    run = run_clue_bench(tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
+    run = bench(clue_plan(model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3), tmp_path)
     assert run.metrics["questions"] == 2 and run.meta.calls == 2 * (3 + 3)  # N samples + N extractions per question
     first = run.records[0]
     assert set(first["answer_scores"]) == {"D_R", "D_L", "D_I"}
@@ -353,12 +354,12 @@ def test_bench_clue_on_real_qnli_questions(gateway: Gateway, scripted: Any, data
     report = (tmp_path / "report.md").read_text()
     assert "theta_h = 0.6, theta_l = 0.2" in report and "-0.488" in report
     again_out = tmp_path / "again"  # another folder: no items to resume, every call from the cache
-    again = run_clue_bench(again_out, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3)
+    again = bench(
+        clue_plan(model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, limit=2, n=3), again_out
+    )
     assert again.meta.calls == 0 and again.meta.cache_hits == 12
     with pytest.raises(ValueError, match="theta"):
-        run_clue_bench(
-            tmp_path, model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, theta_h=0.1, theta_l=0.5
-        )
+        clue_plan(model=model, scorer=OverlapScorer(), gateway=gateway, data=data_dir, theta_h=0.1, theta_l=0.5)
 
 
 def test_clue_end_to_end_on_the_tiny_local_model(gateway: Gateway) -> None:

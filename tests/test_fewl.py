@@ -24,11 +24,12 @@ from halluscope.bench.papers.truthfulqa import (
     load_mc1,
     load_truthfulqa,
     mc1_accuracy,
-    run_rank_bench,
-    run_truthfulqa_bench,
+    rank_plan,
     table_measures,
+    truthfulqa_plan,
 )
 from halluscope.bench.runner import BenchResult
+from halluscope.bench.runner import run as bench
 from halluscope.errors import ConfigError
 from halluscope.methods import fewl
 from halluscope.scoring.fewl import (
@@ -285,9 +286,8 @@ def _truthful_responder(prompt: str, params: dict[str, Any]) -> str:
 
 def test_truthfulqa_bench_on_real_questions(gateway: Gateway, scripted: Any, data_dir: Any, tmp_path: Any) -> None:
     model = scripted(_truthful_responder)
-    summary = run_truthfulqa_bench(
-        tmp_path, references=[model], gateway=gateway, data=data_dir, limit=2, embedder=WordEmbedder(), progress=False
-    )
+    plan = truthfulqa_plan(references=[model], gateway=gateway, data=data_dir, limit=2, embedder=WordEmbedder())
+    summary = bench(plan, tmp_path, progress=False)
     assert summary.metrics["questions"] == 2 and summary.params["pool"] == 817 and summary.params["n"] == 5
     first = summary.records[0]
     assert len(first["answers"]) == len(load_truthfulqa(data_dir)[0].labelled)
@@ -362,15 +362,17 @@ def test_rank_bench_writes_both_rankings(
     }
     real_model = gateway.model
     monkeypatch.setattr(gateway, "model", lambda m: real_model(models.get(m, m) if isinstance(m, str) else m))
-    summary = run_rank_bench(
+    summary = bench(
+        rank_plan(
+            models=list(models),
+            references=[models["scripted:informed"]],
+            gateway=gateway,
+            mc="ask",
+            data=data_dir,
+            limit=3,
+            embedder=WordEmbedder(),
+        ),
         tmp_path,
-        models=list(models),
-        references=[models["scripted:informed"]],
-        gateway=gateway,
-        mc="ask",
-        data=data_dir,
-        limit=3,
-        embedder=WordEmbedder(),
         progress=False,
     )
     ranked = summary.metrics

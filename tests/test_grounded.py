@@ -405,8 +405,8 @@ def test_the_wikibio_grounded_bench_checks_each_sentence_against_its_wikipedia_t
 def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Path, tmp_path: Path) -> None:
     """calibrate reads each passage's Wikipedia text as the context; the ensemble hands its own context
     to the grounded member and refuses a run whose chunking differs from the fit's."""
-    from halluscope.bench.calibrate import calibrate_wikibio
     from halluscope.calibration import Calibration
+    from halluscope.tune.calibrate import calibrate_wikibio
 
     with StubAPI(answer="No") as stub:
         stub.answers_by_content["was born"] = "Yes"

@@ -189,7 +189,7 @@ def wikibio_rows(data_dir: Path, passages: int) -> list[dict[str, Any]]:
 
 
 def test_answer_folds_keep_an_answers_sentences_together() -> None:
-    from halluscope.bench.calibrate import answer_folds
+    from halluscope.tune.calibrate import answer_folds
 
     groups = np.array(["a", "a", "b", "c", "c", "c", "d", "e"])
     fold = answer_folds(groups, 2)
@@ -200,8 +200,8 @@ def test_answer_folds_keep_an_answers_sentences_together() -> None:
 
 
 def test_calibrate_on_your_answers_cross_validates_by_answer(tmp_path: Path, data_dir: Path) -> None:
-    from halluscope.bench.calibrate import answer_folds, calibrate_labelled
     from halluscope.calibration import Calibration, evaluate, fit
+    from halluscope.tune.calibrate import answer_folds, calibrate_labelled
 
     rows = wikibio_rows(data_dir, 30)
     calibration = calibrate_labelled(["selfcheck-unigram"], rows, tmp_path / "cal.json", progress=False, folds=3)
@@ -228,7 +228,7 @@ def test_calibrate_on_your_answers_cross_validates_by_answer(tmp_path: Path, dat
 
 
 def test_calibrate_refuses_a_fit_on_too_few_answers_of_a_class(tmp_path: Path, data_dir: Path) -> None:
-    from halluscope.bench.calibrate import calibrate_labelled
+    from halluscope.tune.calibrate import calibrate_labelled
 
     rows = [{**r, "labels": [0] * len(r["labels"])} for r in wikibio_rows(data_dir, 6)]
     rows[0]["labels"] = [1] * len(rows[0]["labels"])

@@ -236,8 +236,8 @@ def test_probe_fit_and_detect_from_the_command_line(tmp_path: Path, capsys: pyte
 def test_a_probe_is_calibrated_stacked_and_chosen_like_any_sentence_method(tmp_path: Path) -> None:
     """The doors a labelled-data user goes through: `calibrate` stacks the probe with token-logprob,
     the ensemble reads the probe file it is given, and `choose` ranks it among the candidates."""
-    from halluscope.bench.calibrate import calibrate_labelled
-    from halluscope.bench.choose import choose
+    from halluscope.tune.calibrate import calibrate_labelled
+    from halluscope.tune.choose import choose
 
     gateway = _gateway(tmp_path)
     lm = gateway.logprob_model(SMOL)
@@ -303,7 +303,7 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     """An accuracy probe fitted on a labelled file of questions and answers, and a SEP on unlabelled
     questions (their semantic entropy split as the paper does), each read at the question's last token
     and the answer's, the question framed by semantic entropy's answer prompt."""
-    from halluscope.bench.probes import fit
+    from halluscope.tune.probe_fit import fit
 
     gateway = _gateway(tmp_path)
     data = tmp_path / "answers.jsonl"
@@ -350,7 +350,7 @@ def test_a_question_whose_answer_fails_is_left_out_of_the_fit_not_the_whole_fit(
     """TriviaQA's questions answered by a scripted model (right on even questions, wrong on odd ones,
     failing for good on one): that question is counted as not read, the others are fitted."""
     from halluscope.bench.papers.qa import load_qa
-    from halluscope.bench.probes import fit
+    from halluscope.tune.probe_fit import fit
     from tests.scripted import ScriptedChatModel
 
     questions = {q.question: q for q in load_qa("triviaqa", data_dir) if q.index < 12}

@@ -14,8 +14,9 @@ import pytest
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import Gateway
-from halluscope.bench.papers.qa import is_correct, load_qa, normalise, run_qa_bench
+from halluscope.bench.papers.qa import is_correct, load_qa, normalise, qa_plan
 from halluscope.bench.runner import BenchResult
+from halluscope.bench.runner import run as bench
 from halluscope.errors import ConfigError
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, bootstrap_metrics
 
@@ -134,7 +135,7 @@ def test_run_on_scripted_models_scores_every_question(
         gateway=gateway,
         prompt="semantic_entropy.entailment",
     )
-    run = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
+    run = bench(qa_plan("triviaqa", model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5), tmp_path)
     assert [q["correct"] for q in run.records] == [True, True, False, False]
     # per question one answer at temperature 0.1 and M = 5 at temperature 1
     assert sorted(p["temperature"] for p in seen) == [0.1] * 4 + [1.0] * 20
@@ -152,5 +153,5 @@ def test_run_on_scripted_models_scores_every_question(
     report = (tmp_path / "report.md").read_text()
     assert "| semantic entropy (discrete) | 1.000" in report and "n/a (no log-probs)" in report
     assert (tmp_path / "roc.png").read_bytes()[:4] == b"\x89PNG"
-    again = run_qa_bench("triviaqa", tmp_path, model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5)
+    again = bench(qa_plan("triviaqa", model=model, judge=judge, gateway=gateway, data=data_dir, limit=4, n=5), tmp_path)
     assert again.meta.calls == 0 and again.metrics == metrics

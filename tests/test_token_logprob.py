@@ -302,8 +302,8 @@ def test_an_evaluator_reads_the_runs_message_and_its_logprobs(gateway: Gateway) 
 def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_dir: Path, tmp_path: Path) -> None:
     """calibrate reads each passage through the proxy once; the ensemble of it and the unigram (which
     costs no call) runs on a new answer, and a calibration refuses another variant."""
-    from halluscope.bench.calibrate import calibrate_wikibio
     from halluscope.calibration import Calibration
+    from halluscope.tune.calibrate import calibrate_wikibio
 
     path = tmp_path / "stack.json"
     methods = ["token-logprob", "selfcheck-unigram"]

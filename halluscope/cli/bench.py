@@ -12,7 +12,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench import calibrate, choose
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.flags import ListFlag, key_values
 from halluscope.bench.html import REPORT
@@ -25,6 +24,7 @@ from halluscope.cli.common import data_option, gateway_of, print_json, registry,
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import parse_ref
 from halluscope.scale import RAY_INSTALL
+from halluscope.tune import calibrate, choose
 
 
 def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`halluscope probe fit`: a linear probe on a local model's hidden states (``halluscope.bench.probes``),
+"""`halluscope probe fit`: a linear probe on a local model's hidden states (``halluscope.tune.probe_fit``),
 written as JSON for the ``probe`` method: its layer chosen on held-out data unless given, each layer's
 held-out AUC-ROC printed."""
 
@@ -10,13 +10,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from halluscope.bench.calibrate import passage_range
 from halluscope.bench.flags import numbers
-from halluscope.bench.probes import QA_DATA, SENTENCE_DATA, fit, summary
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.probing import KINDS
 from halluscope.readers import check_writable
+from halluscope.tune.calibrate import passage_range
+from halluscope.tune.probe_fit import QA_DATA, SENTENCE_DATA, fit, summary
 
 
 def cmd_fit(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_nam
 from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
-from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.bench.runner import BenchResult, Plan
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, DataError
 from halluscope.methods import clue
@@ -206,11 +206,6 @@ def clue_plan(
         stats=stats,
         counts_calls=True,
     )
-
-
-def run_clue_bench(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
-    """CLUE's QA protocol (``clue_plan``'s options); write results.json, report.md and the plots."""
-    return run(clue_plan(**options), out, progress)
 
 
 def _summarise(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from halluscope.bench.arguments import Benchmark, add_context_sizes
 from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.flags import ListFlag
 from halluscope.bench.report import markdown_table, write_text
-from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
 from halluscope.scoring.phr import Pair
 
@@ -362,12 +362,6 @@ def phr_plan(
         report=_write_report,
         stats=stats,
     )
-
-
-def run_phr_bench(task_name: str, out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
-    """The Section 3.2 protocol (``phr_plan``'s options); writes results.json (the table rows and every
-    query's record), report.md and phr_icl.png."""
-    return run(phr_plan(task_name, **options), out, progress)
 
 
 def _counter(model: Any) -> Callable[[str], int]:

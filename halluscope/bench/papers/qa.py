@@ -25,7 +25,7 @@ from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.flags import add_fields, read_fields
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
-from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
 from halluscope.methods import semantic_entropy
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
@@ -199,11 +199,6 @@ def qa_plan(
         stats=stats,
         bootstrap=False,  # its metrics carry their own intervals (accuracy_ci95, auroc_ci95, aurac_ci95)
     )
-
-
-def run_qa_bench(dataset: str, out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
-    """Answer, sample and score each question (``qa_plan``'s options); write results.json, report.md, roc.png."""
-    return run(qa_plan(dataset, **options), out, progress)
 
 
 def _interval(ci: tuple[float, float] | None) -> str:

@@ -30,7 +30,7 @@ from halluscope.bench.arguments import Benchmark
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.bench.report import markdown_table, write_text
-from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
 from halluscope.methods import fewl
 from halluscope.results import DetectionResult
@@ -209,11 +209,6 @@ def truthfulqa_plan(
         counts_calls=True,
         per_score={"answers": "answer"},
     )
-
-
-def run_truthfulqa_bench(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
-    """Score every labelled answer (``truthfulqa_plan``'s options); write results.json and report.md."""
-    return run(truthfulqa_plan(**options), out, progress)
 
 
 def _write_truthfulqa_report(result: BenchResult, out_dir: Path, failed: str) -> None:
@@ -540,11 +535,6 @@ def rank_plan(
         stats=stats,
         counts_calls=True,
     )
-
-
-def run_rank_bench(out: str | Path, progress: bool = True, **options: Any) -> BenchResult:
-    """Rank models by mean FEWL and by MC1 accuracy (``rank_plan``'s options); write results.json and report.md."""
-    return run(rank_plan(**options), out, progress)
 
 
 def _write_rank_report(result: BenchResult, out_dir: Path, failed: str) -> None:

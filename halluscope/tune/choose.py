@@ -21,7 +21,6 @@ import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench import mine
-from halluscope.bench.calibrate import FOLDS, check_fit_inputs, fitted_on_answers
 from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json, write_text
 from halluscope.bench.runner import RESULTS, BenchResult, run
@@ -35,6 +34,7 @@ from halluscope.calibration import (
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.runtime import registry
+from halluscope.tune.calibrate import FOLDS, check_fit_inputs, fitted_on_answers
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
 NEAR = 1.0  # AUC-ROC points: a cheaper candidate this close to the best held-out one is recommended instead
