@@ -436,7 +436,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
     answer_field=None,
     positional=("question",),
     needs=((("question", "{}"),), (("model", "{}"),)),

@@ -106,6 +106,7 @@ METHOD = Method(
     run=run,
     question_field=None,
     answer_field=None,
+    positional=(),
     model_field="judge",
     needs=((("outputs", "{}"),), (("subconcepts", "{}"),)),
     describe=describe,

@@ -201,8 +201,6 @@ METHOD = Method(
     prepare=prepare,
     run=run,
     question_field="prompt",
-    answer_field="text",
-    positional=("text",),
     needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),)),
     presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )

@@ -160,9 +160,7 @@ METHOD = Method(
     prepare=prepare,
     run=run,
     question_field="prompt",
-    answer_field="text",
     context_field="context",
-    positional=("text",),
     needs=((("text", "{}"), ("sentences", "{}")), (("calibration", "{}"),)),
     combines=True,
 )

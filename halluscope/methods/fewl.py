@@ -523,7 +523,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
     answer_field="answers",
     model_field="references",
     positional=("question", "answers"),

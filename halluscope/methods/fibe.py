@@ -521,8 +521,6 @@ def _method(variant: str) -> Method:
         prepare=partial(prepare, variant=variant),
         run=partial(run, variant=variant),
         question_field="prompt",
-        answer_field="text",
-        positional=("text",),
         needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),), *((regenerate,) if v.selfcheck else ())),
         draws_samples=_selfcheck_draw if v.selfcheck else None,
     )

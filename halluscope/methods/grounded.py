@@ -453,10 +453,7 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
-    answer_field="text",
     context_field="context",
-    positional=("text",),
     needs=(
         (("text", "{}"), ("sentences", "{}")),
         (("context", "{}"),),

@@ -148,9 +148,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
-    answer_field="text",
-    positional=("text",),
     needs=((("probe", "{} (a fitted probe's JSON)"),),),
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -97,9 +97,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
-    answer_field="text",
-    positional=("text",),
     needs=(
         (("text", "{}"), ("sentences", "{}")),
         (("judge", f"{{}} (nli:{SELFCHECKGPT_NLI} or nli:PATH, an NLI checkpoint)"),),

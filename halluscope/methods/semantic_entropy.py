@@ -285,7 +285,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
     answer_field=None,
     positional=("question",),
     needs=((("question", "{}"),), (("model", "{} to sample answers"), ("answers", "{}"))),

@@ -444,9 +444,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
-    answer_field="text",
-    positional=("text",),
     needs=((("text", "{}"), ("sentences", "{}")), (("question", "{}"),), (("model", "{}"),)),
     describe=describe,
 )

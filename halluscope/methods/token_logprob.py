@@ -288,10 +288,7 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    question_field="question",
-    answer_field="text",
     logprobs_field="logprobs",
-    positional=("text",),
     needs=(
         (("text", "{}"), ("sentences", "{}"), ("logprobs", "{} (the answer's own)")),
         (("model", "{} (a proxy that reads the text)"), ("logprobs", "{} (the answer's own)")),

@@ -142,12 +142,12 @@ class Method:
     options: type
     prepare: Callable[[Any, RunContext], Prepared]
     run: Callable[[Any, Any, RunContext], Steps[DetectionResult]]
-    question_field: str | None
-    answer_field: str | None
+    question_field: str | None = "question"  # most methods check an answer to a question
+    answer_field: str | None = "text"
     model_field: str = "model"
     context_field: str | None = None
     logprobs_field: str | None = None
-    positional: tuple[str, ...] = ()
+    positional: tuple[str, ...] = ("text",)
     needs: tuple[Need, ...] = ()
     check: Callable[[Mapping[str, Any], Callable[[str], str]], str | None] | None = None
     describe: Callable[[DetectionResult], str] = field(default=lambda result: result.report())
