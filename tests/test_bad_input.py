@@ -316,3 +316,16 @@ def test_retries_count_against_the_budget(gateway: halluscope.Gateway) -> None:
         with pytest.raises(BudgetError, match=r"plans 3 model calls \(1 of them retries of failed requests\)"):
             det.detect(text="Ada wrote a program. It ran on an engine.", prompt="Who was Ada?")
         assert len(stub.requests) <= 2  # never more requests than the limit, retries included
+
+
+def test_the_command_line_reads_a_model_or_judge_spec_as_the_library_does() -> None:
+    """One grammar: a judge's nli:NAME is left to its loader, every other spec (a transformers: folder
+    included) is parsed as the gateway parses it, and a bare path, which no loader takes, is refused
+    before any work."""
+    from halluscope.cli.common import check_specs
+    from halluscope.errors import ModelSpecError
+
+    check_specs(["nli:selfcheckgpt-nli", "transformers:/some/folder", "local:qwen2.5-coder-1.5b,openai:gpt-4o-mini"])
+    for bad in ("./model.gguf", "/models/x", "nosuchprovider:x"):
+        with pytest.raises(ModelSpecError):
+            check_specs([bad])

@@ -11,6 +11,7 @@ from typing import Any
 
 from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
+from halluscope.backends.entailment import judge_target
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.bench.flags import ListFlag
 from halluscope.checks import finite_number
@@ -118,13 +119,15 @@ def check_models(args: argparse.Namespace) -> None:
 
 
 def check_specs(values: Iterable[Any]) -> None:
-    """Each model spec among ``values`` (comma-separated strings, or lists of them) parses; checkpoint
-    paths (nli:, transformers:, a path) and objects are left to their loaders."""
+    """Each model or judge spec among ``values`` (comma-separated strings, or lists of them) parses, read
+    as a judge is read (``judge_target``: an NLI checkpoint is left to its loader); objects are left
+    alone."""
     for value in values:
         specs = value if isinstance(value, list | tuple) else [value]
         for spec in (part.strip() for s in specs if isinstance(s, str) for part in s.split(",")):
-            if spec and not spec.startswith(("nli:", "transformers:", "/", ".")):
-                parse_model_spec(spec)
+            nli, target = judge_target(spec, "an Entailment") if spec else (True, "")
+            if not nli:
+                parse_model_spec(target)
 
 
 def check_samples(n: object, flag: str, yes: bool) -> None:
