@@ -11,7 +11,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "halluscope"
-LONGEST = 80  # lines, docstring included
+LONGEST = 60  # lines, docstring included
+LONGER = {  # the named exceptions (at most five), each with why it stands as one function for now
+    "halluscope/tune/probe_fit.py fit": "a probe fit's settings, checked, then its steps in order; typed "
+    "bench configs (the renovation's next step) take its settings out of its signature",
+    "halluscope/tune/calibrate.py calibrate_wikibio": "the same: a calibration's settings, then its steps",
+    "halluscope/tune/choose.py choose": "the same: choose's settings, then each candidate held out and costed",
+    "halluscope/bench/papers/icl.py phr_plan": "the Section 3.2 protocol's fifteen settings, each named once in "
+    "its signature and once in its record",
+    "halluscope/scale.py ray_map": "the actor pool's life cycle (start, feed, collect, replace a lost actor, "
+    "stop) as one loop over one set of futures",
+}
 # the rooms of halluscope/, lowest first: a room imports from its own layer and those below it
 LAYERS = (
     ("errors", "version"),
@@ -94,15 +104,20 @@ def test_no_import_cycle_not_even_inside_functions() -> None:
             visit(name, [name])
 
 
-def test_no_function_of_the_package_is_longer_than_80_lines() -> None:
-    long = []
+def test_no_function_of_the_package_is_longer_than_60_lines_but_five_named() -> None:
+    assert len(LONGER) <= 5
+    long, named = [], set()
     for path in sorted(PACKAGE.rglob("*.py")):
         for found in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(found, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (found.end_lineno or found.lineno) - found.lineno + 1
-                if lines > LONGEST:
+                name = f"{path.relative_to(ROOT).as_posix()} {found.name}"
+                if lines > LONGEST and name in LONGER and lines <= 80:
+                    named.add(name)
+                elif lines > LONGEST:
                     long.append(f"{path.relative_to(ROOT)}:{found.lineno} {found.name} ({lines} lines)")
     assert not long, long
+    assert named == set(LONGER), f"exceptions no longer needed: {sorted(set(LONGER) - named)}"
 
 
 def test_a_runs_settings_travel_as_arguments_not_context_variables() -> None:

@@ -233,6 +233,26 @@ def wikibio_plans(
     return [_plan(m, specs[m], passages, n, model, gateway, judge, limit, selection, extra) for m in methods]
 
 
+def _options(
+    name: str, method: Method, n: int | None, model: Any, judge: Any, extra: Mapping[str, Any]
+) -> tuple[dict[str, Any], int, bool]:
+    """A method's options on WikiBio (its preset's, the run's), the samples each passage is checked
+    against, and whether it calls the model."""
+    options = {**registry.configured(name)[1], **{k: v for k, v in extra.items() if k in method.option_names}}
+    most = method.most("n") or DATASET_SAMPLES
+    samples = min(n or DATASET_SAMPLES, most) if "n" in method.option_names else (n or DATASET_SAMPLES)
+    if n is not None and n > most:
+        raise ConfigError(f"{name} takes --samples 1 to {most}, got {n}")
+    if "n" in method.option_names:
+        options["n"] = samples
+    uses_model = _needs_model(method) or (model is not None and "samples" not in method.input_names)
+    if uses_model:
+        options[method.model_field] = [model] if method.takes_list(method.model_field) else model
+    if "judge" in method.option_names and judge is not None:
+        options["judge"] = judge
+    return options, samples, uses_model
+
+
 def _plan(
     name: str,
     method: Method,
@@ -250,18 +270,7 @@ def _plan(
     where it reads the documents an answer should rest on (a grounded method). ``model`` goes to a
     method that needs one, and to one whose model would otherwise default (a grounded judge), but not
     where the dataset's samples stand in for the model's (SelfCheck-Unigram, -NLI)."""
-    options = {**registry.configured(name)[1], **{k: v for k, v in extra.items() if k in method.option_names}}
-    most = method.most("n") or DATASET_SAMPLES
-    samples = min(n or DATASET_SAMPLES, most) if "n" in method.option_names else (n or DATASET_SAMPLES)
-    if n is not None and n > most:
-        raise ConfigError(f"{name} takes --samples 1 to {most}, got {n}")
-    if "n" in method.option_names:
-        options["n"] = samples
-    uses_model = _needs_model(method) or (model is not None and "samples" not in method.input_names)
-    if uses_model:
-        options[method.model_field] = [model] if method.takes_list(method.model_field) else model
-    if "judge" in method.option_names and judge is not None:
-        options["judge"] = judge
+    options, samples, uses_model = _options(name, method, n, model, judge, extra)
     stats = CallStats()
     ctx = start(gateway, stats)
     if "judge" in method.option_names and judge is None and Entailment in typing.get_args(method.hints["judge"]):

@@ -172,50 +172,60 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             help="any other keyword of the method's detect, the value read as YAML (e.g. theta=0.3)",
         )
         if "calibration" not in method.option_names:
-            p.add_argument(
-                "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
-            )
-            p.add_argument(
-                "--prior",
-                type=finite_number,
-                metavar="P",
-                help="the share of hallucinated units where you use it: the calibration's probabilities are "
-                "corrected to it from the base rate it was fitted at",
-            )
-            p.add_argument(
-                "--force-calibration",
-                action="store_true",
-                help="apply the calibration although this run's settings (--samples, scoring, judge ...) are not "
-                "those it was fitted with: a warning instead of a refusal",
-            )
-        p.add_argument(
-            "--threshold",
-            type=finite_number,
-            metavar="T",
-            help="flag the units whose probability (calibrated) or score is at least T "
-            f"(default: {DEFAULT_PROBABILITY_THRESHOLD:g} on probabilities; none on raw scores)",
-        )
-        p.add_argument(
-            "--max-calls",
-            type=int,
-            default=MAX_CALLS,
-            metavar="N",
-            help=f"refuse a run that plans more model calls than N before its first (default {MAX_CALLS:,}; "
-            "--yes lifts the limit)",
-        )
-        p.add_argument(
-            "--exit-code",
-            action="store_true",
-            help="exit 1 when any unit is flagged and 0 when none (as git diff --exit-code does; an error "
-            "exits 2): needs --threshold, or --calibration",
-        )
-        p.add_argument(
-            "--all", action="store_true", help=f"print every unit of a long result (over {LONG} units: the riskiest)"
-        )
-        p.add_argument("--json", action="store_true", help="print the result as JSON, its verdict included")
-        p.add_argument(
-            "--csv",
-            metavar="FILE",
-            help="also write the units as CSV: item, method, unit, text, score, probability, flagged, evidence",
-        )
+            _add_calibration_flags(p)
+        _add_verdict_flags(p)
         p.set_defaults(func=cmd_detect)
+
+
+def _add_calibration_flags(p: argparse.ArgumentParser) -> None:
+    """A method's calibration flags, where it takes no calibration option of its own."""
+    p.add_argument(
+        "--calibration", metavar="FILE", help="a file from `halluscope calibrate`: each unit gets a probability"
+    )
+    p.add_argument(
+        "--prior",
+        type=finite_number,
+        metavar="P",
+        help="the share of hallucinated units where you use it: the calibration's probabilities are "
+        "corrected to it from the base rate it was fitted at",
+    )
+    p.add_argument(
+        "--force-calibration",
+        action="store_true",
+        help="apply the calibration although this run's settings (--samples, scoring, judge ...) are not "
+        "those it was fitted with: a warning instead of a refusal",
+    )
+
+
+def _add_verdict_flags(p: argparse.ArgumentParser) -> None:
+    """How a detect run decides and prints: its threshold, its call limit, its exit code, its output."""
+    p.add_argument(
+        "--threshold",
+        type=finite_number,
+        metavar="T",
+        help="flag the units whose probability (calibrated) or score is at least T "
+        f"(default: {DEFAULT_PROBABILITY_THRESHOLD:g} on probabilities; none on raw scores)",
+    )
+    p.add_argument(
+        "--max-calls",
+        type=int,
+        default=MAX_CALLS,
+        metavar="N",
+        help=f"refuse a run that plans more model calls than N before its first (default {MAX_CALLS:,}; "
+        "--yes lifts the limit)",
+    )
+    p.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when any unit is flagged and 0 when none (as git diff --exit-code does; an error "
+        "exits 2): needs --threshold, or --calibration",
+    )
+    p.add_argument(
+        "--all", action="store_true", help=f"print every unit of a long result (over {LONG} units: the riskiest)"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON, its verdict included")
+    p.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="also write the units as CSV: item, method, unit, text, score, probability, flagged, evidence",
+    )

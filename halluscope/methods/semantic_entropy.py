@@ -14,6 +14,7 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -102,6 +103,63 @@ def entropies(
     return out
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every node of one graph reads: the answering model (None: answers are always given), the
+    judge, how many answers to draw and how to cluster and score them."""
+
+    model: ModelLike | None
+    judge: Entailment
+    gateway: Gateway
+    n: int
+    mode: Mode
+    cluster_rule: ClusterRule
+    base: float
+    logprobs: bool
+
+
+def _start(setup: _Setup, state: SEState, config: RunnableConfig) -> dict[str, Any]:
+    if not (state.get("question") or "").strip():
+        raise ConfigError("semantic entropy needs the question that the answers answer")
+    if not state.get("given") and setup.model is None:
+        raise ConfigError("semantic entropy needs a model to sample answers, or the answers")
+    plan_calls(config, 0 if state.get("given") else setup.n)  # the judge's calls are announced as it clusters
+    return {}
+
+
+def _route(setup: _Setup, state: SEState) -> list[Send] | list[str]:
+    if state.get("given"):
+        return ["cluster"]
+    return [Send("sample", SampleInput(j=j, question=state["question"])) for j in range(setup.n)]
+
+
+def _sample(setup: _Setup, state: SampleInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    assert setup.model is not None
+    variables = {"question": state["question"]}
+    ask = answer_ask(setup.model, ANSWER, variables, state["j"], ANSWER_MAX_TOKENS, setup.logprobs)
+    text, ll = read_answer((yield Calls(setup.gateway, ask)), setup.logprobs)
+    return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
+
+
+def _cluster(setup: _Setup, state: SEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    if state.get("given"):
+        answers = list(state["given"])
+        lls: list[float | None] = [None] * len(answers)
+    else:
+        ordered = sorted(state["sampled"], key=lambda s: s["j"])
+        answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
+    clusters, pairs = yield from clustering(
+        answers, setup.judge, state["question"], setup.mode, rule=setup.cluster_rule, plan=planner(config)
+    )
+    return {
+        "answers": answers,
+        "log_likelihoods": lls,
+        "clusters": clusters,
+        "pairs_judged": pairs,
+        "scores": entropies(clusters, lls, setup.base),
+    }
+
+
 def build(
     model: ModelLike | None,
     judge: Entailment,
@@ -121,51 +179,14 @@ def build(
     gw = gateway or default_gateway()
     if logprobs is None:
         logprobs = model is not None and gw.gives_logprobs(model)
-
-    def start(state: SEState, config: RunnableConfig) -> dict[str, Any]:
-        if not (state.get("question") or "").strip():
-            raise ConfigError("semantic entropy needs the question that the answers answer")
-        if not state.get("given") and model is None:
-            raise ConfigError("semantic entropy needs a model to sample answers, or the answers")
-        plan_calls(config, 0 if state.get("given") else n)  # the judge's calls are announced as it clusters
-        return {}
-
-    def route(state: SEState) -> list[Send] | list[str]:
-        if state.get("given"):
-            return ["cluster"]
-        return [Send("sample", SampleInput(j=j, question=state["question"])) for j in range(n)]
-
-    def sample(state: SampleInput, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        assert model is not None
-        ask = answer_ask(model, ANSWER, {"question": state["question"]}, state["j"], ANSWER_MAX_TOKENS, logprobs)
-        text, ll = read_answer((yield Calls(gw, ask)), logprobs)
-        return {"sampled": [Sampled(j=state["j"], text=text, log_likelihood=ll)]}
-
-    def cluster(state: SEState, config: RunnableConfig) -> Steps[dict[str, Any]]:
-        if state.get("given"):
-            answers = list(state["given"])
-            lls: list[float | None] = [None] * len(answers)
-        else:
-            ordered = sorted(state["sampled"], key=lambda s: s["j"])
-            answers, lls = [s["text"] for s in ordered], [s["log_likelihood"] for s in ordered]
-        clusters, pairs = yield from clustering(
-            answers, judge, state["question"], mode, rule=cluster_rule, plan=planner(config)
-        )
-        return {
-            "answers": answers,
-            "log_likelihoods": lls,
-            "clusters": clusters,
-            "pairs_judged": pairs,
-            "scores": entropies(clusters, lls, base),
-        }
-
+    setup = _Setup(model, judge, gw, n, mode, cluster_rule, base, logprobs)
     graph = StateGraph(SEState, input_schema=SEInput, output_schema=SEOutput)
-    graph.add_node("start", start)
+    graph.add_node("start", partial(_start, setup))
     # the samples and an LLM judge's calls run on threads under invoke, on the event loop under ainvoke
-    graph.add_node("sample", node("sample", sample), input_schema=SampleInput)
-    graph.add_node("cluster", node("cluster", cluster))
+    graph.add_node("sample", node("sample", partial(_sample, setup)), input_schema=SampleInput)
+    graph.add_node("cluster", node("cluster", partial(_cluster, setup)))
     graph.add_edge(START, "start")
-    graph.add_conditional_edges("start", route, ["sample", "cluster"])
+    graph.add_conditional_edges("start", partial(_route, setup), ["sample", "cluster"])
     graph.add_edge("sample", "cluster")
     graph.add_edge("cluster", END)
     return graph.compile(name=NAME)

@@ -106,6 +106,22 @@ def _questions(data: str, items: range | None, data_dir: str | Path | None) -> l
     return [(row.id, str(row.inputs["question"]), None) for i, row in enumerate(rows) if items is None or i in items]
 
 
+def _labelled_examples(data: str, items: range | None) -> list[Example]:
+    """An accuracy probe's examples from a labelled file: each answer with its own label."""
+    rows = load_labelled(data).rows
+    return [
+        Example(
+            row.id,
+            str(row.inputs["text"]),
+            str(row.inputs["question"]),
+            (str(row.inputs["text"]),),
+            (row.answer_label,),
+        )
+        for i, row in enumerate(rows)
+        if items is None or i in items
+    ]
+
+
 def answered_examples(
     kind: Kind,
     data: str,
@@ -122,18 +138,7 @@ def answered_examples(
     """An accuracy or sep probe's examples: each question's answer at temperature 0.1 (graded against the
     gold answers for accuracy), and for sep its semantic entropy of ``n`` sampled answers."""
     if kind == "accuracy" and data not in QA_DATA:
-        rows = load_labelled(data).rows
-        return [
-            Example(
-                row.id,
-                str(row.inputs["text"]),
-                str(row.inputs["question"]),
-                (str(row.inputs["text"]),),
-                (row.answer_label,),
-            )
-            for i, row in enumerate(rows)
-            if items is None or i in items
-        ]
+        return _labelled_examples(data, items)
     entropy = None
     if kind == "sep":
         options = semantic_entropy.Options(model=answerer, judge=judge, n=n)

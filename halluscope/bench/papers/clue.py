@@ -21,6 +21,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from halluscope.checks import finite_number
 from halluscope.errors import ConfigError, DataError
 from halluscope.methods import clue
 from halluscope.metrics import auc_pr, auc_roc, fraction
+from halluscope.results import DetectionResult
 from halluscope.runtime.contract import start
 from halluscope.scoring import concept_labels
 
@@ -130,6 +132,40 @@ def _detection(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _scored_question(
+    concepts: Callable[[Any], DetectionResult], stats: CallStats, theta_h: float, theta_l: float, item: QnliItem
+) -> dict[str, Any]:
+    """One question's record: its concepts' uncertainty, each answer's scores against them, the
+    concepts' labels and the calls it made."""
+    before_calls, before_hits = stats.calls, stats.cache_hits
+    result = concepts(clue.Inputs(question=item.question, references=item.answers()))
+    units, outputs = result.units, result.evidence["outputs"]
+    uncertainty = [float(u.score or 0.0) for u in units]
+    answer_scores = {name: [u.evidence["references"][name] for u in units] for name in item.answers()}
+    relevance = [u.evidence["question_relevance"] for u in units]
+    return {
+        "index": item.index,
+        "question": item.question,
+        "answers": item.answers(),
+        "outputs": outputs,
+        "extracted": result.evidence["extracted"],
+        "concepts": [u.text for u in units],
+        "merged": {u.text: u.evidence["merged"] for u in units if u.evidence["merged"]},
+        "merge_pairs": result.meta.params["merge_pairs"],
+        "matrix": [[u.evidence["scores"][i] for u in units] for i in range(len(outputs))] if units else [],
+        "uncertainty": uncertainty,
+        "answer_scores": answer_scores,
+        "question_relevance": relevance,
+        "baseline_risk": [1.0 - s for s in relevance],
+        "labels": concept_labels(answer_scores.get("D_R", []), theta_h, theta_l),
+        "correlation": {k: pearson(uncertainty, answer_scores[k]) for k, _ in SUBSETS if k in answer_scores},
+        "events": dict(result.meta.events),
+        "calls": stats.calls - before_calls,
+        "cache_hits": stats.cache_hits - before_hits,
+        "scores": {f"U({u.text})": u.score for u in units},
+    }
+
+
 def clue_plan(
     *,
     model: ModelLike,
@@ -152,35 +188,6 @@ def clue_plan(
     options = clue.Options(model=model, judge=scorer, n=n, prefilter=prefilter, embedder=embedder)
     concepts = clue.METHOD.scorer(options, start(gateway, stats))
 
-    def score(item: QnliItem) -> dict[str, Any]:
-        before_calls, before_hits = stats.calls, stats.cache_hits
-        result = concepts(clue.Inputs(question=item.question, references=item.answers()))
-        units, outputs = result.units, result.evidence["outputs"]
-        uncertainty = [float(u.score or 0.0) for u in units]
-        answer_scores = {name: [u.evidence["references"][name] for u in units] for name in item.answers()}
-        relevance = [u.evidence["question_relevance"] for u in units]
-        return {
-            "index": item.index,
-            "question": item.question,
-            "answers": item.answers(),
-            "outputs": outputs,
-            "extracted": result.evidence["extracted"],
-            "concepts": [u.text for u in units],
-            "merged": {u.text: u.evidence["merged"] for u in units if u.evidence["merged"]},
-            "merge_pairs": result.meta.params["merge_pairs"],
-            "matrix": [[u.evidence["scores"][i] for u in units] for i in range(len(outputs))] if units else [],
-            "uncertainty": uncertainty,
-            "answer_scores": answer_scores,
-            "question_relevance": relevance,
-            "baseline_risk": [1.0 - s for s in relevance],
-            "labels": concept_labels(answer_scores.get("D_R", []), theta_h, theta_l),
-            "correlation": {k: pearson(uncertainty, answer_scores[k]) for k, _ in SUBSETS if k in answer_scores},
-            "events": dict(result.meta.events),
-            "calls": stats.calls - before_calls,
-            "cache_hits": stats.cache_hits - before_hits,
-            "scores": {f"U({u.text})": u.score for u in units},
-        }
-
     params = {
         "dataset": "qnli",
         "method": clue.NAME,
@@ -199,7 +206,7 @@ def clue_plan(
         what="question",
         items=items,
         item_id=lambda item: f"question {item.index}",
-        score=score,
+        score=partial(_scored_question, concepts, stats, theta_h, theta_l),
         summarise=_summarise,
         params=params,
         report=_write_report,
@@ -248,9 +255,23 @@ def describe(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
-    summary = {**result.params, **result.metrics}
+def _detection_curves(result: BenchResult, out_dir: Path, title: str) -> None:
+    """roc.png and pr.png: CLUE's concept uncertainty and the question-relevance baseline on D_R's
+    labelled concepts, each with its interval over questions."""
     records = result.records
+    for kind, metric in (("roc", "micro_auroc"), ("pr", "micro_auprc")):
+        curves = []
+        for method, key, name in (("CLUE", "uncertainty", "CLUE"), ("question relevance", "baseline_risk", "baseline")):
+            y = [label for r in records for label in r["labels"] if label != -1]
+            s = [r[key][j] for r in records for j, label in enumerate(r["labels"]) if label != -1]
+            ci = result.intervals.get(f"detection.{name}.{metric}")  # a fraction, resampling the questions
+            interval = None if ci is None else [100 * ci[0], 100 * ci[1]]
+            curves.append(Curve(method, np.array(y, dtype=int), np.array(s, dtype=np.float64), interval))
+        write_curves(out_dir / f"{kind}.png", curves, kind, title)
+
+
+def _report_rows(summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The report's two tables beside the paper's: the correlations (Table 3), the detection (Table 4)."""
     corr_rows = [
         {
             "subset": f"{key} ({name})",
@@ -271,18 +292,15 @@ def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
                 "paper": " / ".join(f"{x:.3f}" for x in paper),
             }
         )
+    return corr_rows, det_rows
+
+
+def _write_report(result: BenchResult, out_dir: Path, failed: str) -> None:
+    summary = {**result.params, **result.metrics}
+    corr_rows, det_rows = _report_rows(summary)
     d = summary["detection"]["CLUE"]
     _correlation_plot(out_dir / "correlation.png", summary)
-    title = f"QNLI D_R: hallucinated concepts, {d['concepts_labelled']} labelled"
-    for kind, metric in (("roc", "micro_auroc"), ("pr", "micro_auprc")):
-        curves = []
-        for method, key, name in (("CLUE", "uncertainty", "CLUE"), ("question relevance", "baseline_risk", "baseline")):
-            y = [label for r in records for label in r["labels"] if label != -1]
-            s = [r[key][j] for r in records for j, label in enumerate(r["labels"]) if label != -1]
-            ci = result.intervals.get(f"detection.{name}.{metric}")  # a fraction, resampling the questions
-            interval = None if ci is None else [100 * ci[0], 100 * ci[1]]
-            curves.append(Curve(method, np.array(y, dtype=int), np.array(s, dtype=np.float64), interval))
-        write_curves(out_dir / f"{kind}.png", curves, kind, title)
+    _detection_curves(result, out_dir, f"QNLI D_R: hallucinated concepts, {d['concepts_labelled']} labelled")
     events = ", ".join(f"{k} {v}" for k, v in sorted(result.meta.events.items())) or "none"
     prefilter = summary["merge_prefilter"]
     write_text(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,29 @@ COLUMNS = (
     ("aleatoric", "aleatoric, Algorithm 3"),
     ("aleatoric_reference", "aleatoric (exact)"),
 )
+
+
+def _summary(blr: BayesianLinearRegression, ns: Sequence[int], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per context size: the estimate against the exact PHR (mean and largest error), THR, aleatoric."""
+    rows = []
+    for n in ns:
+        mine = [r for r in records if r["n"] == n]
+        reference = np.array([r["reference_phr"] for r in mine])
+        estimate = np.array([r["scores"]["phr"] for r in mine])
+        errors = np.abs(estimate - reference)
+        rows.append(
+            {
+                "n": n,
+                "reference_phr": float(reference.mean()),
+                "phr": float(estimate.mean()),
+                "abs_error": float(errors.mean()),
+                "max_abs_error": float(errors.max()),
+                "thr": float(np.mean([r["thr"] for r in mine])),
+                "aleatoric": float(np.mean([r["aleatoric"] for r in mine])),
+                "aleatoric_reference": blr.aleatoric_entropy(),
+            }
+        )
+    return {"rows": rows}
 
 
 def phr_synthetic_plan(
@@ -59,27 +83,6 @@ def phr_synthetic_plan(
         thr = blr.true_hallucination_rate(f, x, context, epsilon)
         return {"n": n, "reference_phr": reference, "aleatoric": run.aleatoric, "thr": thr, "scores": {"phr": run.phr}}
 
-    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-        rows = []
-        for n in ns:
-            mine = [r for r in records if r["n"] == n]
-            reference = np.array([r["reference_phr"] for r in mine])
-            estimate = np.array([r["scores"]["phr"] for r in mine])
-            errors = np.abs(estimate - reference)
-            rows.append(
-                {
-                    "n": n,
-                    "reference_phr": float(reference.mean()),
-                    "phr": float(estimate.mean()),
-                    "abs_error": float(errors.mean()),
-                    "max_abs_error": float(errors.max()),
-                    "thr": float(np.mean([r["thr"] for r in mine])),
-                    "aleatoric": float(np.mean([r["aleatoric"] for r in mine])),
-                    "aleatoric_reference": blr.aleatoric_entropy(),
-                }
-            )
-        return {"rows": rows}
-
     params = {
         "method": "phr",
         "setting": "f ~ N(0, I_2), x ~ N(0, 1), y ~ N(f_1 + f_2 x, 0.1^2) (Appendix G.1.2)",
@@ -98,7 +101,7 @@ def phr_synthetic_plan(
         items=[(n, i) for n in ns for i in range(problems)],
         item_id=lambda item: f"n={item[0]} problem={item[1]}",
         score=score,
-        summarise=summarise,
+        summarise=partial(_summary, blr, ns),
         params=params,
         report=_write_report,
     )

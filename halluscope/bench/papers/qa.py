@@ -14,6 +14,7 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
 from halluscope.methods import semantic_entropy
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
+from halluscope.results import DetectionResult
 from halluscope.runtime.contract import start
 
 GREEDY_TEMPERATURE = 0.1
@@ -131,6 +133,35 @@ def _metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _scored_question(
+    gateway: Gateway, model: ModelLike, stats: CallStats, entropy: Callable[[Any], DetectionResult], item: QAItem
+) -> dict[str, Any]:
+    """One question's record: its greedy answer graded against the accepted ones, and the semantic
+    entropy of its sampled answers (their clusters, every estimate)."""
+    greedy = gateway.call(
+        model,
+        semantic_entropy.ANSWER,
+        {"question": item.question},
+        stats=stats,
+        temperature=GREEDY_TEMPERATURE,
+        max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+        seed=0,
+    )
+    se = entropy(semantic_entropy.Inputs(question=item.question))
+    evidence = se.units[0].evidence
+    return {
+        "index": item.index,
+        "question": item.question,
+        "accepted": item.answers,
+        "answer": greedy.text.strip(),
+        "correct": is_correct(greedy.text, item.answers),
+        "samples": evidence["answers"],
+        "clusters": evidence["clusters"],
+        "scores": {name: evidence[name] for name in semantic_entropy.ESTIMATES},
+        "pairs_judged": se.meta.params["pairs_judged"],
+    }
+
+
 def qa_plan(
     dataset: str,
     *,
@@ -149,31 +180,6 @@ def qa_plan(
     items = load_qa(dataset, data, limit)
     stats = CallStats()
     entropy = semantic_entropy.METHOD.scorer(se, start(gateway, stats))
-
-    def score(item: QAItem) -> dict[str, Any]:
-        greedy = gateway.call(
-            model,
-            semantic_entropy.ANSWER,
-            {"question": item.question},
-            stats=stats,
-            temperature=GREEDY_TEMPERATURE,
-            max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
-            seed=0,
-        )
-        se = entropy(semantic_entropy.Inputs(question=item.question))
-        evidence = se.units[0].evidence
-        return {
-            "index": item.index,
-            "question": item.question,
-            "accepted": item.answers,
-            "answer": greedy.text.strip(),
-            "correct": is_correct(greedy.text, item.answers),
-            "samples": evidence["answers"],
-            "clusters": evidence["clusters"],
-            "scores": {name: evidence[name] for name in semantic_entropy.ESTIMATES},
-            "pairs_judged": se.meta.params["pairs_judged"],
-        }
-
     params = {
         "dataset": dataset,
         "method": semantic_entropy.NAME,
@@ -192,7 +198,7 @@ def qa_plan(
         what="question",
         items=items,
         item_id=lambda item: f"question {item.index}",
-        score=score,
+        score=partial(_scored_question, gateway, model, stats, entropy),
         summarise=_metrics,
         params=params,
         report=_write_report,

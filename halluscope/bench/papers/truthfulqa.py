@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -147,6 +147,21 @@ def summarise_variants(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]
     return rows
 
 
+def _scored_question(factualness: Callable[[Any], DetectionResult], q: TruthfulQuestion) -> dict[str, Any]:
+    """One question's record: every labelled answer's FEWL scores, and what FEWL drew for it."""
+    result = factualness(fewl.Inputs(question=q.question, answers=q.labelled))
+    scored = question_record(result)
+    return {
+        "index": q.index,
+        "best": q.best,
+        "first_incorrect": q.incorrect[0],
+        **scored,
+        "wrong_answers": result.evidence["wrong_answers"],
+        "events": dict(result.meta.events),
+        "scores": {f"answer {k}": a.get("fewl") for k, a in enumerate(scored["answers"])},
+    }
+
+
 def truthfulqa_plan(
     *,
     references: Sequence[ModelLike] | None = None,
@@ -169,20 +184,6 @@ def truthfulqa_plan(
         references=refs, n=n, pool=pool, neighbours=neighbours, wrong_model=wrong_model, embedder=embedder
     )
     factualness = fewl.METHOD.scorer(options, start(gateway, stats))
-
-    def score(q: TruthfulQuestion) -> dict[str, Any]:
-        result = factualness(fewl.Inputs(question=q.question, answers=q.labelled))
-        scored = question_record(result)
-        return {
-            "index": q.index,
-            "best": q.best,
-            "first_incorrect": q.incorrect[0],
-            **scored,
-            "wrong_answers": result.evidence["wrong_answers"],
-            "events": dict(result.meta.events),
-            "scores": {f"answer {k}": a.get("fewl") for k, a in enumerate(scored["answers"])},
-        }
-
     params = {
         "dataset": "truthfulqa v1",
         "method": fewl.NAME,
@@ -197,7 +198,7 @@ def truthfulqa_plan(
         what="question",
         items=questions,
         item_id=lambda q: f"question {q.index}",
-        score=score,
+        score=partial(_scored_question, factualness),
         summarise=lambda records: {
             "questions": len(records),
             "labelled_answers": sum(len(r["answers"]) for r in records),
@@ -465,6 +466,37 @@ def rank_summary(records: list[dict[str, Any]], models: list[str], modes: dict[s
     }
 
 
+def _mc1_choices(
+    models: Sequence[str],
+    modes: Mapping[str, str],
+    options: Any,
+    gateway: Gateway,
+    stats: CallStats,
+    q: TruthfulQuestion,
+) -> dict[str, Any]:
+    """Every model's MC1 choice on one question, read as its mode says (log-probs or asked)."""
+    return {m: mc1_pick(m, q.index, q.question, options, gateway, modes[m], stats) for m in models}
+
+
+def _ranked_question(
+    factualness: Callable[[Any], DetectionResult],
+    mc1: Callable[[TruthfulQuestion], dict[str, Any]],
+    models: Sequence[str],
+    q: TruthfulQuestion,
+) -> dict[str, Any]:
+    """One question's record for the ranking: every model's answer scored by FEWL, and its MC1 choice."""
+    result = factualness(fewl.Inputs(question=q.question, answers=[]))
+    scored = question_record(result)
+    by_model = {a["source"]: a.get("fewl") for a in scored["answers"]}
+    return {
+        "index": q.index,
+        "scored": scored,
+        "mc1": mc1(q),
+        "events": dict(result.meta.events),
+        "scores": {model_name(m): by_model.get(model_name(m)) for m in models},
+    }
+
+
 def rank_plan(
     *,
     models: Sequence[str],
@@ -499,20 +531,7 @@ def rank_plan(
         embedder=embedder,
     )
     factualness = fewl.METHOD.scorer(fewl_options, start(gateway, stats))
-
-    def score(q: TruthfulQuestion) -> dict[str, Any]:
-        result = factualness(fewl.Inputs(question=q.question, answers=[]))
-        scored = question_record(result)
-        mc1 = {m: mc1_pick(m, q.index, q.question, options, gateway, modes[m], stats) for m in models}
-        by_model = {a["source"]: a.get("fewl") for a in scored["answers"]}
-        return {
-            "index": q.index,
-            "scored": scored,
-            "mc1": mc1,
-            "events": dict(result.meta.events),
-            "scores": {model_name(m): by_model.get(model_name(m)) for m in models},
-        }
-
+    mc1 = partial(_mc1_choices, models, modes, options, gateway, stats)
     params = {
         "dataset": "truthfulqa v1",
         "method": fewl.NAME,
@@ -528,7 +547,7 @@ def rank_plan(
         what="question",
         items=questions,
         item_id=lambda q: f"question {q.index}",
-        score=score,
+        score=partial(_ranked_question, factualness, mc1, models),
         summarise=partial(rank_summary, models=list(models), modes=modes),
         params=params,
         report=_write_rank_report,
