@@ -8,7 +8,8 @@ Studio's options and the docs' option table. A method's work is two functions: `
 options into what a run uses (judges and references from spec strings, the graph built), once per
 detector, Studio graph or benchmark; ``run`` scores one item as steps (``backends.steps.Steps``), so the same
 code runs on threads (``detect``) and on the event loop (``adetect``). Every method accepts the same
-run settings (``RUN_SETTINGS``: the gateway, the call counters, the concurrency, the progress hook).
+run settings (``RUN_SETTINGS``: the gateway, the call counters, the concurrency, the progress hook, the
+call budget).
 """
 
 from __future__ import annotations
