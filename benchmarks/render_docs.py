@@ -28,6 +28,9 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verdicts import rows_paired, units_of  # noqa: E402 - beside this script: one reading of a run's rows
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "docs" / "templates"
 RESULTS = ROOT / "docs" / "results"
@@ -83,33 +86,20 @@ def per_item_minutes(run: dict[str, Any], digits: int = 2) -> str:
     return fixed(run["minutes_per_passage"], digits)
 
 
-def _sentence_scores(run: dict[str, Any]) -> dict[tuple[str, str], tuple[float, str]]:
-    """A recorded bench run's sentence scores and labels by (passage, sentence), from its kept rows."""
-    if "rows" not in run:
-        raise ValueError("a template counts the sentences of a run recorded without its rows (records.py add --items)")
-    return {
-        (row["id"], key): (float(score), label)
-        for row in run["rows"]
-        for (key, score), label in zip(row["scores"].items(), row["labels"], strict=True)
-    }
-
-
-def labelled(run: dict[str, Any], label: str) -> int:
-    """How many of a run's sentences carry ``label`` ('accurate', 'major_inaccurate' ...)."""
-    return sum(1 for _, found in _sentence_scores(run).values() if found == label)
+def accurate(run: dict[str, Any]) -> int:
+    """How many of a recorded WikiBio run's sentences are labelled accurate (from its kept rows)."""
+    return units_of(run["rows"])[1].count(0)
 
 
 def mean_score(run: dict[str, Any]) -> float:
-    scores = [score for score, _ in _sentence_scores(run).values()]
+    scores = units_of(run["rows"])[2]
     return sum(scores) / len(scores)
 
 
 def changed_scores(run: dict[str, Any], other: dict[str, Any]) -> int:
     """How many sentences two runs on the same items scored differently."""
-    a, b = _sentence_scores(run), _sentence_scores(other)
-    if a.keys() != b.keys():
-        raise ValueError("changed_scores compares two runs on the same sentences")
-    return sum(1 for key in a if a[key][0] != b[key][0])
+    _, _, a, b = rows_paired(run, other)
+    return sum(1 for x, y in zip(a, b, strict=True) if x != y)
 
 
 def verdict(name: str, claim: str) -> str:
@@ -175,7 +165,7 @@ def environment() -> Environment:
         ci=interval,
         minutes=minutes,
         per_item_minutes=per_item_minutes,
-        labelled=labelled,
+        accurate=accurate,
         mean_score=mean_score,
         changed_scores=changed_scores,
     )
