@@ -44,7 +44,8 @@ def runs_in_process(model: object) -> bool:
     if not isinstance(model, str):
         return False
     provider, sep, _ = model.strip().partition(":")
-    return bool(sep) and adapter(provider).in_process
+    declared = declared_provider(provider) if sep else None  # init_chat_model's routes never run in process
+    return declared is not None and declared.in_process
 
 
 def parse_model_spec(spec: str) -> ModelSpec:

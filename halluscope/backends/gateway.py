@@ -443,7 +443,7 @@ class Gateway:
 
     def _limited(self, key: str, compute: Callable[[], T], stats: CallStats | None) -> T:
         """``compute()`` holding one of the model's concurrency slots, unless the run was cut."""
-        _Send.sending(stats)
+        _sending(stats)
         with self.limiter(key).slot():
             return compute()
 
@@ -711,29 +711,17 @@ class _Send(Step):
     gateway: Gateway
     req: _Request
 
-    @staticmethod
-    def on_retry(stats: CallStats | None) -> None:
-        if stats is not None:
-            stats.add_retry()
-            if stats.budget is not None:
-                stats.budget.retrying()
-
-    @staticmethod
-    def sending(stats: CallStats | None) -> None:
-        if stats is not None and stats.budget is not None:
-            stats.budget.sending()
-
     def run(self, stats: CallStats | None) -> dict[str, Any]:
         req = self.req
 
         def attempt() -> dict[str, Any]:
-            self.sending(stats)
+            _sending(stats)
             with self.gateway.limiter(req.model.key).slot(), _bad_replies(req.model.adapter):
                 chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
                 message = chat.invoke(req.messages, **kwargs)
             return self.gateway._read(req, message)
 
-        retried = functools.partial(self.on_retry, stats)
+        retried = functools.partial(_retrying, stats)
         return call_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, retried)
 
     async def arun(self, stats: CallStats | None) -> dict[str, Any]:
@@ -741,14 +729,14 @@ class _Send(Step):
         limiter = self.gateway.limiter(req.model.key)
 
         async def attempt() -> dict[str, Any]:
-            self.sending(stats)
+            _sending(stats)
             async with limiter.aslot():
                 with _bad_replies(req.model.adapter):
                     chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
                     message = await chat.ainvoke(req.messages, **kwargs)
             return self.gateway._read(req, message)
 
-        retried = functools.partial(self.on_retry, stats)
+        retried = functools.partial(_retrying, stats)
         return await acall_with_retries(attempt, self.gateway.retry, req.model.key, req.model.adapter, retried)
 
 
@@ -770,6 +758,20 @@ class Calls(Step):
 
     def _shaped(self, replies: list[ChatReply]) -> ChatReply | list[ChatReply]:
         return replies if isinstance(self.asks, list) else replies[0]
+
+
+def _sending(stats: CallStats | None) -> None:
+    """Before a request or forward pass: the run's budget refuses it once the run is cut."""
+    if stats is not None and stats.budget is not None:
+        stats.budget.sending()
+
+
+def _retrying(stats: CallStats | None) -> None:
+    """A failed request tried again: one more retry on the run's stats, one more call of its budget."""
+    if stats is not None:
+        stats.add_retry()
+        if stats.budget is not None:
+            stats.budget.retrying()
 
 
 def samples(

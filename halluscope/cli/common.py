@@ -125,7 +125,9 @@ def check_specs(values: Iterable[Any]) -> None:
     for value in values:
         specs = value if isinstance(value, list | tuple) else [value]
         for spec in (part.strip() for s in specs if isinstance(s, str) for part in s.split(",")):
-            nli, target = judge_target(spec, "an Entailment") if spec else (True, "")
+            if not spec:
+                continue
+            nli, target = judge_target(spec, "an Entailment")
             if not nli:
                 parse_model_spec(target)
 
