@@ -377,7 +377,7 @@ def test_detect_clue_and_diversity_from_the_command_line(capsys: pytest.CaptureF
         (["clue", "--question", "Q?"], "clue needs --model"),
         (["clue", "--question", "Q?", "--model", "local:smollm2-135m", "--outputs-file", "/nope"], "cannot read"),
         (["fewl", "--answer", "A."], "fewl needs --question"),
-        (["fewl", "--question", "Q?"], "fewl needs at least one --answer"),
+        (["fewl", "--question", "Q?"], "fewl needs --answer (one or more), or candidates to answer"),
         (["fewl", "--question", "Q?", "--answer", "A.", "--pool", "/nope"], "cannot read --pool"),
         (
             [

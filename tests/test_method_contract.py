@@ -26,7 +26,7 @@ def test_every_method_and_fibe_variant_has_a_contract_and_a_detect_subcommand() 
         for option in method.fields():  # every field is a keyword of detect, with the same type
             assert option.name in accepted and accepted[option.name].annotation == option.hint, (name, option.name)
         for need in method.needs:
-            assert all(param in accepted for param, _ in need), (name, need)
+            assert all(param in accepted for param in need.names), (name, need)
         for field in (method.question_field, method.answer_field, method.model_field, *method.input_names):
             assert field is None or field in accepted, (name, field)
         assert {"gateway", "stats", "max_concurrency", "on_step"} <= accepted.keys()  # the same run settings
@@ -70,3 +70,17 @@ def test_detect_takes_any_keyword_through_opt_and_refuses_two_sources(
     assert "selfcheck-unigram has no option 'no_such_option'" in capsys.readouterr().err
     assert main([*argv, "--opt", "samples=[a]"]) == 2
     assert "--opt samples repeats a flag" in capsys.readouterr().err
+
+
+def test_a_need_is_met_by_any_of_its_names_and_says_what_each_is_for() -> None:
+    from halluscope.runtime.contract import Need
+
+    need = Need("model", "answers", model="to sample answers")
+    assert need.met({"answers": ["Paris"]}) and need.met({"model": "local:smollm2-135m"})
+    assert not need.met({"model": "  ", "answers": []})  # a blank text or an empty list gives nothing
+    assert need.sentence(lambda name: f"--{name}") == "--model to sample answers, or --answers"
+    assert METHODS["semantic-entropy"].problem({"question": "Q?"}) == (
+        "semantic-entropy needs model to sample answers, or answers"
+    )
+    with pytest.raises(TypeError, match="why only for them"):
+        Need("model", judge="to judge")

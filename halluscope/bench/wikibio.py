@@ -194,7 +194,7 @@ def bench_methods() -> tuple[str, ...]:
 
 
 def _needs_model(method: Method) -> bool:
-    return any(param == method.model_field for need in method.needs for param, _ in need)
+    return method.model_field is not None and method.needs_input(method.model_field)
 
 
 def wikibio_plans(

@@ -37,7 +37,7 @@ from halluscope.errors import ConfigError
 from halluscope.methods.sampling import answer_ask, cluster_by, read_answer
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, RunContext, Streamed, arg
+from halluscope.runtime.contract import Flag, Method, Need, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring import (
     concept_uncertainties,
@@ -438,7 +438,7 @@ METHOD = Method(
     run=run,
     answer_field=None,
     positional=("question",),
-    needs=((("question", "{}"),), (("model", "{}"),)),
+    needs=(Need("question"), Need("model")),
     describe=describe,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

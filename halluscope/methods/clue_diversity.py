@@ -18,7 +18,7 @@ from halluscope.errors import ConfigError
 from halluscope.methods.clue import ABOUT, UNSCORED, ZERO_SHOT
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, RunContext, arg
+from halluscope.runtime.contract import Flag, Method, Need, RunContext, arg
 from halluscope.scoring import (
     assignment_counts,
     concept_uncertainties,
@@ -108,7 +108,7 @@ METHOD = Method(
     answer_field=None,
     positional=(),
     model_field="judge",
-    needs=((("outputs", "{}"),), (("subconcepts", "{}"),)),
+    needs=(Need("outputs"), Need("subconcepts")),
     describe=describe,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

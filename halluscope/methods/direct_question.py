@@ -34,7 +34,7 @@ from halluscope.methods.fibe import Known, KnownInput, ask_direct_question, quot
 from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.contract import Flag, Method, Need, Prepared, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.fibe import known_value
 from halluscope.text import checked_passage
@@ -201,7 +201,7 @@ METHOD = Method(
     prepare=prepare,
     run=run,
     question_field="prompt",
-    needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),)),
+    needs=(Need("text", "sentences"), Need("model")),
     presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )
 detect, adetect = METHOD.detect, METHOD.adetect

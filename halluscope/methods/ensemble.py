@@ -22,7 +22,7 @@ from halluscope.errors import ConfigError
 from halluscope.methods.sampling import regenerate_passages
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options, registry
-from halluscope.runtime.contract import Documents, Flag, Method, RunContext, Together, arg
+from halluscope.runtime.contract import Documents, Flag, Method, Need, RunContext, Together, arg
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
@@ -161,7 +161,7 @@ METHOD = Method(
     run=run,
     question_field="prompt",
     context_field="context",
-    needs=((("text", "{}"), ("sentences", "{}")), (("calibration", "{}"),)),
+    needs=(Need("text", "sentences"), Need("calibration")),
     combines=True,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -40,7 +40,7 @@ from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, RunContext, Streamed, arg
+from halluscope.runtime.contract import Flag, Method, Need, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.fewl import expertise_score, expertise_weights, fewl_terms, variant_scores
 
@@ -526,7 +526,7 @@ METHOD = Method(
     answer_field="answers",
     model_field="references",
     positional=("question", "answers"),
-    needs=((("question", "{}"),), (("answers", "at least one {}"), ("candidates", "{} to answer"))),
+    needs=(Need("question"), Need("answers", "candidates", answers="(one or more)", candidates="to answer")),
     check=_check,
     describe=describe,
 )

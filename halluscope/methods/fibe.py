@@ -36,7 +36,7 @@ from halluscope.errors import ConfigError
 from halluscope.methods import selfcheck_prompt
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.contract import Method, Need, Prepared, RunContext, Streamed, arg
 from halluscope.runtime.nodes import Subgraph, node, plan_calls
 from halluscope.scoring.fibe import (
     THETA,
@@ -511,7 +511,7 @@ def _method(variant: str) -> Method:
     v = VARIANTS[variant]
     parts = ["the exam"] + ["Snowballing Correction"] * v.sbc + ["Direct Question"] * v.direct_question
     parts += ["SelfCheck-Prompt"] * v.selfcheck
-    regenerate = (("samples", "{}"), ("prompt", "{} to regenerate SelfCheck-Prompt's samples from"))
+    regenerate = Need("samples", "prompt", prompt="to regenerate SelfCheck-Prompt's samples from")
     return Method(
         name=variant,
         scores=(0.0, 1.0),
@@ -521,7 +521,7 @@ def _method(variant: str) -> Method:
         prepare=partial(prepare, variant=variant),
         run=partial(run, variant=variant),
         question_field="prompt",
-        needs=((("text", "{}"), ("sentences", "{}")), (("model", "{}"),), *((regenerate,) if v.selfcheck else ())),
+        needs=(Need("text", "sentences"), Need("model"), *((regenerate,) if v.selfcheck else ())),
         draws_samples=_selfcheck_draw if v.selfcheck else None,
     )
 

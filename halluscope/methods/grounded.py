@@ -35,7 +35,17 @@ from halluscope.errors import ConfigError
 from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Documents, Flag, Method, Prepared, RunContext, Streamed, arg, checked_documents
+from halluscope.runtime.contract import (
+    Documents,
+    Flag,
+    Method,
+    Need,
+    Prepared,
+    RunContext,
+    Streamed,
+    arg,
+    checked_documents,
+)
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
@@ -455,8 +465,8 @@ METHOD = Method(
     run=run,
     context_field="context",
     needs=(
-        (("text", "{}"), ("sentences", "{}")),
-        (("context", "{}"),),
+        Need("text", "sentences"),
+        Need("context"),
     ),
     presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )

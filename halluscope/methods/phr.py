@@ -42,7 +42,7 @@ from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.contract import Flag, Method, Need, Prepared, RunContext, Streamed, arg
 from halluscope.runtime.nodes import plan_calls
 from halluscope.scoring.phr import (
     Pair,
@@ -387,7 +387,7 @@ METHOD = Method(
     question_field=None,
     answer_field=None,
     positional=("context", "query"),
-    needs=((("context", "{}"),), (("query", "{}"),)),
+    needs=(Need("context"), Need("query")),
     describe=describe,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -25,7 +25,7 @@ from halluscope.errors import ConfigError
 from halluscope.probing import Probe, load_probe
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, RunContext, arg
+from halluscope.runtime.contract import Flag, Method, Need, RunContext, arg
 from halluscope.scoring.token_probability import sentence_spans
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
@@ -148,6 +148,6 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    needs=((("probe", "{} (a fitted probe's JSON)"),),),
+    needs=(Need("probe", probe="(a fitted probe's JSON)"),),
 )
 detect, adetect = METHOD.detect, METHOD.adetect

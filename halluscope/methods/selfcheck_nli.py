@@ -20,7 +20,7 @@ from halluscope.errors import ConfigError
 from halluscope.methods.sampling import sampled_passage
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, RunContext, arg
+from halluscope.runtime.contract import Flag, Method, Need, RunContext, arg
 from halluscope.scoring.selfcheck import selfcheck_nli_score
 
 NAME = "selfcheck-nli"
@@ -98,8 +98,8 @@ METHOD = Method(
     prepare=prepare,
     run=run,
     needs=(
-        (("text", "{}"), ("sentences", "{}")),
-        (("judge", f"{{}} (nli:{SELFCHECKGPT_NLI} or nli:PATH, an NLI checkpoint)"),),
+        Need("text", "sentences"),
+        Need("judge", judge=f"(nli:{SELFCHECKGPT_NLI} or nli:PATH, an NLI checkpoint)"),
     ),
     draws_samples=options.sampled_draw,
 )

@@ -39,7 +39,7 @@ from halluscope.methods.sampling import regenerate_passages
 from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Flag, Method, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.contract import Flag, Method, Need, Prepared, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring import scgp_score, supported_probability, supported_value
 from halluscope.text import checked_passage
@@ -330,9 +330,9 @@ METHOD = Method(
     prepare=prepare,
     run=run,
     needs=(
-        (("text", "{}"), ("sentences", "{}")),
-        (("model", "{}"),),
-        (("samples", "{}"), ("question", "{} to regenerate samples"), ("concept", "{}")),
+        Need("text", "sentences"),
+        Need("model"),
+        Need("samples", "question", "concept", question="to regenerate samples"),
     ),
     presets={  # each by name: 'selfcheck-prompt:prob', 'selfcheck-prompt:batch' (one call per sample)
         "prob": {"scoring": "prob"},

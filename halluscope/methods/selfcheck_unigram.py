@@ -10,7 +10,7 @@ from halluscope.backends.steps import Steps
 from halluscope.methods.sampling import sampled_passage
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Method, Prepared, RunContext
+from halluscope.runtime.contract import Method, Need, Prepared, RunContext
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, tokens
 
@@ -61,7 +61,7 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    needs=((("text", "{}"), ("sentences", "{}")),),
+    needs=(Need("text", "sentences"),),
     draws_samples=options.sampled_draw,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -30,7 +30,7 @@ from halluscope.errors import ConfigError
 from halluscope.methods.sampling import answer_ask, clustering, read_answer
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Method, RunContext, Streamed, arg
+from halluscope.runtime.contract import Method, Need, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls, planner
 from halluscope.scoring import (
     ClusterRule,
@@ -308,7 +308,7 @@ METHOD = Method(
     run=run,
     answer_field=None,
     positional=("question",),
-    needs=((("question", "{}"),), (("model", "{} to sample answers"), ("answers", "{}"))),
+    needs=(Need("question"), Need("model", "answers", model="to sample answers")),
     describe=describe,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -43,7 +43,7 @@ from halluscope.methods.sampling import answer_ask, clustering, read_answer
 from halluscope.methods.semantic_entropy import ENTAILMENT
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Method, RunContext, Streamed, arg
+from halluscope.runtime.contract import Method, Need, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls, planner
 from halluscope.scoring import ClusterRule, claim_entropy, question_entropy, unanswered
 from halluscope.text import align_claims, tokens
@@ -444,7 +444,7 @@ METHOD = Method(
     options=Options,
     prepare=prepare,
     run=run,
-    needs=((("text", "{}"), ("sentences", "{}")), (("question", "{}"),), (("model", "{}"),)),
+    needs=(Need("text", "sentences"), Need("question"), Need("model")),
     describe=describe,
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -33,7 +33,7 @@ from halluscope.errors import ConfigError
 from halluscope.readers import load_json, read_file
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, RunContext, arg
+from halluscope.runtime.contract import Flag, Method, Need, RunContext, arg
 from halluscope.scoring.token_probability import (
     ENTROPY_VARIANTS,
     VARIANTS,
@@ -290,8 +290,8 @@ METHOD = Method(
     run=run,
     logprobs_field="logprobs",
     needs=(
-        (("text", "{}"), ("sentences", "{}"), ("logprobs", "{} (the answer's own)")),
-        (("model", "{} (a proxy that reads the text)"), ("logprobs", "{} (the answer's own)")),
+        Need("text", "sentences", "logprobs", logprobs="(the answer's own)"),
+        Need("model", "logprobs", model="(a proxy that reads the text)", logprobs="(the answer's own)"),
     ),
     presets={v: {"variant": v} for v in VARIANTS},  # each by name ('token-logprob:avg-nll'), the default too
 )

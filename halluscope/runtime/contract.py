@@ -90,9 +90,31 @@ class Option:
     hint: Any
 
 
-# What an item must give: one or more (keyword, phrase) alternatives; the phrase names the keyword
-# through '{}' ('{} to sample answers'), so one need reads right in Python and on the command line.
-Need = tuple[tuple[str, str], ...]
+class Need:
+    """One dependency a run cannot start without, declared by name (as LM-Polygraph's estimators name
+    the statistics they need): any of ``names`` meets it. ``why`` says, per name, what it is for
+    ('model': 'to sample answers'); the unmet sentence names each keyword through the caller's label,
+    so one declaration reads right in Python (``model``) and on the command line (``--model``)."""
+
+    __slots__ = ("names", "why")
+
+    def __init__(self, *names: str, **why: str) -> None:
+        unknown = why.keys() - set(names)
+        if not names or unknown:
+            raise TypeError(f"Need: give one or more names, and why only for them (not {sorted(unknown)})")
+        self.names, self.why = names, types.MappingProxyType(why)
+
+    def met(self, kwargs: Mapping[str, Any]) -> bool:
+        """Whether ``kwargs`` gives any of the names (a blank text or an empty list gives nothing)."""
+        return any(_given(kwargs.get(name)) for name in self.names)
+
+    def sentence(self, label: Callable[[str], str]) -> str:
+        """The alternatives as a person reads them: '--model to sample answers, or --answers-file'."""
+        return ", or ".join(f"{label(name)} {self.why.get(name, '')}".rstrip() for name in self.names)
+
+    def __repr__(self) -> str:
+        return f"Need({', '.join(map(repr, self.names))})"
+
 
 # What every method's detect accepts besides its inputs and options, with the same meaning everywhere.
 RUN_SETTINGS: dict[str, Any] = {
@@ -178,6 +200,10 @@ class Method:
     def option_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(self.options))
 
+    def needs_input(self, name: str) -> bool:
+        """Whether some need names ``name`` (a run may still meet that need another way)."""
+        return any(name in need.names for need in self.needs)
+
     def fields(self) -> list[Option]:
         """The inputs, then the options, as the command line and the docs read them."""
         found = []
@@ -233,9 +259,8 @@ class Method:
         (the Python name, or the command-line flag): the first unmet need, then the method's own
         ``check``; None when it can run."""
         for need in self.needs:
-            if not any(_given(kwargs.get(param)) for param, _ in need):
-                alternatives = ", or ".join(phrase.format(label(param)) for param, phrase in need)
-                return f"{self.name} needs {alternatives}"
+            if not need.met(kwargs):
+                return f"{self.name} needs {need.sentence(label)}"
         return self.check(kwargs, label) if self.check is not None else None
 
     def threshold_problem(self, threshold: float | None, calibrated: bool) -> str | None:

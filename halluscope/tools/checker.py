@@ -30,7 +30,7 @@ def args_schema(det: Detector) -> type[BaseModel]:
         Field(... if required else None, description="the user's question that the answer answers"),
     )
     if spec.context_field is not None:
-        needed = any(param == spec.context_field for need in spec.needs for param, _ in need)
+        needed = spec.needs_input(spec.context_field)
         fields["context"] = (
             Documents if needed else Documents | None,
             Field(
