@@ -4,14 +4,15 @@ takes, instead of a TypeError deep inside a graph (or a run that silently reads 
 
 from __future__ import annotations
 
-import argparse
 import collections.abc
 import inspect
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
 
 from halluscope.errors import ConfigError
 
@@ -90,11 +91,44 @@ def describe(hint: Any) -> str:
 
 
 def finite_number(text: str) -> float:
-    """A command-line number (argparse's ``type``): 'inf', 'nan' and words are refused, naming the value."""
+    """A number given as text (a flag's value): 'inf', 'nan' and words are refused, naming the value."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"takes a finite number, got {text!r}")
+        raise ValueError(f"takes a finite number, got {text!r}")
     return value
+
+
+def numbers(text: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
+    """A comma-separated --flag value as numbers of one kind; a bad one names the flag."""
+    try:
+        return [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        what = "integers" if kind is int else "numbers"
+        raise ConfigError(f"{flag} must be comma-separated {what}, got {text!r}") from exc
+
+
+def key_values(pairs: Sequence[str], what: str, typed: bool = False) -> dict[str, Any]:
+    """KEY=VALUE pairs of a repeated flag; ``typed`` reads each value as YAML (3 -> 3, true -> True, [1, 2]
+    -> a list): a value that is not valid YAML, or carries a tag (!!python/...), is refused, never
+    passed on as a string."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {pair!r} must be KEY=VALUE")
+        if not typed:
+            out[key] = value
+            continue
+        try:
+            if any(isinstance(token, yaml.TagToken) for token in yaml.scan(value, Loader=yaml.SafeLoader)):
+                raise ConfigError(f"{what} {key}: {value!r} carries a YAML tag; give a plain value")
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            problem = str(exc).splitlines()[0]
+            raise ConfigError(
+                f"{what} {key}: {value!r} is not valid YAML ({problem}); quote a text: {what} '{key}=\"...\"'"
+            ) from exc
+    return out

@@ -131,3 +131,17 @@ def test_a_runs_settings_travel_as_arguments_not_context_variables() -> None:
         if "ContextVar" in line
     ]
     assert not found, found
+
+
+def test_argparse_lives_in_the_cli_alone() -> None:
+    """The benches and tune/ declare their settings (dataclasses of ``arg`` fields); only cli/ turns a
+    declaration into flags, so a benchmark runs from Python with no parser in sight."""
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "cli"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and node.module == "argparse")
+    ]
+    assert not found, found

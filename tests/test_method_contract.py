@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import halluscope
-from halluscope.bench.flags import label_of
 from halluscope.cli import build_parser, main
+from halluscope.cli.flags import label_of
 from halluscope.detectors import METHODS
 from halluscope.errors import ConfigError
 from halluscope.methods import fibe

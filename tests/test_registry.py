@@ -25,7 +25,7 @@ TOY = '''
 from dataclasses import dataclass
 
 from halluscope.runtime import options
-from halluscope.runtime.contract import Method, Prepared, arg
+from halluscope.runtime.contract import Method, Need, Prepared, arg
 from halluscope.results import DetectionResult, Unit
 from halluscope.text import sentences
 
@@ -62,7 +62,7 @@ METHOD = Method(
     question_field=None,
     answer_field="text",
     positional=("text",),
-    needs=((("text", "{}"), ("sentences", "{}")),),
+    needs=(Need("text", "sentences"),),
 )
 '''
 

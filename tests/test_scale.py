@@ -324,11 +324,10 @@ def test_a_job_the_workers_cannot_build_is_one_error_before_any_item(cluster: An
     """Data missing on the workers' side: one error naming the cause, not an item failure per item."""
     from halluscope.bench.distributed import _PlanJob
     from halluscope.bench.registry import BENCHMARKS
-    from halluscope.cli import build_parser
+    from halluscope.bench.wikibio import WikiBioSettings
 
-    args = build_parser().parse_args(["bench", "wikibio", "--method", "selfcheck-unigram", "--data", str(tmp_path)])
-    flags = {k: v for k, v in vars(args).items() if k != "func"}
-    job = _PlanJob(BENCHMARKS["wikibio"], flags, Gateway(cache=None), 0)
+    settings = WikiBioSettings(method=("selfcheck-unigram",), data=str(tmp_path))
+    job = _PlanJob(BENCHMARKS["wikibio"], settings, Gateway(cache=None), 0)
     seen: list[int] = []
     with pytest.raises(ConfigError, match="the Ray workers could not start: .*wikibio"):
         scale.ray_map(job, [0, 1, 2], lambda position, _value: seen.append(position), workers=2)

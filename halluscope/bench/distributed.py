@@ -1,26 +1,24 @@
-"""A benchmark's items on a Ray cluster: each worker rebuilds the plan from the same flags (never a
+"""A benchmark's items on a Ray cluster: each worker rebuilds the plan from the same settings (never a
 pickled graph, client or model) and scores the items it is given; the driver keeps the journal, the
 order, the failures and the call counts (``bench.runner.run``)."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import Benchmark, Settings
 from halluscope.bench.runner import ItemOutcome, Plan, score_item
 
 
 @dataclass(frozen=True)
 class _PlanJob:
-    """What a worker needs to rebuild plan number ``position`` of a benchmark: the benchmark, the parsed
-    flags (plain values) and the driver's gateway (which travels as its settings)."""
+    """What a worker needs to rebuild plan number ``position`` of a benchmark: the benchmark, its
+    settings (plain values) and the driver's gateway (which travels as its settings)."""
 
     benchmark: Benchmark
-    flags: dict[str, Any]
+    settings: Settings
     gateway: Gateway | None
     position: int
 
@@ -30,7 +28,7 @@ class _PlanJob:
                 raise RuntimeError(f"bench {self.benchmark.name} asked for a gateway it was not given")
             return self.gateway
 
-        plan = self.benchmark.plans(argparse.Namespace(**self.flags), gateway)[self.position]
+        plan = self.benchmark.plans(self.settings, gateway)[self.position]
         return lambda index: score_item(plan, plan.items[index])
 
 
@@ -40,14 +38,13 @@ class OnRay:
     def __init__(
         self,
         benchmark: Benchmark,
-        args: argparse.Namespace,
+        settings: Settings,
         gateway: Gateway | None,
         position: int,
         address: str | None,
         workers: int | None,
     ) -> None:
-        flags = {k: v for k, v in vars(args).items() if k != "func"}  # the command's handler stays here
-        self.job = _PlanJob(benchmark, flags, gateway, position)
+        self.job = _PlanJob(benchmark, settings, gateway, position)
         self.address = address
         self.workers = workers
         self.timeout = gateway.timeout if gateway is not None else DEFAULT_TIMEOUT

@@ -14,7 +14,6 @@ The methods are the registry's grounded ones (those that read the documents an a
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +24,8 @@ import numpy as np
 
 from halluscope.backends.gateway import CallStats, Gateway, model_name
 from halluscope.bench import wikibio
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.flags import ListFlag, add_fields, read_fields
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
@@ -231,30 +229,34 @@ def grounded_plans(
     return [rte_plan(m, pairs, chosen, gateway, split) for m in methods]
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--dataset", required=True, choices=DATASETS, help="rte: 277 labelled pairs; wikibio: 1,908 sentences"
+@dataclass(frozen=True, kw_only=True)
+class GroundedSettings(Settings):
+    dataset: str = option(REQUIRED, "rte: 277 labelled pairs; wikibio: 1,908 sentences", "--dataset", choices=DATASETS)
+    method: tuple[str, ...] = listed(("grounded",), "methods that check a text against documents", "--method")
+    model: str | None = option(
+        None, "the judge: a model spec, or nli:PATH (nli:NAME once pulled; default: the default local model)", "--model"
     )
-    p.add_argument("--method", action=ListFlag, default=["grounded"], help="methods: " + ", ".join(grounded_methods()))
-    p.add_argument(
-        "--model", help="the judge: a model spec, or nli:PATH (nli:NAME once pulled; default: the default local model)"
-    )
-    add_fields(p, grounded.METHOD, FLAGS)
-    p.add_argument("--limit", type=int, help="only the first K pairs or passages")
-    p.add_argument(
+    limit: int | None = option(None, "only the first K pairs or passages", "--limit", type=int)
+    split: str = option(
+        "val",
+        "RTE's pairs: val (277, the reported split) or train (2,490: where a threshold is fitted)",
         "--split",
         choices=RTE_SPLITS,
-        default="val",
-        help="RTE's pairs: val (277, the reported split) or train (2,490: where a threshold is fitted)",
     )
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    options = read_fields(grounded.METHOD, args, FLAGS)
-    if args.split != "val" and args.dataset != "rte":
+def _plans(settings: GroundedSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
+    if settings.split != "val" and settings.dataset != "rte":
         raise ConfigError("--split chooses RTE's pairs; WikiBio has one set of passages")
     return grounded_plans(
-        args.dataset, args.method, args.data, args.limit, args.model, gateway(), options, split=args.split
+        settings.dataset,
+        settings.method,
+        settings.data,
+        settings.limit,
+        settings.model,
+        gateway(),
+        settings.method_options,
+        split=settings.split,
     )
 
 
@@ -262,9 +264,10 @@ BENCHMARK = Benchmark(
     name="grounded",
     help="grounded checking against human labels (RTE pairs; WikiBio sentences against their Wikipedia text)",
     description="Each text checked against the documents given with it, scored against human labels.",
-    arguments=_arguments,
+    settings=GroundedSettings,
+    fields_of=(grounded.METHOD, FLAGS),
     plans=_plans,
-    describe=lambda results, _args: describe(results),
+    describe=lambda results, _settings: describe(results),
     finish=write_report,
     by_method=True,
 )

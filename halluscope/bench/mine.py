@@ -11,8 +11,8 @@ sentence-level AUC-ROC and AUC-PR x100 too.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,18 +20,18 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark
-from halluscope.bench.flags import ListFlag, key_values
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.bench.wikibio import finite_scores, score_list, stored_score
 from halluscope.calibration import fitted_score
+from halluscope.checks import key_values
 from halluscope.errors import ConfigError
 from halluscope.labelled import LabelledAnswer, LabelledData, load_labelled
 from halluscope.metrics import auc_pr_resampled, auc_roc_resampled
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
-from halluscope.runtime.contract import Method, start
+from halluscope.runtime.contract import Flag, Method, arg, start
 
 POSITIVE = ("1",)  # a unit label counted as hallucinated (report.html's threshold control)
 PROTOCOL = "your labelled answers: an answer's score is its riskiest unit's; positive = label 1; AUC x100"
@@ -224,38 +224,37 @@ def _shown(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data",
-        required=True,
-        metavar="FILE",
-        help="your labelled answers: a .csv or .jsonl file, one row an answer (its inputs as columns, and "
+@dataclass(frozen=True, kw_only=True)
+class MineSettings(Settings):
+    data: str = option(
+        REQUIRED,
+        "your labelled answers: a .csv or .jsonl file, one row an answer (its inputs as columns, and "
         "'labels', a JSON list of 0/1 per sentence, or 'label', 0/1 for the answer; 1 = hallucinated)",
+        "--data",
+        metavar="FILE",
     )
-    p.add_argument("--method", action=ListFlag, required=True, help="methods: " + ", ".join(registry.methods()))
-    p.add_argument("--model", help="the model of every method that calls one (default: the method's own)")
-    p.add_argument("--limit", type=int, help="only the first K answers")
-    p.add_argument(
-        "--opt",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
+    method: tuple[str, ...] = listed(REQUIRED, "methods (halluscope methods lists them)", "--method")
+    model: str | None = option(None, "the model of every method that calls one (default: the method's own)", "--model")
+    limit: int | None = option(None, "only the first K answers", "--limit", type=int)
+    opt: tuple[str, ...] = arg(
+        (),
         help="a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli, top_k=2)",
+        flags=(Flag(("--opt",), append=True, metavar="KEY=VALUE"),),
     )
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    options = key_values(args.opt, "--opt", typed=True)
-    return mine_plans(args.data, args.method, args.model, gateway(), args.limit, options)
+def _plans(settings: MineSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
+    options = key_values(settings.opt, "--opt", typed=True)
+    return mine_plans(settings.data, settings.method, settings.model, gateway(), settings.limit, options)
 
 
 BENCHMARK = Benchmark(
     name="mine",
     help="any methods on your own labelled answers (CSV or JSON Lines)",
     description=__doc__.splitlines()[0] if __doc__ else "",
-    arguments=_arguments,
+    settings=MineSettings,
     plans=_plans,
-    describe=lambda results, _args: describe(results),
+    describe=lambda results, _settings: describe(results),
     finish=write_report,
     by_method=True,
     own_data=True,

@@ -6,7 +6,6 @@ not single the falsehood out)."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, option
 from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.detectors import detector
@@ -230,23 +229,22 @@ def _write_report(result: BenchResult, out: Path, failed: str) -> None:
     )
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", required=True, choices=registry.sentence_methods())
-    p.add_argument("--model", required=True, help="model spec, e.g. local:qwen2.5-coder-1.5b")
-    p.add_argument(
-        "--samples", dest="n", type=int, default=3, help="N: SelfCheck's regenerated passages, FIBE's exam answers"
-    )
+@dataclass(frozen=True, kw_only=True)
+class PlantedSettings(Settings):
+    method: str = option(REQUIRED, "a method that scores sentences (halluscope methods lists them)", "--method")
+    model: str = option(REQUIRED, "model spec, e.g. local:qwen2.5-coder-1.5b", "--model")
+    n: int = option(3, "N: SelfCheck's regenerated passages, FIBE's exam answers", "--samples", type=int)
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    return [planted_plan(args.method, model=args.model, gateway=gateway(), n=args.n)]
+def _plans(settings: PlantedSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
+    return [planted_plan(settings.method, model=settings.model, gateway=gateway(), n=settings.n)]
 
 
 BENCHMARK = Benchmark(
     name="planted",
     help="our planted-falsehood biographies: does a method rank the false sentence riskiest",
     description=__doc__ or "",
-    arguments=_arguments,
+    settings=PlantedSettings,
     plans=_plans,
-    describe=lambda results, _args: describe(results[0]),
+    describe=lambda results, _settings: describe(results[0]),
 )

@@ -1,16 +1,15 @@
-"""Every benchmark by name, and one way to run one from its parsed flags: in this process, or with its
-items spread over a Ray cluster (each worker rebuilds the same plans from the same flags)."""
+"""Every benchmark by name, and one way to run one from its settings: in this process, or with its
+items spread over a Ray cluster (each worker rebuilds the same plans from the same settings)."""
 
 from __future__ import annotations
 
-import argparse
 import functools
 from collections.abc import Callable
 from pathlib import Path
 
 from halluscope.backends.gateway import Gateway
 from halluscope.bench import grounded, mine, planted, wikibio
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import Benchmark, Settings
 from halluscope.bench.distributed import OnRay
 from halluscope.bench.html import write_html_report
 from halluscope.bench.papers import clue, icl, phr_synthetic, qa, truthfulqa
@@ -36,19 +35,21 @@ LOCAL_CLUSTER = "local"  # --ray with no address: a Ray instance started on this
 
 def run_benchmark(
     benchmark: Benchmark,
-    args: argparse.Namespace,
+    settings: Settings,
     gateway: Callable[[], Gateway],
+    out: str | Path,
     *,
+    progress: bool = True,
     ray: str | None = None,
     workers: int | None = None,
     fresh: bool = False,
 ) -> list[BenchResult]:
-    """Every plan of ``benchmark`` for these flags, each into its folder (resuming the items found
-    there unless ``fresh``), then what they share. ``ray``: a cluster address ('auto',
+    """Every plan of ``benchmark`` for these settings, each into its folder under ``out`` (resuming the
+    items found there unless ``fresh``), then what they share. ``ray``: a cluster address ('auto',
     'ray://host:port') or LOCAL_CLUSTER, to score the items on ``workers`` Ray actors."""
-    checked_out(args.out)  # before any data is read or model loaded
+    checked_out(out)  # before any data is read or model loaded
     shared = functools.cache(gateway)  # every plan of a run shares one gateway
-    plans = benchmark.plans(args, shared)
+    plans = benchmark.plans(settings, shared)
     fingerprint = shared().prompt_fingerprint() if benchmark.calls_models else ""
     results = []
     for position, plan in enumerate(plans):
@@ -56,9 +57,8 @@ def run_benchmark(
         if ray is not None:
             address = None if ray == LOCAL_CLUSTER else ray
             gw = shared() if benchmark.calls_models else None
-            executor = OnRay(benchmark, args, gw, position, address, workers)
-        out = benchmark.out_dir(plan.method, args.out)
-        results.append(run(plan, out, not args.json, executor, fresh, fingerprint))
-    benchmark.finish(results, Path(args.out))
-    write_html_report(results, Path(args.out))
+            executor = OnRay(benchmark, settings, gw, position, address, workers)
+        results.append(run(plan, benchmark.out_dir(plan.method, out), progress, executor, fresh, fingerprint))
+    benchmark.finish(results, Path(out))
+    write_html_report(results, Path(out))
     return results

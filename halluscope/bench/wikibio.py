@@ -11,7 +11,6 @@ Passage level: Pearson and Spearman between the mean sentence score and the mean
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
@@ -26,10 +25,9 @@ import numpy as np
 
 from halluscope.backends.entailment import Entailment, entailment_judge
 from halluscope.backends.gateway import CallStats, model_name
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
-from halluscope.bench.flags import ListFlag, add_fields, read_fields
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.calibration import fitted_score
 from halluscope.errors import ConfigError, DataError, unknown
@@ -434,34 +432,35 @@ def describe(results: Sequence[BenchResult]) -> str:
     return "\n".join(lines)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", action=ListFlag, required=True, help="methods: " + ", ".join(bench_methods()))
-    p.add_argument("--model", help="model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b")
-    add_fields(p, semantic_entropy_paragraph.METHOD, ("judge",))
-    p.add_argument("--limit", type=int, help="only the first K passages")
-    p.add_argument(
-        "--samples",
-        dest="n",
-        type=int,
-        help="N: the dataset's samples a method reads (of 20) and each method's own n, as FIBE's exam answers "
+@dataclass(frozen=True, kw_only=True)
+class WikiBioSettings(Settings):
+    method: tuple[str, ...] = listed(REQUIRED, "methods that score a text's sentences, and their presets", "--method")
+    model: str | None = option(None, "model spec for model-based methods, e.g. local:qwen2.5-coder-1.5b", "--model")
+    limit: int | None = option(None, "only the first K passages", "--limit", type=int)
+    n: int | None = option(
+        None,
+        "N: the dataset's samples a method reads (of 20) and each method's own n, as FIBE's exam answers "
         "(default 20, or a method's largest: FIBE's 10 students)",
+        "--samples",
+        type=int,
     )
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
+def _plans(settings: WikiBioSettings, gateway: Callable[[], Any]) -> list[Plan]:
     gw = gateway()
-    judge = read_fields(semantic_entropy_paragraph.METHOD, args, ("judge",)).get("judge")
+    judge = settings.method_options.get("judge")
     judged = entailment_judge(judge, gw, prompt=semantic_entropy_paragraph.ENTAILMENT) if judge else None
-    return wikibio_plans(args.method, args.data, args.limit, args.n, args.model, gw, judged)
+    return wikibio_plans(settings.method, settings.data, settings.limit, settings.n, settings.model, gw, judged)
 
 
 BENCHMARK = Benchmark(
     name="wikibio",
     help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)",
     description="Sentence scores of the 238 GPT-3 passages against their human labels, per method.",
-    arguments=_arguments,
+    settings=WikiBioSettings,
+    fields_of=(semantic_entropy_paragraph.METHOD, ("judge",)),
     plans=_plans,
-    describe=lambda results, _args: describe(results),
+    describe=lambda results, _settings: describe(results),
     finish=write_report,
     by_method=True,
 )

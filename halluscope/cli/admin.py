@@ -31,8 +31,8 @@ from halluscope.backends.local import (
     pull,
 )
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
-from halluscope.bench.flags import key_values
 from halluscope.bench.sources import SOURCES, fetch, presence
+from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import (
     cache_parser,

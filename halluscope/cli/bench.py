@@ -12,15 +12,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from halluscope.bench.arguments import Benchmark
-from halluscope.bench.flags import ListFlag, key_values
+from halluscope.bench.benchmark import Benchmark, Settings
 from halluscope.bench.html import REPORT
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
 from halluscope.bench.runner import RESULTS, BenchResult, checked_out
-from halluscope.calibration import Calibration
-from halluscope.checks import finite_number
+from halluscope.calibration import KINDS, Calibration
+from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
+from halluscope.cli.flags import ListFlag, add_fields, finite, label_of, read_fields
 from halluscope.errors import ConfigError
 from halluscope.prompts.registry import parse_ref
 from halluscope.scale import RAY_INSTALL
@@ -34,20 +34,43 @@ def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
         return cmd_bench_compare(args)
     if args.workers is not None and args.ray is None:
         raise ConfigError("--workers sizes the Ray actor pool: give it with --ray")
+    settings = settings_of(benchmark, args)
     results: Sequence[BenchResult] = run_benchmark(
-        benchmark, args, partial(gateway_of, args), ray=args.ray, workers=args.workers, fresh=args.fresh
+        benchmark,
+        settings,
+        partial(gateway_of, args),
+        args.out,
+        progress=not args.json,
+        ray=args.ray,
+        workers=args.workers,
+        fresh=args.fresh,
     )
     status = report_failures([f for r in results for f in r.failures], results[0].bench)
     if args.json:
         shown = [r.model_dump(mode="json", exclude={"items"}) for r in results]
         print_json({"bench": benchmark.name, "out": args.out, "results": shown})
         return status
-    print(benchmark.describe(results, args))
+    print(benchmark.describe(results, settings))
     saved = dict.fromkeys(str(benchmark.out_dir(r.meta.method, args.out) / RESULTS) for r in results)
     plots = sorted(p.name for p in Path(args.out).glob("*.png"))
     drawn = f", plots ({', '.join(plots)})" if plots else ""
     print(f"wrote {Path(args.out) / REPORT} (open it in a browser), report.md{drawn}; results: {', '.join(saved)}")
     return status
+
+
+def settings_of(benchmark: Benchmark, args: argparse.Namespace) -> Settings:
+    """The benchmark's settings from its parsed flags: its own, --data (unless it declares its own), and
+    the fields of its method, refused as that method refuses them."""
+    values = read_fields(benchmark.settings, args)
+    values.setdefault("data", getattr(args, "data", None))
+    if benchmark.fields_of is not None:
+        method, names = benchmark.fields_of
+        options = read_fields(method, args, names)
+        problem = method.check(options, label_of(method)) if method.check is not None else None
+        if problem:
+            raise ConfigError(problem)
+        values["method_options"] = options
+    return benchmark.settings(**values)
 
 
 def cmd_bench_compare(args: argparse.Namespace) -> int:
@@ -186,7 +209,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     for benchmark in BENCHMARKS.values():
         parents = [common] if benchmark.calls_models else []
         p = bench.add_parser(benchmark.name, parents=parents, help=benchmark.help, description=benchmark.description)
-        benchmark.arguments(p)
+        add_fields(p, benchmark.settings)
+        if benchmark.fields_of is not None:
+            add_fields(p, *benchmark.fields_of)
         p.add_argument(
             "--out", default=f"out/{benchmark.name}", help=f"output directory (default out/{benchmark.name})"
         )
@@ -209,10 +234,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--method", action=ListFlag, required=True, help="the candidates: methods and presets")
     p.add_argument("--model", help="the model of every candidate that calls one")
-    p.add_argument("--max-calls-per-answer", type=finite_number, metavar="K", help="the call budget per answer")
+    p.add_argument("--max-calls-per-answer", type=finite, metavar="K", help="the call budget per answer")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--target-precision", type=finite_number, metavar="P", help="operating point (default 0.8)")
-    target.add_argument("--target-recall", type=finite_number, metavar="R", help="operating point: a recall instead")
+    target.add_argument("--target-precision", type=finite, metavar="P", help="operating point (default 0.8)")
+    target.add_argument("--target-recall", type=finite, metavar="R", help="operating point: a recall instead")
     p.add_argument("--folds", type=int, default=calibrate.FOLDS, help="cross-validation folds by answer")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option (judge=...)")
     p.add_argument("--out", default="out/choose", help="where the runs, choose.md and calibration.json go")
@@ -226,6 +251,49 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         description=calibrate.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    calibrate.add_arguments(p)
+    calibrate_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_calibrate)
+
+
+def calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    """`halluscope calibrate`'s own flags."""
+    p.add_argument("--method", action=ListFlag, required=True, help="one method, or several to stack")
+    p.add_argument(
+        "--data",
+        metavar="FILE|DIR",
+        help="your labelled answers (a .csv or .jsonl file, as bench mine reads it: cross-validated by answer), "
+        "or the benchmark data directory of --bench wikibio (default: HALLUSCOPE_DATA, else `data fetch`'s)",
+    )
+    p.add_argument(
+        "--bench", default="wikibio", choices=("wikibio",), help="labelled data to fit on without --data FILE"
+    )
+    p.add_argument("--fit", metavar="FIRST-LAST", help="WikiBio passages to fit on, e.g. 0-119")
+    p.add_argument("--test", metavar="FIRST-LAST", help="held-out WikiBio passages, e.g. 120-237")
+    p.add_argument(
+        "--folds",
+        type=int,
+        default=calibrate.FOLDS,
+        help=f"--data FILE: cross-validation folds (default {calibrate.FOLDS})",
+    )
+    p.add_argument(
+        "--opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--data FILE: a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli)",
+    )
+    p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
+    p.add_argument("--limit-passages", type=int, metavar="K", help="WikiBio: only the first K passages of each split")
+    p.add_argument("--samples", dest="n", type=int, help="as bench wikibio --samples")
+    p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
+    p.add_argument(
+        "--target-precision", type=finite, default=calibrate.TARGET_PRECISION, help="for the reported threshold"
+    )
+    p.add_argument("--out", default="out/calibration.json", help="the calibration file (default out/calibration.json)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write a fit that fails its held-out check (too few sentences of a class, or an AUC-ROC interval "
+        "holding 50), its report saying so",
+    )

@@ -11,12 +11,12 @@ import sys
 from typing import Any
 
 from halluscope.backends.budget import MAX_CALLS
-from halluscope.bench.flags import key_values
 from halluscope.check_answer import WITH_CONTEXT, WITHOUT_CONTEXT, check
-from halluscope.checks import finite_number
+from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
 from halluscope.cli.detect import show_verdict
+from halluscope.cli.flags import finite
 from halluscope.errors import ConfigError
 from halluscope.readers import load_json, read_file, read_texts
 
@@ -107,12 +107,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="FILE", help="a file from `halluscope calibrate`: probabilities")
     p.add_argument(
         "--threshold",
-        type=finite_number,
+        type=finite,
         metavar="T",
         help="flag units at or above T (default: p >= 0.5 calibrated; 0.5 on the default methods' 0-1 scores)",
     )
     p.add_argument(
-        "--prior", type=finite_number, metavar="P", help="your base rate: corrects --calibration's probabilities to it"
+        "--prior", type=finite, metavar="P", help="your base rate: corrects --calibration's probabilities to it"
     )
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option (e.g. top_k=2)")
     p.add_argument("--max-calls", type=int, default=MAX_CALLS, metavar="N", help="refuse a check planning more calls")

@@ -13,8 +13,7 @@ from halluscope.backends.cache import open_cache
 from halluscope.backends.chat import parse_model_spec
 from halluscope.backends.entailment import judge_target
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
-from halluscope.bench.flags import ListFlag
-from halluscope.checks import finite_number
+from halluscope.cli.flags import ListFlag, finite
 from halluscope.errors import ConfigError, redact_credentials
 from halluscope.prompts.registry import PromptRegistry
 
@@ -89,7 +88,7 @@ def common_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--timeout",
-        type=finite_number,
+        type=finite,
         metavar="SECONDS",
         help="seconds one model request may take before it is retried "
         f"(default: HALLUSCOPE_TIMEOUT or {DEFAULT_TIMEOUT:g})",
@@ -104,18 +103,23 @@ SAMPLES_WITHOUT_YES = 100  # more samples per item than this is likely a typo: i
 def check_counts(args: argparse.Namespace) -> None:
     """--samples and --limit must be >= 1 (0 once meant 'the default' and --limit -1 'all but the last');
     a sample count that would run for days needs --yes."""
-    limit = getattr(args, "limit", None)
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {limit}")
-    for dest, value in vars(args).items():  # every sample count is n (a method's field flag: n.0, n.1 ...)
-        if dest == "n" or dest.startswith("n."):
-            check_samples(value, "--samples", getattr(args, "yes", False))
+    for limit in given(args, "limit"):
+        if limit < 1:
+            raise ConfigError(f"--limit must be at least 1, got {limit}")
+    for n in given(args, "n"):  # every sample count is n
+        check_samples(n, "--samples", getattr(args, "yes", False))
+
+
+def given(args: argparse.Namespace, name: str) -> list[Any]:
+    """The values given to a field by any of its flags: its own dest, or a declared field's (``n.0``,
+    ``n.1`` ...: one dest per spelling)."""
+    return [v for dest, v in vars(args).items() if v is not None and (dest == name or dest.startswith(f"{name}."))]
 
 
 def check_models(args: argparse.Namespace) -> None:
     """A malformed or unknown --model (and a --judge that is a model spec) is refused before any work:
     a run would otherwise load data and show progress before its first call found it."""
-    check_specs(str(getattr(args, flag, None) or "") for flag in ("model", "judge"))
+    check_specs(value for flag in ("model", "judge") for value in given(args, flag))
 
 
 def check_specs(values: Iterable[Any]) -> None:

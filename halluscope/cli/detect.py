@@ -15,11 +15,11 @@ from tqdm import tqdm
 
 from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.gateway import CallStats
-from halluscope.bench.flags import add_fields, key_values, label_of, read_fields
 from halluscope.bench.report import csv_text, write_csv
-from halluscope.checks import finite_number
+from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of
+from halluscope.cli.flags import add_fields, finite, label_of, read_fields
 from halluscope.detectors import detector
 from halluscope.errors import ConfigError
 from halluscope.readers import check_writable
@@ -184,7 +184,7 @@ def _add_calibration_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prior",
-        type=finite_number,
+        type=finite,
         metavar="P",
         help="the share of hallucinated units where you use it: the calibration's probabilities are "
         "corrected to it from the base rate it was fitted at",
@@ -201,7 +201,7 @@ def _add_verdict_flags(p: argparse.ArgumentParser) -> None:
     """How a detect run decides and prints: its threshold, its call limit, its exit code, its output."""
     p.add_argument(
         "--threshold",
-        type=finite_number,
+        type=finite,
         metavar="T",
         help="flag the units whose probability (calibrated) or score is at least T "
         f"(default: {DEFAULT_PROBABILITY_THRESHOLD:g} on probabilities; none on raw scores)",

@@ -10,7 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from halluscope.bench.flags import numbers
+from halluscope.checks import numbers
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.probing import KINDS

@@ -9,9 +9,9 @@ import os
 from typing import Any
 
 from halluscope.backends.budget import MAX_CALLS
-from halluscope.checks import finite_number
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
+from halluscope.cli.flags import finite
 from halluscope.errors import ConfigError
 from halluscope.serve import DEFAULT_TIMEOUT_S, HttpSettings, ServerSettings, serve_http, serve_stdio
 from halluscope.serve.http import DEFAULT_MAX_BODY, TOKEN_ENV
@@ -98,7 +98,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--request-timeout",
-        type=finite_number,
+        type=finite,
         default=DEFAULT_TIMEOUT_S,
         metavar="S",
         help=f"a request's wall-clock limit in seconds (default {DEFAULT_TIMEOUT_S:g}; --timeout is one model call's)",

@@ -88,6 +88,21 @@ class Option:
     flags: tuple[Flag, ...]
     default: Any
     hint: Any
+    required: bool = False
+
+
+def options_of(declared: type) -> list[Option]:
+    """The ``arg`` fields of a dataclass (a method's inputs or options, a benchmark's settings) as the
+    command line and the docs read them; a field without a default is required."""
+    hints = get_type_hints(declared)
+    found = []
+    for f in dataclasses.fields(declared):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        default = f.default if f.default is not dataclasses.MISSING else None
+        shown = f.metadata.get("shown", True) and default not in (None, (), [], {})
+        line = f.metadata.get("help", "") + (f" (default {default!r})" if shown else "")
+        found.append(Option(f.name, line, f.metadata.get("flags", ()), default, hints[f.name], required))
+    return found
 
 
 class Need:
@@ -182,6 +197,9 @@ class Method:
     adetect: Callable[..., Awaitable[DetectionResult]] = field(init=False)
 
     def __post_init__(self) -> None:
+        declared = [need for need in self.needs if not isinstance(need, Need)]
+        if declared:
+            raise TypeError(f"{self.name}: each of needs is a Need('text', 'sentences', ...), got {declared[0]!r}")
         object.__setattr__(self, "detect", self._entry(self._detect, asynchronous=False))
         object.__setattr__(self, "adetect", self._entry(self._adetect, asynchronous=True))
 
@@ -206,13 +224,7 @@ class Method:
 
     def fields(self) -> list[Option]:
         """The inputs, then the options, as the command line and the docs read them."""
-        found = []
-        for f in (*dataclasses.fields(self.inputs), *dataclasses.fields(self.options)):
-            default = f.default if f.default is not dataclasses.MISSING else None
-            shown = f.metadata.get("shown", True) and default not in (None, (), [], {})
-            line = f.metadata.get("help", "") + (f" (default {default!r})" if shown else "")
-            found.append(Option(f.name, line, f.metadata.get("flags", ()), default, self.hints[f.name]))
-        return found
+        return [*options_of(self.inputs), *options_of(self.options)]
 
     @functools.cached_property
     def refers(self) -> dict[str, Refers]:

@@ -10,7 +10,6 @@ is replayed from the cache); a sentence is positive when its label is minor or m
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from collections.abc import Mapping
@@ -21,12 +20,10 @@ import numpy as np
 
 from halluscope.backends.gateway import Gateway, ModelLike, model_name
 from halluscope.bench import mine
-from halluscope.bench.flags import ListFlag, numbers
 from halluscope.bench.provenance import provenance
 from halluscope.bench.runner import BenchResult, run
 from halluscope.bench.wikibio import finite_scores, load_wikibio, run_bench, score_list, sentence_scores
 from halluscope.calibration import (
-    KINDS,
     Calibration,
     brier,
     evaluate,
@@ -37,7 +34,7 @@ from halluscope.calibration import (
     threshold_for_precision,
     threshold_for_recall,
 )
-from halluscope.checks import finite_number
+from halluscope.checks import numbers
 from halluscope.errors import ConfigError
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
@@ -560,40 +557,3 @@ def _point(row: dict[str, Any], held_out: bool = False) -> str:
 def labelled_file(data: str | None) -> bool:
     """Whether --data names a user's labelled answers (a file) rather than the benchmark data directory."""
     return data is not None and data.endswith((".csv", ".jsonl", ".json"))
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", action=ListFlag, required=True, help="one method, or several to stack")
-    p.add_argument(
-        "--data",
-        metavar="FILE|DIR",
-        help="your labelled answers (a .csv or .jsonl file, as bench mine reads it: cross-validated by answer), "
-        "or the benchmark data directory of --bench wikibio (default: HALLUSCOPE_DATA, else `data fetch`'s)",
-    )
-    p.add_argument(
-        "--bench", default="wikibio", choices=("wikibio",), help="labelled data to fit on without --data FILE"
-    )
-    p.add_argument("--fit", metavar="FIRST-LAST", help="WikiBio passages to fit on, e.g. 0-119")
-    p.add_argument("--test", metavar="FIRST-LAST", help="held-out WikiBio passages, e.g. 120-237")
-    p.add_argument("--folds", type=int, default=FOLDS, help=f"--data FILE: cross-validation folds (default {FOLDS})")
-    p.add_argument(
-        "--opt",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="--data FILE: a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli)",
-    )
-    p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
-    p.add_argument("--limit-passages", type=int, metavar="K", help="WikiBio: only the first K passages of each split")
-    p.add_argument("--samples", dest="n", type=int, help="as bench wikibio --samples")
-    p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
-    p.add_argument(
-        "--target-precision", type=finite_number, default=TARGET_PRECISION, help="for the reported threshold"
-    )
-    p.add_argument("--out", default="out/calibration.json", help="the calibration file (default out/calibration.json)")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="write a fit that fails its held-out check (too few sentences of a class, or an AUC-ROC interval "
-        "holding 50), its report saying so",
-    )

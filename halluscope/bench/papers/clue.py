@@ -15,7 +15,6 @@ scores S^a = f(a, "This example is about c") are the ground truth.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import random
@@ -30,7 +29,7 @@ import numpy as np
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import ZeroShot, zero_shot_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import Benchmark, Settings, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
@@ -365,31 +364,31 @@ def _correlation_plot(path: Path, summary: dict[str, Any]) -> None:
     plt.close(fig)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="qnli", choices=("qnli",))
-    p.add_argument("--limit", type=int, help="only the first K questions")
-    p.add_argument("--model", default="local:qwen2.5-coder-1.5b", help="model that answers and extracts concepts")
-    p.add_argument(
+@dataclass(frozen=True, kw_only=True)
+class ClueSettings(Settings):
+    dataset: str = option("qnli", "the QA data", "--dataset", choices=("qnli",))
+    limit: int | None = option(None, "only the first K questions", "--limit", type=int)
+    model: str = option("local:qwen2.5-coder-1.5b", "model that answers and extracts concepts", "--model")
+    judge: str | None = option(
+        None,
+        "zero-shot scorer: a model spec, or nli:PATH (nli:NAME once pulled; default: local model)",
         "--judge",
         metavar="SPEC",
-        help="zero-shot scorer: a model spec, or nli:PATH (nli:NAME once pulled; default: local model)",
     )
-    p.add_argument("--samples", dest="n", type=int, default=5, help="N outputs per question (default 5)")
-    p.add_argument("--theta-h", type=finite_number, default=THETA_H, help=f"S^a above it: entailed concept ({THETA_H})")
-    p.add_argument(
-        "--theta-l", type=finite_number, default=THETA_L, help=f"S^a below it: hallucinated concept ({THETA_L})"
-    )
-    p.add_argument(
-        "--prefilter", type=finite_number, metavar="COS", help="merge: ask only pairs with embedding cosine >= COS"
+    n: int = option(5, "N outputs per question", "--samples", type=int)
+    theta_h: float = option(THETA_H, "S^a above it: entailed concept", "--theta-h", type=finite_number)
+    theta_l: float = option(THETA_L, "S^a below it: hallucinated concept", "--theta-l", type=finite_number)
+    prefilter: float | None = option(
+        None, "merge: ask only pairs with embedding cosine >= COS", "--prefilter", type=finite_number, metavar="COS"
     )
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
+def _plans(settings: ClueSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
     gw = gateway()
-    scorer = zero_shot_judge(args.judge, gw, prompt=clue.ZERO_SHOT)
+    scorer = zero_shot_judge(settings.judge, gw, prompt=clue.ZERO_SHOT)
     return [clue_plan(
-        model=args.model, scorer=scorer, gateway=gw, data=args.data, limit=args.limit,
-        n=args.n, theta_h=args.theta_h, theta_l=args.theta_l, prefilter=args.prefilter,
+        model=settings.model, scorer=scorer, gateway=gw, data=settings.data, limit=settings.limit,
+        n=settings.n, theta_h=settings.theta_h, theta_l=settings.theta_l, prefilter=settings.prefilter,
     )]  # fmt: skip
 
 
@@ -399,7 +398,7 @@ BENCHMARK = Benchmark(
     description="Wang et al., Sections 5.1-5.2: per question, D_R / D_L / D_I answers; mean Pearson of U(c) "
     "with each answer's concept scores, and detection of hallucinated concepts on D_R against the "
     "question-relevance baseline (macro and micro AUROC/AUPRC).",
-    arguments=_arguments,
+    settings=ClueSettings,
     plans=_plans,
-    describe=lambda results, _args: describe(results[0]),
+    describe=lambda results, _settings: describe(results[0]),
 )

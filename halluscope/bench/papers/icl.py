@@ -14,7 +14,6 @@ and the PHR as a linear predictor of MHR and of the error rate over the queries 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import time
@@ -27,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from halluscope.backends.logprobs import LogProbModel
-from halluscope.bench.arguments import Benchmark, add_context_sizes
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, context_sizes, option, switch
 from halluscope.bench.datasets import dataset_dir
-from halluscope.bench.flags import ListFlag
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
+from halluscope.runtime.contract import Flag, arg
 from halluscope.scoring.phr import Pair
 
 if TYPE_CHECKING:
@@ -421,36 +420,40 @@ def _plot(path: Path, result: BenchResult) -> None:
     plt.close(fig)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, choices=tuple(LOADERS))
-    add_context_sizes(p, [2, 4, 8, 16])
-    p.add_argument("--contexts", type=int, default=50, help="contexts D_n per n (default 50)")
-    p.add_argument("--queries", type=int, default=10, help="queries per context (default 10)")
-    p.add_argument("--M", type=int, default=10, help="imagined completions per context (default 10)")
-    p.add_argument("--K", type=int, default=50, help="responses per draw where drawn (default 50)")
-    p.add_argument("--imagined", type=int, default=5, help="N - n, imagined pairs per completion (default 5)")
-    p.add_argument("--eval-size", type=int, help="|D_eval| for the MHR (default: N - n)")
-    p.add_argument(
-        "--epsilon", action=ListFlag, kind=float, default=[0.05, 0.75], help="low (vs MHR) and high (vs error) epsilon"
+@dataclass(frozen=True, kw_only=True)
+class ICLSettings(Settings):
+    task: str = option(REQUIRED, "the in-context learning task", "--task", choices=tuple(LOADERS))
+    sizes: tuple[int, ...] = context_sizes((2, 4, 8, 16))
+    contexts: int = option(50, "contexts D_n per n", "--contexts", type=int)
+    queries: int = option(10, "queries per context", "--queries", type=int)
+    M: int = option(10, "imagined completions per context", "--M", type=int)
+    K: int = option(50, "responses per draw where drawn", "--K", type=int)
+    imagined: int = option(5, "N - n, imagined pairs per completion", "--imagined", type=int)
+    eval_size: int | None = option(None, "|D_eval| for the MHR (default: N - n)", "--eval-size", type=int)
+    epsilon: tuple[float, ...] = arg(
+        (0.05, 0.75),
+        help="low (vs MHR) and high (vs error) epsilon",
+        flags=(Flag(("--epsilon",), listed=True, type=float),),
     )
-    p.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="a log-prob model spec (local:, transformers:)")
-    p.add_argument("--draws", action="store_true", help="K draws from the next-token distribution, not exact")
-    p.add_argument("--sampled", action="store_true", help="K sampled responses scored by teacher forcing")
-    p.add_argument("--no-prefix-reuse", action="store_true", help="evaluate every prompt from its first token")
-    p.add_argument("--seed", type=int, default=0)
+    model: str = option("local:qwen2.5-coder-0.5b", "a log-prob model spec (local:, transformers:)", "--model")
+    draws: bool = switch("K draws from the next-token distribution, not exact", "--draws")
+    sampled: bool = switch("K sampled responses scored by teacher forcing", "--sampled")
+    no_prefix_reuse: bool = switch("evaluate every prompt from its first token", "--no-prefix-reuse")
+    seed: int = option(0, "the seed of the contexts and queries drawn", "--seed", type=int)
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Any]) -> list[Plan]:
+def _plans(settings: ICLSettings, gateway: Callable[[], Any]) -> list[Plan]:
+    s = settings
     return [phr_plan(
-        args.task, model=args.model, ns=args.sizes, contexts=args.contexts, queries=args.queries,
-        m=args.M, k=args.K, n_imagined=args.imagined, epsilons=args.epsilon,
-        eval_size=args.eval_size, exact=not args.draws and not args.sampled,
-        responses="sampled" if args.sampled else "distribution", reuse_prefix=not args.no_prefix_reuse,
-        seed=args.seed, data=args.data, gateway=gateway(),
+        s.task, model=s.model, ns=s.sizes, contexts=s.contexts, queries=s.queries,
+        m=s.M, k=s.K, n_imagined=s.imagined, epsilons=s.epsilon,
+        eval_size=s.eval_size, exact=not s.draws and not s.sampled,
+        responses="sampled" if s.sampled else "distribution", reuse_prefix=not s.no_prefix_reuse,
+        seed=s.seed, data=s.data, gateway=gateway(),
     )]  # fmt: skip
 
 
-def _describe(results: Sequence[BenchResult], _args: argparse.Namespace) -> str:
+def _describe(results: Sequence[BenchResult], _settings: ICLSettings) -> str:
     table = markdown_table(results[0].metrics["rows"], COLUMNS, digits=3)
     return f"{table}\nrandom-guess error {results[0].metrics['random_error']:.2f}; {results[0].meta.cost()}"
 
@@ -462,7 +465,7 @@ BENCHMARK = Benchmark(
     "D_eval and held-out queries (<= 116 tokens); the PHR against the MHR at the low epsilon and "
     "against the empirical error rate at the high one. Defaults are the paper's budget; on a CPU try "
     "--contexts 8 --queries 5 --M 5.",
-    arguments=_arguments,
+    settings=ICLSettings,
     plans=_plans,
     describe=_describe,
 )

@@ -4,15 +4,15 @@ hallucination rate (Definition 3), for several context sizes n."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from halluscope.bench.arguments import Benchmark, add_context_sizes
+from halluscope.bench.benchmark import Benchmark, Settings, context_sizes, option
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.checks import finite_number
@@ -142,19 +142,19 @@ def _plot(path: Path, rows: list[dict[str, Any]], epsilon: float) -> None:
     plt.close(fig)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    add_context_sizes(p, [2, 8, 32])
-    p.add_argument("--problems", type=int, default=100, help="problems per n (default 100)")
-    p.add_argument("--M", type=int, default=40, help="imagined completions per problem (default 40)")
-    p.add_argument("--K", type=int, default=2000, help="responses per quantile and per rate (default 2000)")
-    p.add_argument("--imagined", type=int, default=100, help="N - n, imagined pairs per completion (default 100)")
-    p.add_argument("--epsilon", type=finite_number, default=0.05, help="the likely set's epsilon (default 0.05)")
-    p.add_argument("--seed", type=int, default=0)
+@dataclass(frozen=True, kw_only=True)
+class SyntheticSettings(Settings):
+    sizes: tuple[int, ...] = context_sizes((2, 8, 32))
+    problems: int = option(100, "problems per n", "--problems", type=int)
+    M: int = option(40, "imagined completions per problem", "--M", type=int)
+    K: int = option(2000, "responses per quantile and per rate", "--K", type=int)
+    imagined: int = option(100, "N - n, imagined pairs per completion", "--imagined", type=int)
+    epsilon: float = option(0.05, "the likely set's epsilon", "--epsilon", type=finite_number)
+    seed: int = option(0, "the seed of the problems drawn", "--seed", type=int)
 
 
-def _plans(args: argparse.Namespace, _gateway: Any) -> list[Plan]:
-    ns = args.sizes
-    return [phr_synthetic_plan(ns, args.problems, args.M, args.K, args.imagined, args.epsilon, args.seed)]
+def _plans(s: SyntheticSettings, _gateway: Any) -> list[Plan]:
+    return [phr_synthetic_plan(s.sizes, s.problems, s.M, s.K, s.imagined, s.epsilon, s.seed)]
 
 
 BENCHMARK = Benchmark(
@@ -163,8 +163,8 @@ BENCHMARK = Benchmark(
     description="Random problems per context size n; the PHR of Definition 4 and the THR of the true "
     "mechanism computed exactly, against Algorithm 1 (and Algorithm 3's aleatoric entropy) run on "
     "the model's samples and log-probabilities only.",
-    arguments=_arguments,
+    settings=SyntheticSettings,
     plans=_plans,
-    describe=lambda results, _args: markdown_table(results[0].metrics["rows"], COLUMNS, digits=4),
+    describe=lambda results, _settings: markdown_table(results[0].metrics["rows"], COLUMNS, digits=4),
     calls_models=False,
 )

@@ -8,7 +8,6 @@ Each score predicts that the low-temperature answer is wrong: AUROC (y = incorre
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import string
@@ -22,9 +21,8 @@ import numpy as np
 
 from halluscope.backends.entailment import Entailment, entailment_judge
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, option
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.flags import add_fields, read_fields
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
@@ -265,21 +263,23 @@ def describe(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, choices=tuple(DATASETS))
-    p.add_argument("--method", default="semantic-entropy", choices=("semantic-entropy",))
-    p.add_argument("--model", help="model spec that answers, e.g. local:qwen2.5-coder-0.5b")
-    add_fields(p, semantic_entropy.METHOD, SE_FLAGS)
-    p.add_argument("--limit", type=int, help="only the first K questions")
+@dataclass(frozen=True, kw_only=True)
+class QASettings(Settings):
+    dataset: str = option(REQUIRED, "the closed-book QA data", "--dataset", choices=tuple(DATASETS))
+    method: str = option("semantic-entropy", "the method scored", "--method", choices=("semantic-entropy",))
+    model: str | None = option(None, "model spec that answers, e.g. local:qwen2.5-coder-0.5b", "--model")
+    limit: int | None = option(None, "only the first K questions", "--limit", type=int)
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    if not args.model:
+def _plans(settings: QASettings, gateway: Callable[[], Gateway]) -> list[Plan]:
+    if not settings.model:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
     gw = gateway()
-    options = read_fields(semantic_entropy.METHOD, args, SE_FLAGS)
+    options = dict(settings.method_options)
     options["judge"] = entailment_judge(options.get("judge"), gw, prompt=semantic_entropy.ENTAILMENT)
-    return [qa_plan(args.dataset, model=args.model, gateway=gw, data=args.data, limit=args.limit, **options)]
+    return [
+        qa_plan(settings.dataset, model=settings.model, gateway=gw, data=settings.data, limit=settings.limit, **options)
+    ]
 
 
 BENCHMARK = Benchmark(
@@ -287,7 +287,8 @@ BENCHMARK = Benchmark(
     help="closed-book QA (TriviaQA, SQuAD): semantic entropy's AUROC / AURAC protocol",
     description="Answer each question once at temperature 0.1 (graded against the dataset's answers) and "
     "M times at temperature 1 (scored by semantic entropy); report how well each score predicts wrong answers.",
-    arguments=_arguments,
+    settings=QASettings,
+    fields_of=(semantic_entropy.METHOD, SE_FLAGS),
     plans=_plans,
-    describe=lambda results, _args: describe(results[0]),
+    describe=lambda results, _settings: describe(results[0]),
 )

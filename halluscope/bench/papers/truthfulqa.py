@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -26,9 +25,8 @@ import numpy as np
 from halluscope.backends.chat import runs_in_process
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
-from halluscope.bench.arguments import Benchmark
+from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
-from halluscope.bench.flags import ListFlag, add_fields, label_of, read_fields
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
@@ -602,37 +600,29 @@ def _variant_list(chosen: list[str]) -> list[str]:
 FEWL_FLAGS = ("references", "n", "neighbours", "wrong_model")  # FEWL's options a TruthfulQA run takes as flags
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", action=ListFlag, default=list(VARIANTS), help="variants to report (default: all)")
-    p.add_argument("--limit", type=int, help="only the first K questions")
-    add_fields(p, fewl.METHOD, FEWL_FLAGS)
+@dataclass(frozen=True, kw_only=True)
+class TruthfulQASettings(Settings):
+    method: tuple[str, ...] = listed(VARIANTS, "variants to report (default: all)", "--method")
+    limit: int | None = option(None, "only the first K questions", "--limit", type=int)
 
 
-def _fewl_options(args: argparse.Namespace) -> dict[str, Any]:
-    """FEWL's reference side from its own flags, refused as FEWL refuses it (--diversify with several
-    --reference models)."""
-    values = read_fields(fewl.METHOD, args, FEWL_FLAGS)
-    problem = fewl.METHOD.check(values, label_of(fewl.METHOD)) if fewl.METHOD.check else None
-    if problem:
-        raise ConfigError(problem)
-    return values
+@dataclass(frozen=True, kw_only=True)
+class RankSettings(Settings):
+    models: tuple[str, ...] = listed(REQUIRED, "models to rank", "--models", metavar="SPEC")
+    mc: str = option("auto", "how MC1 is read", "--mc", choices=MC_MODES)
+    limit: int | None = option(None, "only the first K questions", "--limit", type=int)
 
 
-def _plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    _variant_list(args.method)  # an unknown variant fails before any call
-    return [truthfulqa_plan(gateway=gateway(), data=args.data, limit=args.limit, **_fewl_options(args))]
+def _plans(settings: TruthfulQASettings, gateway: Callable[[], Gateway]) -> list[Plan]:
+    _variant_list(settings.method)  # an unknown variant fails before any call
+    return [truthfulqa_plan(gateway=gateway(), data=settings.data, limit=settings.limit, **settings.method_options)]
 
 
-def _rank_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", action=ListFlag, required=True, metavar="SPEC", help="models to rank")
-    p.add_argument("--mc", default="auto", choices=MC_MODES, help="how MC1 is read (default auto)")
-    p.add_argument("--limit", type=int, help="only the first K questions")
-    add_fields(p, fewl.METHOD, FEWL_FLAGS)
-
-
-def _rank_plans(args: argparse.Namespace, gateway: Callable[[], Gateway]) -> list[Plan]:
-    options = _fewl_options(args)
-    return [rank_plan(models=args.models, gateway=gateway(), mc=args.mc, data=args.data, limit=args.limit, **options)]
+def _rank_plans(settings: RankSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
+    return [rank_plan(
+        models=settings.models, gateway=gateway(), mc=settings.mc, data=settings.data, limit=settings.limit,
+        **settings.method_options,
+    )]  # fmt: skip
 
 
 BENCHMARK = Benchmark(
@@ -640,16 +630,18 @@ BENCHMARK = Benchmark(
     help="FEWL on TruthfulQA v1: does the best answer score above the incorrect ones (Table 3, ablations)",
     description="Wei et al., Section 4.2: every labelled answer scored by FEWL; (a) best above the first "
     "incorrect answer, (b) best highest among all labelled answers; every ablation from one run.",
-    arguments=_arguments,
+    settings=TruthfulQASettings,
+    fields_of=(fewl.METHOD, FEWL_FLAGS),
     plans=_plans,
-    describe=lambda results, args: describe_truthfulqa(results[0], _variant_list(args.method)),
+    describe=lambda results, settings: describe_truthfulqa(results[0], _variant_list(settings.method)),
 )
 RANK_BENCHMARK = Benchmark(
     name="truthfulqa-rank",
     help="rank models by mean FEWL and by TruthfulQA MC1 accuracy; Kendall's tau",
     description="Wei et al., Section 4.3: each model answers the questions, FEWL ranks the models; the "
     "ground truth is each model's MC1 accuracy (log-probs for local models, else asked).",
-    arguments=_rank_arguments,
+    settings=RankSettings,
+    fields_of=(fewl.METHOD, FEWL_FLAGS),
     plans=_rank_plans,
-    describe=lambda results, _args: describe_rank(results[0]),
+    describe=lambda results, _settings: describe_rank(results[0]),
 )

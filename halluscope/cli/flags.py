@@ -1,0 +1,121 @@
+"""How the command line reads a list (one convention for every flag that takes one), and declared
+fields as flags: `detect METHOD` and the benchmarks spell a method's options the way its declaration
+does, and a benchmark's settings the way its ``Settings`` dataclass declares them, never redefined.
+The only place argparse meets a declaration."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Collection
+from typing import Any
+
+from halluscope.checks import finite_number
+from halluscope.errors import ConfigError
+from halluscope.runtime.contract import Flag, Method, Option, options_of
+
+
+class ListFlag(argparse.Action):
+    """The one convention for a list of names, model specs or numbers: comma-separated values, and the
+    flag may be repeated (``--method a,b --method c`` is [a, b, c]); a given flag replaces its default.
+    Free text, paths and KEY=VALUE pairs may hold commas: those flags repeat, one value each."""
+
+    def __init__(self, *args: Any, kind: type = str, **kwargs: Any) -> None:
+        self.kind = kind
+        super().__init__(*args, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, flag: Any = None
+    ) -> None:
+        so_far = getattr(namespace, self.dest, None)
+        so_far = [] if so_far is None or so_far is self.default else so_far
+        try:
+            parts = [self.kind(part.strip()) for part in str(values).split(",") if part.strip()]
+        except ValueError:
+            what = "integers" if self.kind is int else "numbers"
+            parser.error(f"{flag} takes comma-separated {what}, got {values!r}")
+        if not parts:
+            parser.error(f"{flag} got no value")
+        setattr(namespace, self.dest, [*so_far, *parts])
+
+
+Declared = Method | type  # a method, or a dataclass of ``arg`` fields (a benchmark's settings)
+
+
+def _options(declared: Declared) -> list[Option]:
+    return declared.fields() if isinstance(declared, Method) else options_of(declared)
+
+
+def spellings(declared: Declared, names: Collection[str] | None = None) -> list[tuple[str, Flag, str]]:
+    """The command-line spellings of the fields (``names``, or all): (field, flag, argparse dest)."""
+    return [
+        (option.name, flag, f"{option.name}.{k}")
+        for option in _options(declared)
+        if names is None or option.name in names
+        for k, flag in enumerate(option.flags)
+    ]
+
+
+def _typed(kind: Any) -> Any:
+    """A flag's type as argparse calls it: a ValueError of our own readers becomes the flag's message
+    ('--theta-h: takes a finite number, got 'inf''), the builtins keep argparse's own."""
+    if kind in (str, int, float):
+        return kind
+
+    def read(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    read.__name__ = getattr(kind, "__name__", "value")
+    return read
+
+
+def add_fields(p: argparse.ArgumentParser, declared: Declared, names: Collection[str] | None = None) -> None:
+    """The fields (``names``, or all) as flags, each with the field's help; a field without a default
+    and one spelling is a required flag."""
+    options = {option.name: option for option in _options(declared)}
+    for name, flag, dest in spellings(declared, names):
+        option = options[name]
+        kwargs: dict[str, Any] = {"dest": dest, "help": flag.help or option.help}
+        if option.required and len(option.flags) == 1:
+            kwargs["required"] = True
+        # the value's placeholder: the flag's own, else its name (--text TEXT), never the dest ('TEXT.0')
+        metavar = flag.metavar or flag.flags[0].lstrip("-").replace("-", "_").upper()
+        if flag.const is not None:
+            kwargs |= {"action": "store_const", "const": flag.const}
+        elif flag.listed:
+            kwargs |= {"action": ListFlag, "kind": _typed(flag.type), "metavar": metavar}
+        else:  # choices show themselves ({discrete,prob}) where no placeholder is given
+            kwargs |= {"type": _typed(flag.type), "metavar": flag.metavar or (None if flag.choices else metavar)}
+            kwargs["choices"] = flag.choices
+            if flag.append:
+                kwargs["action"] = "append"
+        p.add_argument(*flag.flags, **kwargs)
+
+
+def label_of(declared: Declared) -> Callable[[str], str]:
+    """A keyword named as the command line spells it: 'text' -> '--text or --file'."""
+
+    def label(param: str) -> str:
+        flags = [flag.flags[0] for name, flag, _ in spellings(declared) if name == param]
+        return " or ".join(dict.fromkeys(flags)) or param
+
+    return label
+
+
+def read_fields(declared: Declared, args: argparse.Namespace, names: Collection[str] | None = None) -> dict[str, Any]:
+    """The values the flags of ``add_fields`` gave (files read); two spellings of one field refused."""
+    label = label_of(declared)
+    values: dict[str, Any] = {}
+    for name, flag, dest in spellings(declared, names):
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if name in values:
+            raise ConfigError(f"give {label(name)}, not both")
+        values[name] = flag.read(value, flag.flags[0]) if flag.read is not None else value
+    return values
+
+
+finite = _typed(finite_number)  # a finite number, as a flag's type: 'inf' is refused naming the value
