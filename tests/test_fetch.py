@@ -248,3 +248,22 @@ def test_a_stalled_ollama_pull_is_named_as_one(
 def test_ollama_host_is_read_as_ollama_reads_it(host: str, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OLLAMA_HOST", host)
     assert ollama.server_url() == url
+
+
+def test_every_dataset_says_who_reads_it_with_which_loader_and_split() -> None:
+    """sources.py describes each dataset in one place: its pinned files and its readers; each reader's
+    loader imports and each of its benchmarks exists."""
+    import importlib
+
+    from halluscope.bench.papers import icl
+    from halluscope.bench.registry import BENCHMARKS
+    from halluscope.bench.sources import READERS, SOURCES
+
+    assert READERS.keys() == SOURCES.keys()
+    for name, readers in READERS.items():
+        assert readers, name
+        for reader in readers:
+            module, _, function = reader.loader.partition(":")
+            assert callable(getattr(importlib.import_module(module), function)), reader.loader
+            assert set(reader.benches) <= BENCHMARKS.keys(), (name, reader.benches)
+    assert icl.HELD_OUT == 0.2  # the hold-out the readers' split says

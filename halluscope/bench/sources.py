@@ -35,6 +35,16 @@ class DatasetSource:
     files: tuple[RemoteFile, ...]
 
 
+@dataclass(frozen=True)
+class Reader:
+    """How halluscope reads a dataset: the benchmarks that do, the loader ('module:function', imported
+    only when asked) and the split it takes."""
+
+    benches: tuple[str, ...]
+    loader: str
+    split: str
+
+
 def _github(repo: str, commit: str, files: dict[str, tuple[str, int, str]]) -> tuple[RemoteFile, ...]:
     """{target: (path in the repository, size, sha256)} at one commit."""
     return tuple(
@@ -363,3 +373,32 @@ def offline_routes(spec: DatasetSource, folder: Path) -> str:
         f"to {folder}; or point --data or {DATA_ENV} at a folder that holds {spec.name}/ (the project's data)"
     )
     return "\n".join(lines)
+
+
+_ICL = "halluscope.bench.papers.icl:load_icl_task"
+_HELD_OUT = "one file, held out 80/20 by a seeded shuffle (demonstrations / queries)"
+READERS: dict[str, tuple[Reader, ...]] = {  # each dataset of SOURCES: who reads it, and which part
+    "wikibio_gpt3_hallucination": (
+        Reader(("wikibio", "grounded"), "halluscope.bench.wikibio:load_wikibio", "all 238 passages"),
+    ),
+    "truthfulqa": (
+        Reader(
+            ("truthfulqa", "truthfulqa-rank"), "halluscope.bench.papers.truthfulqa:load_truthfulqa", "v1, 817 questions"
+        ),
+        Reader(("truthfulqa-rank",), "halluscope.bench.papers.truthfulqa:load_mc1", "v1 mc_task.json: MC1 targets"),
+    ),
+    "sst2": (Reader(("phr",), _ICL, "demonstrations from train, queries from dev"),),
+    "subj": (Reader(("phr",), _ICL, _HELD_OUT),),
+    "agnews": (Reader(("phr",), _ICL, f"test.csv only; {_HELD_OUT}"),),
+    "rte": (
+        Reader(("phr",), _ICL, "demonstrations from train, queries from val"),
+        Reader(("grounded",), "halluscope.bench.grounded:load_rte", "val (277 pairs, reported) or train (2,490)"),
+    ),
+    "wnli": (Reader(("phr",), _ICL, "demonstrations from GLUE's train re-split, queries from dev"),),
+    "medical_question_pairs": (Reader(("phr",), _ICL, f"{_HELD_OUT}, by pair of rows sharing a question"),),
+    "triviaqa": (Reader(("qa",), "halluscope.bench.papers.qa:load_qa", "the 3,000-question subsample, in file order"),),
+    "squad": (Reader(("qa",), "halluscope.bench.papers.qa:load_qa", "dev, in file order"),),
+    "qnli": (
+        Reader(("clue",), "halluscope.bench.papers.clue:load_qnli", "dev: questions with both labels, file order"),
+    ),
+}

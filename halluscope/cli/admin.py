@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ from halluscope.backends.local import (
     pull,
 )
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
-from halluscope.bench.sources import SOURCES, fetch, presence
+from halluscope.bench.sources import READERS, SOURCES, fetch, presence
 from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import (
@@ -292,6 +293,7 @@ def cmd_data_list(args: argparse.Namespace) -> int:
                 "path": str(folder),
                 "source": source_summary(name, args.data) if name in found else SOURCES[name].title,
                 "fetch": f"halluscope data fetch {name}" if known else None,
+                "read_by": [dataclasses.asdict(r) for r in READERS.get(name, ())],
             }
         )
     if args.json:
@@ -300,6 +302,8 @@ def cmd_data_list(args: argparse.Namespace) -> int:
     print(f"{root}  ({origin}{'' if root.is_dir() else ', not created yet'})")
     for r in rows:
         print(f"  {r['name']:<28} {r['state']:<8} {r['source']}")
+        for reader in r["read_by"]:
+            print(f"  {'':<28} {'':<8} bench {', '.join(reader['benches'])}: {reader['split']}")
     if any(r["state"] != "present" for r in rows):
         print("\nhalluscope data fetch NAME (or all) downloads a missing one, checked by sha256")
     return 0

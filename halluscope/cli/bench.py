@@ -270,12 +270,8 @@ def calibrate_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fit", metavar="FIRST-LAST", help="WikiBio passages to fit on, e.g. 0-119")
     p.add_argument("--test", metavar="FIRST-LAST", help="held-out WikiBio passages, e.g. 120-237")
-    p.add_argument(
-        "--folds",
-        type=int,
-        default=calibrate.FOLDS,
-        help=f"--data FILE: cross-validation folds (default {calibrate.FOLDS})",
-    )
+    folds = calibrate.FOLDS
+    p.add_argument("--folds", type=int, default=folds, help=f"--data FILE: cross-validation folds (default {folds})")
     p.add_argument(
         "--opt",
         action="append",
