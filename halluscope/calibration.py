@@ -53,6 +53,11 @@ class Calibration(BaseModel):
         description="the base rate its probabilities are corrected to (odds correction from the fit's own "
         "base rate, report.base_rate_fit); None: the fit's own",
     )
+    threshold: float | None = Field(
+        None,
+        description="the probability at which a check draws its verdict unless given another (the operating "
+        "point `choose` or `calibrate` chose, at the fit's base rate); None: p >= 0.5",
+    )
 
     def problem(self) -> str | None:
         """Why the fitted numbers cannot be used (None when they can), naming the field: every number
@@ -63,6 +68,8 @@ class Calibration(BaseModel):
             return "methods is empty"
         if self.prior is not None and not 0 < self.prior < 1:
             return f"prior is {self.prior}, not a base rate in (0, 1)"
+        if self.threshold is not None and not 0 <= self.threshold <= 1:
+            return f"threshold is {self.threshold}, not a probability in [0, 1]"
         params = self.params
 
         def numbers(name: str, value: Any) -> str | None:
@@ -149,6 +156,11 @@ class Calibration(BaseModel):
                 "this calibration records no base rate (report.base_rate_fit): fit it again to use a prior"
             )
         return self.model_copy(update={"prior": float(prior)})
+
+    def decides_at(self) -> float | None:
+        """The threshold a check decides at by default: the fitted operating point, moved with the
+        probabilities where a prior corrects them (the same units stay flagged); None: p >= 0.5."""
+        return None if self.threshold is None else self._at_prior(self.threshold)
 
     def _at_prior(self, p: float) -> float:
         base = self.base_rate()

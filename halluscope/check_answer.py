@@ -1,8 +1,9 @@
 """One call to check an answer: ``halluscope.check(answer, context=..., question=...)`` and `halluscope
 check`. It picks the method (``grounded`` when documents come with the answer, ``direct-question``
-otherwise, unless one is named), runs it, and draws the verdict: at the threshold given, at p >= 0.5
-with a calibration, or at 0.5 on a method whose raw score is a probability-like 0-1 value (both
-defaults' are: 1 - p(Yes)); another method's raw scores have no default and need a threshold.
+otherwise, unless one is named; with a calibration, the method or stack it was fitted for, with its
+options and model), runs it, and draws the verdict: at the threshold given, at a calibration's own
+(the operating point `choose` chose; else p >= 0.5), or at 0.5 on a method whose raw score is a
+probability-like 0-1 value (both defaults' are: 1 - p(Yes)); another method's raw scores need one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ from halluscope.runtime import registry
 WITH_CONTEXT = "grounded"  # an answer with the documents it should rest on
 WITHOUT_CONTEXT = "direct-question"  # an open answer: the model asked about each sentence
 RAW_DECISION = 0.5  # a 0-1 raw score's decision, where no threshold or calibration is given
+
+
+def deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
+    """What a calibration runs, as it was fitted: its one method with the options it was fitted with (a
+    preset's among them, top_k, n ...), or the ensemble of its methods (which runs each member with the
+    options the calibration records for it)."""
+    if len(calibration.methods) > 1:
+        return "ensemble", {}
+    member = calibration.methods[0]
+    spec = registry.get(registry.configured(member)[0])
+    fitted = calibration.settings.get(member, {})
+    return spec.name, {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
 
 
 def chosen_method(method: str | None, context: Any) -> str:
@@ -66,7 +79,21 @@ def check(
     calibration's probabilities are corrected; ``options``: the method's own keywords (``gateway``,
     ``n``, ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
-    name = chosen_method(method, context)
+    check_value("check", "calibration", calibration, str | Path | Calibration | None)
+    if calibration is None:
+        name = chosen_method(method, context)
+    else:  # the calibration's method, options, model and threshold, unless given
+        calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
+        name, fitted = deployed(calibration)
+        if method is not None and registry.name_of(method) != name:
+            raise ConfigError(
+                f"this calibration was fitted for {'+'.join(calibration.methods)}, not {method}: leave the method "
+                "out to run it as it was fitted"
+            )
+        options = {**fitted, **options}
+        model = model if model is not None else calibration.model
+        if threshold is None:
+            threshold = (calibration.with_prior(prior) if prior is not None else calibration).decides_at()
     spec = registry.get(name)
     if spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")

@@ -441,12 +441,12 @@ def detector(
     check_value("detector", "force_calibration", force_calibration, bool)
     if model is not None:
         options[spec.model_field] = [model] if spec.takes_list(spec.model_field) else model
-    if calibration is not None and "calibration" in spec.option_names:  # the ensemble's own stacking
-        options["calibration"], calibration = calibration, None
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
     if prior is not None:
         if calibration is None:
             raise ConfigError("prior corrects a calibration's probabilities: give a calibration too")
         calibration = calibration.with_prior(prior)
+    if calibration is not None and "calibration" in spec.option_names:  # the ensemble's own stacking
+        options["calibration"], calibration = calibration, None
     return Detector(method, options, calibration, None if yes else max_calls, force_calibration)

@@ -15,6 +15,7 @@ import pytest
 from halluscope.backends.gateway import Gateway
 from halluscope.calibration import Calibration
 from halluscope.cli import main
+from halluscope.errors import ConfigError
 from halluscope.tune.choose import choose
 
 CAPITALS = [
@@ -138,3 +139,102 @@ def test_answers_of_one_group_are_held_out_and_resampled_together(
         assert len(set(folds[split.groups == group].tolist())) == 1  # a question's answers in one fold
     with pytest.raises(Exception, match="more than the 10 answers"):
         choose(rows, ["grounded"], tmp_path / "c", model=scripted(judge), gateway=gateway, folds=11, progress=False)
+
+
+# ---------------------------------------------------------------- from choice to guard (issue 59, part 1)
+
+
+def test_a_stacked_calibration_runs_every_member_as_it_was_fitted(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    """check(calibration=FILE) with no method runs the stack: grounded with the top_k it was fitted with,
+    selfcheck-unigram on as many drawn samples as the file gave it (3), the verdict at the file's threshold."""
+    import halluscope
+    from halluscope.tune.calibrate import calibrate_labelled
+
+    model = scripted(judge)
+    cal = calibrate_labelled(
+        ["grounded", "selfcheck-unigram"], answers(), tmp_path / "cal.json", model=model, gateway=gateway,
+        folds=3, options={"top_k": 1}, progress=False, force=True,
+    )  # fmt: skip
+    assert cal.settings["grounded"]["top_k"] == 1 and cal.settings["selfcheck-unigram"]["n"] == 3
+    assert cal.threshold == cal.report["threshold"]
+    documents = ["France is a country in Europe.", "Its capital is Paris.", "Paris lies on the Seine."]
+    result = halluscope.check(
+        "France is a country in Europe. Its capital is Rome.", context=documents, question="Tell me about France.",
+        calibration=tmp_path / "cal.json", model=model, gateway=gateway,
+    )  # fmt: skip
+    assert result.method == "ensemble" and result.error is None
+    assert all(u.probability is not None for u in result.units)
+    assert set(result.units[0].evidence["scores"]) == {"grounded", "selfcheck-unigram"}
+    assert result.meta.params["sample_draws"] == 1
+    assert result.meta.calls == 2 + 3  # top_k=1: one grounded call a sentence (not one per chunk), 3 samples drawn
+    verdict = result.verdict
+    assert verdict is not None and verdict.threshold == cal.threshold
+    rare = halluscope.check(
+        "France is a country in Europe. Its capital is Rome.", context=documents, question="Tell me about France.",
+        calibration=cal, model=model, gateway=gateway, prior=0.05,
+    )  # fmt: skip  # a stack takes a prior too; its threshold moves with its probabilities
+    assert rare.verdict is not None and rare.verdict.threshold == cal.with_prior(0.05).decides_at()
+    with pytest.raises(ConfigError, match="fitted for grounded\\+selfcheck-unigram, not grounded: leave the method"):
+        halluscope.check("A b.", context=documents, calibration=cal, method="grounded", model=model, gateway=gateway)
+
+
+def test_a_single_methods_calibration_runs_with_its_options_and_threshold(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    import halluscope
+    from halluscope.tune.calibrate import calibrate_labelled
+
+    model = scripted(judge)
+    cal = calibrate_labelled(
+        ["grounded"], answers(), tmp_path / "cal.json", model=model, gateway=gateway, folds=3,
+        options={"top_k": 1}, progress=False, force=True,
+    )  # fmt: skip
+    documents = ["France is a country in Europe.", "Its capital is Paris.", "Paris lies on the Seine."]
+    result = halluscope.check(
+        "France is a country in Europe. Its capital is Rome.", context=documents, calibration=cal, model=model,
+        gateway=gateway,
+    )  # fmt: skip
+    assert result.method == "grounded" and result.meta.calls == 2  # top_k=1 as fitted
+    assert result.verdict is not None and result.verdict.threshold == cal.threshold
+    given = halluscope.check(
+        "France is a country in Europe. Its capital is Rome.", context=documents, calibration=cal, model=model,
+        gateway=gateway, threshold=0.99,
+    )  # fmt: skip
+    assert given.verdict is not None and given.verdict.threshold == 0.99  # a threshold given wins
+
+
+@pytest.mark.slow
+def test_choose_prints_a_use_it_command_that_runs_as_printed(tmp_path: Path) -> None:
+    """choose on a small labelled file with SmolLM2, then its `use it:` line run as printed (with what it
+    says it needs beside the answer): the pick's probabilities and its verdict come back."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in answers()))
+    env = {**os.environ, "HALLUSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "halluscope.cli", "choose", "--data", str(data), "--folds", "3"]
+    argv += ["--method", "selfcheck-unigram", "--model", "local:smollm2-135m", "--out", str(tmp_path / "out")]
+    chose = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert chose.returncode == 0, chose.stderr
+    [line] = [x for x in chose.stdout.splitlines() if x.startswith("use it: ")]
+    command = line.removeprefix("use it: ")
+    assert command == f"halluscope check --calibration {shlex.quote(str(tmp_path / 'out' / 'calibration.json'))}"
+    assert "--question TEXT" in chose.stdout  # the rows carried it, and the samples are drawn from it
+    assert "--context-file" not in chose.stdout  # the rows carried documents too, but the pick reads none
+    needs = ["--question", "Tell me about France.", "--json"]
+    ran = subprocess.run(
+        [sys.executable, "-m", "halluscope.cli", *shlex.split(command)[1:], *needs],
+        input="France is a country in Europe. Its capital is Rome.", capture_output=True, text=True, env=env,
+        timeout=600,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    cal = Calibration.load(tmp_path / "out" / "calibration.json")
+    assert result["method"] == "selfcheck-unigram" and all(u["probability"] is not None for u in result["units"])
+    assert result["verdict"]["threshold"] == (cal.threshold if cal.threshold is not None else 0.5)
+    assert result["meta"]["params"]["n"] == 3  # as many samples drawn as the file gave each answer

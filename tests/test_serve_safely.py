@@ -401,3 +401,32 @@ def test_what_every_request_needs_is_loaded_before_the_server_says_it_is_ready()
     from halluscope import text
 
     assert text._pipeline.cache_info().currsize == 1  # spaCy's sentencizer loaded
+
+
+def test_a_server_with_a_calibration_runs_it_as_fitted_and_answers_with_probabilities(
+    tmp_path: Path, judge: StubAPI
+) -> None:
+    """serve --calibration FILE: every /check runs the file's method with its options, answers with each
+    sentence's probability and draws the verdict at the file's threshold; another method is refused."""
+    from halluscope.calibration import Calibration
+
+    model = f"openai-compatible:{judge.base_url}/v1#judge"
+    fitted = Calibration(
+        kind="isotonic",
+        methods=["grounded"],
+        model=model,
+        prompts=[],
+        params={"x": [0.0, 1.0], "y": [0.2, 0.9], "cap": {"grounded": 1.0}},
+        settings={"grounded": {"top_k": 1}},
+        threshold=0.6,
+    ).save(tmp_path / "calibration.json")
+    for served in serve(tmp_path, "--model", model, "--calibration", str(fitted)):
+        answered = httpx.post(f"{served.url}/check", json={"answer": ANSWER, "context": DOCS}, timeout=60)
+        assert answered.status_code == 200, answered.text
+        result = answered.json()
+        assert [u["probability"] for u in result["units"]] == pytest.approx(
+            [0.2 + 0.7 * u["score"] for u in result["units"]]
+        )
+        assert result["verdict"]["threshold"] == 0.6 and result["verdict"]["flagged"] == [1]
+        other = httpx.post(f"{served.url}/check", json={"answer": ANSWER, "context": DOCS, "method": "direct-question"})
+        assert other.status_code == 400 and "fitted for grounded, not direct-question" in other.json()["error"]

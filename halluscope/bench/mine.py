@@ -11,6 +11,7 @@ sentence-level AUC-ROC and AUC-PR x100 too.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -152,11 +153,24 @@ def mine_plans(
     return plans
 
 
+def samples_given(method: Method, labelled: LabelledData) -> int | None:
+    """How many samples an answer gave a method that reads them (the most common count over the rows),
+    None where it reads none or no row gives any: what a deployed run must draw to score as it was fitted."""
+    if "samples" not in method.input_names:
+        return None
+    counts = Counter(len(row.inputs["samples"]) for row in labelled.rows if row.inputs.get("samples"))
+    return counts.most_common(1)[0][0] if counts else None
+
+
 def _plan(name: str, method: Method, options: dict[str, Any], labelled: LabelledData, gateway: Gateway | None) -> Plan:
     stats = CallStats()
     ctx = start(gateway, stats)
     scorer = method.scorer(method.options(**options), ctx)
     model = options.get(method.model_field)
+    recorded = {k: v for k, v in options.items() if k != method.model_field and isinstance(v, str | int | float)}
+    given = samples_given(method, labelled)
+    if given is not None and "n" in method.option_names:
+        recorded["n"] = given  # scored on the file's samples: n is how many a deployed run draws
     return Plan(
         bench="mine",
         method=name,
@@ -170,9 +184,8 @@ def _plan(name: str, method: Method, options: dict[str, Any], labelled: Labelled
             "dataset": labelled.source,
             "method": name,
             "model": model_name(model) if isinstance(model, str) else None,
-            "options": {
-                k: v for k, v in options.items() if k != method.model_field and isinstance(v, str | int | float)
-            },
+            "options": recorded,
+            "samples_from": "your file" if given is not None else None,
             "per_sentence": labelled.per_sentence,
             "protocol": PROTOCOL,
         },

@@ -41,7 +41,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     elif token or args.allow_host or args.allow_origin or args.max_body != DEFAULT_MAX_BODY:
         raise ConfigError("--token, --allow-host, --allow-origin and --max-body are for --http; stdio has no network")
     settings = ServerSettings(
-        gateway_of(args), args.model, args.max_calls, args.request_timeout, args.judge, args.allow_model
+        gateway_of(args),
+        args.model,
+        args.max_calls,
+        args.request_timeout,
+        args.judge,
+        args.allow_model,
+        args.calibration,
     )
     if http is None:
         serve_stdio(settings)
@@ -95,6 +101,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         default=MAX_CALLS,
         metavar="N",
         help=f"a request's call ceiling (default {MAX_CALLS:,})",
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="a file from `choose` or `calibrate`: every check runs it as it was fitted (its methods, options, "
+        "model and threshold) and answers with probabilities",
     )
     p.add_argument(
         "--request-timeout",

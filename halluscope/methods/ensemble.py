@@ -27,6 +27,7 @@ from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "ensemble"
+DEFAULT_N = 5  # a member's samples where neither the run nor its calibration says how many
 
 
 def _calibration(calibration: str | Path | Calibration | None, methods: Sequence[str]) -> Calibration:
@@ -40,12 +41,16 @@ def _calibration(calibration: str | Path | Calibration | None, methods: Sequence
     return cal
 
 
-def _member(name: str) -> tuple[Method, dict[str, Any]]:
-    """A member's contract and options; it must score the sentences of a text."""
+def _member(name: str, cal: Calibration | None = None) -> tuple[Method, dict[str, Any]]:
+    """A member's contract and options: as the calibration records them (the options it was fitted with,
+    top_k or n among them), a preset's over them; it must score the sentences of a text."""
     if name not in registry.sentence_methods():
         raise ConfigError(f"an ensemble member must be a method that scores a text's sentences, got {name!r}")
-    method, extra = registry.configured(name)
-    return registry.get(method), extra
+    method, preset = registry.configured(name)
+    spec = registry.get(method)
+    fitted = cal.settings.get(name, {}) if cal is not None else {}
+    kept = {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
+    return spec, {**kept, **preset}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +74,11 @@ class Options:
         refers="file",
     )
     methods: Sequence[str] = arg((), help="the members, as a check: they must be the calibration's")
-    n: int = options.samples(5, "samples the SelfCheck members regenerate, and FIBE's exam answers")
+    n: int | None = options.samples(
+        None,
+        "samples the SelfCheck members draw, and FIBE's exam answers (default: each member's as the calibration "
+        f"records it, else {DEFAULT_N})",
+    )
     probe: str | None = arg(
         None,
         help="the fitted probe a `probe` member reads (its JSON file)",
@@ -104,25 +113,29 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         raise ConfigError("the ensemble needs a non-empty text (no sentence found)")
     members, drawn = [], {}
     for member in cal.methods:
-        spec, kwargs = _member(member)
+        spec, kwargs = _member(member, cal)
+        n = opts.n if opts.n is not None else kwargs.get("n", DEFAULT_N)
         given = {
             "text": " ".join(found),
             spec.question_field: inputs.prompt,
             spec.model_field: opts.model,
             "samples": samples,
-            "n": opts.n,
+            "n": n,
             "probe": opts.probe,
         }
         if spec.context_field is not None:
             given[spec.context_field] = inputs.context
-        if not samples and spec.draws_samples is not None and opts.model is not None:
+        if not samples and spec.draws_samples is not None and opts.model is None:
+            raise ConfigError(
+                f"{member} reads {n} samples an answer and none came with it: give the model that draws them "
+                "(model=..., --model), or the samples"
+            )
+        if not samples and spec.draws_samples is not None:
             draw = spec.draws_samples(given)  # members that would draw alike share one draw
             if draw not in drawn:
-                ctx.plan(opts.n)
+                ctx.plan(n)
                 concept, question = draw
-                drawn[draw] = yield from regenerate_passages(
-                    ctx.gateway, opts.model, concept, len(found), opts.n, question
-                )
+                drawn[draw] = yield from regenerate_passages(ctx.gateway, opts.model, concept, len(found), n, question)
             given["samples"] = drawn[draw]
         accepted = spec.signature.parameters
         kwargs |= {"sentences": found, "gateway": ctx.gateway, "stats": ctx.stats}

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.gateway import Gateway, default_gateway
+from halluscope.calibration import Calibration
 from halluscope.check_answer import check as check_answer
+from halluscope.check_answer import deployed
 from halluscope.checks import check_value
 from halluscope.detectors import detector
 from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
@@ -45,12 +48,15 @@ class ServerSettings:
         timeout: float = DEFAULT_TIMEOUT_S,
         judge: str | None = None,
         allowed: Iterable[str] = (),
+        calibration: str | Path | Calibration | None = None,
     ) -> None:
         if timeout <= 0:
             raise ConfigError(f"a server needs a timeout > 0, got {timeout}")
         self.gateway = gateway
         self.operator = Operator(model, judge, frozenset(allowed), max_calls)
         self.timeout = timeout
+        # the operator's pick, read once: every check runs it as it was fitted (its methods, options, threshold)
+        self.calibration = Calibration.load(calibration) if isinstance(calibration, str | Path) else calibration
         self.running: set[CallBudget] = set()  # the budgets of the requests at work, cut when the server stops
 
     @property
@@ -96,7 +102,8 @@ class ServerSettings:
         the operator's models (a local model's weights), so a first request does not time out loading them."""
         split_sentences("Warm up.")
         gateway = self.gateway or default_gateway()
-        for spec in sorted(self.operator.models):
+        fitted = self.calibration.model if self.calibration is not None and self.model is None else None
+        for spec in sorted(self.operator.models | ({fitted} if fitted else set())):
             try:
                 gateway.warm(spec)
             except ModelSpecError:  # no chat model (an NLI checkpoint, nli:PATH): its method loads it
@@ -126,7 +133,8 @@ class ServerSettings:
         if method is not None:
             registry.get(method)  # an unknown method is refused here, by name
         options = self.with_gateway({})
-        if self.operator.judge is not None and registry.get(method or "grounded").refers.get("judge"):
+        runs = method or (deployed(self.calibration)[0] if self.calibration is not None else "grounded")
+        if self.operator.judge is not None and registry.get(runs).refers.get("judge"):
             options["judge"] = self.operator.judge
 
         def work(budget: CallBudget) -> DetectionResult:
@@ -136,6 +144,7 @@ class ServerSettings:
                 question=question,
                 method=method,
                 model=model,
+                calibration=self.calibration,
                 threshold=threshold,
                 max_calls=limit,
                 budget=budget,

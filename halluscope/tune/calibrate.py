@@ -118,6 +118,7 @@ def calibrate_wikibio(
         },
     )
     calibration.report = held_out_report(calibration, fit_split, test_split, target_precision, force)
+    calibration.threshold = calibration.report["threshold"]  # a check decides at it unless given another
     calibration.report["calls"] = sum(r.meta.calls for r in results)
     calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
     problems = calibration.report["quality"]["problems"]
@@ -244,6 +245,7 @@ def fitted_on_answers(
         },
     )
     calibration.report = cross_validated_report(calibration, split, out_of_fold, target_precision)
+    calibration.threshold = calibration.report["threshold"]  # a check decides at it unless given another
     calibration.report["calls"] = sum(r.meta.calls for r in results)
     calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
     return calibration, split, out_of_fold

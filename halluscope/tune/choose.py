@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
@@ -71,6 +72,8 @@ class Choice:
     operating_point: dict[str, Any] | None
     calibration: str | None
     why: str
+    use: str | None = None  # the command that runs the pick as chosen, on an answer on standard input
+    use_needs: list[str] = field(default_factory=list)  # what that command needs beside the answer
 
 
 @dataclass
@@ -266,10 +269,13 @@ def _recommend(
         default=None,
     )
     point, written, why = None, None, "no candidate ran within the budget with a held-out AUC-ROC above chance"
+    use, needs = None, []
     if best is not None:
         calibration, labels, out_of_fold = fitted[best.name]
         point = operating_point(labels, out_of_fold, *target)
+        calibration = calibration.model_copy(update={"threshold": point["threshold"]})
         calibration.save(out / "calibration.json")
+        use, needs = use_command(out / "calibration.json", calibration, labelled)
         reliability_diagram(out / "calibration.reliability.png", labels, out_of_fold, f"{best.name}: out of fold")
         written = str(out / "calibration.json")
         why = (
@@ -277,9 +283,29 @@ def _recommend(
             f"{best.auc_roc:.1f}"
         )
     units = "sentences" if labelled.per_sentence else "answers"
-    choice = Choice(labelled.source, len(labelled.rows), units, rows, best.name if best else None, point, written, why)
+    recommended = best.name if best else None
+    choice = Choice(labelled.source, len(labelled.rows), units, rows, recommended, point, written, why, use, needs)
     write_text(out / "choose.md", report(choice))
     return choice
+
+
+def use_command(path: Path, calibration: Calibration, labelled: LabelledData) -> tuple[str, list[str]]:
+    """`halluscope check` running the calibration as it was fitted (its methods, their options, its model
+    and threshold) on an answer on standard input, and what else it needs: the answer's documents and
+    question where the labelled answers carried them, a model where samples came from the file and no
+    model was named."""
+    command = f"halluscope check --calibration {shlex.quote(str(path))}"
+    members = [registry.get(registry.configured(m)[0]) for m in calibration.methods]
+    columns = labelled.columns
+    needs = []
+    if "context" in columns and any(m.context_field for m in members):
+        needs.append("--context-file FILE: the answer's documents, as your rows' context")
+    if "question" in columns and any(m.question_field for m in members):
+        needs.append("--question TEXT: the question the answer answers")
+    drawn = [name for name, m in zip(calibration.methods, members, strict=True) if "samples" in m.input_names]
+    if drawn and calibration.model is None and "samples" in columns:
+        needs.append(f"--model SPEC: the model that draws {', '.join(drawn)}'s samples (your file gave them)")
+    return command, needs
 
 
 COLUMNS = (
@@ -322,7 +348,9 @@ def report(choice: Choice) -> str:
         got = ", ".join(f"{k} {_num(p.get(k))}" for k in ("precision", "recall"))
         lines.append(f"Recommended: **{choice.recommended}** ({choice.why}).")
         lines.append(f"Operating point for {p.get('target')}: {at} ({got}, out of fold).")
-        lines.append(f"Its calibration: {choice.calibration}.")
+        lines.append(f"Its calibration: {choice.calibration} (its methods, options, model and threshold).")
+        lines.append(f"\nuse it: {choice.use}")
+        lines.append("  (the answer on standard input" + "".join(f"; {n}" for n in choice.use_needs) + ")")
     return "\n".join(lines) + "\n"
 
 
