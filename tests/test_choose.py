@@ -238,3 +238,24 @@ def test_choose_prints_a_use_it_command_that_runs_as_printed(tmp_path: Path) -> 
     assert result["method"] == "selfcheck-unigram" and all(u["probability"] is not None for u in result["units"])
     assert result["verdict"]["threshold"] == (cal.threshold if cal.threshold is not None else 0.5)
     assert result["meta"]["params"]["n"] == 3  # as many samples drawn as the file gave each answer
+
+
+def test_detect_with_a_calibration_decides_at_its_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fitted = Calibration(
+        kind="isotonic",
+        methods=["selfcheck-unigram"],
+        model=None,
+        prompts=[],
+        params={"x": [0.0, 10.0], "y": [0.1, 0.9], "cap": {"selfcheck-unigram": 10.0}},
+        threshold=0.3,
+    ).save(tmp_path / "calibration.json")
+    samples = tmp_path / "samples.json"
+    samples.write_text(json.dumps(["Paris is the capital of France."] * 3))
+    argv = ["detect", "selfcheck-unigram", "--text", "Paris is the capital of France. It lies in Peru."]
+    assert main([*argv, "--samples-file", str(samples), "--calibration", str(fitted), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["verdict"]["threshold"] == 0.3 and result["verdict"]["on"] == "probability"
+    assert (
+        main([*argv, "--samples-file", str(samples), "--calibration", str(fitted), "--json", "--threshold", "0.8"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out)["verdict"]["threshold"] == 0.8

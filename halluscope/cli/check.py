@@ -104,12 +104,18 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--method", help=f"the method (default: {WITH_CONTEXT} with documents, {WITHOUT_CONTEXT} without)")
     p.add_argument("--model", help="the model spec (default: the method's, the strongest local model)")
-    p.add_argument("--calibration", metavar="FILE", help="a file from `halluscope calibrate`: probabilities")
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="a file from `choose` or `calibrate`: runs its method or stack as fitted (options, model, threshold) "
+        "and gives probabilities",
+    )
     p.add_argument(
         "--threshold",
         type=finite,
         metavar="T",
-        help="flag units at or above T (default: p >= 0.5 calibrated; 0.5 on the default methods' 0-1 scores)",
+        help="flag units at or above T (default: a calibration's threshold, else p >= 0.5; 0.5 on the default "
+        "methods' 0-1 scores)",
     )
     p.add_argument(
         "--prior", type=finite, metavar="P", help="your base rate: corrects --calibration's probabilities to it"

@@ -16,6 +16,8 @@ from tqdm import tqdm
 from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.gateway import CallStats
 from halluscope.bench.report import csv_text, write_csv
+from halluscope.calibration import Calibration
+from halluscope.check_answer import deployed
 from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of
@@ -66,6 +68,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
         )
     if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
         kwargs["calibration"] = getattr(args, "calibration", None)
+    threshold = args.threshold
+    if kwargs["calibration"] is not None:  # run as it was fitted: its options where none is given, its threshold
+        fitted = Calibration.load(kwargs["calibration"])
+        name, options = deployed(fitted)
+        kwargs = {**options, **kwargs} if name == method.name else kwargs
+        prior = getattr(args, "prior", None)
+        if threshold is None:
+            threshold = (fitted.with_prior(prior) if prior is not None else fitted).decides_at()
     if getattr(args, "force_calibration", False):
         kwargs["force_calibration"] = True
     if getattr(args, "prior", None) is not None:
@@ -84,7 +94,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 bar.total = bar.n
 
         result = found.detect(stats=CallStats(on_reply=replied, on_plan=planned))
-    verdict = result.decide(args.threshold)
+    verdict = result.decide(threshold)
     status = 1 if args.exit_code and verdict is not None and verdict.count else 0
     if args.csv and not to_stdout:
         write_csv(Path(args.csv), result.rows(), ROW_COLUMNS)
