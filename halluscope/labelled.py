@@ -28,6 +28,7 @@ from halluscope.text import sentences as split_sentences
 
 LABEL_COLUMNS = ("label", "labels")
 LIST_COLUMNS = ("context", "samples", "sentences", "logprobs", "answers", "outputs", "references")
+TEXT_COLUMNS = ("text", "question", "context")  # a number read into one of them is the text it was written as
 READ_AS_JSON = (*LIST_COLUMNS, "labels")  # CSV cells decoded as JSON (in JSON Lines they are JSON already)
 
 
@@ -87,7 +88,8 @@ def load_labelled(data: Any, *, limit: int | None = None) -> LabelledData:
             return _from_records(path, _csv_rows(path, text), limit, cells_are_text=True)
         return _from_records(path, _jsonl_rows(path, text), limit)
     if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
-        return _from_records("the DataFrame", data.to_dict(orient="records"), limit, cells_are_text=False)
+        # pd.read_csv leaves a list column's JSON as text: read it as the CSV reader does
+        return _from_records("the DataFrame", data.to_dict(orient="records"), limit, cells_are_text=True)
     if isinstance(data, Sequence) and all(isinstance(row, Mapping) for row in data):
         return _from_records("the rows", list(data), limit)
     raise ConfigError(
@@ -172,6 +174,10 @@ def _row(source: str, number: int, record: Mapping[str, Any], cells_are_text: bo
     for column, value in record.items():
         if _missing(value):
             continue
+        if hasattr(value, "item") and not hasattr(value, "__len__"):  # a DataFrame's numpy scalar
+            value = value.item()
+        if column in TEXT_COLUMNS and isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)  # pd.read_csv reads a context '1990' as the number 1990: it is a text
         if cells_are_text and column in READ_AS_JSON and isinstance(value, str):
             value = _json_cell(where, column, value)
         values[str(column).strip()] = value
@@ -206,12 +212,17 @@ def _missing(value: Any) -> bool:
 
 
 def _json_cell(where: str, column: str, value: str) -> Any:
+    """A list column's text cell read as its JSON array; a context cell that is not one ('1990', a
+    paragraph) is one document, kept as written."""
     try:
-        return json.loads(value)
+        found = json.loads(value)
     except (json.JSONDecodeError, RecursionError):
-        if column == "context":  # one document, as the methods take it
-            return value
-        raise ConfigError(f"{where}, column {column}: not a JSON array: {value[:60]!r}") from None
+        found = None
+    if isinstance(found, list):
+        return found
+    if column == "context":  # one document, as the methods take it
+        return value
+    raise ConfigError(f"{where}, column {column}: not a JSON array: {value[:60]!r}")
 
 
 def _zero_one(where: str, value: Any) -> int:

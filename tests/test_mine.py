@@ -248,3 +248,22 @@ def test_calibrate_on_your_answers_from_the_command_line(
     assert "held out (5-fold cross-validation by answer)" in printed and "answers resampled" in printed
     assert main(["calibrate", "--method", "selfcheck-unigram", "--out", str(tmp_path / "c2.json")]) == 2
     assert "needs --fit and --test" in capsys.readouterr().err
+
+
+def test_a_dataframe_read_from_a_csv_is_read_as_the_csv_is(tmp_path: Path) -> None:
+    """pd.read_csv leaves a list column's JSON as text: its sentences are read as a list, not character by
+    character; a context cell '1990' stays the text '1990' (in the CSV and the DataFrame alike)."""
+    import pandas as pd
+
+    from halluscope.labelled import load_labelled
+
+    path = tmp_path / "answers.csv"
+    rows = [
+        {"text": "It opened in 1990. It is red.", "sentences": json.dumps(["It opened in 1990.", "It is red."]),
+         "context": "1990", "labels": json.dumps([0, 1])},
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(path, index=False)
+    for loaded in (load_labelled(pd.read_csv(path)), load_labelled(str(path))):
+        [row] = loaded.rows
+        assert row.inputs["sentences"] == ["It opened in 1990.", "It is red."] and row.labels == (0, 1)
+        assert row.inputs["context"] == "1990"
