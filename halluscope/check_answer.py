@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.budget import MAX_CALLS
+from halluscope.backends.local import default_local_model
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
 from halluscope.detectors import detector
@@ -95,6 +96,13 @@ def check(
         if threshold is None:
             threshold = (calibration.with_prior(prior) if prior is not None else calibration).decides_at()
     spec = registry.get(name)
+    if (
+        model is None
+        and spec.model_field is not None
+        and spec.model_field not in options
+        and spec.needs_input(spec.model_field)
+    ):
+        model = f"local:{default_local_model()}"  # the strongest local model here, as `check --help` says
     if spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
     given: dict[str, Any] = {"text": answer}

@@ -89,3 +89,16 @@ def test_the_pytest_helpers_fail_with_the_flagged_sentences_and_their_evidence(g
     assert passed.verdict is not None and passed.verdict.count == 0
     with pytest.raises(AssertionError, match=r"\[1\] 1.000  It lies in Sydney\."):
         assert_not_hallucinated(ANSWER, question="Where is Canberra?", model=model, gateway=gateway)
+
+
+def test_direct_question_without_a_model_runs_on_the_default_local_model(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check, its pytest helper and `check` without documents or a model: Direct Question on the strongest
+    local model (here SmolLM2 stands in for it: the test asserts which model ran, not its quality)."""
+    from halluscope import check_answer
+
+    monkeypatch.setattr(check_answer, "default_local_model", lambda: "smollm2-135m")
+    result = halluscope.check("Canberra is the capital of Australia.", question="Where is Canberra?", gateway=gateway)
+    assert result.method == "direct-question" and result.error is None
+    assert result.meta.models == ["local:smollm2-135m"] and result.meta.calls == 1
