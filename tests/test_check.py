@@ -102,3 +102,21 @@ def test_direct_question_without_a_model_runs_on_the_default_local_model(
     result = halluscope.check("Canberra is the capital of Australia.", question="Where is Canberra?", gateway=gateway)
     assert result.method == "direct-question" and result.error is None
     assert result.meta.models == ["local:smollm2-135m"] and result.meta.calls == 1
+
+
+def test_check_takes_the_force_calibration_its_refusal_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from halluscope.calibration import Calibration
+
+    fitted = Calibration(
+        kind="isotonic",
+        methods=["selfcheck-unigram"],
+        model=None,
+        prompts=[],
+        params={"x": [0.0, 10.0], "y": [0.1, 0.9], "cap": {"selfcheck-unigram": 10.0}},
+        settings={"selfcheck-unigram": {"n": 20}},
+    ).save(tmp_path / "calibration.json")
+    argv = ["check", "--text", ANSWER, "--calibration", str(fitted), "--opt", 'samples=["Canberra is in Australia."]']
+    assert main(argv) == 2
+    assert "--force-calibration" in capsys.readouterr().err  # fitted on 20 samples, given 1
+    assert main([*argv, "--force-calibration", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "selfcheck-unigram"

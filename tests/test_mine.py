@@ -267,3 +267,34 @@ def test_a_dataframe_read_from_a_csv_is_read_as_the_csv_is(tmp_path: Path) -> No
         [row] = loaded.rows
         assert row.inputs["sentences"] == ["It opened in 1990.", "It is red."] and row.labels == (0, 1)
         assert row.inputs["context"] == "1990"
+
+
+def test_bench_mine_gates_a_change_on_its_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--fail-under METRIC=VALUE on the estimate or its interval's lower bound, and --max-flag-rate with
+    --threshold: exit 1 naming what fell short; the numbers print with their intervals."""
+    unseen = [i % 2 == 1 or i % 3 == 0 for i in range(12)]  # every hallucinated answer, and two others
+    rows = [
+        {"id": f"a{i}", "text": "Paris is in France. " + ("It has bridges." if unseen[i] else "It is in France."),
+         "samples": ["Paris is in France. It is in France."] * 3, "labels": [0, i % 2]}
+        for i in range(12)
+    ]  # fmt: skip
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["bench", "mine", "--data", str(data), "--method", "selfcheck-unigram", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--threshold", "5", "--fail-under", "answer_auc_roc=40"]) == 0
+    printed = capsys.readouterr().out
+    assert "answer AUC-ROC" in printed and "[" in printed.split("answer AUC-ROC", 1)[1].split("answer AUC-PR")[0]
+    assert main([*argv, "--fail-under", "answer_auc_roc=101"]) == 1
+    assert "gate failed: selfcheck-unigram: answer_auc_roc" in capsys.readouterr().err
+    measured = json.loads((tmp_path / "out" / "selfcheck-unigram" / "results.json").read_text())
+    point, low = measured["metrics"]["answer_auc_roc"], measured["intervals"]["answer_auc_roc"][0]
+    assert point == pytest.approx(100 * (4 + 2 * 0.5) / 6) and low < point  # 2 of 6 accurate answers tie the top
+    between = f"answer_auc_roc={(low + point) / 2}"
+    assert main([*argv, "--fail-under", between]) == 0  # the estimate clears it
+    assert main([*argv, "--fail-under", between, "--gate-on", "lower"]) == 1  # its interval's lower bound does not
+    assert "(its interval's lower bound) is under" in capsys.readouterr().err
+    assert main([*argv, "--threshold", "0", "--max-flag-rate", "0.5"]) == 1  # every answer flagged at 0
+    assert "100.0% of answers flagged, over the ceiling of 50.0%" in capsys.readouterr().err
+    assert main([*argv, "--max-flag-rate", "0.5"]) == 2  # no threshold: no flag rate measured
+    assert "measured no flag_rate (bench mine measures it with --threshold T)" in capsys.readouterr().err
+    assert main([*argv, "--fail-under", "answer_auc_roc=high"]) == 2

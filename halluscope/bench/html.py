@@ -178,7 +178,7 @@ def _resampling(results: Sequence[BenchResult]) -> str:
     what = results[0].item if results else "item"
     counts = ", ".join(f"{len(r.items)}" for r in results)
     return (
-        f"a percentile bootstrap resampling whole {what}s ({counts} {what}s; a {what}'s units move together), "
+        f"a percentile bootstrap resampling whole {what}s ({counts} {what}s; each {what}'s units move together), "
         f"{BOOTSTRAP_RESAMPLES:,} resamples, seed 0"
     )
 

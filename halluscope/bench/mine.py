@@ -26,7 +26,7 @@ from halluscope.bench.report import Curve, markdown_table, write_curves, write_t
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.bench.wikibio import finite_scores, score_list, stored_score
 from halluscope.calibration import fitted_score
-from halluscope.checks import key_values
+from halluscope.checks import finite_number, key_values
 from halluscope.errors import ConfigError
 from halluscope.labelled import LabelledAnswer, LabelledData, load_labelled
 from halluscope.metrics import auc_pr_resampled, auc_roc_resampled
@@ -42,6 +42,7 @@ COLUMNS = (
     ("answer_auc_pr", "answer AUC-PR"),
     ("sentence_auc_roc", "sentence AUC-ROC"),
     ("sentence_auc_pr", "sentence AUC-PR"),
+    ("flag_rate", "flagged"),
     ("n_answers", "answers"),
     ("n_hallucinated", "hallucinated"),
 )
@@ -101,8 +102,11 @@ def riskiest(scores: Mapping[str, float | None]) -> float:
     return max(score_list(scores), default=np.nan)
 
 
-def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
-    """The metrics on each resample of the answers (``counts``: a row per resample, a column per answer)."""
+def resampled_metrics(
+    records: list[dict[str, Any]], counts: np.ndarray, threshold: float | None = None
+) -> dict[str, np.ndarray]:
+    """The metrics on each resample of the answers (``counts``: a row per resample, a column per answer);
+    with a ``threshold``, the share of answers flagged (their riskiest unit's score at or above it)."""
     y = np.array([r["answer_label"] for r in records], dtype=bool)  # the metrics read booleans
     s = np.array([riskiest(r["scores"]) for r in records], dtype=np.float64)
     keep = ~np.isnan(s)
@@ -117,11 +121,14 @@ def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray) -> dict
         unit_s = finite_scores(np.array([x for r in records for x in score_list(r["scores"])], dtype=np.float64))
         out["sentence_auc_roc"] = auc_roc_resampled(unit_y, unit_s, counts[:, owner]) * 100
         out["sentence_auc_pr"] = auc_pr_resampled(unit_y, unit_s, counts[:, owner]) * 100
+    if threshold is not None:
+        flagged = (s >= threshold) & keep
+        out["flag_rate"] = (counts * flagged).sum(axis=1) / np.maximum(counts.sum(axis=1), 1)
     return out
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-    values = resampled_metrics(records, np.ones((1, len(records))))
+def summarise(records: list[dict[str, Any]], threshold: float | None = None) -> dict[str, Any]:
+    values = resampled_metrics(records, np.ones((1, len(records))), threshold)
     metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
     metrics["n_answers"] = len(records)
     metrics["n_hallucinated"] = sum(r["answer_label"] for r in records)
@@ -136,9 +143,11 @@ def mine_plans(
     gateway: Gateway | None = None,
     limit: int | None = None,
     options: Mapping[str, Any] | None = None,
+    threshold: float | None = None,
 ) -> list[Plan]:
     """One plan per method over the user's labelled answers (a path, DataFrame, rows or langsmith:NAME);
-    ``options`` go to each method that declares them (a judge, top_k). A method that cannot run on the
+    ``options`` go to each method that declares them (a judge, top_k); ``threshold``: the raw score at
+    which an answer is flagged, for the share flagged (``flag_rate``). A method that cannot run on the
     rows is refused up front, naming the row and what it lacks."""
     labelled = data if isinstance(data, LabelledData) else load_labelled(data, limit=limit)
     plans = []
@@ -149,7 +158,7 @@ def mine_plans(
         if model is not None and method.model_field in method.option_names:
             chosen[method.model_field] = [model] if method.takes_list(method.model_field) else model
         check_rows(method, chosen, labelled)
-        plans.append(_plan(name, method, chosen, labelled, gateway))
+        plans.append(_plan(name, method, chosen, labelled, gateway, threshold))
     return plans
 
 
@@ -162,7 +171,14 @@ def samples_given(method: Method, labelled: LabelledData) -> int | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
-def _plan(name: str, method: Method, options: dict[str, Any], labelled: LabelledData, gateway: Gateway | None) -> Plan:
+def _plan(
+    name: str,
+    method: Method,
+    options: dict[str, Any],
+    labelled: LabelledData,
+    gateway: Gateway | None,
+    threshold: float | None = None,
+) -> Plan:
     stats = CallStats()
     ctx = start(gateway, stats)
     scorer = method.scorer(method.options(**options), ctx)
@@ -178,14 +194,15 @@ def _plan(name: str, method: Method, options: dict[str, Any], labelled: Labelled
         items=labelled.rows,
         item_id=lambda row: f"answer {row.id}",
         score=partial(score_answer, method, scorer),
-        summarise=summarise,
-        resampled=resampled_metrics,
+        summarise=partial(summarise, threshold=threshold),
+        resampled=partial(resampled_metrics, threshold=threshold),
         params={
             "dataset": labelled.source,
             "method": name,
             "model": model_name(model) if isinstance(model, str) else None,
             "options": recorded,
             "samples_from": "your file" if given is not None else None,
+            "threshold": threshold,
             "per_sentence": labelled.per_sentence,
             "protocol": PROTOCOL,
         },
@@ -225,12 +242,21 @@ def describe(results: Sequence[BenchResult]) -> str:
         lines.append(f"{r.params['method']}: {r.meta.cost()}")
         if r.failures:
             lines.append(f"  {len(r.failures)} answers failed (left out of the metrics; results.json has the reasons)")
-        shown = [(h, r.metrics.get(k)) for k, h in COLUMNS[1:] if k in r.metrics]
-        lines.append(
-            "  "
-            + "  ".join(f"{h} {'n/a' if v is None else f'{v:.2f}' if isinstance(v, float) else v}" for h, v in shown)
-        )
+        shown = [f"{h} {_with_interval(r, k)}" for k, h in COLUMNS[1:] if k in r.metrics]
+        lines.append("  " + "  ".join(shown))
     return "\n".join(lines)
+
+
+def _with_interval(result: BenchResult, key: str) -> str:
+    """A metric as printed: its value and, where it has one, its 95% interval resampling answers."""
+    value, interval = result.metrics.get(key), result.intervals.get(key)
+    if value is None:
+        return "n/a"
+    if not isinstance(value, float):
+        return str(value)
+    digits = 3 if key == "flag_rate" else 2
+    shown = f"{value:.{digits}f}"
+    return shown + (f" [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]" if interval else "")
 
 
 def _shown(value: Any) -> str:
@@ -249,6 +275,13 @@ class MineSettings(Settings):
     method: tuple[str, ...] = listed(REQUIRED, "methods (halluscope methods lists them)", "--method")
     model: str | None = option(None, "the model of every method that calls one (default: the method's own)", "--model")
     limit: int | None = option(None, "only the first K answers", "--limit", type=int)
+    threshold: float | None = option(
+        None,
+        "a raw score at which an answer is flagged: the share flagged (--max-flag-rate gates it)",
+        "--threshold",
+        type=finite_number,
+        metavar="T",
+    )
     opt: tuple[str, ...] = arg(
         (),
         help="a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli, top_k=2)",
@@ -258,13 +291,16 @@ class MineSettings(Settings):
 
 def _plans(settings: MineSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
     options = key_values(settings.opt, "--opt", typed=True)
-    return mine_plans(settings.data, settings.method, settings.model, gateway(), settings.limit, options)
+    s = settings
+    return mine_plans(s.data, s.method, s.model, gateway(), s.limit, options, s.threshold)
 
 
 BENCHMARK = Benchmark(
     name="mine",
     help="any methods on your own labelled answers (CSV or JSON Lines)",
-    description=__doc__.splitlines()[0] if __doc__ else "",
+    description="Any methods on your own labelled answers (a .csv or .jsonl file, one row an answer), scored "
+    "like every benchmark: answer-level AUC-ROC and AUC-PR with intervals resampling answers, and "
+    "sentence-level ones where every row labels its sentences.",
     settings=MineSettings,
     plans=_plans,
     describe=lambda results, _settings: describe(results),

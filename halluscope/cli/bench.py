@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.bench.benchmark import Benchmark, Settings
+from halluscope.bench.gates import GATE_ON, shortfalls
 from halluscope.bench.html import REPORT
 from halluscope.bench.registry import BENCHMARKS, LOCAL_CLUSTER, run_benchmark
 from halluscope.bench.runner import RESULTS, BenchResult, checked_out
 from halluscope.calibration import KINDS, Calibration
-from halluscope.checks import key_values
+from halluscope.checks import finite_number, key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.cli.flags import ListFlag, add_fields, finite, label_of, read_fields
@@ -29,12 +30,13 @@ from halluscope.tune import calibrate, choose
 
 def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
     """Run it; print its lines (or one JSON object: the bench, OUT, and its BenchResults without their
-    items) and each failed item on stderr; the exit code says whether any failed."""
+    items) and each failed item on stderr; the exit code says whether any failed or a gate fell short."""
     if getattr(args, "compare_prompt", None):  # the exactness check has no prompts to compare
         return cmd_bench_compare(args)
     if args.workers is not None and args.ray is None:
         raise ConfigError("--workers sizes the Ray actor pool: give it with --ray")
     settings = settings_of(benchmark, args)
+    floors = {k: _floor(k, v) for k, v in key_values(args.fail_under, "--fail-under").items()}  # before any work
     results: Sequence[BenchResult] = run_benchmark(
         benchmark,
         settings,
@@ -46,6 +48,10 @@ def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
         fresh=args.fresh,
     )
     status = report_failures([f for r in results for f in r.failures], results[0].bench)
+    gates = shortfalls(results, floors, args.gate_on, args.max_flag_rate)
+    for line in gates:
+        print(f"halluscope: gate failed: {line}", file=sys.stderr)
+    status = GATE_FAILED if gates else status
     if args.json:
         shown = [r.model_dump(mode="json", exclude={"items"}) for r in results]
         print_json({"bench": benchmark.name, "out": args.out, "results": shown})
@@ -56,6 +62,40 @@ def cmd_bench(benchmark: Benchmark, args: argparse.Namespace) -> int:
     drawn = f", plots ({', '.join(plots)})" if plots else ""
     print(f"wrote {Path(args.out) / REPORT} (open it in a browser), report.md{drawn}; results: {', '.join(saved)}")
     return status
+
+
+GATE_FAILED = 1  # a bench whose measured numbers fall short of --fail-under or --max-flag-rate
+
+
+def _floor(metric: str, value: str) -> float:
+    try:
+        return finite_number(value)
+    except ValueError:
+        raise ConfigError(f"--fail-under {metric}={value}: the floor must be a number") from None
+
+
+def gate_options(p: argparse.ArgumentParser) -> None:
+    """--fail-under, --gate-on and --max-flag-rate: exit 1 when the measured numbers fall short."""
+    g = p.add_argument_group("gate a change on the measured numbers (exit 1 when they fall short)")
+    g.add_argument(
+        "--fail-under",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="a metric as results.json names it and its floor, e.g. answer_auc_roc=75 (repeat for several)",
+    )
+    g.add_argument(
+        "--gate-on",
+        choices=GATE_ON,
+        default="point",
+        help="gate on the estimate (point, the default) or on its 95%% interval's lower bound (lower)",
+    )
+    g.add_argument(
+        "--max-flag-rate",
+        type=finite,
+        metavar="R",
+        help="the largest share of answers flagged (bench mine with --threshold T), e.g. 0.2",
+    )
 
 
 def settings_of(benchmark: Benchmark, args: argparse.Namespace) -> Settings:
@@ -217,6 +257,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         )
         p.add_argument("--json", action="store_true")
         scale_options(p)
+        gate_options(p)
         if benchmark.calls_models:  # the exactness check reads no data and calls no model
             if not benchmark.own_data:
                 data_option(p)

@@ -74,6 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         prior=args.prior,
         max_calls=None if args.yes else args.max_calls,
+        force_calibration=args.force_calibration,
         gateway=gateway_of(args),
         **key_values(args.opt, "--opt", typed=True),
     )
@@ -119,6 +120,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prior", type=finite, metavar="P", help="your base rate: corrects --calibration's probabilities to it"
+    )
+    p.add_argument(
+        "--force-calibration",
+        action="store_true",
+        help="apply --calibration although this run's settings are not those it was fitted with (a warning)",
     )
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option (e.g. top_k=2)")
     p.add_argument("--max-calls", type=int, default=MAX_CALLS, metavar="N", help="refuse a check planning more calls")
