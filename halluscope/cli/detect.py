@@ -50,6 +50,20 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
 LONG = 12
 
 
+def as_fitted(method: Method, kwargs: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], float | None]:
+    """With a calibration, the run as it was fitted: its options where none is given, and its threshold
+    (moved with a prior) unless --threshold is."""
+    if kwargs["calibration"] is None:
+        return kwargs, args.threshold
+    fitted = Calibration.load(kwargs["calibration"])
+    name, options = deployed(fitted)
+    prior = getattr(args, "prior", None)
+    threshold = args.threshold
+    if threshold is None:
+        threshold = (fitted.with_prior(prior) if prior is not None else fitted).decides_at()
+    return ({**options, **kwargs} if name == method.name else kwargs), threshold
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     method = registry.get(args.method)
     kwargs = arguments(method, args)
@@ -68,14 +82,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         )
     if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
         kwargs["calibration"] = getattr(args, "calibration", None)
-    threshold = args.threshold
-    if kwargs["calibration"] is not None:  # run as it was fitted: its options where none is given, its threshold
-        fitted = Calibration.load(kwargs["calibration"])
-        name, options = deployed(fitted)
-        kwargs = {**options, **kwargs} if name == method.name else kwargs
-        prior = getattr(args, "prior", None)
-        if threshold is None:
-            threshold = (fitted.with_prior(prior) if prior is not None else fitted).decides_at()
+    kwargs, threshold = as_fitted(method, kwargs, args)
     if getattr(args, "force_calibration", False):
         kwargs["force_calibration"] = True
     if getattr(args, "prior", None) is not None:
