@@ -385,7 +385,8 @@ def threshold_for_precision(y: np.ndarray, p: np.ndarray, target: float) -> floa
 
 def threshold_for_recall(y: np.ndarray, p: np.ndarray, target: float) -> float | None:
     """The highest probability threshold whose flagged units (p >= t) find ``target`` of the positives
-    (None without a positive)."""
+    (None without a positive); 0/1 labels are read as booleans (as integers they would index)."""
+    y = np.asarray(y, dtype=bool)
     if not y.any():
         return None
     for t in np.unique(p)[::-1]:
@@ -395,10 +396,11 @@ def threshold_for_recall(y: np.ndarray, p: np.ndarray, target: float) -> float |
 
 
 def precision_recall_at(y: np.ndarray, p: np.ndarray, threshold: float | None) -> tuple[float | None, float | None]:
-    """Precision and recall of flagging p >= ``threshold`` (None where undefined)."""
+    """Precision and recall of flagging p >= ``threshold`` (None where undefined); 0/1 labels are read
+    as booleans."""
     if threshold is None:
         return None, None
-    flagged = p >= threshold
+    y, flagged = np.asarray(y, dtype=bool), np.asarray(p) >= threshold
     precision = float(y[flagged].mean()) if flagged.any() else None
     return precision, (float(flagged[y].mean()) if y.any() else None)
 

@@ -259,3 +259,23 @@ def test_detect_with_a_calibration_decides_at_its_threshold(tmp_path: Path, caps
         main([*argv, "--samples-file", str(samples), "--calibration", str(fitted), "--json", "--threshold", "0.8"]) == 0
     )
     assert json.loads(capsys.readouterr().out)["verdict"]["threshold"] == 0.8
+
+
+def test_the_operating_point_says_what_a_guard_at_it_does() -> None:
+    """Base rate, precision, recall and false-positive rate (intervals resampling answers), the shares of
+    units and answers flagged and the confusion matrix, worked by hand on six units of three answers."""
+    import numpy as np
+
+    from halluscope.tune.choose import operating_point
+
+    y = np.array([1, 0, 1, 0, 0, 1])
+    p = np.array([0.9, 0.8, 0.7, 0.2, 0.1, 0.3])
+    groups = np.array(["a", "a", "b", "b", "c", "c"])
+    point = operating_point(y, p, groups, "recall", 2 / 3)
+    assert point["threshold"] == 0.7  # the highest threshold that still finds 2 of the 3 hallucinations
+    assert point["confusion"] == {"true_positive": 2, "false_positive": 1, "false_negative": 1, "true_negative": 2}
+    assert point["precision"] == pytest.approx(2 / 3) and point["recall"] == pytest.approx(2 / 3)
+    assert point["false_positive_rate"] == pytest.approx(1 / 3) and point["base_rate"] == 0.5
+    assert point["flagged_units"] == 0.5 and point["flagged_answers"] == pytest.approx(2 / 3)  # answers a and b
+    low, high = point["intervals"]["precision"]
+    assert 0 <= low <= 2 / 3 <= high <= 1

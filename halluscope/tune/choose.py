@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from halluscope.calibration import (
 )
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.labelled import LabelledData, load_labelled
+from halluscope.metrics import decisions_resampled, resample_counts
 from halluscope.runtime import registry
 from halluscope.tune.calibrate import FOLDS, check_fit_inputs, fitted_on_answers
 
@@ -143,11 +144,52 @@ def costs(spending: Sequence[Spent]) -> dict[str, Any]:
     return {**summed, "costed_answers": min(s.answers for s in spending)}
 
 
-def operating_point(y: np.ndarray, p: np.ndarray, target: str, value: float) -> dict[str, Any]:
-    """The threshold for a target precision or recall on the out-of-fold probabilities, and what it gives."""
+class Fitted(NamedTuple):
+    """A candidate's fit: the calibration, and its units' labels, out-of-fold probabilities and answers."""
+
+    calibration: Calibration
+    labels: np.ndarray
+    out_of_fold: np.ndarray
+    groups: np.ndarray
+
+
+def operating_point(y: np.ndarray, p: np.ndarray, groups: np.ndarray, target: str, value: float) -> dict[str, Any]:
+    """The threshold for a target precision or recall on the out-of-fold probabilities, and what a guard
+    at it does: precision, recall and false-positive rate with 95% intervals resampling answers, the
+    base rate, the share of units and of answers it flags, and the confusion matrix."""
     threshold = threshold_for_precision(y, p, value) if target == "precision" else threshold_for_recall(y, p, value)
     precision, recall = precision_recall_at(y, p, threshold)
-    return {"target": f"{target} {value:g}", "threshold": threshold, "precision": precision, "recall": recall}
+    point: dict[str, Any] = {"target": f"{target} {value:g}", "threshold": threshold, "precision": precision}
+    point |= {"recall": recall, "base_rate": float(np.mean(y))}
+    if threshold is None:
+        return point
+    y, flagged = np.asarray(y, dtype=bool), np.asarray(p) >= threshold
+    confusion = {
+        "true_positive": int((flagged & y).sum()),
+        "false_positive": int((flagged & ~y).sum()),
+        "false_negative": int((~flagged & y).sum()),
+        "true_negative": int((~flagged & ~y).sum()),
+    }
+    answers, owner = np.unique(groups, return_inverse=True)
+    weights = resample_counts(answers.size)[:, owner]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resampled = decisions_resampled(y, flagged, weights)
+        resampled["false_positive_rate"] = (weights @ (flagged & ~y)) / (weights @ ~y)
+    negatives = confusion["false_positive"] + confusion["true_negative"]
+    point |= {
+        "false_positive_rate": confusion["false_positive"] / negatives if negatives else None,
+        "flagged_units": float(flagged.mean()),
+        "flagged_answers": float(np.mean([flagged[owner == a].any() for a in range(answers.size)])),
+        "confusion": confusion,
+        "intervals": {k: _interval(resampled[k]) for k in ("precision", "recall", "false_positive_rate")},
+        "resampled": f"{answers.size} answers, {weights.shape[0]} resamples",
+    }
+    return point
+
+
+def _interval(values: np.ndarray) -> list[float] | None:
+    kept = values[np.isfinite(values)]
+    return [float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5))] if kept.size else None
 
 
 def choose(
@@ -197,7 +239,7 @@ def choose(
             rows.append(Candidate(name, [name], skipped=redact_credentials(f"{type(exc).__name__}: {exc}")))
             continue
         spending[name] = spent(folder, before, ran[name], len(labelled.rows))
-    fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]] = {}
+    fitted: dict[str, Fitted] = {}
     for name, result in ran.items():
         rows.append(_scored(name, [name], [result], spending, labelled, model, folds, fitted))
     singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
@@ -237,7 +279,7 @@ def _scored(
     labelled: LabelledData,
     model: ModelLike | None,
     folds: int,
-    fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]],
+    fitted: dict[str, Fitted],
 ) -> Candidate:
     row = Candidate(name, methods, **costs([spending[m] for m in methods]))
     try:
@@ -249,14 +291,14 @@ def _scored(
     row.auc_roc, row.ece, row.brier = held_out["auc_roc"], held_out["ece"], held_out["brier"]
     row.auc_roc_interval = calibration.report["quality"]["auc_roc_interval"]
     row.problems = list(calibration.report["quality"]["problems"])
-    fitted[name] = (calibration, split.labels, out_of_fold)
+    fitted[name] = Fitted(calibration, split.labels, out_of_fold, split.groups)
     return row
 
 
 def _recommend(
     labelled: LabelledData,
     rows: list[Candidate],
-    fitted: dict[str, tuple[Calibration, np.ndarray, np.ndarray]],
+    fitted: dict[str, Fitted],
     target: tuple[str, float],
     out: Path,
 ) -> Choice:
@@ -271,8 +313,8 @@ def _recommend(
     point, written, why = None, None, "no candidate ran within the budget with a held-out AUC-ROC above chance"
     use, needs = None, []
     if best is not None:
-        calibration, labels, out_of_fold = fitted[best.name]
-        point = operating_point(labels, out_of_fold, *target)
+        calibration, labels, out_of_fold, groups = fitted[best.name]
+        point = operating_point(labels, out_of_fold, groups, *target)
         calibration = calibration.model_copy(update={"threshold": point["threshold"]})
         calibration.save(out / "calibration.json")
         use, needs = use_command(out / "calibration.json", calibration, labelled)
@@ -345,13 +387,31 @@ def report(choice: Choice) -> str:
     else:
         p = choice.operating_point or {}
         at = "none reaches it" if p.get("threshold") is None else f"p >= {p['threshold']:.3f}"
-        got = ", ".join(f"{k} {_num(p.get(k))}" for k in ("precision", "recall"))
         lines.append(f"Recommended: **{choice.recommended}** ({choice.why}).")
-        lines.append(f"Operating point for {p.get('target')}: {at} ({got}, out of fold).")
+        lines.append(f"Operating point for {p.get('target')}: {at}, out of fold; {guard_line(p, choice.units)}")
         lines.append(f"Its calibration: {choice.calibration} (its methods, options, model and threshold).")
         lines.append(f"\nuse it: {choice.use}")
         lines.append("  (the answer on standard input" + "".join(f"; {n}" for n in choice.use_needs) + ")")
     return "\n".join(lines) + "\n"
+
+
+def guard_line(point: Mapping[str, Any], units: str) -> str:
+    """What a guard at the operating point does, with the intervals resampling answers."""
+    shown = []
+    for key, name in (("precision", "precision"), ("recall", "recall"), ("false_positive_rate", "false-positive rate")):
+        interval = (point.get("intervals") or {}).get(key)
+        shown.append(
+            f"{name} {_num(point.get(key))}" + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+        )
+    line = ", ".join(shown) + f"; base rate {_num(point.get('base_rate'))}"
+    if "confusion" in point:
+        c = point["confusion"]
+        line += (
+            f"; it flags {point['flagged_units']:.0%} of the {units} and {point['flagged_answers']:.0%} of the "
+            f"answers ({c['true_positive']} true and {c['false_positive']} false positives, {c['false_negative']} "
+            f"missed, {c['true_negative']} passed; intervals: {point['resampled']})"
+        )
+    return line + "."
 
 
 def _num(value: Any) -> str:
