@@ -56,6 +56,7 @@ class Candidate:
     prompt_tokens_per_answer: float | None = None
     seconds_per_answer: float | None = None
     costed_answers: int | None = None  # the answers the costs were measured on (the runs that scored them)
+    draws_per_answer: int = 0  # samples your file gave, which a deployed run draws (counted in calls_per_answer)
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None  # why it did not run on these rows
     over_budget: bool = False
@@ -282,6 +283,12 @@ def _scored(
     fitted: dict[str, Fitted],
 ) -> Candidate:
     row = Candidate(name, methods, **costs([spending[m] for m in methods]))
+    # samples the file gave are drawn by the model when deployed: once an answer, shared by a stack's members
+    row.draws_per_answer = max(
+        (r.params["options"].get("n", 0) for r in results if r.params.get("samples_from")), default=0
+    )
+    if row.draws_per_answer and row.calls_per_answer is not None:
+        row.calls_per_answer += row.draws_per_answer
     try:
         calibration, split, out_of_fold = fitted_on_answers(methods, results, labelled, model=model, folds=folds)
     except ConfigError as exc:  # one class in a fold, nothing scored: no held-out measure
@@ -370,6 +377,10 @@ def table_rows(choice: Choice) -> list[dict[str, Any]]:
         note = c.skipped or "; ".join(c.problems) or ("over the call budget" if c.over_budget else "")
         if c.name == choice.recommended:
             note = "recommended"
+        if c.draws_per_answer:
+            note = "; ".join(
+                filter(None, (note, f"samples from your file: {c.draws_per_answer} draws an answer deployed"))
+            )
         rows.append({**asdict(c), "interval": interval, "note": note})
     return rows
 
