@@ -282,3 +282,16 @@ def test_the_operating_point_says_what_a_guard_at_it_does() -> None:
     assert point["flagged_units"] == 0.5 and point["flagged_answers"] == pytest.approx(2 / 3)  # answers a and b
     low, high = point["intervals"]["precision"]
     assert 0 <= low <= 2 / 3 <= high <= 1
+
+
+def test_choose_and_calibrate_take_the_first_k_answers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in answers()))
+    argv = ["choose", "--data", str(data), "--method", "selfcheck-unigram", "--folds", "3", "--limit", "12", "--json"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    assert json.loads(capsys.readouterr().out)["answers"] == 12
+    calibrate = ["calibrate", "--data", str(data), "--method", "selfcheck-unigram", "--folds", "3", "--limit", "12"]
+    assert main([*calibrate, "--out", str(tmp_path / "cal.json"), "--force", "--json"]) == 0
+    assert Calibration.load(tmp_path / "cal.json").data["answers"] == 12
+    assert main(["calibrate", "--data", str(tmp_path), "--method", "selfcheck-unigram", "--limit", "3"]) == 2
+    assert "--limit-passages" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
 from halluscope.cli.flags import ListFlag, add_fields, finite, label_of, read_fields
 from halluscope.errors import ConfigError
+from halluscope.labelled import load_labelled
 from halluscope.prompts.registry import parse_ref
 from halluscope.scale import RAY_INSTALL
 from halluscope.tune import calibrate, choose
@@ -156,7 +157,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         else ("precision", args.target_precision or 0.8)
     )
     choice = choose.choose(
-        args.data,
+        load_labelled(args.data, limit=args.limit),
         args.method,
         args.out,
         model=args.model,
@@ -179,7 +180,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if calibrate.labelled_file(args.data):
         calibration = calibrate.calibrate_labelled(
             args.method,
-            args.data,
+            load_labelled(args.data, limit=args.limit),
             args.out,
             model=args.model,
             gateway=gateway_of(args),
@@ -191,6 +192,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             force=args.force,
         )
         return _print_calibration(calibration, args)
+    if args.limit is not None:
+        raise ConfigError("--limit takes the first K answers of --data FILE; on WikiBio give --limit-passages K")
     if args.fit is None or args.test is None:
         raise ConfigError(
             "calibrate on WikiBio needs --fit and --test passage ranges (or --data FILE: your own answers)"
@@ -275,6 +278,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--method", action=ListFlag, required=True, help="the candidates: methods and presets")
     p.add_argument("--model", help="the model of every candidate that calls one")
+    p.add_argument("--limit", type=int, metavar="K", help="only the first K answers of the file")
     p.add_argument("--max-calls-per-answer", type=finite, metavar="K", help="the call budget per answer")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--target-precision", type=finite, metavar="P", help="operating point (default 0.8)")
@@ -321,6 +325,7 @@ def calibrate_arguments(p: argparse.ArgumentParser) -> None:
         help="--data FILE: a method option, given to each method that has it (e.g. judge=nli:deberta-v3-large-mnli)",
     )
     p.add_argument("--model", help="model spec the methods use, e.g. local:qwen2.5-coder-1.5b")
+    p.add_argument("--limit", type=int, metavar="K", help="--data FILE: only the first K answers")
     p.add_argument("--limit-passages", type=int, metavar="K", help="WikiBio: only the first K passages of each split")
     p.add_argument("--samples", dest="n", type=int, help="as bench wikibio --samples")
     p.add_argument("--kind", default="isotonic", choices=KINDS, help="one method's fit (several: stacked)")
