@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -75,6 +76,34 @@ class Unit(BaseModel):
     )
     parsed: bool = True
     evidence: dict[str, Any] = Field(default_factory=dict)
+
+    def closest_evidence(self, most: int = 1) -> list[str]:
+        """The sentences of the documents this unit was checked against (a grounded unit's best chunk)
+        sharing the most words with it: what a reader sets it beside to see why it was or was not
+        supported. Empty where the unit holds no document text."""
+        chunk = self.evidence.get("best_chunk_text")
+        if not isinstance(chunk, str) or not chunk.strip():
+            return []
+        from halluscope.text import sentences
+
+        words = _words(self.text)
+        shared = [(len(words & _words(s)), -i, s) for i, s in enumerate(sentences(chunk))]
+        return [s for overlap, _, s in sorted(shared, reverse=True)[:most] if overlap]
+
+
+BRIEF_CHUNK = 300  # characters of a best chunk shown where no sentence of it shares a word with the unit
+
+
+def _near(unit: Unit) -> list[str]:
+    """The document sentences closest to a unit, else the start of the chunk it was checked against."""
+    chunk = unit.evidence.get("best_chunk_text")
+    found = unit.closest_evidence()
+    return found or ([chunk[:BRIEF_CHUNK]] if isinstance(chunk, str) and chunk.strip() else [])
+
+
+def _words(text: str) -> set[str]:
+    """A text's words for overlap: lower case, three letters or more (names, numbers and content words)."""
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 3 or w.isdigit()}
 
 
 # A calibrated result is flagged at p >= 0.5 unless told otherwise; raw scores have no scale such a
@@ -151,6 +180,26 @@ class DetectionResult(BaseModel):
         lines = [f"{head} (higher = more likely hallucinated)"]
         lines += [f"- {u.score:.3f}{_probability(u)}  {u.text[:160]}" for u in scored[:top]]
         return "\n".join(lines)
+
+    def brief(self) -> dict[str, Any]:
+        """What a caller acts on, small: the verdict, the flagged units with their scores and the
+        document sentence closest to each, and the cost (the whole result: ``model_dump``)."""
+        flagged = self.verdict.flagged if self.verdict is not None else []
+        shown = [
+            {
+                "position": i,
+                "text": u.text,
+                "score": u.score,
+                "probability": u.probability,
+                "evidence": _near(u),
+            }
+            for i, u in ((i, self.units[i]) for i in flagged)
+        ]
+        cost = {"calls": self.meta.calls, "cache_hits": self.meta.cache_hits, "seconds": self.meta.seconds}
+        verdict = self.verdict.model_dump() if self.verdict is not None else None
+        return {"method": self.method, "units": len(self.units), "verdict": verdict, "flagged": shown, "cost": cost} | (
+            {"error": self.error} if self.error else {}
+        )
 
     def report(self) -> str:
         """Every unit in order with its score, and the run's cost: what `halluscope detect` prints."""

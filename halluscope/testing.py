@@ -22,7 +22,7 @@ from halluscope.check_answer import check
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
 
-EVIDENCE_SHOWN = ("best_chunk_text", "best_chunk_metadata", "answers", "parsed")  # what a reader acts on
+EVIDENCE_SHOWN = ("best_chunk_metadata", "answers", "parsed")  # what a reader acts on, beside the closest sentences
 
 
 def assert_supported(
@@ -91,7 +91,9 @@ def _passed(result: DetectionResult, what: str) -> DetectionResult:
     for position in verdict.flagged:
         unit = result.units[position]
         value = unit.probability if verdict.on == "probability" else unit.score
-        lines.append(f"  [{position}] {value:.3f}  {unit.text}")
+        lines.append(f"  [{position}] {on} {value:.3f} >= {verdict.threshold:g}: {unit.text}")
+        for sentence in unit.closest_evidence(most=2):  # what the documents say closest to it
+            lines.append(f"        closest in the documents: {sentence}")
         shown = {k: unit.evidence[k] for k in EVIDENCE_SHOWN if k in unit.evidence}
         if shown:
             lines.append(f"        evidence: {json.dumps(shown, ensure_ascii=False, default=str)[:400]}")

@@ -84,11 +84,16 @@ def test_the_pytest_helpers_fail_with_the_flagged_sentences_and_their_evidence(g
         assert_supported(ANSWER, DOCS, question="Where is Canberra?", model=model, gateway=gateway)
     message = str(failed.value)
     assert message.startswith("1 of 2 sentences not supported by its documents (grounded, score >= 0.5):")
-    assert "[1] 1.000  It lies in Sydney." in message and '"source": "atlas.pdf"' in message
+    assert "[1] score 1.000 >= 0.5: It lies in Sydney." in message and '"source": "atlas.pdf"' in message
     passed = assert_supported("Canberra is the capital of Australia.", DOCS, model=model, gateway=gateway)
     assert passed.verdict is not None and passed.verdict.count == 0
-    with pytest.raises(AssertionError, match=r"\[1\] 1.000  It lies in Sydney\."):
+    with pytest.raises(AssertionError, match=r"\[1\] score 1.000 >= 0.5: It lies in Sydney\."):
         assert_not_hallucinated(ANSWER, question="Where is Canberra?", model=model, gateway=gateway)
+    history = " ".join(f"In {1900 + i} the city held its {i}th fair." for i in range(30))  # 1,000 characters first
+    long = [f"{history} Canberra lies in the Australian Capital Territory."]
+    with pytest.raises(AssertionError) as failed:
+        assert_supported(ANSWER, long, model=model, gateway=gateway)
+    assert "closest in the documents: Canberra lies in the Australian Capital Territory." in str(failed.value)
 
 
 def test_direct_question_without_a_model_runs_on_the_default_local_model(

@@ -55,6 +55,11 @@ async def exercise(session: ClientSession) -> None:
     assert {t.name for t in (await session.list_tools()).tools} == {"check", "detect", "methods"}
     checked = payload(await session.call_tool("check", {"answer": ANSWER, "context": DOCS}))
     assert checked["method"] == "grounded" and checked["verdict"]["flagged"] == [1]
+    [flagged] = checked["flagged"]  # brief: the flagged sentence and the document sentence closest to it
+    assert flagged["text"] == "It lies in Sydney." and flagged["evidence"] == [DOCS[0]] and "units" not in flagged
+    assert len(json.dumps(checked)) < 1000 and checked["cost"]["calls"] == 2
+    whole = payload(await session.call_tool("check", {"answer": ANSWER, "context": DOCS, "full": True}))
+    assert [u["text"] for u in whole["units"]] == ["Canberra is the capital of Australia.", "It lies in Sydney."]
     detected = payload(
         await session.call_tool(
             "detect",

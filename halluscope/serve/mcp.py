@@ -60,11 +60,14 @@ def build(settings: ServerSettings, **server: Any) -> Any:
         method: str | None = None,
         threshold: float | None = None,
         max_calls: int | None = None,
+        full: bool = False,
     ) -> dict[str, Any]:
         """Check an answer: each sentence against the documents given as context (grounded), or without
-        documents the model asked about each (Direct Question). Returns each sentence's score (higher =
-        more likely hallucinated), evidence and the verdict (the flagged sentences' positions)."""
-        return await tool_error(settings.check(answer, context, question, method, threshold, max_calls))
+        documents the model asked about each (Direct Question). Returns the verdict, each flagged
+        sentence with its score (higher = more likely hallucinated) and the document sentence closest to
+        it, and the cost; full=true returns every sentence with all its evidence."""
+        check = settings.check(answer, context, question, method, threshold, max_calls, brief=not full)
+        return await tool_error(check)
 
     @mcp.tool()
     async def detect(

@@ -72,7 +72,9 @@ class ServerSettings:
             options.setdefault("gateway", self.gateway)
         return options
 
-    async def run(self, work: Callable[[CallBudget], DetectionResult], limit: int) -> dict[str, Any]:
+    async def run(
+        self, work: Callable[[CallBudget], DetectionResult], limit: int, brief: bool = False
+    ) -> dict[str, Any]:
         """``work(budget)`` on a thread under a budget of ``limit`` calls, within the timeout; a halluscope error
         raises as one redacted line. A request that times out, or whose client leaves (its task is
         cancelled), has its budget cut: the thread makes no further model call."""
@@ -95,7 +97,7 @@ class ServerSettings:
             raise ConfigError(redact_credentials(f"{type(exc).__name__}: {exc}")) from None
         finally:
             self.running.discard(budget)
-        return result.model_dump(mode="json")
+        return result.brief() if brief else result.model_dump(mode="json")
 
     def warm(self) -> None:
         """What every request needs, loaded before the server says it is ready: spaCy's sentencizer, and
@@ -122,8 +124,10 @@ class ServerSettings:
         method: Any = None,
         threshold: Any = None,
         max_calls: Any = None,
+        brief: bool = False,
     ) -> dict[str, Any]:
-        """One answer checked (``halluscope.check``), every field checked before any work."""
+        """One answer checked (``halluscope.check``), every field checked before any work; ``brief``: the
+        verdict, the flagged sentences and their closest document sentence (``DetectionResult.brief``)."""
         checked_text(answer, "answer")
         check_value("check", "question", question, str | None)
         check_value("check", "method", method, str | None)
@@ -151,7 +155,7 @@ class ServerSettings:
                 **options,
             )
 
-        return await self.run(work, limit)
+        return await self.run(work, limit, brief)
 
     async def detect(
         self,
