@@ -240,3 +240,27 @@ def test_a_hosts_run_counters_see_the_guards_calls_as_they_come(gateway: Gateway
     calls = out["hallucination"]["calls"]
     assert calls > 0 and len(replies) == calls == host.calls  # every reply, on the host's hook and counters
     assert totals and totals[-1] == host.planned == calls  # planned before made: the bar's total
+
+
+def test_a_host_whose_state_would_drop_the_guards_record_is_refused_at_build(gateway: Gateway, scripted: Any) -> None:
+    """LangGraph keeps only the subgraph keys a host declares: a host on MessagesState would lose
+    hallucination and revisions without a word, so hallucination_guard(host=...) refuses it, naming them."""
+    from langgraph.graph import MessagesState
+
+    model = scripted(world(TRUE, []))
+    det = halluscope.detector("selfcheck-prompt", model=model, n=2, gateway=gateway)
+    with pytest.raises(ConfigError, match="MessagesState has no hallucination, revisions: LangGraph would drop"):
+        hallucination_guard(det, 0.5, host=StateGraph(MessagesState))
+    grounded = halluscope.detector("grounded", model=model, gateway=gateway)
+
+    class Chat(MessagesState, total=False):
+        hallucination: dict[str, Any]
+        revisions: int
+
+    with pytest.raises(ConfigError, match="Chat has no context"):  # a grounded guard reads the documents there
+        hallucination_guard(grounded, 0.5, host=StateGraph(Chat))
+    host = StateGraph(GuardState)
+    hallucination_guard(det, 0.5, host=host, name="guard")
+    host.add_edge(START, "guard")
+    done = host.compile().invoke({"messages": [HumanMessage(QUESTION), AIMessage(FALSE)]})
+    assert done["hallucination"]["action"] == "annotated"  # the record reached the host's state

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -273,13 +273,19 @@ def hallucination_guard(
     gateway: Gateway | None = None,
     refusal: str = REFUSAL,
     on: Literal["score", "probability"] = "score",
+    host: StateGraph | None = None,
+    name: str = "hallucination_guard",
 ) -> CompiledStateGraph:
     """The guard subgraph; ``model`` (any chat model the gateway accepts) revises when ``on_flag`` is
     'revise'. A unit whose ``on`` value (its raw score, or with a calibrated detector its probability
     of being hallucinated) is at or above ``threshold`` is flagged. The guard never delivers a text
     riskier than the answer: every version checked is kept in the record, a still-flagged answer is
     delivered as its least risky version, annotated, and a degenerate revision is never checked or
-    delivered."""
+    delivered. ``host``: a graph to add it to as the node ``name``, refused when the host's state would
+    drop what the guard writes or never give it what it reads (LangGraph keeps only a subgraph's keys
+    that the host declares)."""
+    if host is not None:
+        check_host(host, det)
     if on not in ("score", "probability"):
         raise ConfigError(f"on must be 'score' or 'probability', got {on!r}")
     if on == "probability" and det.calibration is None:
@@ -306,4 +312,24 @@ def hallucination_guard(
     graph.add_conditional_edges("revise", after_revision, ["check", "annotate"])
     graph.add_edge("annotate", END)
     graph.add_edge("refuse", END)
-    return graph.compile()
+    compiled = graph.compile()
+    if host is not None:
+        host.add_node(name, compiled)
+    return compiled
+
+
+GUARD_KEYS = ("messages", "hallucination", "revisions")  # what the guard reads and writes in any host
+
+
+def check_host(host: StateGraph, det: Detector) -> None:
+    """Refuse a host whose state lacks a key the guard writes (its record would be dropped without a
+    word) or the documents a grounded detector reads, naming them and the fix."""
+    declared = get_type_hints(host.state_schema)
+    needed = [*GUARD_KEYS, *(["context"] if det.spec.context_field else [])]
+    missing = [key for key in needed if key not in declared]
+    if missing:
+        raise ConfigError(
+            f"the host's state {host.state_schema.__name__} has no {', '.join(missing)}: LangGraph would drop "
+            "what the guard writes there (or never hand it the documents); declare them, e.g. by subclassing "
+            "halluscope.tools.GuardState"
+        )
