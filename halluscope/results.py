@@ -62,6 +62,9 @@ class RunMeta(BaseModel):
             f"{self.calls} model calls{f' ({detail})' if detail else ''}, {self.cache_hits} cache hits, "
             f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s{self.prompt_tokens_line()}"
         )
+        earlier = self.params.get("earlier_runs")
+        if earlier:  # a resumed run: its resumed items were paid for by the runs before it
+            line += f"; before it, for the resumed items: {earlier['calls']} model calls, {earlier['seconds']:.1f} s"
         handled = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items()))
         return line + (f"\nhandled: {handled}" if handled else "")
 

@@ -295,3 +295,26 @@ def test_a_journal_that_is_not_a_file_is_one_error(tmp_path: Path) -> None:
     (tmp_path / "items.jsonl").mkdir()
     with pytest.raises(ConfigError, match=r"the resume journal .*items.jsonl is not a file"):
         run(_toy(ITEMS, []), tmp_path, progress=False)
+
+
+def test_a_resumed_run_keeps_the_record_of_the_runs_that_scored_its_items(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    """The same bench run twice: the second resumes every item and makes no call, and its results.json
+    still names the models and prompts, and the calls and seconds, of the run that made them."""
+    from halluscope.bench.mine import mine_plans
+    from halluscope.bench.runner import run
+
+    rows = [
+        {"id": f"a{i}", "text": f"Paris has {i} bridges.", "question": "Where is Paris?", "label": i % 2}
+        for i in range(4)
+    ]
+    model = scripted(lambda prompt, params: "Yes")
+    first = run(mine_plans(rows, ["direct-question"], model, gateway)[0], tmp_path / "out", progress=False)
+    again = run(mine_plans(rows, ["direct-question"], model, gateway)[0], tmp_path / "out", progress=False)
+    assert first.meta.calls == 4 and again.meta.calls == 0 and again.meta.params["resumed_items"] == 4
+    assert again.meta.models == first.meta.models and again.meta.prompts == first.meta.prompts
+    assert again.meta.params["earlier_runs"]["calls"] == 4
+    assert "before it, for the resumed items: 4 model calls" in again.meta.cost()
+    third = run(mine_plans(rows, ["direct-question"], model, gateway)[0], tmp_path / "out", progress=False)
+    assert third.meta.params["earlier_runs"]["calls"] == 4  # carried, not counted twice

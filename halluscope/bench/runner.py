@@ -205,15 +205,25 @@ def run(
     pending = [i for i in range(len(ids)) if i not in finished]
     failures = Failures()
     kept: dict[int, Record] = {i: journal.records[ids[i]] for i in finished}
+    earlier = earlier_runs(out_dir) if finished else None
     plan.stats.started = time.perf_counter()  # its seconds are its own: plans made together run one by one
     try:
         _score_pending(plan, pending, ids, journal, kept, failures, executor, progress)
     finally:
         journal.close()
-    result = _result(plan, ids, kept, failures, len(finished), made)
+    result = _result(plan, ids, kept, failures, len(finished), made, earlier)
     result.write(out_dir)
     plan.report(result, out_dir, failures.report_paragraph(len(kept), f"{plan.what}s"))
     return result
+
+
+def _meta(plan: Plan, records: list[Record], resumed: int, earlier: dict[str, Any] | None) -> RunMeta:
+    extra: dict[str, Any] = {"resumed_items": resumed} if resumed else {}
+    meta = plan.stats.meta(plan.method, plan.events(records), **extra, **({"earlier_runs": earlier} if earlier else {}))
+    if earlier:
+        meta.models = sorted({*meta.models, *earlier["models"]})
+        meta.prompts = sorted({*meta.prompts, *earlier["prompts"]})
+    return meta
 
 
 def _score_pending(
@@ -269,10 +279,38 @@ def _score_pending(
             plan.stats.on_reply = plan.stats.on_plan = None
 
 
+def earlier_runs(out_dir: Path) -> dict[str, Any] | None:
+    """What the runs into ``out_dir`` before this one spent and used (their results.json, itself carrying
+    the runs before it): a resumed run's items were scored by them, so their record stays with it."""
+    if not (out_dir / RESULTS).is_file():
+        return None
+    try:
+        last = BenchResult.read(out_dir)
+    except (OSError, ValueError, ConfigError):  # unreadable: the journal still holds every item
+        return None
+    before = last.meta.params.get("earlier_runs") or {}
+    return {
+        "calls": last.meta.calls + before.get("calls", 0),
+        "cache_hits": last.meta.cache_hits + before.get("cache_hits", 0),
+        "prompt_tokens": last.meta.tokens.prompt + before.get("prompt_tokens", 0),
+        "seconds": round(last.meta.seconds + before.get("seconds", 0.0), 3),
+        "models": sorted({*last.meta.models, *before.get("models", [])}),
+        "prompts": sorted({*last.meta.prompts, *before.get("prompts", [])}),
+    }
+
+
 def _result(
-    plan: Plan, ids: list[str], kept: dict[int, Record], failures: Failures, resumed: int, made: dict[str, Any]
+    plan: Plan,
+    ids: list[str],
+    kept: dict[int, Record],
+    failures: Failures,
+    resumed: int,
+    made: dict[str, Any],
+    earlier: dict[str, Any] | None = None,
 ) -> BenchResult:
-    """The run's result from every item kept, in the plan's order: metrics, intervals, failures."""
+    """The run's result from every item kept, in the plan's order: metrics, intervals, failures; a resumed
+    run keeps the record of the runs that scored its resumed items (their models and prompts among its
+    own, their calls and seconds as ``earlier_runs``)."""
     position = {item_id: i for i, item_id in enumerate(ids)}
     failures.items.sort(key=lambda f: position[f["item"]])
     failures.check_some_scored(len(kept), plan.what)
@@ -290,7 +328,7 @@ def _result(
     return BenchResult(
         bench=plan.bench,
         params=plan.params,
-        meta=plan.stats.meta(plan.method, plan.events(records), **({"resumed_items": resumed} if resumed else {})),
+        meta=_meta(plan, records, resumed, earlier),
         metrics=metrics,
         intervals=intervals,
         item=plan.what,
