@@ -67,7 +67,7 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
     rows = {c.name: c for c in choice.candidates}
     assert "selfcheck-nli needs --opt judge=" in (rows["selfcheck-nli"].skipped or "")  # listed, not dropped
     assert rows["grounded"].auc_roc == 100.0 and rows["grounded"].calls_per_answer == 2.0
-    assert rows["grounded"].costed_answers == 30
+    assert rows["grounded"].costed_answers == 30 and rows["grounded"].raw_auc_roc == [100.0]
     assert rows["direct-question"].problems  # a judge that always says Yes ranks nothing: not eligible
     unigram = rows["selfcheck-unigram"]  # costed as it will run: the file's 3 samples are drawn when deployed
     assert unigram.calls_per_answer == 3.0 and unigram.draws_per_answer == 3

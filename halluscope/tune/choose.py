@@ -40,6 +40,8 @@ from halluscope.tune.calibrate import FOLDS, check_fit_inputs, fitted_on_answers
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
 NEAR = 1.0  # AUC-ROC points: a cheaper candidate this close to the best held-out one is recommended instead
+FEW_ANSWERS = 100  # below this many answers a fold's isotonic fit may flatten scores into ties
+FLATTENED = 3.0  # AUC-ROC points the held-out figure falls under the raw ranking before a note says why
 
 
 @dataclass
@@ -57,6 +59,8 @@ class Candidate:
     seconds_per_answer: float | None = None
     costed_answers: int | None = None  # the answers the costs were measured on (the runs that scored them)
     draws_per_answer: int = 0  # samples your file gave, which a deployed run draws (counted in calls_per_answer)
+    raw_auc_roc: list[float] | None = None  # each member's raw scores ranked, pooled over every unit (no fit)
+    notes: list[str] = field(default_factory=list)  # what a reader should know of its numbers (not disqualifying)
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None  # why it did not run on these rows
     over_budget: bool = False
@@ -298,6 +302,14 @@ def _scored(
     row.auc_roc, row.ece, row.brier = held_out["auc_roc"], held_out["ece"], held_out["brier"]
     row.auc_roc_interval = calibration.report["quality"]["auc_roc_interval"]
     row.problems = list(calibration.report["quality"]["problems"])
+    raw = calibration.report["raw_scores_test"]
+    row.raw_auc_roc = [float(raw[m]["auc_roc"]) for m in methods]
+    answers = int(np.unique(split.groups).size)
+    if row.auc_roc is not None and max(row.raw_auc_roc) - row.auc_roc > FLATTENED and answers < FEW_ANSWERS:
+        row.notes.append(
+            f"on {answers} answers the cross-validated fit ties scores: held out {row.auc_roc:.1f} against "
+            f"{max(row.raw_auc_roc):.1f} for the raw scores' ranking"
+        )
     fitted[name] = Fitted(calibration, split.labels, out_of_fold, split.groups)
     return row
 
@@ -361,6 +373,7 @@ COLUMNS = (
     ("name", "candidate"),
     ("auc_roc", "held-out AUC-ROC"),
     ("interval", "95% interval"),
+    ("raw", "raw AUC-ROC (pooled)"),
     ("ece", "ECE (calibrated)"),
     ("calls_per_answer", "calls / answer"),
     ("prompt_tokens_per_answer", "prompt tokens / answer"),
@@ -374,14 +387,15 @@ def table_rows(choice: Choice) -> list[dict[str, Any]]:
     rows = []
     for c in choice.candidates:
         interval = f"[{c.auc_roc_interval[0]:.1f}, {c.auc_roc_interval[1]:.1f}]" if c.auc_roc_interval else None
-        note = c.skipped or "; ".join(c.problems) or ("over the call budget" if c.over_budget else "")
+        note = c.skipped or "; ".join([*c.problems, *c.notes]) or ("over the call budget" if c.over_budget else "")
         if c.name == choice.recommended:
             note = "recommended"
         if c.draws_per_answer:
             note = "; ".join(
                 filter(None, (note, f"samples from your file: {c.draws_per_answer} draws an answer deployed"))
             )
-        rows.append({**asdict(c), "interval": interval, "note": note})
+        raw = ", ".join(f"{x:.1f}" for x in c.raw_auc_roc) if c.raw_auc_roc else None
+        rows.append({**asdict(c), "interval": interval, "raw": raw, "note": note})
     return rows
 
 
@@ -389,7 +403,9 @@ def report(choice: Choice) -> str:
     """choose.md (and what the command prints): the table, then the recommendation."""
     lines = [
         f"# Choosing a method for {choice.source}\n",
-        f"{choice.answers} answers; units: {choice.units}; held out: cross-validation by answer.\n",
+        f"{choice.answers} answers; units: {choice.units}; held out: cross-validation by answer. The raw AUC-ROC "
+        "ranks each member's scores pooled over every unit with no fit: the calibrated held-out figure is below it "
+        "where the fit ties scores or the folds' fits differ.\n",
         markdown_table(table_rows(choice), COLUMNS, digits=2),
         "",
     ]
