@@ -74,6 +74,12 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
     assert choice.recommended == "grounded" and choice.operating_point is not None
     assert choice.operating_point["precision"] == 1.0 and choice.operating_point["recall"] == 1.0
     assert Calibration.load(tmp_path / "all" / "calibration.json").methods == ["grounded"]
+    nested = choice.nested  # the selection held out: grounded is picked in every outer fold and stays perfect
+    assert nested is not None and nested["picks"] == ["grounded"] * 3 and nested["auc_roc"] == 100.0
+    assert (
+        nested["optimism"] == 0.0
+        and "Nested cross-validation (3 outer folds" in (tmp_path / "all" / "choose.md").read_text()
+    )
     assert all("+" not in name for name in rows)  # no stack can beat the best single's 100: none is kept
     written = json.loads((tmp_path / "all" / "choose.json").read_text())
     assert written["recommended"] == "grounded" and (tmp_path / "all" / "choose.md").is_file()

@@ -299,7 +299,7 @@ def cross_validated_report(
         "fit": evaluate(y, in_sample, threshold),
         "test": evaluate(y, out_of_fold, threshold),
         "test_intervals": resampled_intervals(y, out_of_fold, split.groups),
-        "raw_scores_test": {m: _ranking(y, np.asarray(split.scores[m], dtype=np.float64)) for m in calibration.methods},
+        "raw_scores_test": {m: ranking(y, np.asarray(split.scores[m], dtype=np.float64)) for m in calibration.methods},
     }
 
 
@@ -368,7 +368,7 @@ def held_out_report(
     interval = held_out_interval(test_split.labels, p_test, test_split.groups)
     problems = quality_problems(fit_split.labels, test_split.labels, interval)
     raw = {
-        m: _ranking(test_split.labels, np.asarray(test_split.scores[m], dtype=np.float64)) for m in calibration.methods
+        m: ranking(test_split.labels, np.asarray(test_split.scores[m], dtype=np.float64)) for m in calibration.methods
     }
     return {
         "provenance": provenance(),
@@ -476,7 +476,7 @@ def operating_points(
     return rows
 
 
-def _ranking(y: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
+def ranking(y: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
     finite = finite_scores(scores)
     return {"auc_roc": auc_roc(y, finite), "auc_pr": auc_pr(y, finite)}
 

@@ -27,6 +27,7 @@ from halluscope.bench.report import markdown_table, write_json, write_text
 from halluscope.bench.runner import RESULTS, BenchResult, run
 from halluscope.calibration import (
     Calibration,
+    fit,
     precision_recall_at,
     reliability_diagram,
     threshold_for_precision,
@@ -36,7 +37,15 @@ from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import decisions_resampled, resample_counts
 from halluscope.runtime import registry
-from halluscope.tune.calibrate import FOLDS, check_fit_inputs, fitted_on_answers
+from halluscope.tune.calibrate import (
+    FOLDS,
+    Split,
+    answer_folds,
+    check_fit_inputs,
+    cross_validated,
+    fitted_on_answers,
+    ranking,
+)
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
 NEAR = 1.0  # AUC-ROC points: a cheaper candidate this close to the best held-out one is recommended instead
@@ -78,6 +87,7 @@ class Choice:
     operating_point: dict[str, Any] | None
     calibration: str | None
     why: str
+    nested: dict[str, Any] | None = None  # the whole selection held out: the honest figure, and the optimism
     use: str | None = None  # the command that runs the pick as chosen, on an answer on standard input
     use_needs: list[str] = field(default_factory=list)  # what that command needs beside the answer
 
@@ -263,6 +273,8 @@ def choose(
             and row.calls_per_answer > max_calls_per_answer
         )
     choice = _recommend(labelled, rows, fitted, target, out)
+    choice.nested = nested_selection(ran, rows, labelled, target, folds)
+    write_text(out / "choose.md", report(choice))
     made = envelope(
         models=sorted({m for r in ran.values() for m in (*r.meta.models, r.params.get("model")) if m}),
         items=len(labelled.rows),
@@ -274,6 +286,91 @@ def choose(
     )
     write_json(out / "choose.json", {**made, **asdict(choice)})
     return choice
+
+
+class Inner(NamedTuple):
+    """A candidate's cross-validated fit inside one outer fold's training answers."""
+
+    auc_roc: float
+    out_of_fold: np.ndarray
+
+
+def nested_selection(
+    ran: Mapping[str, BenchResult],
+    rows: Sequence[Candidate],
+    labelled: LabelledData,
+    target: tuple[str, float],
+    folds: int,
+) -> dict[str, Any] | None:
+    """The selection itself held out: outer folds by answer; in each, the candidates (and stacks of the
+    best) are cross-validated on the training answers alone, one is picked by the same rule and its
+    threshold set on those answers, then it is fitted on them and scored on the held-out answers. The
+    pooled held-out figure is what the pick will do; the picks' inner figures minus it is the optimism
+    of reporting the selection on the scores it was made on. None where it cannot be run (one
+    candidate, or a fold with one class)."""
+    calls = {r.name: r.calls_per_answer for r in rows if len(r.methods) == 1}
+    singles = [r.name for r in rows if len(r.methods) == 1 and r.auc_roc is not None and not r.over_budget]
+    if len(singles) < 1:
+        return None
+    everything = Split.of_answers(singles, [ran[n] for n in singles], labelled.per_sentence)
+    outer = answer_folds(everything.groups, folds, seed=1)
+    held_out = np.full(everything.labels.size, np.nan)
+    flagged = np.zeros(everything.labels.size, dtype=bool)
+    picks, inner_figures = [], []
+    for k in range(folds):
+        train, test = outer != k, outer == k
+        found = {n: _inner(everything, [n], train, folds) for n in singles}
+        ranked = sorted((n for n in singles if found[n] is not None), key=lambda n: -found[n].auc_roc)  # type: ignore[union-attr]
+        if not ranked:
+            return None
+        for size in STACK_OF:
+            if len(ranked) >= size:
+                stack = _inner(everything, ranked[:size], train, folds)
+                if stack is not None and stack.auc_roc > found[ranked[0]].auc_roc:  # type: ignore[union-attr]
+                    found["+".join(ranked[:size])] = stack
+        scored = {n: f for n, f in found.items() if f is not None}
+        top = max(f.auc_roc for f in scored.values())
+        cost = {n: sum(calls.get(m) or 0.0 for m in n.split("+")) for n in scored}
+        pick = min((n for n in scored if scored[n].auc_roc >= top - NEAR), key=lambda n: (cost[n], -scored[n].auc_roc))
+        members = pick.split("+")
+        labels = everything.labels[train]
+        point = operating_point(labels, scored[pick].out_of_fold, everything.groups[train], *target)
+        kind, params = fit({m: np.asarray(everything.scores[m])[train].tolist() for m in members}, labels)
+        fitted = Calibration(kind=kind, methods=members, model=None, prompts=[], params=params)
+        held_out[test] = fitted.probabilities({m: np.asarray(everything.scores[m])[test].tolist() for m in members})
+        if point["threshold"] is not None:
+            flagged[test] = held_out[test] >= point["threshold"]
+        picks.append(pick)
+        inner_figures.append(scored[pick].auc_roc)
+    y = everything.labels
+    outer_auc = float(ranking(y, held_out)["auc_roc"])
+    precision, recall = (
+        (float(y[flagged].mean()) if flagged.any() else None),
+        float(flagged[y].mean()) if y.any() else None,
+    )
+    return {
+        "outer_folds": folds,
+        "picks": picks,
+        "auc_roc": outer_auc,
+        "inner_auc_roc": float(np.mean(inner_figures)),
+        "optimism": float(np.mean(inner_figures)) - outer_auc,
+        "precision": precision,
+        "recall": recall,
+    }
+
+
+def _inner(everything: Split, members: list[str], train: np.ndarray, folds: int) -> Inner | None:
+    """``members`` cross-validated on the training answers alone (None: a fold with one class)."""
+    part = Split(
+        scores={m: np.asarray(everything.scores[m])[train].tolist() for m in members},
+        labels=everything.labels[train],
+        groups=everything.groups[train],
+    )
+    try:
+        out_of_fold = cross_validated(part, "isotonic", folds)
+    except ConfigError:
+        return None
+    return Inner(float(ranking(part.labels, out_of_fold)["auc_roc"]), out_of_fold)
 
 
 def _scored(
@@ -345,9 +442,9 @@ def _recommend(
         )
     units = "sentences" if labelled.per_sentence else "answers"
     recommended = best.name if best else None
-    choice = Choice(labelled.source, len(labelled.rows), units, rows, recommended, point, written, why, use, needs)
-    write_text(out / "choose.md", report(choice))
-    return choice
+    return Choice(
+        labelled.source, len(labelled.rows), units, rows, recommended, point, written, why, use=use, use_needs=needs
+    )
 
 
 def use_command(path: Path, calibration: Calibration, labelled: LabelledData) -> tuple[str, list[str]]:
@@ -417,9 +514,24 @@ def report(choice: Choice) -> str:
         lines.append(f"Recommended: **{choice.recommended}** ({choice.why}).")
         lines.append(f"Operating point for {p.get('target')}: {at}, out of fold; {guard_line(p, choice.units)}")
         lines.append(f"Its calibration: {choice.calibration} (its methods, options, model and threshold).")
+        lines.append(nested_line(choice.nested))
         lines.append(f"\nuse it: {choice.use}")
         lines.append("  (the answer on standard input" + "".join(f"; {n}" for n in choice.use_needs) + ")")
     return "\n".join(lines) + "\n"
+
+
+def nested_line(nested: Mapping[str, Any] | None) -> str:
+    """The selection held out, in a sentence: what the pick does on answers the choice never saw."""
+    if nested is None:
+        return "Nested cross-validation: not run (one candidate, or a fold with one class)."
+    picks = ", ".join(nested["picks"])
+    got = ", ".join(f"{k} {_num(nested[k])}" for k in ("precision", "recall"))
+    return (
+        f"Nested cross-validation ({nested['outer_folds']} outer folds by answer, the whole selection held out): "
+        f"held-out AUC-ROC {nested['auc_roc']:.1f}, {got} at each fold's own threshold; the picks scored "
+        f"{nested['inner_auc_roc']:.1f} on the answers they were picked on (optimism {nested['optimism']:+.1f} "
+        f"points); picked per fold: {picks}."
+    )
 
 
 def guard_line(point: Mapping[str, Any], units: str) -> str:
