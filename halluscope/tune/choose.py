@@ -306,11 +306,11 @@ def nested_selection(
     best) are cross-validated on the training answers alone, one is picked by the same rule and its
     threshold set on those answers, then it is fitted on them and scored on the held-out answers. The
     pooled held-out figure is what the pick will do; the picks' inner figures minus it is the optimism
-    of reporting the selection on the scores it was made on. None where it cannot be run (one
-    candidate, or a fold with one class)."""
+    of reporting the selection on the scores it was made on. None where it cannot be run (no candidate
+    ran, or a fold's training answers hold one class)."""
     calls = {r.name: r.calls_per_answer for r in rows if len(r.methods) == 1}
     singles = [r.name for r in rows if len(r.methods) == 1 and r.auc_roc is not None and not r.over_budget]
-    if len(singles) < 1:
+    if not singles:
         return None
     everything = Split.of_answers(singles, [ran[n] for n in singles], labelled.per_sentence)
     outer = answer_folds(everything.groups, folds, seed=1)
@@ -319,16 +319,9 @@ def nested_selection(
     picks, inner_figures = [], []
     for k in range(folds):
         train, test = outer != k, outer == k
-        found = {n: _inner(everything, [n], train, folds) for n in singles}
-        ranked = sorted((n for n in singles if found[n] is not None), key=lambda n: -found[n].auc_roc)  # type: ignore[union-attr]
-        if not ranked:
+        scored = _fold_candidates(everything, singles, train, folds)
+        if not scored:
             return None
-        for size in STACK_OF:
-            if len(ranked) >= size:
-                stack = _inner(everything, ranked[:size], train, folds)
-                if stack is not None and stack.auc_roc > found[ranked[0]].auc_roc:  # type: ignore[union-attr]
-                    found["+".join(ranked[:size])] = stack
-        scored = {n: f for n, f in found.items() if f is not None}
         top = max(f.auc_roc for f in scored.values())
         cost = {n: sum(calls.get(m) or 0.0 for m in n.split("+")) for n in scored}
         pick = min((n for n in scored if scored[n].auc_roc >= top - NEAR), key=lambda n: (cost[n], -scored[n].auc_roc))
@@ -357,6 +350,20 @@ def nested_selection(
         "precision": precision,
         "recall": recall,
     }
+
+
+def _fold_candidates(everything: Split, singles: list[str], train: np.ndarray, folds: int) -> dict[str, Inner]:
+    """One outer fold's candidates on its training answers: each single, and the stacks of the best two
+    and three that beat the best single there (as the whole choice keeps them)."""
+    found = {n: _inner(everything, [n], train, folds) for n in singles}
+    scored = {n: f for n, f in found.items() if f is not None}
+    ranked = sorted(scored, key=lambda n: -scored[n].auc_roc)
+    for size in STACK_OF:
+        if ranked and len(ranked) >= size:
+            stack = _inner(everything, ranked[:size], train, folds)
+            if stack is not None and stack.auc_roc > scored[ranked[0]].auc_roc:
+                scored["+".join(ranked[:size])] = stack
+    return scored
 
 
 def _inner(everything: Split, members: list[str], train: np.ndarray, folds: int) -> Inner | None:
@@ -523,7 +530,7 @@ def report(choice: Choice) -> str:
 def nested_line(nested: Mapping[str, Any] | None) -> str:
     """The selection held out, in a sentence: what the pick does on answers the choice never saw."""
     if nested is None:
-        return "Nested cross-validation: not run (one candidate, or a fold with one class)."
+        return "Nested cross-validation: not run (no candidate ran, or a fold's training answers hold one class)."
     picks = ", ".join(nested["picks"])
     got = ", ".join(f"{k} {_num(nested[k])}" for k in ("precision", "recall"))
     return (
