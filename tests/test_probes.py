@@ -222,6 +222,7 @@ def test_probe_fit_and_detect_from_the_command_line(tmp_path: Path, capsys: pyte
     assert main([*fitting, "--cache", cache, "--force"]) == 0
     printed = capsys.readouterr().out
     assert "sentence probe on local:smollm2-135m layer 30" in printed and "16 rows from 16 groups" in printed
+    assert "warning: its held-out AUC-ROC cannot be computed (the held-out rows hold one label)" in printed
     probe = load_probe(out)
     assert probe.data["source"] == "labelled.jsonl" and probe.data["examples"] == 16
     assert main(["detect", "probe", "--probe", str(out), "--text", FALSE[3], "--cache", cache, "--json"]) == 0

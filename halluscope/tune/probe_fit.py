@@ -357,4 +357,8 @@ def summary(fitted: Probe) -> str:
             f"  layer {layer}: AUC-ROC {'-' if roc is None else f'{roc:.1f}'}, "
             f"AUC-PR {'-' if pr is None else f'{pr:.1f}'}{chosen}"
         )
+    held_out = val["per_layer"][str(fitted.layer)]["auc_roc"]
+    if held_out is None or held_out <= CHANCE:  # only a forced fit gets here
+        why = "cannot be computed (the held-out rows hold one label)" if held_out is None else f"is {held_out:.1f}"
+        lines.append(f"warning: its held-out AUC-ROC {why}: nothing shows it ranks better than chance")
     return "\n".join(lines)
