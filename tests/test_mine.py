@@ -179,6 +179,8 @@ def test_bench_mine_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFi
     printed = capsys.readouterr().out
     assert "answer AUC-ROC" in printed and "sentence AUC-ROC" in printed
     assert (out / "report.md").is_file() and (out / "report.html").is_file() and (out / "roc.png").is_file()
+    curves = json.loads((out / "curves.json").read_text())  # the rows label sentences: their curves too
+    assert {"roc", "sentence_roc", "sentence_pr"} <= set(curves) and (out / "sentence_roc.png").is_file()
     assert main(["bench", "mine", "--data", str(tmp_path / "missing.csv"), "--method", "grounded"]) == 2
     assert "cannot read --data" in capsys.readouterr().err
 

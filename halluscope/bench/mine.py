@@ -215,25 +215,39 @@ def _plan(
 
 
 def write_report(results: Sequence[BenchResult], out: Path) -> None:
-    """report.md: a row per method, and the answers' PR and ROC curves (report.html reads curves.json)."""
+    """report.md: a row per method, and the PR and ROC curves of the answers, and of the sentences where
+    every row labels them (report.html reads curves.json)."""
     rows = [{"method": r.params["method"], **r.metrics} for r in results]
-    for kind, title in (("pr", "precision-recall"), ("roc", "ROC")):
-        curves = []
-        for r in results:
-            records = [{**item.record, "scores": item.scores} for item in r.items]
-            scores = np.array([riskiest(rec["scores"]) for rec in records], dtype=np.float64)
-            labels = np.array([rec["answer_label"] for rec in records], dtype=int)
-            keep = ~np.isnan(scores)
-            scores = finite_scores(scores)
-            curves.append(Curve(r.params["method"], labels[keep], scores[keep], r.intervals.get(f"answer_auc_{kind}")))
-        if any(c.y.size for c in curves):
-            write_curves(out / f"{kind}.png", curves, kind, f"your answers: hallucinated, {title}")
+    per_sentence = bool(results) and all(None not in item.record["labels"] for r in results for item in r.items)
+    levels = [("answer", "answers"), *([("sentence", "sentences")] if per_sentence else [])]
+    for level, units in levels:
+        for kind, title in (("pr", "precision-recall"), ("roc", "ROC")):
+            curves = [_curve(r, level, kind) for r in results]
+            if any(c.y.size for c in curves):
+                name = f"{kind}.png" if level == "answer" else f"{level}_{kind}.png"
+                write_curves(out / name, curves, kind, f"your {units}: hallucinated, {title}")
     source = results[0].params["dataset"] if results else "no data"
+    shown = " ".join(f"![{k}]({k}.png)" for k in ("pr", "roc")) + (
+        " ![sentences PR](sentence_pr.png) ![sentences ROC](sentence_roc.png)" if per_sentence else ""
+    )
     write_text(
         out / "report.md",
-        f"# Your labelled answers\n\n{source}. Protocol: {PROTOCOL}.\n\n{markdown_table(rows, COLUMNS)}\n\n"
-        "![PR](pr.png) ![ROC](roc.png)\n",
+        f"# Your labelled answers\n\n{source}. Protocol: {PROTOCOL}.\n\n{markdown_table(rows, COLUMNS)}\n\n{shown}\n",
     )
+
+
+def _curve(result: BenchResult, level: str, kind: str) -> Curve:
+    """One method's curve: its answers (each its riskiest unit's score) or its labelled sentences."""
+    records = [{**item.record, "scores": item.scores} for item in result.items]
+    if level == "answer":
+        scores = np.array([riskiest(rec["scores"]) for rec in records], dtype=np.float64)
+        labels = np.array([rec["answer_label"] for rec in records], dtype=int)
+    else:
+        scores = np.array([x for rec in records for x in score_list(rec["scores"])], dtype=np.float64)
+        labels = np.array([v == "1" for rec in records for v in rec["labels"]], dtype=int)
+    keep = ~np.isnan(scores)
+    interval = result.intervals.get(f"{level}_auc_{kind}")
+    return Curve(result.params["method"], labels[keep], finite_scores(scores[keep]), interval)
 
 
 def describe(results: Sequence[BenchResult]) -> str:
