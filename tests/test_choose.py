@@ -119,10 +119,30 @@ def test_a_stack_pays_for_every_member_each_over_the_answers_its_runs_scored() -
     no_model = Spent(answers=10, calls=0, sent=0, seconds=2.0)  # SelfCheck-Unigram: no tokens, its own seconds
     assert costs([grounded, no_model])["prompt_tokens_per_answer"] == pytest.approx(100)
     assert costs([no_model])["seconds_per_answer"] == pytest.approx(0.2)
-    replayed = Spent(answers=10, calls=20, sent=0)  # every call from the cache: calls known, tokens and time not
+    replayed = Spent(answers=10, calls=20, sent=0, replayed_tokens=1_000, replayed_seconds=30.0)  # an earlier run's
     assert costs([replayed]) == {
-        "calls_per_answer": 2.0, "prompt_tokens_per_answer": None, "seconds_per_answer": None, "costed_answers": 10
-    }  # fmt: skip
+        "calls_per_answer": 2.0, "prompt_tokens_per_answer": 100.0, "seconds_per_answer": 3.0, "costed_answers": 10
+    }  # fmt: skip  # priced by what the cached calls cost when they were made
+    older = Spent(answers=10, calls=20, sent=0, replayed_tokens=1_000, replayed_untimed=20)  # a cache kept no seconds
+    assert costs([older])["seconds_per_answer"] is None and costs([older])["prompt_tokens_per_answer"] == 100.0
+
+
+def test_choose_after_bench_mine_prices_the_calls_bench_mine_made(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    """The order the docs give (bench mine, then choose on the same cache): choose sends no call, and
+    still gives each candidate's tokens and seconds an answer, from the cached calls' own records."""
+    from halluscope.bench.mine import mine_plans
+    from halluscope.bench.runner import run
+
+    model = scripted(judge)
+    run(mine_plans(answers(), ["grounded"], model, gateway)[0], tmp_path / "mine", progress=False)
+    choice = choose(answers(), ["grounded"], tmp_path / "choose", model=model, gateway=gateway, folds=3, progress=False)
+    [grounded] = choice.candidates
+    assert (
+        grounded.calls_per_answer == 2.0 and grounded.prompt_tokens_per_answer and grounded.prompt_tokens_per_answer > 0
+    )
+    assert grounded.seconds_per_answer is not None
 
 
 def test_answers_of_one_group_are_held_out_and_resampled_together(

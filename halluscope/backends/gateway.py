@@ -64,6 +64,7 @@ FLIGHT_POLL_S, FLIGHT_POLL_MAX_S = 0.05, 1.0  # how often a process waiting on a
 _WAIT = object()  # another process asks this call now: look again soon
 CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
 SENT = "sent"  # a fresh reply's (prompt tokens reused, prompt token ids): counted, never cached
+MADE_SECONDS = "seconds"  # a cached reply's seconds when it was made: what its replays cost
 TOKEN_STATS = "token-stats@1"  # the cache's name for a text's token statistics (a new layout, a new name)
 HIDDEN_STATES = "hidden-states@1"  # and for the hidden states read at a text's positions
 ModelLike = str | BaseChatModel
@@ -285,6 +286,7 @@ class Gateway:
             prompt_tokens=data.get("prompt_tokens", 0),
             completion_tokens=data.get("completion_tokens", 0),
             logprobs=data.get("logprobs"),
+            made_seconds=data.get(MADE_SECONDS) if cached else None,
         )
         try:
             reply.parsed = tpl.parse(reply.text)
@@ -434,7 +436,7 @@ class Gateway:
         """A fresh answer: cached when it is a real one, then parsed and counted."""
         reused, ids = data.pop(SENT, (None, None))
         if self.cache is not None and _real_answer(data, logprobs):
-            self.cache.set(key, data)
+            self.cache.set(key, {**data, MADE_SECONDS: round(seconds, 3)})  # what a replay of it cost to make
         reply = self._reply(model_key, tpl, sample_index, False, data)
         reply.reused_tokens, reply.prompt_ids = reused, ids
         if stats is not None:

@@ -52,6 +52,9 @@ class CallStats:
         self.completion_tokens = 0
         self.forward_passes = 0
         self.model_seconds = 0.0
+        self.replayed_tokens = 0  # the prompt tokens of the calls replayed from the cache, as they were made
+        self.replayed_seconds = 0.0  # the seconds those calls took when made, where the cache kept them
+        self.replayed_timed = 0  # how many replayed calls the cache kept the seconds of
         self.evaluated_tokens = 0  # of the sent calls whose provider says what it reused (reported_reuse)
         self.reported_reuse = 0
         self._prefixes: set[int] = set()  # one hash per distinct prompt prefix: the floor of evaluated tokens
@@ -67,6 +70,10 @@ class CallStats:
             self.prompts.add(reply.prompt_ref)
             if reply.cached:
                 self.cache_hits += 1
+                self.replayed_tokens += reply.prompt_tokens
+                if reply.made_seconds is not None:
+                    self.replayed_seconds += reply.made_seconds
+                    self.replayed_timed += 1
             else:
                 self.calls += 1
                 self.prompt_tokens += reply.prompt_tokens
@@ -152,6 +159,9 @@ class CallStats:
         "model_seconds",
         "evaluated_tokens",
         "reported_reuse",
+        "replayed_tokens",
+        "replayed_seconds",
+        "replayed_timed",
     )
 
     def snapshot(self) -> dict[str, Any]:
@@ -192,6 +202,20 @@ class CallStats:
         ratio = round(self.evaluated_tokens / floor, 3)
         return {"evaluated_tokens": self.evaluated_tokens, "floor_tokens": floor, "evaluated_ratio": ratio}
 
+    def _replayed(self) -> dict[str, Any]:
+        """What the calls replayed from the cache cost when they were made: what prices a run that made
+        none of its own (its calls made by an earlier run)."""
+        if not self.cache_hits:
+            return {}
+        timed = self.replayed_timed
+        return {
+            "replayed": {
+                "prompt_tokens": self.replayed_tokens,
+                "seconds": round(self.replayed_seconds, 3),
+                "timed": timed,
+            }
+        }
+
     def event(self, kind: str) -> None:
         """Something the gateway handled on the run's behalf, counted in its result's events."""
         with self._lock:
@@ -223,6 +247,7 @@ class CallStats:
                     "model_seconds": round(self.model_seconds, 3),
                     **({"forward_passes": self.forward_passes} if self.forward_passes else {}),
                     **self._evaluated(),
+                    **self._replayed(),
                     **params,
                 },
             )
@@ -241,6 +266,7 @@ class ChatReply:
     parsed: Any = None
     parse_error: str | None = None
     reused_tokens: int | None = None  # a sent call's prompt tokens its provider held evaluated (a KV prefix)
+    made_seconds: float | None = None  # a replayed call's seconds when it was made (None: the cache kept none)
     prompt_ids: list[int] | None = None  # a sent call's prompt token ids, where its provider gives them
 
     @property

@@ -102,13 +102,25 @@ class Spent:
     sent: int = 0
     prompt_tokens: int = 0  # of the calls sent
     seconds: float = 0.0
+    replayed_tokens: int = 0  # of the calls replayed, as they were made (an earlier run made them)
+    replayed_seconds: float = 0.0  # what those calls took when made, where the cache kept it
+    replayed_untimed: int = 0  # replayed calls whose seconds the cache did not keep
 
     @classmethod
     def of(cls, result: BenchResult, answers: int) -> Spent:
         meta = result.meta
         scored = answers - int(meta.params.get("resumed_items", 0))
+        replayed = meta.params.get("replayed") or {}
+        untimed = meta.cache_hits - replayed.get("timed", 0)
         return cls(
-            scored, meta.calls + meta.cache_hits, meta.calls, meta.tokens.prompt, meta.seconds if scored else 0.0
+            scored,
+            meta.calls + meta.cache_hits,
+            meta.calls,
+            meta.tokens.prompt,
+            meta.seconds if scored else 0.0,
+            replayed.get("prompt_tokens", 0),
+            replayed.get("seconds", 0.0),
+            untimed,
         )
 
     def plus(self, other: Spent) -> Spent:
@@ -116,15 +128,23 @@ class Spent:
 
     def per_answer(self) -> dict[str, float | None]:
         """Calls, prompt tokens and seconds per answer. A method that calls no model costs no tokens and
-        its seconds are its own work; one whose calls were all replayed from the cache has no measure."""
+        its seconds are its own work; one whose calls were all replayed from the cache is priced by what
+        they cost when made (the cache keeps each call's tokens and seconds; seconds unknown where an
+        older cache did not keep them)."""
         if not self.answers:
             return {"calls_per_answer": None, "prompt_tokens_per_answer": None, "seconds_per_answer": None}
-        measured = self.sent > 0 or self.calls == 0
+        if self.sent == 0 and self.calls:  # made by an earlier run (bench mine, calibrate): read the cache's record
+            seconds = self.replayed_seconds / self.answers if not self.replayed_untimed else None
+            return {
+                "calls_per_answer": self.calls / self.answers,
+                "prompt_tokens_per_answer": self.replayed_tokens / self.answers,
+                "seconds_per_answer": seconds,
+            }
         tokens = self.prompt_tokens / self.sent * self.calls / self.answers if self.sent else 0.0
         return {
             "calls_per_answer": self.calls / self.answers,
-            "prompt_tokens_per_answer": tokens if measured else None,
-            "seconds_per_answer": self.seconds / self.answers if measured else None,
+            "prompt_tokens_per_answer": tokens,
+            "seconds_per_answer": self.seconds / self.answers,
         }
 
 
