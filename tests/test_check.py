@@ -109,7 +109,9 @@ def test_direct_question_without_a_model_runs_on_the_default_local_model(
     assert result.meta.models == ["local:smollm2-135m"] and result.meta.calls == 1
 
 
-def test_check_takes_the_force_calibration_its_refusal_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_takes_the_force_calibration_its_refusal_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from halluscope.calibration import Calibration
 
     fitted = Calibration(
