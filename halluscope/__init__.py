@@ -35,7 +35,7 @@ _EXPORTS = {
     **dict.fromkeys(("Entailment", "Judgement", "LLMEntailment", "NLIEntailment"), "halluscope.backends.entailment"),
     "default_local_model": "halluscope.backends.local",
     **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
-    **dict.fromkeys(("Detector", "detector"), "halluscope.detectors"),
+    **dict.fromkeys(("Detector", "detector", "from_calibration"), "halluscope.detectors"),
     "check": "halluscope.check_answer",
     "load_labelled": "halluscope.labelled",
     **dict.fromkeys(("Probe", "load_probe"), "halluscope.probing"),
@@ -115,6 +115,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
         Detector as Detector,
     )
     from halluscope.detectors import detector as detector
+    from halluscope.detectors import from_calibration as from_calibration
     from halluscope.errors import (
         ConfigError as ConfigError,
     )

@@ -15,7 +15,7 @@ from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.local import default_local_model
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
-from halluscope.detectors import detector
+from halluscope.detectors import deployed, detector
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
@@ -23,18 +23,6 @@ from halluscope.runtime import registry
 WITH_CONTEXT = "grounded"  # an answer with the documents it should rest on
 WITHOUT_CONTEXT = "direct-question"  # an open answer: the model asked about each sentence
 RAW_DECISION = 0.5  # a 0-1 raw score's decision, where no threshold or calibration is given
-
-
-def deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
-    """What a calibration runs, as it was fitted: its one method with the options it was fitted with (a
-    preset's among them, top_k, n ...), or the ensemble of its methods (which runs each member with the
-    options the calibration records for it)."""
-    if len(calibration.methods) > 1:
-        return "ensemble", {}
-    member = calibration.methods[0]
-    spec = registry.get(registry.configured(member)[0])
-    fitted = calibration.settings.get(member, {})
-    return spec.name, {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
 
 
 def chosen_method(method: str | None, context: Any) -> str:
@@ -85,13 +73,12 @@ def check(
         name = chosen_method(method, context)
     else:  # the calibration's method, options, model and threshold, unless given
         calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
-        name, fitted = deployed(calibration)
+        name, _ = deployed(calibration)  # detector() gives it the options it was fitted with
         if method is not None and registry.name_of(method) != name:
             raise ConfigError(
                 f"this calibration was fitted for {'+'.join(calibration.methods)}, not {method}: leave the method "
                 "out to run it as it was fitted"
             )
-        options = {**fitted, **options}
         model = model if model is not None else calibration.model
         if threshold is None:
             threshold = (calibration.with_prior(prior) if prior is not None else calibration).decides_at()

@@ -415,6 +415,28 @@ class _ClusterBudget(CallBudget):
         self.check(*scale.ray_module().get(self.actor.plan.remote(calls, retry)))
 
 
+def deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
+    """What a calibration runs, as it was fitted: its one method with the options it was fitted with (a
+    preset's among them, top_k, n ...), or the ensemble of its methods (which runs each member with the
+    options the calibration records for it)."""
+    if len(calibration.methods) > 1:
+        return "ensemble", {}
+    member = calibration.methods[0]
+    spec = registry.get(registry.configured(member)[0])
+    fitted = calibration.settings.get(member, {})
+    return spec.name, {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
+
+
+def from_calibration(calibration: str | Path | Calibration, model: Any = None, **options: Any) -> Detector:
+    """The detector a calibration file describes, run as it was fitted: its method with its options, or
+    the ensemble of its methods, on its model unless ``model`` is given (what `choose` picked, for a
+    guard or a tool: ``hallucination_guard(from_calibration(FILE), threshold, on="probability")``)."""
+    check_value("from_calibration", "calibration", calibration, str | Path | Calibration)
+    fitted = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
+    name, _ = deployed(fitted)
+    return detector(name, model if model is not None else fitted.model, fitted, **options)
+
+
 def detector(
     method: str,
     model: Any = None,
@@ -443,6 +465,9 @@ def detector(
         options[spec.model_field] = [model] if spec.takes_list(spec.model_field) else model
     if calibration is not None and not isinstance(calibration, Calibration):
         calibration = Calibration.load(calibration)
+    if calibration is not None:  # run as it was fitted: its options where none is given
+        name, fitted = deployed(calibration)
+        options = {**fitted, **options} if name == spec.name else options
     if prior is not None:
         if calibration is None:
             raise ConfigError("prior corrects a calibration's probabilities: give a calibration too")

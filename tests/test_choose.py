@@ -321,3 +321,25 @@ def test_choose_and_calibrate_take_the_first_k_answers(tmp_path: Path, capsys: p
     assert Calibration.load(tmp_path / "cal.json").data["answers"] == 12
     assert main(["calibrate", "--data", str(tmp_path), "--method", "selfcheck-unigram", "--limit", "3"]) == 2
     assert "--limit-passages" in capsys.readouterr().err
+
+
+def test_from_calibration_is_the_detector_the_file_describes(tmp_path: Path, gateway: Gateway, scripted: Any) -> None:
+    """The guard's way to the pick: from_calibration(FILE) runs its method with the options it was fitted
+    with (top_k=1: one call a sentence against three chunks), and detector(calibration=FILE) fills them too."""
+    import halluscope
+    from halluscope.tune.calibrate import calibrate_labelled
+
+    model = scripted(judge)
+    calibrate_labelled(
+        ["grounded"], answers(), tmp_path / "cal.json", model=model, gateway=gateway, folds=3,
+        options={"top_k": 1}, progress=False, force=True,
+    )  # fmt: skip
+    documents = ["France is a country in Europe.", "Its capital is Paris.", "Paris lies on the Seine."]
+    answer = "France is a country in Europe. Its capital is Rome."
+    for det in (
+        halluscope.from_calibration(tmp_path / "cal.json", model, gateway=gateway),
+        halluscope.detector("grounded", model, tmp_path / "cal.json", gateway=gateway),
+    ):
+        result = det.detect(text=answer, context=documents)  # the second replays the first's calls
+        assert result.method == "grounded" and result.units[1].probability is not None
+        assert result.meta.calls + result.meta.cache_hits == 2  # top_k=1 as fitted: not one call per chunk

@@ -17,7 +17,6 @@ from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.gateway import CallStats
 from halluscope.bench.report import csv_text, write_csv
 from halluscope.calibration import Calibration
-from halluscope.check_answer import deployed
 from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_samples, check_specs, gateway_of
@@ -50,18 +49,14 @@ def arguments(method: Method, args: argparse.Namespace) -> dict[str, Any]:
 LONG = 12
 
 
-def as_fitted(method: Method, kwargs: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], float | None]:
-    """With a calibration, the run as it was fitted: its options where none is given, and its threshold
-    (moved with a prior) unless --threshold is."""
-    if kwargs["calibration"] is None:
-        return kwargs, args.threshold
+def fitted_threshold(kwargs: dict[str, Any], args: argparse.Namespace) -> float | None:
+    """The threshold a run decides at: --threshold, else a calibration's own (moved with a prior); the
+    calibration's options reach the run through ``detector``."""
+    if args.threshold is not None or kwargs["calibration"] is None:
+        return args.threshold
     fitted = Calibration.load(kwargs["calibration"])
-    name, options = deployed(fitted)
     prior = getattr(args, "prior", None)
-    threshold = args.threshold
-    if threshold is None:
-        threshold = (fitted.with_prior(prior) if prior is not None else fitted).decides_at()
-    return ({**options, **kwargs} if name == method.name else kwargs), threshold
+    return (fitted.with_prior(prior) if prior is not None else fitted).decides_at()
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
@@ -82,7 +77,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         )
     if "calibration" not in kwargs:  # the ensemble's is a method option (its stacking), already in kwargs
         kwargs["calibration"] = getattr(args, "calibration", None)
-    kwargs, threshold = as_fitted(method, kwargs, args)
+    threshold = fitted_threshold(kwargs, args)
     if getattr(args, "force_calibration", False):
         kwargs["force_calibration"] = True
     if getattr(args, "prior", None) is not None:

@@ -16,9 +16,8 @@ from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.gateway import Gateway, default_gateway
 from halluscope.calibration import Calibration
 from halluscope.check_answer import check as check_answer
-from halluscope.check_answer import deployed
 from halluscope.checks import check_value
-from halluscope.detectors import detector
+from halluscope.detectors import deployed, detector
 from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
