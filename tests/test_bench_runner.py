@@ -318,3 +318,49 @@ def test_a_resumed_run_keeps_the_record_of_the_runs_that_scored_its_items(
     assert "before it, for the resumed items: 4 model calls" in again.meta.cost()
     third = run(mine_plans(rows, ["direct-question"], model, gateway)[0], tmp_path / "out", progress=False)
     assert third.meta.params["earlier_runs"]["calls"] == 4  # carried, not counted twice
+
+
+def test_a_call_counting_bar_projects_its_total_from_the_items_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Methods announce their calls as they go, so the calls announced undercount the run: after each
+    item the bar's total is the calls per finished item times the items (never shrinking), and its time
+    left is an estimate from the first item on, not a total that keeps growing."""
+    totals: list[int | None] = []
+
+    class Bar:
+        def __init__(self, total: int | None = None, **_kwargs: Any) -> None:
+            self.total, self.n = total, 0
+
+        def __enter__(self) -> Bar:
+            return self
+
+        def __exit__(self, *_exc: object) -> None:
+            return None
+
+        def update(self, n: int = 1) -> None:
+            self.n += n
+
+        def set_postfix(self, **_kwargs: Any) -> None:
+            totals.append(self.total)
+
+        def refresh(self) -> None:
+            return None
+
+    monkeypatch.setattr("tqdm.tqdm", Bar)
+    stats = CallStats()
+
+    def score(item: int) -> dict[str, Any]:
+        stats.plan(2)  # each item announces 2 calls when it starts, and makes them
+        for _ in range(2):
+            assert stats.on_reply is not None
+            stats.on_reply()  # what a reply recorded does to the bar
+        return {"scores": {"unit 0": float(item)}}
+
+    plan = Plan(
+        bench="t", method="m", what="item", items=list(range(4)), item_id=str, score=score,
+        summarise=lambda records: {"n": len(records)}, params={}, report=lambda *_: None, stats=stats,
+        counts_calls=True, bootstrap=False,
+    )  # fmt: skip
+    run(plan, tmp_path, progress=True)
+    assert totals == [8, 8, 8, 8]  # 2 calls an item x 4 items, from the first item on (announced: 2, 4, 6, 8)

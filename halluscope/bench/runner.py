@@ -237,7 +237,9 @@ def _score_pending(
     progress: bool,
 ) -> None:
     """Score the pending items (on ``executor``), each kept and journalled as it finishes or recorded as
-    failed, under a bar that counts calls (its total grows as methods announce them) or items."""
+    failed, under a bar that counts calls or items. A bar counting calls the methods announce as they go
+    projects its total from the calls each finished item took, so its time left is an estimate from
+    the start, not a total that keeps growing."""
     from tqdm import tqdm  # looked up per run: a caller (a test) may swap the bar
 
     planned = plan.planned_calls if plan.counts_calls else None
@@ -271,6 +273,8 @@ def _score_pending(
             elif not plan.counts_calls:
                 bar.update(1)
             done += 1
+            if plan.counts_calls and not planned:  # the calls announced so far undercount: project the rest
+                _grow(bar, round(bar.n / done * len(pending)))
             bar.set_postfix(done=f"{done}/{len(pending)}", failed=len(failures))
 
         try:
@@ -489,7 +493,9 @@ def _aside(path: Path, why: str) -> Path:
 
 
 def _grow(bar: Any, total: int) -> None:
-    bar.total = max(total, bar.n)
+    """A call-counting bar's total: at least the calls announced or projected, never below the count,
+    and never shrinking (a total that jumps back and forth makes its time left meaningless)."""
+    bar.total = max(total, bar.n, bar.total or 0)
     bar.refresh()
 
 
