@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
+import halluscope
 from halluscope.backends.cache import CallCache
 from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LlamaCppLogProbModel
 from halluscope.bench.papers.icl import balanced_context, load_icl_task
 from halluscope.bench.provenance import envelope
-from halluscope.methods import phr
 
 CASES = (
     ("distribution, exact; prefix reuse", "distribution", True, True),
@@ -63,14 +63,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             gw = Gateway(cache=CallCache(tmp))
             stats = CallStats()
-            cgm = phr.TextICL(model, gw, responses, 0, stats)  # type: ignore[arg-type]
-            graph = phr.build(cgm, args.M, args.K, args.imagined, 0.05, exact)
+            options = {"n": args.M, "k": args.K, "n_imagined": args.imagined, "exact": exact, "responses": responses}
+            detector = halluscope.detector("phr", model, gateway=gw, epsilon=0.05, **options)
             seconds, rates = [], []
-            for x, truth in queries:
+            for x, truth in queries:  # one detector: the context's imagined completions are reused from the cache
                 started = time.perf_counter()
-                est = phr.run(graph, context, x, stats, truth)
+                result = detector.detect(context=context, query=x, truth=truth, stats=stats)
                 seconds.append(time.perf_counter() - started)
-                rates.append(est["phr"])
+                rates.append(result.units[0].score)
             gw.cache.close()  # type: ignore[union-attr]
         rows.append(
             {

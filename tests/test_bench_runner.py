@@ -12,6 +12,7 @@ import pytest
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.bench.runner import BenchResult, Plan, run
 from halluscope.errors import ConfigError, ModelUnavailableError
+from tests.bars import BARS, CountingBar
 
 KEYS = {
     "bench",
@@ -326,28 +327,8 @@ def test_a_call_counting_bar_projects_its_total_from_the_items_done(
     """Methods announce their calls as they go, so the calls announced undercount the run: after each
     item the bar's total is the calls per finished item times the items (never shrinking), and its time
     left is an estimate from the first item on, not a total that keeps growing."""
-    totals: list[int | None] = []
-
-    class Bar:
-        def __init__(self, total: int | None = None, **_kwargs: Any) -> None:
-            self.total, self.n = total, 0
-
-        def __enter__(self) -> Bar:
-            return self
-
-        def __exit__(self, *_exc: object) -> None:
-            return None
-
-        def update(self, n: int = 1) -> None:
-            self.n += n
-
-        def set_postfix(self, **_kwargs: Any) -> None:
-            totals.append(self.total)
-
-        def refresh(self) -> None:
-            return None
-
-    monkeypatch.setattr("tqdm.tqdm", Bar)
+    monkeypatch.setattr("tqdm.tqdm", CountingBar)
+    BARS.clear()
     stats = CallStats()
 
     def score(item: int) -> dict[str, Any]:
@@ -363,4 +344,6 @@ def test_a_call_counting_bar_projects_its_total_from_the_items_done(
         counts_calls=True, bootstrap=False,
     )  # fmt: skip
     run(plan, tmp_path, progress=True)
-    assert totals == [8, 8, 8, 8]  # 2 calls an item x 4 items, from the first item on (announced: 2, 4, 6, 8)
+    [bar] = BARS
+    assert bar.totals == [8, 8, 8, 8]  # 2 calls an item x 4 items from the first item on (announced: 2, 4, 6, 8)
+    assert bar.total == bar.n == 8  # at the end: the calls made

@@ -26,6 +26,7 @@ from halluscope.bench.wikibio import (
 from halluscope.errors import ConfigError, DataError, ModelUnavailableError
 from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, sentences, tokens
+from tests.bars import BARS, CountingBar
 
 
 @pytest.fixture(scope="module")
@@ -166,32 +167,6 @@ def test_tokens_are_split_in_their_own_case_and_lowercased_after() -> None:
     # a passage is counted sentence by sentence, stripped: no whitespace tokens between its sentences
     assert passage_tokens("He ran.\n\nShe won.  ") == ["he", "ran", ".", "she", "won", "."]
     assert "\n\n" in tokens("He ran.\n\nShe won.")
-
-
-class CountingBar:
-    """tqdm's interface as run_bench uses it, counting what the bar is told."""
-
-    def __init__(self, total: int | None = None, **_kwargs: Any) -> None:
-        self.total, self.n = total, 0
-
-    def __enter__(self) -> CountingBar:
-        BARS.append(self)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-
-    def set_postfix(self, **_kwargs: Any) -> None:
-        return None
-
-    def refresh(self) -> None:
-        return None
-
-
-BARS: list[CountingBar] = []
 
 
 def test_paragraph_semantic_entropy_in_the_bench_scores_every_annotated_sentence(

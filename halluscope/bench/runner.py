@@ -281,6 +281,9 @@ def _score_pending(
             (executor or InProcess()).map(plan, pending, on_result)
         finally:
             plan.stats.on_reply = plan.stats.on_plan = None
+        if plan.counts_calls and not planned:  # done: the calls made were all there was (a projection overshoots)
+            bar.total = bar.n
+            bar.refresh()
 
 
 def earlier_runs(out_dir: Path) -> dict[str, Any] | None:
