@@ -1,7 +1,9 @@
 """FIBE's N exam answers on a local model: back to back (the graph's order, so llama.cpp reuses the
 shared exam prompt in its KV cache) against interleaved with another prompt (a Direct Question),
 which evicts that prefix, as a graph running its stages in parallel would. No cache: every call is
-real; the same sample indexes (seeds) in both orders, so both generate the same answers.
+real; the same sample indexes (seeds) in both orders. The answers' lengths are kept beside their
+seconds: llama.cpp does not give the same tokens in both orders, so compare seconds per generated token
+as well as per answer. Measure it on a quiet machine: its figures are wall-clock seconds.
 
     .venv/bin/python benchmarks/fibe_prefix_reuse.py [--model local:qwen2.5-coder-1.5b] [--passages 2] [--n 3]
 """
@@ -17,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.bench.provenance import envelope
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.methods import fibe
 from halluscope.scoring.fibe import build_exam
 
 
-def answer_once(gw: Gateway, model: str, prompt: str, exam: list[str], j: int) -> tuple[float, int, int]:
-    stats = CallStats()
+def answer_once(
+    gw: Gateway, model: str, prompt: str, exam: list[str], j: int, total: CallStats
+) -> tuple[float, int, int]:
+    stats = total.part()  # this answer's counts, counted in the run's too
     start = time.perf_counter()
     gw.call(
         model,
@@ -46,6 +51,8 @@ def main() -> None:
     args = ap.parse_args()
 
     gw = Gateway(cache=None)
+    total = CallStats()
+    began = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for passage in load_wikibio(args.data)[: args.passages]:
         created = gw.call(
@@ -53,6 +60,7 @@ def main() -> None:
             fibe.CREATE,
             fibe.create_variables(passage.prompt, passage.sentences),
             max_tokens=fibe.create_max_tokens(len(passage.sentences)),
+            stats=total,
         )
         exam = build_exam(passage.sentences, created.parsed if created.ok else []).sentences
         for order in ("back to back", "interleaved"):
@@ -64,8 +72,9 @@ def main() -> None:
                         fibe.DIRECT_QUESTION,
                         {"context": fibe.quoted(passage.prompt), "claim": passage.sentences[j % len(exam)]},
                         max_tokens=8,
+                        stats=total,
                     )
-                s, p, c = answer_once(gw, args.model, passage.prompt, exam, j)
+                s, p, c = answer_once(gw, args.model, passage.prompt, exam, j, total)
                 seconds.append(s)
                 prompt_tokens += p
                 completion_tokens += c
@@ -91,7 +100,11 @@ def main() -> None:
         )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fibe_prefix_reuse.json").write_text(json.dumps({"model": args.model, "rows": rows}, indent=2))
+    made = envelope(
+        models=[args.model], items=sum(r["answers"] for r in rows), item="exam answer", calls=total.calls,
+        seconds=time.perf_counter() - began, prompt_tokens=total.prompt_tokens, cache_hits=0,
+    )  # fmt: skip
+    (out / "fibe_prefix_reuse.json").write_text(json.dumps({**made, "model": args.model, "rows": rows}, indent=2))
     print(f"wrote {out / 'fibe_prefix_reuse.json'}")
 
 
