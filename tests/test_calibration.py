@@ -27,6 +27,7 @@ from halluscope.calibration import (
 from halluscope.cli import main
 from halluscope.errors import ConfigError, HalluscopeWarning
 from halluscope.tune.calibrate import calibrate_wikibio, describe, passage_range, quality_problems
+from tests.calibrations import line
 from tests.scripted import AsyncOnly
 
 Y = np.array([True, False, True, True])
@@ -440,14 +441,7 @@ def test_the_ensembles_selfcheck_members_share_one_draw_of_samples() -> None:
 def test_a_prior_corrects_the_probabilities_to_your_base_rate_worked_by_hand() -> None:
     """Fitted where 20% of units were hallucinated, a p of 0.5 is odds 1; at your base rate of 50% the
     odds are multiplied by (0.5/0.5) / (0.2/0.8) = 4: p = 4/5 = 0.8. At the fit's own rate nothing moves."""
-    cal = Calibration(
-        kind="isotonic",
-        methods=["selfcheck-unigram"],
-        model=None,
-        prompts=[],
-        params={"x": [0.0, 1.0], "y": [0.0, 1.0], "cap": {"selfcheck-unigram": 2.0}},
-        report={"base_rate_fit": 0.2},
-    )
+    cal = line("selfcheck-unigram", (0.0, 1.0), (0.0, 1.0), cap=2.0, report={"base_rate_fit": 0.2})
     assert cal.probability({"selfcheck-unigram": 0.5}) == pytest.approx(0.5)
     assert cal.with_prior(0.5).probability({"selfcheck-unigram": 0.5}) == pytest.approx(0.8)
     assert cal.with_prior(0.2).probability({"selfcheck-unigram": 0.5}) == pytest.approx(0.5)
@@ -470,14 +464,7 @@ def test_a_prior_corrects_the_probabilities_to_your_base_rate_worked_by_hand() -
 def test_the_command_line_shows_the_base_rate_its_probabilities_carry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cal = Calibration(
-        kind="isotonic",
-        methods=["selfcheck-unigram"],
-        model=None,
-        prompts=[],
-        params={"x": [0.0, 10.0], "y": [0.0, 1.0], "cap": {"selfcheck-unigram": 20.0}},
-        report={"base_rate_fit": 0.2},
-    )
+    cal = line("selfcheck-unigram", (0.0, 10.0), (0.0, 1.0), cap=20.0, report={"base_rate_fit": 0.2})
     path = cal.save(tmp_path / "cal.json")
     samples = tmp_path / "samples.json"
     samples.write_text('["Paris is in France."]')

@@ -18,6 +18,7 @@ from halluscope.backends.gateway import Gateway
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.testing import assert_not_hallucinated, assert_supported
+from tests.calibrations import line
 from tests.stub_servers import StubAPI
 
 ANSWER = "Canberra is the capital of Australia. It lies in Sydney."
@@ -112,16 +113,8 @@ def test_direct_question_without_a_model_runs_on_the_default_local_model(
 def test_check_takes_the_force_calibration_its_refusal_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from halluscope.calibration import Calibration
-
-    fitted = Calibration(
-        kind="isotonic",
-        methods=["selfcheck-unigram"],
-        model=None,
-        prompts=[],
-        params={"x": [0.0, 10.0], "y": [0.1, 0.9], "cap": {"selfcheck-unigram": 10.0}},
-        settings={"selfcheck-unigram": {"n": 20}},
-    ).save(tmp_path / "calibration.json")
+    fitted = line("selfcheck-unigram", (0.0, 10.0), (0.1, 0.9), settings={"selfcheck-unigram": {"n": 20}})
+    fitted = fitted.save(tmp_path / "calibration.json")
     argv = ["check", "--text", ANSWER, "--calibration", str(fitted), "--opt", 'samples=["Canberra is in Australia."]']
     assert main(argv) == 2
     assert "--force-calibration" in capsys.readouterr().err  # fitted on 20 samples, given 1

@@ -17,6 +17,7 @@ from halluscope.calibration import Calibration
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.tune.choose import choose
+from tests.calibrations import line
 
 CAPITALS = [
     ("Paris", "France"), ("Berlin", "Germany"), ("Rome", "Italy"), ("Madrid", "Spain"), ("Lisbon", "Portugal"),
@@ -270,14 +271,7 @@ def test_choose_prints_a_use_it_command_that_runs_as_printed(tmp_path: Path) -> 
 
 
 def test_detect_with_a_calibration_decides_at_its_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    fitted = Calibration(
-        kind="isotonic",
-        methods=["selfcheck-unigram"],
-        model=None,
-        prompts=[],
-        params={"x": [0.0, 10.0], "y": [0.1, 0.9], "cap": {"selfcheck-unigram": 10.0}},
-        threshold=0.3,
-    ).save(tmp_path / "calibration.json")
+    fitted = line("selfcheck-unigram", (0.0, 10.0), (0.1, 0.9), threshold=0.3).save(tmp_path / "calibration.json")
     samples = tmp_path / "samples.json"
     samples.write_text(json.dumps(["Paris is the capital of France."] * 3))
     argv = ["detect", "selfcheck-unigram", "--text", "Paris is the capital of France. It lies in Peru."]

@@ -408,18 +408,11 @@ def test_a_server_with_a_calibration_runs_it_as_fitted_and_answers_with_probabil
 ) -> None:
     """serve --calibration FILE: every /check runs the file's method with its options, answers with each
     sentence's probability and draws the verdict at the file's threshold; another method is refused."""
-    from halluscope.calibration import Calibration
+    from tests.calibrations import line
 
     model = f"openai-compatible:{judge.base_url}/v1#judge"
-    fitted = Calibration(
-        kind="isotonic",
-        methods=["grounded"],
-        model=model,
-        prompts=[],
-        params={"x": [0.0, 1.0], "y": [0.2, 0.9], "cap": {"grounded": 1.0}},
-        settings={"grounded": {"top_k": 1}},
-        threshold=0.6,
-    ).save(tmp_path / "calibration.json")
+    fitted = line("grounded", (0.0, 1.0), (0.2, 0.9), model=model, settings={"grounded": {"top_k": 1}}, threshold=0.6)
+    fitted = fitted.save(tmp_path / "calibration.json")
     for served in serve(tmp_path, "--model", model, "--calibration", str(fitted)):
         answered = httpx.post(f"{served.url}/check", json={"answer": ANSWER, "context": DOCS}, timeout=60)
         assert answered.status_code == 200, answered.text
