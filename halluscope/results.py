@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -87,10 +86,10 @@ class Unit(BaseModel):
         chunk = self.evidence.get("best_chunk_text")
         if not isinstance(chunk, str) or not chunk.strip():
             return []
-        from halluscope.text import sentences
+        from halluscope.text import content_words, sentences  # the words claims are aligned on
 
-        words = _words(self.text)
-        shared = [(len(words & _words(s)), -i, s) for i, s in enumerate(sentences(chunk))]
+        words = content_words(self.text)
+        shared = [(len(words & content_words(s)), -i, s) for i, s in enumerate(sentences(chunk))]
         return [s for overlap, _, s in sorted(shared, reverse=True)[:most] if overlap]
 
 
@@ -102,11 +101,6 @@ def _near(unit: Unit) -> list[str]:
     chunk = unit.evidence.get("best_chunk_text")
     found = unit.closest_evidence()
     return found or ([chunk[:BRIEF_CHUNK]] if isinstance(chunk, str) and chunk.strip() else [])
-
-
-def _words(text: str) -> set[str]:
-    """A text's words for overlap: lower case, three letters or more (names, numbers and content words)."""
-    return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 3 or w.isdigit()}
 
 
 # A calibrated result is flagged at p >= 0.5 unless told otherwise; raw scores have no scale such a

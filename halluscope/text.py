@@ -57,7 +57,7 @@ def ends_sentence(text: str) -> bool:
     return text.rstrip().rstrip("\"'”’)]").endswith((".", "!", "?", "…"))
 
 
-def _content_words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
     """Lower-cased tokens that carry content: no stop words, punctuation or spaces."""
     with _lock:
         doc = _nlp(text).make_doc(text.lower())
@@ -72,8 +72,8 @@ def align_claims(claims: list[str], sentences: list[str]) -> list[list[int]]:
     own content words, so every sentence gets a score."""
     if not claims:
         return [[] for _ in sentences]
-    claim_words = [_content_words(c) for c in claims]
-    sentence_words = [_content_words(s) for s in sentences]
+    claim_words = [content_words(c) for c in claims]
+    sentence_words = [content_words(s) for s in sentences]
     used = Counter(w for words in claim_words for w in words)
 
     def weight(words: set[str]) -> float:
