@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -351,17 +352,28 @@ def test_forward_passes_go_through_the_limit_and_are_counted(gateway: Gateway) -
     assert stats.calls == stats.forward_passes == 1 and stats.prompt_tokens > 0 and stats.models == {"logprob:fake"}
 
 
-def test_a_model_spec_is_parsed_once_per_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every call of a model resolves it: the spec string is parsed and checked on its first use only,
-    and every later use reads the resolved model (its adapter and client), not chat.py again."""
-    import halluscope.backends.gateway as gateway_module
+def test_a_model_spec_is_parsed_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The door's check (check_specs) and every call of the model read one resolution: the spec string is
+    parsed and checked on its first use only, then its resolved model (adapter, client) is read; a
+    changed variable that the provider reads into its spec (OPENAI_BASE_URL) resolves it anew."""
+    import halluscope.backends.chat as chat
+    from halluscope.cli.common import check_specs
 
     parsed: list[str] = []
-    real = gateway_module.parse_model_spec
-    monkeypatch.setattr(gateway_module, "parse_model_spec", lambda spec: parsed.append(spec) or real(spec))
+    real = chat.parse_model_spec
+    monkeypatch.setattr(chat, "parse_model_spec", lambda spec: parsed.append(spec) or real(spec))
+    spec = f"openai-compatible:http://127.0.0.1:9/v1#m-{uuid.uuid4().hex}"  # never resolved before
+    check_specs([spec])
     gateway = Gateway(cache=None)
-    spec = "openai-compatible:http://127.0.0.1:9/v1#m"
     first = gateway.model(spec)
     assert [gateway.model(spec) for _ in range(3)] == [first] * 3
     assert gateway.gives_logprobs(spec) and gateway.chat_model(spec) is first.chat
+    assert Gateway(cache=None).model(spec).adapter is first.adapter  # another gateway: its own client only
     assert parsed == [spec]
+
+    openai = f"openai:gpt-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert chat.resolve(openai).spec.base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
+    assert chat.resolve(openai).spec.base_url == "http://127.0.0.1:10/v1"
+    assert parsed == [spec, openai, openai]

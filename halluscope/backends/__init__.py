@@ -3,7 +3,7 @@
 from langchain_core.language_models import BaseChatModel
 
 from halluscope.backends.cache import CallCache
-from halluscope.backends.chat import ModelSpec, parse_model_spec
+from halluscope.backends.chat import ModelSpec, ResolvedModel, parse_model_spec, resolve
 from halluscope.backends.gateway import CallStats, ChatReply, Gateway, RetryPolicy, default_gateway
 from halluscope.errors import redact_log_records
 
@@ -22,8 +22,10 @@ __all__ = [
     "ChatReply",
     "Gateway",
     "ModelSpec",
+    "ResolvedModel",
     "RetryPolicy",
     "chat_model",
     "default_gateway",
     "parse_model_spec",
+    "resolve",
 ]

@@ -12,6 +12,9 @@ local:<name or path.gguf>             local GGUF models (served by the local-mod
 
 from __future__ import annotations
 
+import os
+import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from langchain_core.language_models import BaseChatModel
@@ -25,7 +28,16 @@ from halluscope.errors import ModelSpecError, redact_credentials
 if TYPE_CHECKING:
     from halluscope.backends.logprobs import LogProbModel
 
-__all__ = ["ModelSpec", "adapter", "load_logprob_model", "make_chat_model", "message_logprobs", "parse_model_spec"]
+__all__ = [
+    "ModelSpec",
+    "ResolvedModel",
+    "adapter",
+    "load_logprob_model",
+    "make_chat_model",
+    "message_logprobs",
+    "parse_model_spec",
+    "resolve",
+]
 
 
 def own_providers() -> list[str]:
@@ -40,15 +52,60 @@ def adapter(name: str) -> Provider:
 
 def runs_in_process(model: object) -> bool:
     """Whether a model spec's provider runs the model inside this process (llama.cpp, transformers):
-    each worker loads its own, computes on its own CPUs and keeps its own concurrency limit."""
+    each worker loads its own, computes on its own CPUs and keeps its own concurrency limit. Anything
+    that is not a spec (a chat model object, an instance key) does not."""
     if not isinstance(model, str):
         return False
-    provider, sep, _ = model.strip().partition(":")
-    declared = declared_provider(provider) if sep else None  # init_chat_model's routes never run in process
-    return declared is not None and declared.in_process
+    try:
+        return resolve(model).in_process
+    except ModelSpecError:
+        return False
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model spec parsed and checked once: its canonical spec and its provider's adapter, which says
+    what the provider can do (runs in process, gives log-probs, decodes samples together)."""
+
+    spec: ModelSpec
+    adapter: Provider
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    @property
+    def in_process(self) -> bool:
+        return self.adapter.in_process
+
+    @property
+    def gives_logprobs(self) -> bool:
+        return self.adapter.chat_logprobs
+
+
+_RESOLVED: dict[tuple[str, tuple[str | None, ...]], ResolvedModel] = {}
+_RESOLVED_LOCK = threading.Lock()
+
+
+def resolve(spec: str) -> ResolvedModel:
+    """A spec parsed and checked once per process: the door that refuses a bad one before any work (the
+    CLI, serve, a detector) and the gateway that later calls it read the same ResolvedModel. The
+    environment variables a provider reads into its spec (``spec_env``: OPENAI_BASE_URL ...) are part
+    of what is remembered, so a changed variable is read again."""
+    if not isinstance(spec, str):
+        raise ModelSpecError(f"a model is a 'provider:model' string or a chat model object, got {type(spec).__name__}")
+    declared = declared_provider(spec.strip().partition(":")[0])
+    key = (spec, tuple(os.environ.get(name) for name in (declared.spec_env if declared else ())))
+    found = _RESOLVED.get(key)
+    if found is None:
+        parsed = parse_model_spec(spec)
+        with _RESOLVED_LOCK:
+            found = _RESOLVED.setdefault(key, ResolvedModel(parsed, adapter(parsed.provider)))
+    return found
 
 
 def parse_model_spec(spec: str) -> ModelSpec:
+    """The spec's grammar, read afresh (``resolve`` reads it once per process and is what callers use)."""
     if not isinstance(spec, str):
         raise ModelSpecError(f"a model is a 'provider:model' string or a chat model object, got {type(spec).__name__}")
     shown = redact_credentials(spec)  # what errors may say of it
@@ -86,5 +143,5 @@ def load_logprob_model(spec: str, retry: RetryPolicy | None = None, timeout: flo
     """The LogProbModel a spec names, built by its provider's adapter: ``local:<name|path.gguf>``,
     ``transformers:<directory>``, ``openai-compatible:<url>#<model>``, or a package's provider that
     declares one (``retry`` and ``timeout`` apply to a server's requests)."""
-    parsed = parse_model_spec(spec)
-    return adapter(parsed.provider).logprob_model(parsed, retry or RetryPolicy.from_env(), timeout)
+    resolved = resolve(spec)
+    return resolved.adapter.logprob_model(resolved.spec, retry or RetryPolicy.from_env(), timeout)

@@ -35,17 +35,10 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from halluscope.backends.cache import CallCache, RedisCache, call_key, open_cache
-from halluscope.backends.chat import (
-    ModelSpec,
-    adapter,
-    load_logprob_model,
-    make_chat_model,
-    parse_model_spec,
-    runs_in_process,
-)
+from halluscope.backends.chat import load_logprob_model, resolve, runs_in_process
 from halluscope.backends.limits import Limiter, ModelLimiter, shared_limiter
 from halluscope.backends.logprobs import LogProbModel, Reading, token_count
-from halluscope.backends.providers import Provider
+from halluscope.backends.providers import ModelSpec, Provider
 from halluscope.backends.retry import (
     BadReplyError,
     RetryPolicy,
@@ -141,7 +134,6 @@ class Gateway:
         self.timeout = timeout
         self.delimit = delimit  # fence the user text in every chat prompt (prompts.registry.fence)
         self._models: dict[str, _Model] = {}  # by model key
-        self._specs: dict[str, _Model] = {}  # by the spec string a caller gave: parsed once
         self._logprob_models: dict[str, LogProbModel] = {}
         self._limiters: dict[str, ModelLimiter] = {}
         self._lock = threading.Lock()
@@ -183,22 +175,21 @@ class Gateway:
     # -- models
 
     def model(self, model: ModelLike) -> _Model:
-        """Resolve a model string (or a ready chat model) once per gateway: its spec parsed and checked,
-        its provider's adapter found and its client built on first use; every later call reads them."""
+        """A model string's resolved spec (``chat.resolve``: parsed and checked once per process) with the
+        client this gateway built for it on first use; every later call reads them."""
         if isinstance(model, BaseChatModel):
             key = getattr(model, "model_id", None) or _instance_key(model)
             with self._lock:
                 return self._models.setdefault(key, _Model(key, model, INSTANCE))
-        resolved = self._specs.get(model) if isinstance(model, str) else None
-        if resolved is not None:
-            return resolved
-        spec: ModelSpec = parse_model_spec(model)
+        resolved = resolve(model)
+        found = self._models.get(resolved.key)
+        if found is not None:
+            return found
         with self._lock:
-            if spec.key not in self._models:
-                chat = make_chat_model(spec, self.timeout)
-                self._models[spec.key] = _Model(spec.key, chat, adapter(spec.provider), spec)
-            self._specs[model] = self._models[spec.key]
-            return self._specs[model]
+            if resolved.key not in self._models:
+                chat = resolved.adapter.chat_model(resolved.spec, self.timeout)
+                self._models[resolved.key] = _Model(resolved.key, chat, resolved.adapter, resolved.spec)
+            return self._models[resolved.key]
 
     def warm(self, model: ModelLike) -> None:
         """The model resolved and loaded now (a server's, before it says it is ready)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from halluscope.backends.cache import open_cache
-from halluscope.backends.chat import parse_model_spec
+from halluscope.backends.chat import resolve
 from halluscope.backends.entailment import judge_target
 from halluscope.backends.gateway import DEFAULT_TIMEOUT, Gateway
 from halluscope.cli.flags import ListFlag, finite
@@ -133,7 +133,7 @@ def check_specs(values: Iterable[Any]) -> None:
                 continue
             nli, target = judge_target(spec, "an Entailment")
             if not nli:
-                parse_model_spec(target)
+                resolve(target)  # what the gateway will read: the spec is parsed once
 
 
 def check_samples(n: object, flag: str, yes: bool) -> None:

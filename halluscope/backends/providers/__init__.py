@@ -68,6 +68,7 @@ class Provider:
     decodes_samples_together: bool = False  # ``sample_together`` decodes n samples of a prompt in one batch
     in_process: bool = False  # its models run inside this process: each worker loads its own, on its CPUs
     integration: str = ""  # the package that reads its replies (where ``bad_reply``'s errors are raised)
+    spec_env: tuple[str, ...] = ()  # environment variables ``spec`` reads (a changed one resolves anew)
 
     def spec(self, rest: str, shown: str) -> ModelSpec:
         """The spec 'NAME:rest' (``shown`` is how errors may print it: credentials redacted)."""

@@ -21,6 +21,7 @@ class Anthropic(Provider):
     name = "anthropic"
     about = "Anthropic's API: ANTHROPIC_API_KEY; ANTHROPIC_BASE_URL optional. No log-probabilities"
     key_variable = "ANTHROPIC_API_KEY"
+    spec_env = ("ANTHROPIC_BASE_URL",)
     integration = "langchain_anthropic"
 
     def spec(self, rest: str, shown: str) -> ModelSpec:

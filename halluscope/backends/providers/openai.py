@@ -22,6 +22,7 @@ class OpenAI(Provider):
     name = "openai"
     about = "OpenAI's API: OPENAI_API_KEY; OPENAI_BASE_URL optional"
     key_variable = "OPENAI_API_KEY"
+    spec_env = ("OPENAI_BASE_URL",)
     integration = "langchain_openai"
     chat_logprobs = True
 
@@ -73,6 +74,7 @@ class OpenAICompatible(OpenAI):
     name = "openai-compatible"
     about = "a vLLM / llama.cpp / any OpenAI-compatible server: openai-compatible:<base_url>#<model>"
     key_variable = "OPENAI_COMPATIBLE_API_KEY"
+    spec_env = ()  # its base URL is in the spec
 
     def spec(self, rest: str, shown: str) -> ModelSpec:
         base_url, hash_sep, model = rest.rpartition("#")
