@@ -15,7 +15,7 @@ from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.local import default_local_model
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
-from halluscope.detectors import deployed, detector
+from halluscope.detectors import Detector, deployed, detector
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
@@ -48,11 +48,9 @@ def default_threshold(method: str, threshold: float | None, calibrated: bool) ->
     )
 
 
-def check(
-    answer: str,
+def deployable(
     *,
-    context: Any = None,
-    question: str | None = None,
+    grounded: bool,
     method: str | None = None,
     model: Any = None,
     calibration: str | Path | Calibration | None = None,
@@ -60,18 +58,15 @@ def check(
     prior: float | None = None,
     max_calls: int | None = MAX_CALLS,
     **options: Any,
-) -> DetectionResult:
-    """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
-    its score, its probability where calibrated, its evidence; ``result.meta`` the cost). ``context``:
-    the documents the answer should rest on (a text, texts or LangChain Documents, whose metadata travels
-    into the evidence); ``question``: what the answer answers; ``prior``: your base rate, to which a
-    calibration's probabilities are corrected; ``options``: the method's own keywords (``gateway``,
-    ``n``, ``top_k`` ...)."""
-    check_value("check", "answer", answer, str)
+) -> tuple[Detector, float | None]:
+    """The detector a check runs and the threshold it decides at, resolved once (``check`` per answer;
+    the agent middleware once for every answer it guards): the method named, or grounded where the
+    answer comes with documents (``grounded``) and Direct Question where not; with a calibration, the
+    method or stack it was fitted for, its options, model and threshold, unless given."""
     check_value("check", "calibration", calibration, str | Path | Calibration | None)
     if calibration is None:
-        name = chosen_method(method, context)
-    else:  # the calibration's method, options, model and threshold, unless given
+        name = chosen_method(method, True if grounded else None)
+    else:
         calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
         name, _ = deployed(calibration)  # detector() gives it the options it was fitted with
         if method is not None and registry.name_of(method) != name:
@@ -92,16 +87,51 @@ def check(
         model = f"local:{default_local_model()}"  # the strongest local model here, as `check --help` says
     if spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
-    given: dict[str, Any] = {"text": answer}
-    if context is not None:
-        if spec.context_field is None:
-            raise ConfigError(f"{name} reads no context; leave it out, or check with method='{WITH_CONTEXT}'")
-        given[spec.context_field] = context
-    if question is not None:
-        if spec.question_field is None:
-            raise ConfigError(f"{name} reads no question; leave it out")
-        given[spec.question_field] = question
     decided_at = default_threshold(name, threshold, calibration is not None)
-    result = detector(name, model, calibration, max_calls=max_calls, prior=prior, **options).detect(**given)
+    return detector(name, model, calibration, max_calls=max_calls, prior=prior, **options), decided_at
+
+
+def check_item(det: Detector, answer: str, context: Any = None, question: str | None = None) -> dict[str, Any]:
+    """The detector's keywords for an answer, its documents and its question, refusing documents or a
+    question the method would not read (a check must not quietly ignore what it was given)."""
+    spec = det.spec
+    if context is not None and spec.context_field is None:
+        raise ConfigError(f"{spec.name} reads no context; leave it out, or check with method='{WITH_CONTEXT}'")
+    if question is not None and spec.question_field is None:
+        raise ConfigError(f"{spec.name} reads no question; leave it out")
+    return det.answer_item(answer, question, context)
+
+
+def check(
+    answer: str,
+    *,
+    context: Any = None,
+    question: str | None = None,
+    method: str | None = None,
+    model: Any = None,
+    calibration: str | Path | Calibration | None = None,
+    threshold: float | None = None,
+    prior: float | None = None,
+    max_calls: int | None = MAX_CALLS,
+    **options: Any,
+) -> DetectionResult:
+    """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
+    its score, its probability where calibrated, its evidence; ``result.meta`` the cost). ``context``:
+    the documents the answer should rest on (a text, texts or LangChain Documents, whose metadata travels
+    into the evidence); ``question``: what the answer answers; ``prior``: your base rate, to which a
+    calibration's probabilities are corrected; ``options``: the method's own keywords (``gateway``,
+    ``n``, ``top_k`` ...)."""
+    check_value("check", "answer", answer, str)
+    det, decided_at = deployable(
+        grounded=context is not None,
+        method=method,
+        model=model,
+        calibration=calibration,
+        threshold=threshold,
+        prior=prior,
+        max_calls=max_calls,
+        **options,
+    )
+    result = det.detect(**check_item(det, answer, context, question))
     result.decide(decided_at)
     return result

@@ -35,7 +35,6 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detectors import Detector
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.results import DetectionResult
 from halluscope.runtime.nodes import stats_of
 
 OnFlag = Literal["annotate", "revise", "refuse"]
@@ -157,14 +156,11 @@ def check(guard: Guard, state: GuardState, config: RunnableConfig) -> dict[str, 
         "versions": previous.get("versions", []) if same_answer else [],
     }
     revisions = state.get("revisions", 0) if same_answer else 0
-    host = stats_of(config)  # a host's run counters ({"configurable": {"stats": ...}}): its bar moves too
-    part = {"stats": host.part()} if host is not None else {}
     try:
-        result = guard.det.detect(**guard.det.answer_item(_text(ai), question, state.get("context"), ai), **part)
+        version = checked(guard.det, guard.threshold, guard.on, _text(ai), question, state.get("context"), ai, config)
     except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
         error = f"{type(exc).__name__}: {exc}"
         return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
-    version = _version(guard, _text(ai), result)
     summary = {k: version[k] for k in ("risk", "units", "flagged", "calls")}
     flagged = bool(version["flagged"])
     return {
@@ -179,15 +175,29 @@ def check(guard: Guard, state: GuardState, config: RunnableConfig) -> dict[str, 
     }
 
 
-def _version(guard: Guard, answer: str, result: DetectionResult) -> dict[str, Any]:
-    """One checked text: its units (and probabilities, calibrated), those flagged, its risk and why."""
-    calibrated = guard.det.calibration is not None
-    hits = {id(u) for u in result.flagged(guard.threshold, guard.on)}
+def checked(
+    det: Detector,
+    threshold: float,
+    on: Literal["score", "probability"],
+    answer: str,
+    question: str | None,
+    context: Any,
+    message: AnyMessage | None,
+    config: RunnableConfig | None,
+) -> dict[str, Any]:
+    """One text checked, as the guard and the agent middleware record it: its units (and probabilities,
+    calibrated), those flagged at ``threshold`` on ``on``, its risk, and the method's evidence. The host's
+    run counters (``{"configurable": {"stats": ...}}``) count its calls, so a host's bar moves too."""
+    host = stats_of(config) if config is not None else None
+    part = {"stats": host.part()} if host is not None else {}
+    result = det.detect(**det.answer_item(answer, question, context, message), **part)
+    calibrated = det.calibration is not None
+    hits = {id(u) for u in result.flagged(threshold, on)}
     units = [
         {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
         for u in result.units
     ]
-    values = [v for u in result.units if (v := getattr(u, guard.on)) is not None]
+    values = [v for u in result.units if (v := getattr(u, on)) is not None]
     return {
         "answer": answer,
         "risk": max(values) if values else None,

@@ -1,0 +1,219 @@
+"""A hallucination check in a LangChain agent's own loop (``langchain.agents.create_agent``): after the
+model's final answer (an AI message without tool calls), the answer is checked against the documents of
+the conversation (by default what this turn's tools returned: their text and the LangChain Documents in
+their artifacts, e.g. a retriever tool's), and a flagged answer is annotated, asked again, blocked or
+raised. The check is the guard's (``tools.guard.checked``: the same record of versions, risks, flags and
+evidence) on the detector ``check`` would run (``check_answer.deployable``: the method, or a calibration
+from `choose` with its threshold).
+
+State written: ``hallucination`` (the guard's record: method, threshold, action, every version checked
+with its units, flags and evidence) and, on an annotated or blocked answer, the message's
+``response_metadata["halluscope"]`` (the verdict a client reads). A check that fails is recorded as
+``unchecked`` and the answer goes through, unless ``on_error="block"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.runtime import Runtime
+
+from halluscope.backends.budget import MAX_CALLS
+from halluscope.calibration import Calibration
+from halluscope.check_answer import deployable
+from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD
+from halluscope.tools.guard import REFUSAL, checked
+
+OnFlag = Literal["annotate", "reask", "block", "raise"]
+ContextRule = Literal["turn", "all", "system"]
+REASKED = "halluscope"  # the name on the message that asks the model again, so a turn's user message is found
+REASK = (
+    "A fact-check against the documents above found these statements of your answer unsupported:\n{flagged}\n"
+    "Answer again, using only what the documents say; leave out what they do not support."
+)
+
+
+class HallucinationFlagged(HalluscopeError):
+    """An answer the middleware flagged, with ``on_flag='raise'``: ``record`` is the check's record."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        texts = "; ".join(u["text"] for u in record.get("flagged", []))
+        super().__init__(f"{record['method']} flagged the answer: {texts}")
+        self.record = record
+
+
+class HallucinationState(AgentState):
+    hallucination: NotRequired[dict[str, Any]]
+
+
+def _turn(messages: Sequence[AnyMessage]) -> tuple[int, HumanMessage | None]:
+    """Where this turn starts: the index of the user's last message (not one the middleware added)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, HumanMessage) and m.name != REASKED:
+            return i, m
+    return 0, None
+
+
+def _texts(message: AnyMessage) -> list[str]:
+    """A tool's or system message's documents: the LangChain Documents in its artifact, else its text."""
+    artifact = getattr(message, "artifact", None)
+    found = artifact if isinstance(artifact, list) else [artifact]
+    docs = [d.page_content for d in found if isinstance(d, Document)]
+    if docs:
+        return docs
+    text = str(message.text).strip()
+    return [text] if text else []
+
+
+def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] = "turn") -> list[str]:
+    """The documents an answer should rest on: ``"turn"`` the tool results since the user's last message,
+    ``"all"`` every tool result of the conversation, ``"system"`` the system messages, or a list of tool
+    names (their results, in any turn)."""
+    if rule == "turn":
+        start, _ = _turn(messages)
+        chosen = [m for m in messages[start:] if isinstance(m, ToolMessage)]
+    elif rule == "all":
+        chosen = [m for m in messages if isinstance(m, ToolMessage)]
+    elif rule == "system":
+        chosen = [m for m in messages if isinstance(m, SystemMessage)]
+    elif isinstance(rule, list | tuple) and all(isinstance(name, str) for name in rule):
+        chosen = [m for m in messages if isinstance(m, ToolMessage) and m.name in rule]
+    else:
+        raise ConfigError(f"context must be 'turn', 'all', 'system', a list of tool names or a function, got {rule!r}")
+    return [text for m in chosen for text in _texts(m)]
+
+
+class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
+    """Check an agent's final answer against its documents. ``method`` (default grounded) and ``model``
+    (its judge), or a ``calibration`` file from `choose` / `calibrate` (its method, options, model and
+    threshold); ``threshold`` overrides. ``on_flag``: ``"annotate"`` (the verdict in the state and the
+    message's metadata), ``"reask"`` (the model answers again, told the flagged sentences, at most
+    ``max_reasks`` times; each answer is checked), ``"block"`` (the answer replaced by ``fallback``; the
+    original kept in the record), ``"raise"`` (HallucinationFlagged). ``context``: which documents (see
+    ``documents``) or a function of the agent's state. ``max_calls``: each check's call budget."""
+
+    state_schema = HallucinationState
+
+    def __init__(
+        self,
+        method: str | None = None,
+        model: Any = None,
+        *,
+        calibration: str | Path | Calibration | None = None,
+        threshold: float | None = None,
+        on_flag: OnFlag = "annotate",
+        context: ContextRule | Sequence[str] | Callable[[dict[str, Any]], Sequence[Any]] = "turn",
+        max_reasks: int = 1,
+        fallback: str = REFUSAL,
+        on_error: Literal["pass", "block"] = "pass",
+        max_calls: int | None = MAX_CALLS,
+        **options: Any,
+    ) -> None:
+        super().__init__()
+        if on_flag not in ("annotate", "reask", "block", "raise"):
+            raise ConfigError(f"on_flag must be 'annotate', 'reask', 'block' or 'raise', got {on_flag!r}")
+        if on_error not in ("pass", "block"):
+            raise ConfigError(f"on_error must be 'pass' or 'block', got {on_error!r}")
+        if not isinstance(max_reasks, int) or max_reasks < 0:
+            raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
+        if not callable(context):
+            documents([], context)  # a bad rule is refused now, not at the first answer
+        self.detector, decided_at = deployable(
+            grounded=True,
+            method=method,
+            model=model,
+            calibration=calibration,
+            threshold=threshold,
+            max_calls=max_calls,
+            **options,
+        )
+        self.on: Literal["score", "probability"] = "probability" if self.detector.calibration else "score"
+        if decided_at is None:  # a calibration without an operating point: p >= 0.5
+            decided_at = DEFAULT_PROBABILITY_THRESHOLD
+        self.threshold = decided_at
+        self.on_flag = on_flag
+        self.context = context
+        self.max_reasks = max_reasks
+        self.fallback = fallback
+        self.on_error = on_error
+
+    def _documents(self, state: dict[str, Any]) -> list[Any]:
+        if callable(self.context):
+            return list(self.context(state))
+        return documents(state["messages"], self.context)
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        messages = state["messages"]
+        answer = messages[-1] if messages else None
+        if not isinstance(answer, AIMessage) or answer.tool_calls:
+            return None  # not a final answer: the agent is still calling its tools
+        start, user = _turn(messages)
+        previous = state.get("hallucination") or {}
+        same_turn = user is not None and previous.get("turn") == user.id
+        record: dict[str, Any] = {
+            "method": self.detector.method,
+            "threshold": self.threshold,
+            "on": self.on,
+            "turn": user.id if user is not None else None,
+            "message_id": answer.id,
+            "versions": previous.get("versions", []) if same_turn else [],
+        }
+        question = str(user.text) if user is not None else None
+        try:
+            docs = self._documents(state)
+            if self.detector.spec.context_field is not None and not docs:
+                raise ConfigError("no documents to check the answer against in this turn")
+            version = checked(
+                self.detector, self.threshold, self.on, str(answer.text), question, docs or None, answer, None
+            )
+        except HalluscopeError as exc:  # recorded; the agent goes on (a bug still raises)
+            record |= {"action": "unchecked", "error": f"{type(exc).__name__}: {exc}"}
+            if self.on_error == "block":
+                return self._blocked(answer, record)
+            return {"hallucination": record}
+        record |= {k: version[k] for k in ("risk", "units", "flagged", "calls")}
+        record["versions"] = [*record["versions"], version]
+        if not version["flagged"]:
+            return {"hallucination": record | {"action": "pass"}}
+        return self._flagged(answer, record, messages[start:])
+
+    def _flagged(self, answer: AIMessage, record: dict[str, Any], turn: Sequence[AnyMessage]) -> dict[str, Any]:
+        if self.on_flag == "raise":
+            raise HallucinationFlagged(record | {"action": "raised"})
+        if self.on_flag == "block":
+            return self._blocked(answer, record)
+        asked = sum(isinstance(m, HumanMessage) and m.name == REASKED for m in turn)
+        if self.on_flag == "reask" and asked < self.max_reasks:
+            flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
+            reask = HumanMessage(content=REASK.format(flagged=flagged), name=REASKED)
+            return {"messages": [reask], "hallucination": record | {"action": "reasked"}, "jump_to": "model"}
+        return self._annotated(answer, record)
+
+    def _annotated(self, answer: AIMessage, record: dict[str, Any]) -> dict[str, Any]:
+        record = record | {"action": "annotated"}
+        return {"messages": [self._marked(answer, answer.content, record)], "hallucination": record}
+
+    def _blocked(self, answer: AIMessage, record: dict[str, Any]) -> dict[str, Any]:
+        record = record | {"action": "blocked", "blocked": str(answer.text)}
+        return {"messages": [self._marked(answer, self.fallback, record)], "hallucination": record}
+
+    @staticmethod
+    def _marked(answer: AIMessage, content: Any, record: dict[str, Any]) -> AIMessage:
+        """The answer (same id: it replaces the model's in the state) with the verdict in its metadata."""
+        shown = {k: record.get(k) for k in ("method", "action", "threshold", "on", "risk", "flagged", "error")}
+        metadata = {**answer.response_metadata, "halluscope": shown}
+        return answer.model_copy(update={"content": content, "response_metadata": metadata})
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """The same check, on a thread: the event loop stays free while the judge reads the documents."""
+        return await asyncio.to_thread(self.after_model, state, runtime)
