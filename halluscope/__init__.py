@@ -37,6 +37,7 @@ _EXPORTS = {
     **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
     **dict.fromkeys(("Detector", "detector", "from_calibration"), "halluscope.detectors"),
     "check": "halluscope.check_answer",
+    **dict.fromkeys(("SentenceVerdict", "astream_check", "stream_check"), "halluscope.streaming"),
     "load_labelled": "halluscope.labelled",
     **dict.fromkeys(("Probe", "load_probe"), "halluscope.probing"),
     **dict.fromkeys(
@@ -162,6 +163,9 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     from halluscope.results import (
         to_pandas as to_pandas,
     )
+    from halluscope.streaming import SentenceVerdict as SentenceVerdict
+    from halluscope.streaming import astream_check as astream_check
+    from halluscope.streaming import stream_check as stream_check
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,7 @@ from halluscope.calibration import Calibration
 from halluscope.checks import check_value
 from halluscope.detectors import Detector, deployed, detector
 from halluscope.errors import ConfigError
-from halluscope.results import DetectionResult
+from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, DetectionResult
 from halluscope.runtime import registry
 
 WITH_CONTEXT = "grounded"  # an answer with the documents it should rest on
@@ -58,8 +58,9 @@ def deployable(
     prior: float | None = None,
     max_calls: int | None = MAX_CALLS,
     **options: Any,
-) -> tuple[Detector, float | None]:
-    """The detector a check runs and the threshold it decides at, resolved once (``check`` per answer;
+) -> tuple[Detector, float]:
+    """The detector a check runs and the threshold it decides at (a calibration's p >= 0.5 where it
+    has no operating point of its own), resolved once (``check`` per answer;
     the agent middleware once for every answer it guards): the method named, or grounded where the
     answer comes with documents (``grounded``) and Direct Question where not; with a calibration, the
     method or stack it was fitted for, its options, model and threshold, unless given."""
@@ -88,7 +89,8 @@ def deployable(
     if spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
     decided_at = default_threshold(name, threshold, calibration is not None)
-    return detector(name, model, calibration, max_calls=max_calls, prior=prior, **options), decided_at
+    det = detector(name, model, calibration, max_calls=max_calls, prior=prior, **options)
+    return det, DEFAULT_PROBABILITY_THRESHOLD if decided_at is None else decided_at
 
 
 def check_item(det: Detector, answer: str, context: Any = None, question: str | None = None) -> dict[str, Any]:

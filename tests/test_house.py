@@ -30,7 +30,7 @@ LAYERS = (
     ("runtime",),
     ("methods", "scale"),
     ("detectors",),
-    ("tools", "evaluators", "bench", "demo", "check_answer", "testing", "serve"),
+    ("tools", "evaluators", "bench", "demo", "check_answer", "streaming", "testing", "serve"),
     ("tune",),
     ("cli", "halluscope"),
 )

@@ -28,7 +28,6 @@ from halluscope.backends.budget import MAX_CALLS
 from halluscope.calibration import Calibration
 from halluscope.check_answer import deployable
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD
 from halluscope.tools.guard import REFUSAL, checked
 
 OnFlag = Literal["annotate", "reask", "block", "raise"]
@@ -136,8 +135,6 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             **options,
         )
         self.on: Literal["score", "probability"] = "probability" if self.detector.calibration else "score"
-        if decided_at is None:  # a calibration without an operating point: p >= 0.5
-            decided_at = DEFAULT_PROBABILITY_THRESHOLD
         self.threshold = decided_at
         self.on_flag = on_flag
         self.context = context
