@@ -14,13 +14,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessageChunk, BaseMessage
 
-from halluscope.backends.budget import MAX_CALLS
-from halluscope.calibration import Calibration
 from halluscope.check_answer import check_item, deployable
 from halluscope.detectors import Detector
 from halluscope.errors import ConfigError, HalluscopeError
@@ -158,25 +155,8 @@ def _summed(method: str, metas: list[RunMeta]) -> RunMeta:
     )
 
 
-def _prepared(
-    context: Any,
-    question: str | None,
-    method: str | None,
-    model: Any,
-    calibration: str | Path | Calibration | None,
-    threshold: float | None,
-    max_calls: int | None,
-    options: dict[str, Any],
-) -> _Check:
-    det, decided_at = deployable(
-        grounded=context is not None,
-        method=method,
-        model=model,
-        calibration=calibration,
-        threshold=threshold,
-        max_calls=max_calls,
-        **options,
-    )
+def _prepared(context: Any, question: str | None, settings: dict[str, Any]) -> _Check:
+    det, decided_at = deployable(grounded=context is not None, **settings)
     if det.method not in STREAMED:
         raise ConfigError(
             f"{det.method} scores a sentence against the rest of its answer or against samples drawn for it; "
@@ -186,21 +166,13 @@ def _prepared(
 
 
 def stream_check(
-    chunks: Iterable[Any],
-    *,
-    context: Any = None,
-    question: str | None = None,
-    method: str | None = None,
-    model: Any = None,
-    calibration: str | Path | Calibration | None = None,
-    threshold: float | None = None,
-    max_calls: int | None = MAX_CALLS,
-    **options: Any,
+    chunks: Iterable[Any], *, context: Any = None, question: str | None = None, **settings: Any
 ) -> Iterator[SentenceVerdict | DetectionResult]:
     """Yield each sentence's ``SentenceVerdict`` as soon as it has ended, then the answer's
-    ``DetectionResult`` (its verdict drawn). The settings are ``check``'s; ``max_calls`` holds for each
+    ``DetectionResult`` (its verdict drawn). ``settings``: the keywords ``halluscope.check`` takes (method,
+    model, calibration, threshold, prior, max_calls, the method's options); ``max_calls`` holds for each
     sentence's check. A sentence is checked while the stream waits (use ``astream_check`` to read on)."""
-    check = _prepared(context, question, method, model, calibration, threshold, max_calls, options)
+    check = _prepared(context, question, settings)
     split, verdicts = _Splitter(), []
     for chunk in chunks:
         for found in split.add(chunk_text(chunk)):
@@ -226,20 +198,11 @@ def _late(check: _Check, split: _Splitter, verdicts: list[SentenceVerdict]) -> l
 
 
 async def astream_check(
-    chunks: AsyncIterable[Any],
-    *,
-    context: Any = None,
-    question: str | None = None,
-    method: str | None = None,
-    model: Any = None,
-    calibration: str | Path | Calibration | None = None,
-    threshold: float | None = None,
-    max_calls: int | None = MAX_CALLS,
-    **options: Any,
+    chunks: AsyncIterable[Any], *, context: Any = None, question: str | None = None, **settings: Any
 ) -> AsyncIterator[SentenceVerdict | DetectionResult]:
     """``stream_check`` on the event loop: each ended sentence's check starts at once and the stream is
     read on while it runs; verdicts come in the answer's order."""
-    check = _prepared(context, question, method, model, calibration, threshold, max_calls, options)
+    check = _prepared(context, question, settings)
     split, verdicts = _Splitter(), []
     pending: list[tuple[tuple[str, int, int], asyncio.Task[DetectionResult]]] = []
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
@@ -24,8 +23,6 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.runtime import Runtime
 
-from halluscope.backends.budget import MAX_CALLS
-from halluscope.calibration import Calibration
 from halluscope.check_answer import deployable
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.tools.guard import REFUSAL, checked
@@ -92,12 +89,13 @@ def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] 
 
 class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     """Check an agent's final answer against its documents. ``method`` (default grounded) and ``model``
-    (its judge), or a ``calibration`` file from `choose` / `calibrate` (its method, options, model and
-    threshold); ``threshold`` overrides. ``on_flag``: ``"annotate"`` (the verdict in the state and the
-    message's metadata), ``"reask"`` (the model answers again, told the flagged sentences, at most
-    ``max_reasks`` times; each answer is checked), ``"block"`` (the answer replaced by ``fallback``; the
-    original kept in the record), ``"raise"`` (HallucinationFlagged). ``context``: which documents (see
-    ``documents``) or a function of the agent's state. ``max_calls``: each check's call budget."""
+    (its judge); ``settings``: the other keywords ``halluscope.check`` takes (``calibration``: a file from
+    `choose` / `calibrate`, which brings its method, options, model and threshold; ``threshold``;
+    ``max_calls``: each check's call budget; the method's options). ``on_flag``: ``"annotate"`` (the
+    verdict in the state and the message's metadata), ``"reask"`` (the model answers again, told the
+    flagged sentences, at most ``max_reasks`` times; each answer is checked), ``"block"`` (the answer
+    replaced by ``fallback``; the original kept in the record), ``"raise"`` (HallucinationFlagged).
+    ``context``: which documents (see ``documents``) or a function of the agent's state."""
 
     state_schema = HallucinationState
 
@@ -106,15 +104,12 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         method: str | None = None,
         model: Any = None,
         *,
-        calibration: str | Path | Calibration | None = None,
-        threshold: float | None = None,
         on_flag: OnFlag = "annotate",
         context: ContextRule | Sequence[str] | Callable[[dict[str, Any]], Sequence[Any]] = "turn",
         max_reasks: int = 1,
         fallback: str = REFUSAL,
         on_error: Literal["pass", "block"] = "pass",
-        max_calls: int | None = MAX_CALLS,
-        **options: Any,
+        **settings: Any,
     ) -> None:
         super().__init__()
         if on_flag not in ("annotate", "reask", "block", "raise"):
@@ -125,15 +120,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
         if not callable(context):
             documents([], context)  # a bad rule is refused now, not at the first answer
-        self.detector, decided_at = deployable(
-            grounded=True,
-            method=method,
-            model=model,
-            calibration=calibration,
-            threshold=threshold,
-            max_calls=max_calls,
-            **options,
-        )
+        self.detector, decided_at = deployable(grounded=True, method=method, model=model, **settings)
         self.on: Literal["score", "probability"] = "probability" if self.detector.calibration else "score"
         self.threshold = decided_at
         self.on_flag = on_flag
