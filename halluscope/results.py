@@ -78,6 +78,11 @@ class Unit(BaseModel):
     )
     parsed: bool = True
     evidence: dict[str, Any] = Field(default_factory=dict)
+    spans: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="where the unit lies in the checked answer, in its characters: the sentence, or a claim's "
+        "words in the sentence it came from (empty where unknown)",
+    )
 
     def closest_evidence(self, most: int = 1) -> list[str]:
         """The sentences of the documents this unit was checked against (a grounded unit's best chunk)
@@ -91,6 +96,14 @@ class Unit(BaseModel):
         words = content_words(self.text)
         shared = [(len(words & content_words(s)), -i, s) for i, s in enumerate(sentences(chunk))]
         return [s for overlap, _, s in sorted(shared, reverse=True)[:most] if overlap]
+
+
+def _words(unit: Unit) -> str:
+    """Where a claim (a unit that is not the answer's own sentence) points in the answer: its words'
+    characters; a sentence's span is the sentence itself, and is not repeated."""
+    if len(unit.spans) == 1 and unit.spans[0][1] - unit.spans[0][0] == len(unit.text.strip()):
+        return ""
+    return "  [answer characters " + ", ".join(f"{a}-{b}" for a, b in unit.spans) + "]" if unit.spans else ""
 
 
 BRIEF_CHUNK = 300  # characters of a best chunk shown where no sentence of it shares a word with the unit
@@ -188,6 +201,7 @@ class DetectionResult(BaseModel):
                 "text": u.text,
                 "score": u.score,
                 "probability": u.probability,
+                "spans": [list(span) for span in u.spans],
                 "evidence": _near(u),
             }
             for i, u in ((i, self.units[i]) for i in flagged)
@@ -203,7 +217,7 @@ class DetectionResult(BaseModel):
         if self.error:
             return self.summary()
         lines = [f"{self.method}: higher = more likely hallucinated"]
-        lines += [f"  {_shown(u)}{_probability(u)}  {u.text}" for u in self.units]
+        lines += [f"  {_shown(u)}{_probability(u)}  {u.text}{_words(u)}" for u in self.units]
         lines.append(self.meta.cost())
         return "\n".join(lines)
 

@@ -115,9 +115,10 @@ class _Check:
         sentence, start, end = found
         self.results[sentence] = result
         if result.error or not result.units:
-            unit = Unit(text=sentence, score=None, evidence={"error": result.error or "no unit"})
-        else:
+            unit = Unit(text=sentence, score=None, evidence={"error": result.error or "no unit"}, spans=[(start, end)])
+        else:  # its spans, found in the sentence alone, moved to the answer's characters
             unit = result.units[0]
+            unit.spans = [(a + start, b + start) for a, b in unit.spans]
         value = getattr(unit, self.on)
         return SentenceVerdict(index, sentence, start, end, unit, value is not None and value >= self.threshold)
 

@@ -64,6 +64,32 @@ def content_words(text: str) -> set[str]:
     return {t.text for t in doc if not (t.is_stop or t.is_punct or t.is_space)}
 
 
+def spans_of(units: list[str], answer: str) -> list[list[tuple[int, int]]]:
+    """Where each unit lies in the answer, in its characters: a unit that is the answer's own text (a
+    sentence) is found in order; a claim written from it is pointed at by its content words in the
+    answer's sentence that shares the most of them (each word's own span: the words a reader checks).
+    A unit that shares no content word with the answer gets no span."""
+    with _lock:
+        doc = _nlp(answer)(answer)
+    words = [(t.idx, t.idx + len(t.text), t.text.lower()) for t in doc if not (t.is_stop or t.is_punct or t.is_space)]
+    bounds = [(s.start_char, s.end_char) for s in doc.sents]
+    found: list[list[tuple[int, int]]] = []
+    cursor = 0
+    for unit in units:
+        text = unit.strip()
+        at = answer.find(text, cursor) if text else -1
+        at = at if at >= 0 or not text else answer.find(text)
+        if at >= 0:
+            found.append([(at, at + len(text))])
+            cursor = at + len(text)
+            continue
+        wanted = content_words(text)
+        hits = [[(a, b) for a, b, w in words if lo <= a < hi and w in wanted] for lo, hi in bounds]
+        best = max(hits, key=len, default=[])
+        found.append(best)
+    return found
+
+
 def align_claims(claims: list[str], sentences: list[str]) -> list[list[int]]:
     """Which claims each sentence holds: a claim goes to the sentence that shares most of its content
     words, each word weighted 1 / (number of claims that use it) so that the subject's name, repeated

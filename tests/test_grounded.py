@@ -181,11 +181,17 @@ def test_decompose_checks_the_claims_and_an_unparsed_list_falls_back_to_sentence
     result = grounded.detect(ANSWER, context=DOCS, model=model, gateway=gateway, decompose=True)
     assert [u.text for u in result.units] == ["Canberra is the capital of Australia.", "Canberra lies in Sydney."]
     assert result.meta.calls == 1 + 2 * 2
+    # each claim points at its words in the answer's sentence it came from (the span a reader checks)
+    assert [[ANSWER[a:b] for a, b in u.spans] for u in result.units] == [
+        ["capital", "Australia", "Canberra"],
+        ["lies", "Sydney"],
+    ]
     bad = scripted(
         lambda prompt, params: "No" if "Sentence:" in prompt else "I will not list anything.", "scripted:bad"
     )
     fallback = grounded.detect(ANSWER, context=DOCS, model=bad, gateway=gateway, decompose=True)
     assert [u.text for u in fallback.units] == ["The capital of Australia is Canberra.", "It lies in Sydney."]
+    assert [u.spans for u in fallback.units] == [[(0, 37)], [(38, 56)]]  # a sentence: its own characters
     assert fallback.meta.events == {"decompose_unparsed": 1}
 
 

@@ -34,6 +34,7 @@ def test_detection_result_json_round_trip() -> None:
         "probability": None,  # set only by a calibrated detector
         "parsed": True,
         "evidence": {"answers": ["1982", "1983"]},
+        "spans": [],  # set by a detector, from the answer it checked
     }
     assert result.meta.tokens.total == 120
 

@@ -53,6 +53,7 @@ def test_each_sentence_is_judged_once_the_next_has_begun_and_the_answer_equals_c
     assert events[1][1] == "Canberra is the capital of Australia. It lies in Melbourne. Sydney "
     assert [v.flagged for v in verdicts] == [False, True, False]
     assert all(ANSWER[v.start : v.end] == v.text for v in verdicts)
+    assert [v.unit.spans for v in verdicts] == [[(v.start, v.end)] for v in verdicts]  # in the answer's characters
 
     answer = events[-1][0]
     assert isinstance(answer, DetectionResult)

@@ -35,7 +35,7 @@ from halluscope.checks import check_value, describe
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, RunMeta
 from halluscope.runtime.nodes import arun_streamed, run_streamed
-from halluscope.text import checked_text, checked_texts, ends_sentence, unicode_text
+from halluscope.text import checked_text, checked_texts, ends_sentence, spans_of, unicode_text
 
 Reader = Callable[[str, str], Any]  # (the command-line value, its flag) -> the keyword's value
 Refers = Literal["model", "file"]  # what a field's value names outside the request: see ``arg``
@@ -364,9 +364,13 @@ class Method:
         return self.noted(await afinish(self.run(prepared, inputs, ctx), ctx.stats), inputs)
 
     def noted(self, result: DetectionResult, inputs: Any) -> DetectionResult:
-        """What was checked, where a reader could mistake it: a text with no sentence ending is one
-        unit, checked whole (a verdict on "Einstein born Ulm 1879" is on all of it)."""
+        """What was checked, where a reader could mistake it: each unit's spans in the answer's characters
+        (``text.spans_of``), and a text with no sentence ending is one unit, checked whole (a verdict on
+        "Einstein born Ulm 1879" is on all of it)."""
         text = getattr(inputs, self.answer_field, None) if self.answer_field else None
+        if isinstance(text, str) and result.units:
+            for unit, spans in zip(result.units, spans_of([u.text for u in result.units], text), strict=True):
+                unit.spans = spans
         split_here = getattr(inputs, "sentences", None) is None
         if isinstance(text, str) and split_here and len(result.units) == 1 and not ends_sentence(text):
             result.meta.warnings.append(

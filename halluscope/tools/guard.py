@@ -194,7 +194,12 @@ def checked(
     calibrated = det.calibration is not None
     hits = {id(u) for u in result.flagged(threshold, on)}
     units = [
-        {"text": u.text, "score": u.score, **({"probability": u.probability} if calibrated else {})}
+        {
+            "text": u.text,
+            "score": u.score,
+            **({"probability": u.probability} if calibrated else {}),
+            "spans": [list(span) for span in u.spans],
+        }
         for u in result.units
     ]
     values = [v for u in result.units if (v := getattr(u, on)) is not None]
