@@ -94,6 +94,9 @@ class StubAPI(_Served):
                     return
                 if route == "/api/chat":  # Ollama's native API (what langchain-ollama speaks)
                     payload = stub._ollama(body) if status == 200 else {"error": f"stub {status}"}
+                elif route.endswith("/chat/completions") and body.get("stream") and status == 200:
+                    self._stream(stub._openai_stream(body))
+                    return
                 elif route.endswith("/chat/completions"):
                     payload = (
                         stub._openai(body)
@@ -111,6 +114,18 @@ class StubAPI(_Served):
                 else:
                     status, payload = 404, {"error": {"message": f"no route {self.path}"}}
                 self._send(status, json.dumps(payload).encode(), {})
+
+            def _stream(self, events: list[dict[str, Any]]) -> None:
+                """Server-sent events, one chunk at a time, then [DONE] (OpenAI's streamed completion)."""
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
 
             def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)
@@ -150,6 +165,20 @@ class StubAPI(_Served):
             ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
         }
+
+    def _openai_stream(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The answer as streamed chunks: a word (with its space) each, then the finish."""
+        words = self._answer_for(body).split(" ")
+        pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+        head = {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": body.get("model", "stub"),
+        }
+        chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+        chunks += [{**head, "choices": [{"index": 0, "delta": {"content": piece}}]} for piece in pieces]
+        return [*chunks, {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
 
     def _ollama(self, body: dict[str, Any]) -> dict[str, Any]:
         """One line of Ollama's stream, the last: a client that streams reads it as the whole answer."""

@@ -15,6 +15,7 @@ from halluscope.cli.flags import finite
 from halluscope.errors import ConfigError
 from halluscope.serve import DEFAULT_TIMEOUT_S, HttpSettings, ServerSettings, serve_http, serve_stdio
 from halluscope.serve.http import DEFAULT_MAX_BODY, TOKEN_ENV
+from halluscope.serve.proxy import ProxySettings
 
 
 def address(text: str) -> tuple[str, int]:
@@ -38,8 +39,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.http:
         host, port = address(args.http)
         http = HttpSettings(host, port, token, args.max_body, tuple(args.allow_host), tuple(args.allow_origin))
-    elif token or args.allow_host or args.allow_origin or args.max_body != DEFAULT_MAX_BODY:
-        raise ConfigError("--token, --allow-host, --allow-origin and --max-body are for --http; stdio has no network")
+    elif token or args.allow_host or args.allow_origin or args.max_body != DEFAULT_MAX_BODY or args.proxy:
+        raise ConfigError(
+            "--token, --allow-host, --allow-origin, --max-body and --proxy are for --http; stdio has no network"
+        )
+    proxy = None
+    if args.proxy:
+        proxy = ProxySettings(
+            args.proxy, args.upstream_key_env, tuple(args.context_from.split(",")), args.on_flag
+        ).checked_with(token)
+    elif args.upstream_key_env or args.on_flag != "annotate" or args.context_from != "tool,system":
+        raise ConfigError("--upstream-key-env, --context-from and --on-flag are for --proxy")
     settings = ServerSettings(
         gateway_of(args),
         args.model,
@@ -52,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if http is None:
         serve_stdio(settings)
     else:
-        serve_http(settings, http)
+        serve_http(settings, http, proxy)
     return 0
 
 
@@ -114,5 +124,29 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT_S,
         metavar="S",
         help=f"a request's wall-clock limit in seconds (default {DEFAULT_TIMEOUT_S:g}; --timeout is one model call's)",
+    )
+    p.add_argument(
+        "--proxy",
+        metavar="UPSTREAM_BASE_URL",
+        help="also serve /v1/chat/completions (and /v1/models): forwarded to this OpenAI-compatible base URL "
+        "(e.g. https://api.openai.com/v1), the reply returned with its answer's check added",
+    )
+    p.add_argument(
+        "--upstream-key-env",
+        metavar="NAME",
+        help="the variable holding the upstream's key, sent only to the upstream (without it the client's "
+        "Authorization is forwarded; required with --token)",
+    )
+    p.add_argument(
+        "--context-from",
+        default="tool,system",
+        metavar="ROLES",
+        help="which of a request's messages are its answer's documents: tool, system, developer (default tool,system)",
+    )
+    p.add_argument(
+        "--on-flag",
+        choices=("annotate", "block"),
+        default="annotate",
+        help="a flagged answer: the reply as it came with the verdict (annotate), or its text replaced (block)",
     )
     p.set_defaults(func=cmd_serve)

@@ -16,11 +16,12 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
+from halluscope.serve.proxy import Part, Proxy, ProxySettings
 from halluscope.serve.service import CHECK_FIELDS, RequestTimeout, ServerSettings
 from halluscope.version import __version__
 
@@ -108,10 +109,11 @@ class Guard:
     """Every HTTP route of the server behind the same checks (the module's docstring), then /health,
     /check, or the MCP app."""
 
-    def __init__(self, mcp_app: App, settings: ServerSettings, http: HttpSettings) -> None:
+    def __init__(self, mcp_app: App, settings: ServerSettings, http: HttpSettings, proxy: Proxy | None = None) -> None:
         self.mcp_app = mcp_app
         self.settings = settings
         self.http = http
+        self.proxy = proxy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -129,7 +131,40 @@ class Guard:
                 await respond(send, *read)
                 return
             body = read
+        if self.proxy is not None and scope["path"].rstrip("/") in ("/v1/chat/completions", "/v1/models"):
+            if self.http.token is not None:
+                headers.pop("authorization", None)  # the proxy's own token, checked: never sent upstream
+            await self.proxied(scope, headers, body, send)
+            return
         await self.route(scope, body, receive, send)
+
+    async def proxied(self, scope: Scope, headers: dict[str, str], body: bytes, send: Send) -> None:
+        """The proxy's routes (``serve.proxy``): a refused request is one line; an upstream that cannot be
+        reached is a 502."""
+        import httpx
+
+        proxy = self.proxy
+        assert proxy is not None
+        try:
+            if scope["path"].rstrip("/") == "/v1/models":
+                if scope["method"] != "GET":
+                    await respond(send, 405, {"error": "GET /v1/models"}, {"allow": "GET"})
+                    return
+                await send_raw(send, *await proxy.models(headers))
+                return
+            if scope["method"] != "POST":
+                await respond(send, 405, {"error": "POST /v1/chat/completions"}, {"allow": "POST"})
+                return
+            request = chat_body(body)
+            if request.get("stream") is True:
+                await send_stream(send, proxy.stream(request, headers))
+            else:
+                await send_raw(send, *await proxy.complete(request, headers))
+        except ConfigError as exc:
+            await respond(send, 400, {"error": str(exc)})
+        except httpx.HTTPError as exc:
+            log.error("the upstream failed: %s", redact_credentials(f"{type(exc).__name__}: {exc}"))
+            await respond(send, 502, {"error": "the upstream could not be reached; the server's log says why"})
 
     def refusal(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
         """Why a request is refused before its body is read: Host, Origin, token, content type, size."""
@@ -214,18 +249,49 @@ class Guard:
             await respond(send, 500, {"error": "the server failed on this request; its log says why"})
 
 
-def check_body(body: bytes) -> dict[str, Any]:
-    """POST /check's JSON object, or a ConfigError in one line (encoding, syntax, depth, fields)."""
+async def send_raw(send: Send, status: int, data: bytes, headers: dict[str, str]) -> None:
+    raw = [(k.encode(), v.encode()) for k, v in headers.items() if v] + [(b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def send_stream(send: Send, parts: AsyncIterator[Part]) -> None:
+    """A streamed reply: its (status, headers) first, then each piece as it comes."""
+    async for part in parts:
+        if isinstance(part, tuple):
+            status, headers = part
+            raw = [(k.encode(), v.encode()) for k, v in headers.items() if v]
+            await send({"type": "http.response.start", "status": status, "headers": raw})
+        else:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def chat_body(body: bytes) -> dict[str, Any]:
+    """A chat completion request: a JSON object with its messages."""
+    found = parsed_json(body)
+    if not isinstance(found, dict) or not isinstance(found.get("messages"), list):
+        raise ConfigError('POST /v1/chat/completions takes a JSON object with "messages" (a list)')
+    return found
+
+
+def parsed_json(body: bytes) -> Any:
+    """A body's JSON, or a ConfigError in one line (encoding, syntax, depth)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("the body is not UTF-8 text") from None
     try:
-        found = json.loads(text)
+        return json.loads(text)
     except RecursionError:
         raise ConfigError("the body's JSON is nested too deeply") from None
     except json.JSONDecodeError:
         raise ConfigError("the body is not JSON") from None
+
+
+def check_body(body: bytes) -> dict[str, Any]:
+    """POST /check's JSON object, or a ConfigError in one line (encoding, syntax, depth, fields)."""
+    found = parsed_json(body)
     if not isinstance(found, dict) or "answer" not in found:
         raise ConfigError('POST /check takes a JSON object with "answer" (a text)')
     unknown = sorted(set(found) - set(CHECK_FIELDS))
@@ -275,7 +341,7 @@ async def disconnected(receive: Receive) -> None:
         pass
 
 
-def serve_http(settings: ServerSettings, http: HttpSettings) -> None:
+def serve_http(settings: ServerSettings, http: HttpSettings, proxy: ProxySettings | None = None) -> None:
     """Serve until stopped: warmed first (spaCy, the operator's models), the socket bound by us (a busy
     port is one line), the ready line printed once it listens; on stop, the requests at work are cut."""
     import socket
@@ -295,7 +361,7 @@ def serve_http(settings: ServerSettings, http: HttpSettings) -> None:
     mcp = build(
         settings, host=http.host, port=http.port, transport_security=security, max_request_body_size=http.max_body
     )
-    app = Guard(mcp.streamable_http_app(), settings, http)
+    app = Guard(mcp.streamable_http_app(), settings, http, Proxy(proxy, settings) if proxy is not None else None)
     settings.warm()
     family = socket.AF_INET6 if ":" in http.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -311,8 +377,10 @@ def serve_http(settings: ServerSettings, http: HttpSettings) -> None:
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             guard = "a token" if http.token else "no token (loopback only)"
+            shown = redact_credentials(proxy.upstream) if proxy else ""
+            routes = "POST /check, GET /health" + (f", /v1/chat/completions -> {shown}" if proxy else "")
             print(
-                f"halluscope MCP server on {bound.url}/mcp (POST /check, GET /health; {guard}); Ctrl-C stops it",
+                f"halluscope MCP server on {bound.url}/mcp ({routes}; {guard}); Ctrl-C stops it",
                 file=sys.stderr,
                 flush=True,
             )

@@ -1,0 +1,178 @@
+"""The guard proxy (`halluscope serve --proxy UPSTREAM`) on the wire: a fake OpenAI-compatible upstream on
+127.0.0.1, the operator's judge on another, and the real clients (the openai package, LangChain's
+ChatOpenAI, curl) pointed at the proxy. The reply comes back as the upstream gave it, with its answer's
+check; streamed, the tokens pass as they come and the verdict arrives before [DONE]; the upstream's key is
+the operator's or the client's, never both, and the proxy's own token never leaves."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.stub_servers import StubAPI
+from tests.test_serve_safely import ANSWER, DOCS, TOKEN, free_port, serve, server_env
+
+UPSTREAM_KEY = "sk-UPSTREAM-OPERATOR-KEY-0123456789"
+MESSAGES = [
+    {"role": "system", "content": "Answer from the documents."},
+    {"role": "user", "content": "Tell me about Canberra."},
+    {"role": "tool", "tool_call_id": "c1", "content": DOCS[0]},
+]
+
+
+@pytest.fixture
+def upstream() -> Iterator[StubAPI]:
+    """The application's model behind the proxy: it answers ANSWER, whose second sentence DOCS do not hold."""
+    with StubAPI(answer=ANSWER) as stub:
+        yield stub
+
+
+@pytest.fixture
+def judge() -> Iterator[StubAPI]:
+    with StubAPI(answer="Yes") as stub:
+        stub.answers_by_content["It lies in Sydney."] = "No"
+        yield stub
+
+
+def proxy(tmp_path: Path, upstream: StubAPI, judge: StubAPI, *flags: str, **env: str) -> Iterator[Any]:
+    model = f"openai-compatible:{judge.base_url}/v1#judge"
+    yield from serve(
+        tmp_path, "--model", model, "--proxy", f"{upstream.base_url}/v1", *flags, env=server_env(tmp_path, **env)
+    )
+
+
+def test_the_openai_client_gets_the_upstreams_reply_and_the_verdict(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    import openai
+
+    for served in proxy(tmp_path, upstream, judge):
+        client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="sk-CLIENT-OWN-KEY")
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+        reply = raw.parse()
+        assert reply.choices[0].message.content == ANSWER  # unchanged
+        assert raw.headers["x-halluscope-verdict"] == "flagged"
+        verdict = reply.model_extra["halluscope"]  # type: ignore[index]
+        assert verdict["action"] == "flagged" and [u["text"] for u in verdict["flagged"]] == ["It lies in Sydney."]
+        assert verdict["flagged"][0]["spans"] == [[38, 56]]
+        sent = upstream.requests[-1]
+        assert sent["body"]["messages"] == MESSAGES and sent["headers"]["authorization"] == "Bearer sk-CLIENT-OWN-KEY"
+        assert all(
+            "authorization" not in r["headers"] or "CLIENT" not in r["headers"]["authorization"] for r in judge.requests
+        )
+
+        models = httpx.get(f"{served.url}/v1/models")
+        assert models.status_code == upstream_models_status(upstream)  # passed through as the upstream answers
+
+
+def upstream_models_status(upstream: StubAPI) -> int:
+    return httpx.get(f"{upstream.base_url}/v1/models").status_code
+
+
+def test_a_streamed_reply_passes_its_tokens_and_ends_with_the_verdict(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    import openai
+
+    for served in proxy(tmp_path, upstream, judge):
+        client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="sk-CLIENT-OWN-KEY")
+        chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))  # type: ignore[arg-type]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == ANSWER
+        last = chunks[-1]
+        assert last.choices == [] and last.model_extra["halluscope"]["action"] == "flagged"  # type: ignore[index]
+        assert sum(1 for c in chunks if c.model_extra.get("halluscope")) == 1  # type: ignore[union-attr]
+
+
+def test_langchains_chat_openai_works_through_the_proxy(tmp_path: Path, upstream: StubAPI, judge: StubAPI) -> None:
+    from langchain_openai import ChatOpenAI
+
+    for served in proxy(tmp_path, upstream, judge):
+        chat = ChatOpenAI(model="m", base_url=f"{served.url}/v1", api_key="sk-CLIENT-OWN-KEY", max_retries=0)
+        message = chat.invoke(MESSAGES[:2] + [{"role": "user", "content": "Canberra?"}])
+        assert message.text == ANSWER
+        streamed = "".join(str(c.text) for c in chat.stream("Canberra?"))
+        assert streamed == ANSWER
+
+
+def test_block_replaces_a_flagged_answer_and_keeps_the_original(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    for served in proxy(tmp_path, upstream, judge, "--on-flag", "block"):
+        reply = httpx.post(f"{served.url}/v1/chat/completions", json={"model": "m", "messages": MESSAGES}, timeout=60)
+        body = reply.json()
+        assert reply.headers["x-halluscope-verdict"] == "blocked"
+        assert body["choices"][0]["message"]["content"] != ANSWER and body["halluscope"]["blocked"] == ANSWER
+
+
+def test_the_operators_upstream_key_is_sent_and_a_clients_own_is_refused_never_both(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    env = {"HALLUSCOPE_SERVE_TOKEN": TOKEN, "UPSTREAM_KEY": UPSTREAM_KEY}
+    for served in proxy(tmp_path, upstream, judge, "--upstream-key-env", "UPSTREAM_KEY", **env):
+        url = f"{served.url}/v1/chat/completions"
+        body = {"model": "m", "messages": MESSAGES}
+        assert httpx.post(url, json=body, timeout=60).status_code == 401  # the proxy's token first
+        ok = httpx.post(url, json=body, headers={"authorization": f"Bearer {TOKEN}"}, timeout=60)
+        assert ok.status_code == 200 and ok.json()["halluscope"]["action"] == "flagged"
+        sent = upstream.requests[-1]["headers"]
+        assert sent["authorization"] == f"Bearer {UPSTREAM_KEY}"  # the operator's key, not the proxy's token
+        assert all(TOKEN not in json.dumps(r["headers"]) for r in upstream.requests + judge.requests)
+        assert UPSTREAM_KEY not in served.text() and TOKEN not in served.text()
+    with StubAPI() as other:
+        env = {"UPSTREAM_KEY": UPSTREAM_KEY}
+        for served in proxy(tmp_path, other, judge, "--upstream-key-env", "UPSTREAM_KEY", **env):
+            both = httpx.post(
+                f"{served.url}/v1/chat/completions",
+                json={"model": "m", "messages": MESSAGES},
+                headers={"authorization": "Bearer sk-CLIENT-OWN-KEY"},
+            )
+            assert both.status_code == 400 and "send no Authorization" in both.json()["error"]
+            assert other.requests == []
+
+
+def test_a_proxy_with_a_token_and_no_upstream_key_is_refused_at_start(tmp_path: Path) -> None:
+    argv = ["serve", "--http", f"127.0.0.1:{free_port()}", "--proxy", "http://127.0.0.1:9/v1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "halluscope.cli", *argv],
+        env=server_env(tmp_path, HALLUSCOPE_SERVE_TOKEN=TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "--upstream-key-env" in done.stderr and TOKEN not in done.stderr
+
+
+def test_a_request_without_documents_is_passed_unchecked_and_an_upstream_error_as_it_came(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    for served in proxy(tmp_path, upstream, judge):
+        url = f"{served.url}/v1/chat/completions"
+        bare = httpx.post(url, json={"model": "m", "messages": MESSAGES[1:2]}, timeout=60)
+        assert (
+            bare.headers["x-halluscope-verdict"] == "unchecked"
+            and "no tool/system" in bare.json()["halluscope"]["unchecked"]
+        )
+        upstream.fail_next(429)
+        refused = httpx.post(url, json={"model": "m", "messages": MESSAGES}, timeout=60)
+        assert refused.status_code == 429 and "halluscope" not in refused.json()
+        assert httpx.post(url, json={"messages": "x"}).status_code == 400
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not on this machine")
+def test_curl_gets_the_verdict_header(tmp_path: Path, upstream: StubAPI, judge: StubAPI) -> None:
+    for served in proxy(tmp_path, upstream, judge):
+        done = subprocess.run(
+            ["curl", "-s", "-D", "-", f"{served.url}/v1/chat/completions", "-H", "content-type: application/json",
+             "-d", json.dumps({"model": "m", "messages": MESSAGES})],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert "x-halluscope-verdict: flagged" in done.stdout.lower() and '"halluscope"' in done.stdout
