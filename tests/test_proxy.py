@@ -176,3 +176,24 @@ def test_curl_gets_the_verdict_header(tmp_path: Path, upstream: StubAPI, judge: 
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "x-halluscope-verdict: flagged" in done.stdout.lower() and '"halluscope"' in done.stdout
+
+
+def test_two_proxies_share_one_redis_cache_so_a_repeated_request_makes_no_judge_call(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    from tests.stub_servers import redis_server
+
+    server, url = redis_server(tmp_path)
+    try:
+        body = {"model": "m", "messages": MESSAGES}
+        for first in proxy(tmp_path, upstream, judge, "--cache", url):
+            one = httpx.post(f"{first.url}/v1/chat/completions", json=body, timeout=60).json()["halluscope"]
+        asked = len(judge.requests)
+        assert asked > 0
+        for second in proxy(tmp_path / "other", upstream, judge, "--cache", url):
+            two = httpx.post(f"{second.url}/v1/chat/completions", json=body, timeout=60).json()["halluscope"]
+        assert len(judge.requests) == asked  # the second process read the first's verdicts from Redis
+        assert two["flagged"] == one["flagged"] and two["cost"]["calls"] == 0 and two["cost"]["cache_hits"] > 0
+    finally:
+        server.kill()
+        server.wait(timeout=30)
