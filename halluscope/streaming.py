@@ -151,9 +151,21 @@ def _summed(method: str, metas: list[RunMeta]) -> RunMeta:
         seconds=sum(m.seconds for m in metas),
         models=sorted({name for m in metas for name in m.models}),
         prompts=sorted({p for m in metas for p in m.prompts}),
-        params=metas[0].params if metas else {},
+        params=_params(metas),
         warnings=sorted({w for m in metas for w in m.warnings}),
     )
+
+
+def _params(metas: list[RunMeta]) -> dict[str, Any]:
+    """The first check's settings, and the prompt tokens evaluated summed where every check counted them
+    (a floor of distinct tokens does not add up across checks, and is left out)."""
+    params = {k: v for k, v in (metas[0].params if metas else {}).items() if k not in EVALUATED}
+    if metas and all("evaluated_tokens" in m.params for m in metas):
+        params["evaluated_tokens"] = sum(m.params["evaluated_tokens"] for m in metas)
+    return params
+
+
+EVALUATED = ("evaluated_tokens", "floor_tokens", "evaluated_ratio")
 
 
 def _prepared(context: Any, question: str | None, settings: dict[str, Any]) -> _Check:
