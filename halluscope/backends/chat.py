@@ -54,8 +54,8 @@ def runs_in_process(model: object) -> bool:
     """Whether a model spec's provider runs the model inside this process (llama.cpp, transformers):
     each worker loads its own, computes on its own CPUs and keeps its own concurrency limit. Anything
     that is not a spec (a chat model object, an instance key) does not."""
-    if not isinstance(model, str):
-        return False
+    if not isinstance(model, str) or declared_provider(model.strip().partition(":")[0]) is None:
+        return False  # an object, an instance's key, or an init_chat_model route: never in process
     try:
         return resolve(model).in_process
     except ModelSpecError:
