@@ -23,6 +23,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.runtime import Runtime
 
+from halluscope.backends.gateway import default_gateway
 from halluscope.check_answer import deployable
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.tools.guard import REFUSAL, checked
@@ -30,10 +31,7 @@ from halluscope.tools.guard import REFUSAL, checked
 OnFlag = Literal["annotate", "reask", "block", "raise"]
 ContextRule = Literal["turn", "all", "system"]
 REASKED = "halluscope"  # the name on the message that asks the model again, so a turn's user message is found
-REASK = (
-    "A fact-check against the documents above found these statements of your answer unsupported:\n{flagged}\n"
-    "Answer again, using only what the documents say; leave out what they do not support."
-)
+REASK = "guard.reask"  # the prompt of the turn that asks the model again
 
 
 class HallucinationFlagged(HalluscopeError):
@@ -121,6 +119,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         if not callable(context):
             documents([], context)  # a bad rule is refused now, not at the first answer
         self.detector, decided_at = deployable(grounded=True, method=method, model=model, **settings)
+        self.gateway = settings.get("gateway") or default_gateway()  # its prompt registry words the re-ask
         self.on: Literal["score", "probability"] = "probability" if self.detector.calibration else "score"
         self.threshold = decided_at
         self.on_flag = on_flag
@@ -178,7 +177,8 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         asked = sum(isinstance(m, HumanMessage) and m.name == REASKED for m in turn)
         if self.on_flag == "reask" and asked < self.max_reasks:
             flagged = "\n".join(f"- {u['text']}" for u in record["flagged"])
-            reask = HumanMessage(content=REASK.format(flagged=flagged), name=REASKED)
+            text = self.gateway.registry.get(REASK).render(flagged=flagged)[-1]["content"]
+            reask = HumanMessage(content=text, name=REASKED)
             return {"messages": [reask], "hallucination": record | {"action": "reasked"}, "jump_to": "model"}
         return self._annotated(answer, record)
 
