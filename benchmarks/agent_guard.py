@@ -113,7 +113,8 @@ def direct_scores(passages: list[Passage], model: str) -> tuple[list[list[float 
 
 
 def sentence_auc(passages: list[Passage], scores: list[list[float | None]]) -> tuple[float | None, int]:
-    """AUC-ROC x100 over the passages whose split matches the annotation, and how many those are."""
+    """AUC-ROC (x100, as metrics gives it) over the passages whose split matches the annotation, and how
+    many those are."""
     labels, flat, used = [], [], 0
     for p, s in zip(passages, scores, strict=True):
         if sentences(p.text) != p.sentences or any(x is None for x in s):
@@ -123,8 +124,7 @@ def sentence_auc(passages: list[Passage], scores: list[list[float | None]]) -> t
         flat += s
     if not used or len(set(labels)) < 2:
         return None, used
-    found = auc_roc(np.array(labels), np.array(flat, dtype=float))
-    return (None if found is None else 100 * found), used
+    return auc_roc(np.array(labels), np.array(flat, dtype=float)), used
 
 
 def main() -> None:
