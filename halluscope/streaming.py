@@ -4,9 +4,10 @@ message chunks, or an agent's ``stream_mode="messages"`` pairs), splits the text
 (``text.sentences``: a sentence has ended when the next one has begun, or the stream has), and checks each
 ended sentence alone with the detector ``check`` would run (``check_answer.deployable``), given as the
 method's own ``sentences`` so its unit is exactly that sentence. The documents come first in a grounded
-judge's prompt, so a local model's KV cache keeps their prefix warm: each further sentence costs its own
-tokens. At the end the whole text is split again; a sentence the streamed split did not see (a split that
-changed once more text arrived) is checked then, and the answer's result holds the final split's units.
+judge's prompt, so a local model's KV cache keeps a document's prefix warm across the sentences checked
+against it, as it does within one check of the whole answer. At the end the whole text is split again; a
+sentence the streamed split did not see (a split that changed once more text arrived) is checked then,
+and the answer's result holds the final split's units.
 """
 
 from __future__ import annotations
@@ -55,11 +56,10 @@ def chunk_text(chunk: Any) -> str:
 
 
 class _Splitter:
-    """The answer so far and the sentences already handed out, each found at its place in the text."""
+    """The answer so far, and how far its sentences have been handed out (each found at its place)."""
 
     def __init__(self) -> None:
         self.text = ""
-        self.handed: list[tuple[str, int, int]] = []
         self.cursor = 0
 
     def add(self, piece: str) -> list[tuple[str, int, int]]:
@@ -77,7 +77,6 @@ class _Splitter:
             start = self.text.index(sentence, self.cursor)
             self.cursor = start + len(sentence)
             out.append((sentence, start, self.cursor))
-        self.handed += out
         return out
 
 

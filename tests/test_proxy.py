@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.stub_servers import StubAPI
+from tests.stub_servers import Fault, StubAPI
 from tests.test_serve_safely import ANSWER, DOCS, TOKEN, free_port, serve, server_env
 
 UPSTREAM_KEY = "sk-UPSTREAM-OPERATOR-KEY-0123456789"
@@ -161,6 +161,10 @@ def test_a_request_without_documents_is_passed_unchecked_and_an_upstream_error_a
             bare.headers["x-halluscope-verdict"] == "unchecked"
             and "no tool/system" in bare.json()["halluscope"]["unchecked"]
         )
+        upstream.inject(Fault("malformed_json"))  # a 200 that is no completion: passed on as it came, unchecked
+        odd = httpx.post(url, json={"model": "m", "messages": MESSAGES}, timeout=60)
+        assert odd.status_code == 200 and odd.content == b'{"id": "chatcmpl-stub", "choices": ['
+        assert odd.headers["x-halluscope-verdict"] == "unchecked"
         upstream.fail_next(429)
         refused = httpx.post(url, json={"model": "m", "messages": MESSAGES}, timeout=60)
         assert refused.status_code == 429 and "halluscope" not in refused.json()

@@ -1,5 +1,6 @@
-"""The server over HTTP: MCP's streamable HTTP at /mcp, ``POST /check`` (the check tool's JSON) and
-``GET /health``, every route behind one guard.
+"""The server over HTTP: MCP's streamable HTTP at /mcp, ``POST /check`` (the check tool's JSON),
+``GET /health`` and, with ``--proxy``, ``/v1/chat/completions`` and ``/v1/models`` (``serve.proxy``),
+every route behind one guard.
 
 The guard, in order: the Host and Origin headers (on a loopback bind only loopback names, as the MCP SDK
 holds /mcp, so a web page cannot reach the server by DNS rebinding; an Origin the operator did not allow

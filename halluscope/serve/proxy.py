@@ -150,15 +150,22 @@ class Proxy:
         kind = {"content-type": reply.headers.get("content-type", "application/json")}
         if reply.status_code != 200:
             return reply.status_code, reply.content, kind  # the upstream's refusal, as it came
-        body = reply.json()
-        choice = (body.get("choices") or [{}])[0]
-        answer = _text((choice.get("message") or {}).get("content"))
+        try:
+            body = reply.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):  # not a completion this proxy can read: as it came, unchecked
+            return reply.status_code, reply.content, {**kind, VERDICT_HEADER: "unchecked"}
+        choices = body.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        answer = _text(message.get("content"))
         checked = await self.verdict(answer, request)
         action = self.action(checked)
         body["halluscope"] = {**checked, "action": action}
         if action == "blocked":
             body["halluscope"]["blocked"] = answer
-            choice["message"]["content"] = self.proxy.fallback
+            message["content"] = self.proxy.fallback
         return 200, json.dumps(body).encode(), {**kind, VERDICT_HEADER: action}
 
     async def stream(self, request: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[Part]:
