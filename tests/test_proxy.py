@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +203,21 @@ def test_two_proxies_share_one_redis_cache_so_a_repeated_request_makes_no_judge_
     finally:
         server.kill()
         server.wait(timeout=30)
+
+
+def test_a_proxied_request_whose_client_leaves_makes_no_further_judge_call(tmp_path: Path, upstream: StubAPI) -> None:
+    upstream.answer = " ".join(f"Canberra has {i} parks." for i in range(8))
+    with StubAPI(answer="Yes", latency=1.0) as slow:
+        for served in proxy(tmp_path, upstream, slow, "--concurrency", "1"):
+            body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
+            port = int(served.url.rsplit(":", 1)[1])
+            client = socket.create_connection(("127.0.0.1", port))
+            head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            client.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            deadline = time.monotonic() + 30
+            while not slow.arrivals and time.monotonic() < deadline:
+                time.sleep(0.05)
+            client.close()  # the client leaves while the check's first judge call is out
+            left = time.monotonic()
+            time.sleep(3)
+            assert len(slow.arrivals) == 1 and not [t for t in slow.arrivals if t > left]

@@ -19,7 +19,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.serve.proxy import Part, Proxy, ProxySettings
@@ -32,6 +32,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refusal = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, headers
+T = TypeVar("T")
 
 DEFAULT_MAX_BODY = 1_000_000  # bytes of a request body
 TOKEN_ENV = "HALLUSCOPE_SERVE_TOKEN"
@@ -135,13 +136,13 @@ class Guard:
         if self.proxy is not None and scope["path"].rstrip("/") in ("/v1/chat/completions", "/v1/models"):
             if self.http.token is not None:
                 headers.pop("authorization", None)  # the proxy's own token, checked: never sent upstream
-            await self.proxied(scope, headers, body, send)
+            await self.proxied(scope, headers, body, receive, send)
             return
         await self.route(scope, body, receive, send)
 
-    async def proxied(self, scope: Scope, headers: dict[str, str], body: bytes, send: Send) -> None:
+    async def proxied(self, scope: Scope, headers: dict[str, str], body: bytes, receive: Receive, send: Send) -> None:
         """The proxy's routes (``serve.proxy``): a refused request is one line; an upstream that cannot be
-        reached is a 502."""
+        reached is a 502; a completion whose client leaves is cut (its check makes no further call)."""
         import httpx
 
         proxy = self.proxy
@@ -160,7 +161,9 @@ class Guard:
             if request.get("stream") is True:
                 await send_stream(send, proxy.stream(request, headers))
             else:
-                await send_raw(send, *await proxy.complete(request, headers))
+                work = await unless_left(proxy.complete(request, headers), receive)
+                if work is not None:
+                    await send_raw(send, *work.result())
         except ConfigError as exc:
             await respond(send, 400, {"error": str(exc)})
         except httpx.HTTPError as exc:
@@ -231,14 +234,9 @@ class Guard:
         except ConfigError as exc:
             await respond(send, 400, {"error": str(exc)})
             return
-        work = asyncio.ensure_future(self.settings.check(**fields))
-        left = asyncio.ensure_future(disconnected(receive))
-        await asyncio.wait({work, left}, return_when=asyncio.FIRST_COMPLETED)
-        if not work.done():
-            work.cancel()  # the client left: the request's budget is cut (ServerSettings.run)
-            await asyncio.gather(work, return_exceptions=True)
+        work = await unless_left(self.settings.check(**fields), receive)
+        if work is None:
             return
-        left.cancel()
         try:
             await respond(send, 200, work.result())
         except RequestTimeout as exc:
@@ -334,6 +332,20 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return again
+
+
+async def unless_left(work: Awaitable[T], receive: Receive) -> asyncio.Future[T] | None:
+    """``work`` run to its end, or cancelled when the client leaves first (None): a request's budget is then
+    cut (``ServerSettings.run``), so its work makes no further model call."""
+    task = asyncio.ensure_future(work)
+    left = asyncio.ensure_future(disconnected(receive))
+    await asyncio.wait({task, left}, return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return None
+    left.cancel()
+    return task
 
 
 async def disconnected(receive: Receive) -> None:
