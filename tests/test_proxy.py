@@ -221,3 +221,50 @@ def test_a_proxied_request_whose_client_leaves_makes_no_further_judge_call(tmp_p
             left = time.monotonic()
             time.sleep(3)
             assert len(slow.arrivals) == 1 and not [t for t in slow.arrivals if t > left]
+
+
+NODE_CLIENT = """
+const OpenAI = require("openai");
+const [url, messages] = [process.argv[2], JSON.parse(process.argv[3])];
+const client = new OpenAI({ baseURL: url, apiKey: "sk-CLIENT-OWN-KEY" });
+(async () => {
+  const { data, response } = await client.chat.completions.create({ model: "m", messages }).withResponse();
+  let text = "", verdict = null;
+  for await (const chunk of await client.chat.completions.create({ model: "m", messages, stream: true })) {
+    text += chunk.choices.map((c) => c.delta.content || "").join("");
+    if (chunk.halluscope) verdict = chunk.halluscope.action;
+  }
+  console.log(JSON.stringify({ answer: data.choices[0].message.content, action: data.halluscope.action,
+    header: response.headers.get("x-halluscope-verdict"), streamed: text, streamed_action: verdict }));
+})();
+"""
+
+
+def node_with_openai() -> str | None:
+    """Why the JavaScript client cannot run here (None: it can): node, and the openai package on NODE_PATH
+    (.ci/run installs it where npm is)."""
+    if shutil.which("node") is None:
+        return "node is not on this machine"
+    found = subprocess.run(["node", "-e", "require('openai')"], capture_output=True, text=True, timeout=60)
+    return None if found.returncode == 0 else "the openai npm package is not on NODE_PATH (npm install openai@4)"
+
+
+@pytest.mark.skipif(node_with_openai() is not None, reason=str(node_with_openai()))
+def test_the_openai_javascript_client_gets_the_reply_and_the_verdict_both_ways(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    script = tmp_path / "client.js"
+    script.write_text(NODE_CLIENT)
+    for served in proxy(tmp_path, upstream, judge):
+        done = subprocess.run(
+            ["node", str(script), f"{served.url}/v1", json.dumps(MESSAGES)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout)
+        assert seen == {
+            "answer": ANSWER,
+            "action": "flagged",
+            "header": "flagged",
+            "streamed": ANSWER,
+            "streamed_action": "flagged",
+        }
