@@ -55,7 +55,7 @@ def chunk_text(chunk: Any) -> str:
     raise ConfigError(f"a stream's chunk is a string or a message chunk, got {type(chunk).__name__}")
 
 
-class _Splitter:
+class Splitter:
     """The answer so far, and how far its sentences have been handed out (each found at its place)."""
 
     def __init__(self) -> None:
@@ -80,7 +80,7 @@ class _Splitter:
         return out
 
 
-class _Check:
+class SentenceChecks:
     """What a stream's checks share: the detector, its threshold and which value it reads, the item."""
 
     def __init__(self, det: Detector, threshold: float, context: Any, question: str | None) -> None:
@@ -167,14 +167,14 @@ def _params(metas: list[RunMeta]) -> dict[str, Any]:
 EVALUATED = ("evaluated_tokens", "floor_tokens", "evaluated_ratio")
 
 
-def _prepared(context: Any, question: str | None, settings: dict[str, Any]) -> _Check:
+def _prepared(context: Any, question: str | None, settings: dict[str, Any]) -> SentenceChecks:
     det, decided_at = deployable(grounded=context is not None, **settings)
     if det.method not in STREAMED:
         raise ConfigError(
             f"{det.method} scores a sentence against the rest of its answer or against samples drawn for it; "
             f"a stream is checked sentence by sentence with {' or '.join(STREAMED)}"
         )
-    return _Check(det, decided_at, context, question)
+    return SentenceChecks(det, decided_at, context, question)
 
 
 def stream_check(
@@ -185,7 +185,7 @@ def stream_check(
     model, calibration, threshold, prior, max_calls, the method's options); ``max_calls`` holds for each
     sentence's check. A sentence is checked while the stream waits (use ``astream_check`` to read on)."""
     check = _prepared(context, question, settings)
-    split, verdicts = _Splitter(), []
+    split, verdicts = Splitter(), []
     for chunk in chunks:
         for found in split.add(chunk_text(chunk)):
             verdicts.append(check.verdict(len(verdicts), found, check.run(found[0])))
@@ -193,11 +193,11 @@ def stream_check(
     for found in split.end():
         verdicts.append(check.verdict(len(verdicts), found, check.run(found[0])))
         yield verdicts[-1]
-    verdicts += _late(check, split, verdicts)
+    verdicts += late(check, split, verdicts)
     yield check.answer(split.text, verdicts)
 
 
-def _late(check: _Check, split: _Splitter, verdicts: list[SentenceVerdict]) -> list[SentenceVerdict]:
+def late(check: SentenceChecks, split: Splitter, verdicts: list[SentenceVerdict]) -> list[SentenceVerdict]:
     """Sentences of the final split that the streamed split never handed out, checked now."""
     seen = {v.text for v in verdicts}
     late = []
@@ -215,7 +215,7 @@ async def astream_check(
     """``stream_check`` on the event loop: each ended sentence's check starts at once and the stream is
     read on while it runs; verdicts come in the answer's order."""
     check = _prepared(context, question, settings)
-    split, verdicts = _Splitter(), []
+    split, verdicts = Splitter(), []
     pending: list[tuple[tuple[str, int, int], asyncio.Task[DetectionResult]]] = []
 
     def start(found: tuple[str, int, int]) -> None:
@@ -233,5 +233,5 @@ async def astream_check(
     for found, task in pending:
         verdicts.append(check.verdict(len(verdicts), found, await task))
         yield verdicts[-1]
-    verdicts += await asyncio.to_thread(_late, check, split, verdicts)
+    verdicts += await asyncio.to_thread(late, check, split, verdicts)
     yield check.answer(split.text, verdicts)

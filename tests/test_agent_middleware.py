@@ -5,7 +5,9 @@ that calls a retriever tool and answers; the middleware checks the answer agains
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,8 +15,8 @@ from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 
 from halluscope.backends.gateway import Gateway
@@ -65,6 +67,33 @@ class Agent(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
+class StreamingAgent(Agent):
+    """The same script, streamed: the answer a word at a time, a pause between words (as a model generates)."""
+
+    pause: float = 0.2
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._generate(messages).generations[0].message
+        if isinstance(message, AIMessage) and message.tool_calls:
+            call = message.tool_calls[0]
+            piece = {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": 0}
+            yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[piece]))
+            return
+        words = str(message.content).split(" ")
+        for i, word in enumerate(words):
+            time.sleep(self.pause)
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + (" " if i < len(words) - 1 else "")))
+            if run_manager is not None:
+                run_manager.on_llm_new_token(str(chunk.message.content), chunk=chunk)
+            yield chunk
+
+
 def run(agent_model: Agent, middleware: HallucinationMiddleware) -> dict[str, Any]:
     agent = create_agent(agent_model, tools=[search], middleware=[middleware])
     return agent.invoke({"messages": [HumanMessage(content=QUESTION)]})
@@ -73,7 +102,8 @@ def run(agent_model: Agent, middleware: HallucinationMiddleware) -> dict[str, An
 @pytest.fixture
 def guard(gateway: Gateway, scripted: Callable[..., Any]) -> Callable[..., HallucinationMiddleware]:
     def make(seen: list[str] | None = None, **kwargs: Any) -> HallucinationMiddleware:
-        return HallucinationMiddleware(model=scripted(judge([] if seen is None else seen)), gateway=gateway, **kwargs)
+        kwargs.setdefault("gateway", gateway)
+        return HallucinationMiddleware(model=scripted(judge([] if seen is None else seen)), **kwargs)
 
     return make
 
@@ -198,3 +228,48 @@ def test_bad_settings_are_refused_when_the_middleware_is_built(guard: Callable[.
         guard(context="everything")
     with pytest.raises(ConfigError, match="raw scores have no default decision"):
         guard(method="selfcheck-unigram")
+
+
+def test_a_streamed_answers_sentences_get_their_verdicts_as_they_end_and_are_judged_once(
+    guard: Callable[..., HallucinationMiddleware],
+) -> None:
+    seen: list[str] = []
+    uncached = Gateway(cache=None)  # a second check of the answer would reach the judge again
+    agent = create_agent(
+        StreamingAgent(answers=[FALSE], calls=[]), tools=[search], middleware=[guard(seen, gateway=uncached)]
+    )
+    events = list(
+        agent.stream({"messages": [HumanMessage(content=QUESTION)]}, stream_mode=["messages", "custom", "values"])
+    )
+    verdicts = [(i, chunk["halluscope"]) for i, (mode, chunk) in enumerate(events) if mode == "custom"]
+    assert [v["text"] for _, v in verdicts] == ["Canberra is the capital of Australia.", "It lies in Sydney."]
+    assert [v["flagged"] for _, v in verdicts] == [False, True] and verdicts[1][1]["spans"] == [[38, 56]]
+    words = [i for i, (mode, chunk) in enumerate(events) if mode == "messages" and chunk[0].content]
+    assert verdicts[0][0] < words[-1]  # the first sentence's verdict came while the answer still streamed
+    state = [chunk for mode, chunk in events if mode == "values"][-1]
+    record = state["hallucination"]
+    assert record["action"] == "annotated" and [u["score"] for u in record["units"]] == [0.0, 1.0]
+    assert len(seen) == 2  # one judge call a sentence: the answer's check was made of the streamed ones
+
+
+def test_an_invoked_agent_is_checked_after_its_answer_as_before(guard: Callable[..., HallucinationMiddleware]) -> None:
+    seen: list[str] = []
+    middleware = guard(seen, gateway=Gateway(cache=None))
+    state = run(StreamingAgent(answers=[FALSE], calls=[], pause=0.0), middleware)  # invoke: nothing streams
+    assert state["hallucination"]["action"] == "annotated" and len(seen) == 2
+
+
+def test_an_async_streamed_answer_gets_its_verdicts_too(guard: Callable[..., HallucinationMiddleware]) -> None:
+    seen: list[str] = []
+    middleware = guard(seen, gateway=Gateway(cache=None))
+    agent = create_agent(StreamingAgent(answers=[FALSE], calls=[], pause=0.05), tools=[search], middleware=[middleware])
+
+    async def collect() -> list[Any]:
+        question = {"messages": [HumanMessage(content=QUESTION)]}
+        return [event async for event in agent.astream(question, stream_mode=["messages", "custom", "values"])]
+
+    events = asyncio.run(collect())
+    verdicts = [chunk["halluscope"] for mode, chunk in events if mode == "custom"]
+    assert [v["flagged"] for v in verdicts] == [False, True]
+    assert [chunk for mode, chunk in events if mode == "values"][-1]["hallucination"]["action"] == "annotated"
+    assert len(seen) == 2

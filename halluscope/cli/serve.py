@@ -79,6 +79,33 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="a model spec a request may name in its options (repeatable); no other is run",
     )
+    add_http_flags(p)
+    p.add_argument(
+        "--max-calls",
+        type=int,
+        default=MAX_CALLS,
+        metavar="N",
+        help=f"a request's call ceiling (default {MAX_CALLS:,})",
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="a file from `choose` or `calibrate`: every check runs it as it was fitted (its methods, options, "
+        "model and threshold) and answers with probabilities",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=finite,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"a request's wall-clock limit in seconds (default {DEFAULT_TIMEOUT_S:g}; --timeout is one model call's)",
+    )
+    add_proxy_flags(p)
+    p.set_defaults(func=cmd_serve)
+
+
+def add_http_flags(p: argparse.ArgumentParser) -> None:
+    """What guards the HTTP server's door: its token, body limit, and the Host and Origin values served."""
     p.add_argument(
         "--token",
         help=f"the token every HTTP request must send as 'Authorization: Bearer <token>' (or {TOKEN_ENV}, which "
@@ -105,26 +132,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="ORIGIN",
         help="a browser Origin served (default: loopback's on a loopback bind, none beyond)",
     )
-    p.add_argument(
-        "--max-calls",
-        type=int,
-        default=MAX_CALLS,
-        metavar="N",
-        help=f"a request's call ceiling (default {MAX_CALLS:,})",
-    )
-    p.add_argument(
-        "--calibration",
-        metavar="FILE",
-        help="a file from `choose` or `calibrate`: every check runs it as it was fitted (its methods, options, "
-        "model and threshold) and answers with probabilities",
-    )
-    p.add_argument(
-        "--request-timeout",
-        type=finite,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"a request's wall-clock limit in seconds (default {DEFAULT_TIMEOUT_S:g}; --timeout is one model call's)",
-    )
+
+
+def add_proxy_flags(p: argparse.ArgumentParser) -> None:
+    """The guard proxy's flags (``serve.proxy``)."""
     p.add_argument(
         "--proxy",
         metavar="UPSTREAM_BASE_URL",
@@ -149,4 +160,3 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         default="annotate",
         help="a flagged answer: the reply as it came with the verdict (annotate), or its text replaced (block)",
     )
-    p.set_defaults(func=cmd_serve)

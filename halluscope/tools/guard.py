@@ -35,6 +35,7 @@ from langgraph.graph.state import CompiledStateGraph
 from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
 from halluscope.detectors import Detector
 from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.results import DetectionResult
 from halluscope.runtime.nodes import stats_of
 
 OnFlag = Literal["annotate", "revise", "refuse"]
@@ -191,6 +192,14 @@ def checked(
     host = stats_of(config) if config is not None else None
     part = {"stats": host.part()} if host is not None else {}
     result = det.detect(**det.answer_item(answer, question, context, message), **part)
+    return version_of(det, threshold, on, answer, result)
+
+
+def version_of(
+    det: Detector, threshold: float, on: Literal["score", "probability"], answer: str, result: DetectionResult
+) -> dict[str, Any]:
+    """A checked text's record from its result (``checked``'s, or one its sentences' checks made while it
+    streamed)."""
     calibrated = det.calibration is not None
     hits = {id(u) for u in result.flagged(threshold, on)}
     units = [

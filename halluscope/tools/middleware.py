@@ -10,23 +10,37 @@ State written: ``hallucination`` (the guard's record: method, threshold, action,
 with its units, flags and evidence) and, on an annotated or blocked answer, the message's
 ``response_metadata["halluscope"]`` (the verdict a client reads). A check that fails is recorded as
 ``unchecked`` and the answer goes through, unless ``on_error="block"``.
+
+When the agent streams its model's messages (``agent.stream(..., stream_mode=["messages", "custom"])``: the
+model streams only with "messages" among the modes) and its method checks a sentence alone
+(``streaming.STREAMED``), each sentence of the model's answer is checked as soon as it ends,
+while the model goes on, and its verdict comes on the agent's ``custom`` stream (``{"halluscope": {...}}``);
+the answer's check is then made of those sentences' checks, not run again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, set_config_context
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from halluscope.backends.gateway import default_gateway
 from halluscope.check_answer import deployable
 from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.tools.guard import REFUSAL, checked
+from halluscope.results import DetectionResult
+from halluscope.streaming import STREAMED, SentenceChecks, Splitter, late
+from halluscope.tools.guard import REFUSAL, checked, version_of
 
 OnFlag = Literal["annotate", "reask", "block", "raise"]
 ContextRule = Literal["turn", "all", "system"]
@@ -85,6 +99,71 @@ def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] 
     return [text for m in chosen for text in _texts(m)]
 
 
+class _Watcher(BaseCallbackHandler):
+    """The answer's tokens as the agent's model streams them: each ended sentence is checked at once on a
+    thread, and its verdict written to the agent's stream (``stream_mode="custom"``) in order, as soon as it
+    is ready, from the model's own thread (the stream writer is not a thread's to call)."""
+
+    run_inline = True  # called in order, on the model's thread, under an async agent too
+
+    def __init__(self, checks: SentenceChecks, write: Callable[[Any], None]) -> None:
+        self.checks = checks
+        self.write = write
+        self.split = Splitter()
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="halluscope-stream")
+        self.pending: list[tuple[tuple[str, int, int], Future[DetectionResult]]] = []
+        self.verdicts: list[Any] = []
+
+    def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+        for found in self.split.add(token):
+            self.pending.append((found, self.pool.submit(self.checks.run, found[0])))
+        self._hand(wait=False)
+
+    def _hand(self, wait: bool) -> None:
+        while self.pending and (wait or self.pending[0][1].done()):
+            found, future = self.pending.pop(0)
+            verdict = self.checks.verdict(len(self.verdicts), found, future.result())
+            self.verdicts.append(verdict)
+            unit = verdict.unit
+            shown = {"sentence": verdict.index, "text": verdict.text, "spans": [list(x) for x in unit.spans]}
+            self.write(
+                {
+                    "halluscope": {
+                        **shown,
+                        "score": unit.score,
+                        "probability": unit.probability,
+                        "flagged": verdict.flagged,
+                    }
+                }
+            )
+
+    def finish(self) -> tuple[str, DetectionResult] | None:
+        """The streamed answer and its result (None: nothing streamed, as under ``invoke``)."""
+        try:
+            if not self.split.text.strip():
+                return None
+            for found in self.split.end():
+                self.pending.append((found, self.pool.submit(self.checks.run, found[0])))
+            self._hand(wait=True)
+            self.verdicts += late(self.checks, self.split, self.verdicts)
+            return self.split.text, self.checks.answer(self.split.text, self.verdicts)
+        finally:
+            self.pool.shutdown(wait=False)
+
+
+def watched(watcher: _Watcher) -> RunnableConfig:
+    """The model call's config (the agent node's, LangGraph's stream handler in it) with the watcher among
+    its callbacks, for that call alone (not the runs inside it)."""
+    config = ensure_config()
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        callbacks = callbacks.copy()
+        callbacks.add_handler(watcher, inherit=False)
+    else:
+        callbacks = [*(callbacks or []), watcher]
+    return {**config, "callbacks": callbacks}
+
+
 class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     """Check an agent's final answer against its documents. ``method`` (default grounded) and ``model``
     (its judge); ``settings``: the other keywords ``halluscope.check`` takes (``calibration``: a file from
@@ -127,6 +206,8 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         self.max_reasks = max_reasks
         self.fallback = fallback
         self.on_error = on_error
+        self.streamed: dict[str, DetectionResult] = {}  # an answer's result, made while it streamed
+        self._streamed_lock = threading.Lock()
 
     def _documents(self, state: dict[str, Any]) -> list[Any]:
         if callable(self.context):
@@ -137,7 +218,11 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     def after_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         messages = state["messages"]
         answer = messages[-1] if messages else None
-        if not isinstance(answer, AIMessage) or answer.tool_calls:
+        if not isinstance(answer, AIMessage):
+            return None
+        with self._streamed_lock:
+            streamed = self.streamed.pop(str(answer.text), None)  # what its stream's checks made, if it streamed
+        if answer.tool_calls:
             return None  # not a final answer: the agent is still calling its tools
         start, user = _turn(messages)
         previous = state.get("hallucination") or {}
@@ -155,9 +240,12 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             docs = self._documents(state)
             if self.detector.spec.context_field is not None and not docs:
                 raise ConfigError("no documents to check the answer against in this turn")
-            version = checked(
-                self.detector, self.threshold, self.on, str(answer.text), question, docs or None, answer, None
-            )
+            if streamed is not None:  # its sentences were checked as the model streamed it
+                version = version_of(self.detector, self.threshold, self.on, str(answer.text), streamed)
+            else:
+                version = checked(
+                    self.detector, self.threshold, self.on, str(answer.text), question, docs or None, answer, None
+                )
         except HalluscopeError as exc:  # recorded; the agent goes on (a bug still raises)
             record |= {"action": "unchecked", "error": f"{type(exc).__name__}: {exc}"}
             if self.on_error == "block":
@@ -196,6 +284,49 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         shown = {k: record.get(k) for k in ("method", "action", "threshold", "on", "risk", "flagged", "error")}
         metadata = {**answer.response_metadata, "halluscope": shown}
         return answer.model_copy(update={"content": content, "response_metadata": metadata})
+
+    def _watcher(self, state: dict[str, Any]) -> _Watcher | None:
+        """A watcher of the model's stream, where the method checks a sentence alone and there are documents."""
+        if self.detector.method not in STREAMED:
+            return None
+        try:
+            docs = self._documents(state)
+        except HalluscopeError:
+            return None
+        if not docs:
+            return None
+        _, user = _turn(state["messages"])
+        question = str(user.text) if user is not None else None
+        return _Watcher(SentenceChecks(self.detector, self.threshold, docs, question), get_stream_writer())
+
+    def _keep(self, watcher: _Watcher) -> None:
+        made = watcher.finish()
+        if made is not None:
+            with self._streamed_lock:
+                self.streamed[made[0]] = made[1]
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        """The model's call, its streamed sentences checked as they end (nothing to do under ``invoke``)."""
+        watcher = self._watcher(request.state)
+        if watcher is None:
+            return handler(request)
+        try:
+            with set_config_context(watched(watcher)) as context:
+                return context.run(handler, request)
+        finally:
+            self._keep(watcher)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        watcher = self._watcher(request.state)
+        if watcher is None:
+            return await handler(request)
+        try:
+            with set_config_context(watched(watcher)) as context:
+                return await asyncio.create_task(handler(request), context=context)
+        finally:
+            await asyncio.to_thread(self._keep, watcher)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:
