@@ -49,7 +49,6 @@ def default_threshold(method: str, threshold: float | None, calibrated: bool) ->
 
 
 def deployable(
-    *,
     grounded: bool,
     method: str | None = None,
     model: Any = None,
@@ -125,14 +124,7 @@ def check(
     ``n``, ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
     det, decided_at = deployable(
-        grounded=context is not None,
-        method=method,
-        model=model,
-        calibration=calibration,
-        threshold=threshold,
-        prior=prior,
-        max_calls=max_calls,
-        **options,
+        context is not None, method, model, calibration, threshold, prior, max_calls, **options
     )
     result = det.detect(**check_item(det, answer, context, question))
     result.decide(decided_at)
