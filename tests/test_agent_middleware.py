@@ -235,15 +235,15 @@ def test_a_streamed_answers_sentences_get_their_verdicts_as_they_end_and_are_jud
 ) -> None:
     seen: list[str] = []
     uncached = Gateway(cache=None)  # a second check of the answer would reach the judge again
-    agent = create_agent(
-        StreamingAgent(answers=[FALSE], calls=[]), tools=[search], middleware=[guard(seen, gateway=uncached)]
-    )
+    second = "It lies on the coast of New South Wales, a short drive from Sydney."  # words enough to check the first
+    model = StreamingAgent(answers=[f"{TRUE} {second}"], calls=[], pause=0.1)
+    agent = create_agent(model, tools=[search], middleware=[guard(seen, gateway=uncached)])
     events = list(
         agent.stream({"messages": [HumanMessage(content=QUESTION)]}, stream_mode=["messages", "custom", "values"])
     )
     verdicts = [(i, chunk["halluscope"]) for i, (mode, chunk) in enumerate(events) if mode == "custom"]
-    assert [v["text"] for _, v in verdicts] == ["Canberra is the capital of Australia.", "It lies in Sydney."]
-    assert [v["flagged"] for _, v in verdicts] == [False, True] and verdicts[1][1]["spans"] == [[38, 56]]
+    assert [v["text"] for _, v in verdicts] == [TRUE, second]
+    assert [v["flagged"] for _, v in verdicts] == [False, True] and verdicts[1][1]["spans"] == [[38, 38 + len(second)]]
     words = [i for i, (mode, chunk) in enumerate(events) if mode == "messages" and chunk[0].content]
     assert verdicts[0][0] < words[-1]  # the first sentence's verdict came while the answer still streamed
     state = [chunk for mode, chunk in events if mode == "values"][-1]
