@@ -325,6 +325,14 @@ class Detector(Runnable[DetectorInput, DetectionResult]):
         except HalluscopeError as exc:
             return self._failed(exc, time.monotonic() - started)
 
+    async def ascored(self, item: Mapping[str, Any]) -> DetectionResult:
+        """``scored`` on the event loop."""
+        started = time.monotonic()
+        try:
+            return await self._adetect(item)
+        except HalluscopeError as exc:
+            return self._failed(exc, time.monotonic() - started)
+
     def _failed(self, exc: Exception, seconds: float) -> DetectionResult:
         meta = RunMeta(method=self.method, seconds=seconds)
         return DetectionResult(

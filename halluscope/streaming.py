@@ -13,16 +13,18 @@ and the answer's result holds the final split's units.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessageChunk, BaseMessage
 
+from halluscope.backends.stats import CallStats
 from halluscope.check_answer import check_item, deployable
 from halluscope.detectors import Detector
-from halluscope.errors import ConfigError, HalluscopeError
-from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
+from halluscope.errors import ConfigError
+from halluscope.results import DetectionResult, Unit
 from halluscope.text import sentences
 
 # methods whose sentence, checked alone, scores as it does within the whole answer (its evidence does not
@@ -90,25 +92,18 @@ class SentenceChecks:
         self.context = context
         self.question = question
         self.results: dict[str, DetectionResult] = {}
+        self.stats = CallStats()  # every sentence's calls: the answer's cost, its prompt tokens' floor included
 
     def item(self, sentence: str) -> dict[str, Any]:
         return {**check_item(self.det, sentence, self.context, self.question), "sentences": [sentence]}
 
     def run(self, sentence: str) -> DetectionResult:
-        """One sentence's check; a failed one is a result with its error (the stream goes on)."""
-        try:
-            return self.det.detect(**self.item(sentence))
-        except HalluscopeError as exc:
-            return self.failed(exc)
+        """One sentence's check, its calls counted in the stream's; a failed one is a result with its error
+        (the stream goes on)."""
+        return self.det.scored({**self.item(sentence), "stats": self.stats.part()})
 
     async def arun(self, sentence: str) -> DetectionResult:
-        try:
-            return await self.det.adetect(**self.item(sentence))
-        except HalluscopeError as exc:
-            return self.failed(exc)
-
-    def failed(self, exc: HalluscopeError) -> DetectionResult:
-        return DetectionResult(method=self.det.method, units=[], meta=RunMeta(method=self.det.method), error=str(exc))
+        return await self.det.ascored({**self.item(sentence), "stats": self.stats.part()})
 
     def verdict(self, index: int, found: tuple[str, int, int], result: DetectionResult) -> SentenceVerdict:
         sentence, start, end = found
@@ -122,49 +117,20 @@ class SentenceChecks:
         return SentenceVerdict(index, sentence, start, end, unit, value is not None and value >= self.threshold)
 
     def answer(self, text: str, verdicts: list[SentenceVerdict]) -> DetectionResult:
-        """The answer's result: the final split's units (each from its sentence's check), the costs summed."""
+        """The answer's result: the final split's units (each from its sentence's check), the cost of all."""
         by_text = {v.text: v.unit for v in verdicts}
         units = [by_text[s] for s in sentences(text) if s in by_text]
-        metas = [r.meta for r in self.results.values()]
-        failed = [f"{s}: {r.error}" for s, r in self.results.items() if r.error]
-        result = DetectionResult(method=self.det.method, units=units, meta=_summed(self.det.method, metas))
-        result.meta.warnings += [f"unchecked sentence {f}" for f in failed]
+        events: Counter[str] = Counter()
+        for r in self.results.values():
+            events.update(r.meta.events)
+        meta = self.stats.meta(self.det.method, dict(events))
+        settings = next((r.meta.params for r in self.results.values() if not r.error), {})  # top_k, ...
+        meta.params = {**{k: v for k, v in settings.items() if k not in meta.params}, **meta.params}
+        meta.warnings = sorted({w for r in self.results.values() for w in r.meta.warnings})
+        meta.warnings += [f"unchecked sentence {s}: {r.error}" for s, r in self.results.items() if r.error]
+        result = DetectionResult(method=self.det.method, units=units, meta=meta)
         result.decide(self.threshold, self.on)
         return result
-
-
-def _summed(method: str, metas: list[RunMeta]) -> RunMeta:
-    events: dict[str, int] = {}
-    for m in metas:
-        for kind, count in m.events.items():
-            events[kind] = events.get(kind, 0) + count
-    return RunMeta(
-        method=method,
-        calls=sum(m.calls for m in metas),
-        cache_hits=sum(m.cache_hits for m in metas),
-        parse_failures=sum(m.parse_failures for m in metas),
-        events=events,
-        tokens=TokenUsage(
-            prompt=sum(m.tokens.prompt for m in metas), completion=sum(m.tokens.completion for m in metas)
-        ),
-        seconds=sum(m.seconds for m in metas),
-        models=sorted({name for m in metas for name in m.models}),
-        prompts=sorted({p for m in metas for p in m.prompts}),
-        params=_params(metas),
-        warnings=sorted({w for m in metas for w in m.warnings}),
-    )
-
-
-def _params(metas: list[RunMeta]) -> dict[str, Any]:
-    """The first check's settings, and the prompt tokens evaluated summed where every check counted them
-    (a floor of distinct tokens does not add up across checks, and is left out)."""
-    params = {k: v for k, v in (metas[0].params if metas else {}).items() if k not in EVALUATED}
-    if metas and all("evaluated_tokens" in m.params for m in metas):
-        params["evaluated_tokens"] = sum(m.params["evaluated_tokens"] for m in metas)
-    return params
-
-
-EVALUATED = ("evaluated_tokens", "floor_tokens", "evaluated_ratio")
 
 
 def _prepared(context: Any, question: str | None, settings: dict[str, Any]) -> SentenceChecks:
