@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from tests.stub_servers import Fault, StubAPI
-from tests.test_serve_safely import ANSWER, DOCS, TOKEN, free_port, serve, server_env
+from tests.test_serve_safely import ANSWER, DOCS, TOKEN, free_port, leave_during_the_first_call, serve, server_env
 
 UPSTREAM_KEY = "sk-UPSTREAM-OPERATOR-KEY-0123456789"
 MESSAGES = [
@@ -205,20 +204,15 @@ def test_two_proxies_share_one_redis_cache_so_a_repeated_request_makes_no_judge_
         server.wait(timeout=30)
 
 
-def test_a_proxied_request_whose_client_leaves_makes_no_further_judge_call(tmp_path: Path, upstream: StubAPI) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_proxied_request_whose_client_leaves_makes_no_further_judge_call(
+    tmp_path: Path, upstream: StubAPI, stream: bool
+) -> None:
     upstream.answer = " ".join(f"Canberra has {i} parks." for i in range(8))
     with StubAPI(answer="Yes", latency=1.0) as slow:
         for served in proxy(tmp_path, upstream, slow, "--concurrency", "1"):
-            body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
-            port = int(served.url.rsplit(":", 1)[1])
-            client = socket.create_connection(("127.0.0.1", port))
-            head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            client.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            deadline = time.monotonic() + 30
-            while not slow.arrivals and time.monotonic() < deadline:
-                time.sleep(0.05)
-            client.close()  # the client leaves while the check's first judge call is out
-            left = time.monotonic()
+            body = {"model": "m", "messages": MESSAGES, "stream": stream}
+            left = leave_during_the_first_call(served, "/v1/chat/completions", body, slow)
             time.sleep(3)
             assert len(slow.arrivals) == 1 and not [t for t in slow.arrivals if t > left]
 

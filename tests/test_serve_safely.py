@@ -326,21 +326,27 @@ def test_a_request_past_its_timeout_makes_no_further_call(tmp_path: Path) -> Non
             assert len(slow.arrivals) <= 3  # 8 sentences would have been 8 calls
 
 
+def leave_during_the_first_call(served: Served, path: str, body: dict[str, Any], judge: StubAPI) -> float:
+    """POST ``body`` to ``path`` on a raw socket and close it once the judge's first call has arrived
+    (the client leaves mid-request); the time it left."""
+    data = json.dumps(body).encode()
+    port = int(served.url.rsplit(":", 1)[1])
+    client = socket.create_connection(("127.0.0.1", port))
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    client.sendall(head.encode() + f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+    deadline = time.monotonic() + 30
+    while not judge.arrivals and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client.close()
+    return time.monotonic()
+
+
 def test_a_request_whose_client_leaves_makes_no_further_call(tmp_path: Path) -> None:
     sentences = " ".join(f"Canberra has {i} parks." for i in range(8))
     with StubAPI(answer="Yes", latency=1.0) as slow:
         model = f"openai-compatible:{slow.base_url}/v1#judge"
         for served in serve(tmp_path, "--model", model, "--concurrency", "1"):
-            body = json.dumps({"answer": sentences, "context": DOCS}).encode()
-            port = int(served.url.rsplit(":", 1)[1])
-            client = socket.create_connection(("127.0.0.1", port))
-            head = f"POST /check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            client.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            deadline = time.monotonic() + 30
-            while not slow.arrivals and time.monotonic() < deadline:
-                time.sleep(0.05)
-            client.close()  # the client leaves while its first call is out
-            left = time.monotonic()
+            left = leave_during_the_first_call(served, "/check", {"answer": sentences, "context": DOCS}, slow)
             time.sleep(3)
             assert len(slow.arrivals) == 1 and not [t for t in slow.arrivals if t > left]
 

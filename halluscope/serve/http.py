@@ -158,12 +158,14 @@ class Guard:
                 await respond(send, 405, {"error": "POST /v1/chat/completions"}, {"allow": "POST"})
                 return
             request = chat_body(body)
-            if request.get("stream") is True:
-                await send_stream(send, proxy.stream(request, headers))
-            else:
-                work = await unless_left(proxy.complete(request, headers), receive)
-                if work is not None:
-                    await send_raw(send, *work.result())
+            if request.get("stream") is True:  # a client that leaves mid-stream ends the stream and its check
+                streamed = await unless_left(send_stream(send, proxy.stream(request, headers)), receive)
+                if streamed is not None:
+                    streamed.result()
+                return
+            work = await unless_left(proxy.complete(request, headers), receive)
+            if work is not None:
+                await send_raw(send, *work.result())
         except ConfigError as exc:
             await respond(send, 400, {"error": str(exc)})
         except httpx.HTTPError as exc:
