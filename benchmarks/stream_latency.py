@@ -77,6 +77,11 @@ async def whole(text: str, context: str, model: str, rate: float) -> dict[str, A
     return {"latencies": [done - end for end in ends], "after_answer": done - handed[-1], "meta": result.meta}
 
 
+def _summed(metas: list[Any], name: str) -> int | None:
+    """A count every passage's meta holds, summed (None where one does not: its provider said nothing)."""
+    return sum(m.params[name] for m in metas) if all(name in m.params for m in metas) else None
+
+
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     latencies = [x for r in runs for x in r["latencies"]]
     metas = [r["meta"] for r in runs]
@@ -87,11 +92,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "after_answer_mean_s": round(float(np.mean([r["after_answer"] for r in runs])), 2),
         "calls": sum(m.calls for m in metas),
         "prompt_tokens_sent": sum(m.tokens.prompt for m in metas),
-        "prompt_tokens_evaluated": (
-            sum(m.params["evaluated_tokens"] for m in metas)
-            if all("evaluated_tokens" in m.params for m in metas)
-            else None
-        ),
+        "prompt_tokens_evaluated": _summed(metas, "evaluated_tokens"),
+        "prompt_tokens_floor": _summed(metas, "floor_tokens"),  # each passage's distinct prompt tokens
     }
 
 
