@@ -47,12 +47,14 @@ class _Served:
 
 class StubAPI(_Served):
     """Answers every request with ``answer``; ``fail_next(status, n)`` makes the next n requests fail;
-    ``latency`` seconds pass before each answer, and ``peak_in_flight`` is the most requests it ever
-    held at once (what a concurrency limit bounds)."""
+    ``latency`` seconds pass before each answer (and ``chunk_gap`` between a streamed answer's chunks),
+    and ``peak_in_flight`` is the most requests it ever held at once (what a concurrency limit bounds)."""
 
-    def __init__(self, answer: str = "Yes", latency: float = 0.0) -> None:
+    def __init__(self, answer: str = "Yes", latency: float = 0.0, chunk_gap: float = 0.0) -> None:
         self.answer = answer
         self.latency = latency
+        self.chunk_gap = chunk_gap
+        self.streams_ended: list[float] = []  # time.monotonic() as each streamed answer's [DONE] was sent
         self.in_flight = 0
         self.peak_in_flight = 0
         self.answers_by_content: dict[str, str] = {}  # a prompt that contains a key is answered with its value
@@ -123,8 +125,10 @@ class StubAPI(_Served):
                 for event in events:
                     self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                     self.wfile.flush()
+                    time.sleep(stub.chunk_gap)
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
+                stub.streams_ended.append(time.monotonic())
                 self.close_connection = True
 
             def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:

@@ -93,6 +93,22 @@ def test_a_streamed_reply_passes_its_tokens_and_ends_with_the_verdict(
         assert sum(1 for c in chunks if c.model_extra.get("halluscope")) == 1  # type: ignore[union-attr]
 
 
+def test_a_streamed_answer_is_checked_sentence_by_sentence_while_its_tokens_pass(
+    tmp_path: Path, upstream: StubAPI, judge: StubAPI
+) -> None:
+    upstream.answer = ANSWER + " " + " ".join(["It has many parks."] * 3)
+    upstream.chunk_gap = 0.3  # 20 words: the stream lasts about 6 s
+    for served in proxy(tmp_path, upstream, judge):
+        body = {"model": "m", "messages": MESSAGES, "stream": True}
+        with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=body, timeout=60) as reply:
+            lines = [line for line in reply.iter_lines() if line.startswith("data:")]
+        verdict = json.loads(lines[-2][len("data:") :])["halluscope"]
+        assert judge.arrivals[0] < upstream.streams_ended[-1] - 2  # the first sentence was judged mid-stream
+        assert len(judge.requests) == 3 * 2  # distinct sentences x documents (system, tool): none checked again
+        assert verdict["action"] == "flagged" and [u["text"] for u in verdict["flagged"]] == ["It lies in Sydney."]
+        assert verdict["flagged"][0]["spans"] == [[38, 56]]
+
+
 def test_langchains_chat_openai_works_through_the_proxy(tmp_path: Path, upstream: StubAPI, judge: StubAPI) -> None:
     from langchain_openai import ChatOpenAI
 

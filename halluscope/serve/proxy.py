@@ -13,14 +13,17 @@ never both: a client that sends one to a proxy holding the operator's is refused
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+import queue
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.serve.service import RequestTimeout, ServerSettings
+from halluscope.streaming import STREAMED
 from halluscope.tools.guard import REFUSAL
 
 CONTEXT_ROLES = ("tool", "system", "developer")  # the message roles whose content may be an answer's documents
@@ -119,21 +122,22 @@ class Proxy:
         reply = await self.client.get(f"{self.proxy.upstream}/models", headers=self.proxy.upstream_headers(headers))
         return reply.status_code, reply.content, {"content-type": reply.headers.get("content-type", "")}
 
+    def unchecked(self, answer: str, docs: list[str]) -> dict[str, Any] | None:
+        """Why ``answer`` is not checked (None: it is)."""
+        if not answer.strip():
+            return {"verdict": None, "unchecked": "the reply holds no answer text (a tool call?)"}
+        if not docs:
+            return {"verdict": None, "unchecked": f"the request holds no {'/'.join(self.proxy.context_from)} messages"}
+        return None
+
     async def verdict(self, answer: str, request: dict[str, Any]) -> dict[str, Any]:
         """The check of ``answer`` against the request's documents, as POST /check answers it (brief), or
         why it was not checked."""
         messages = request.get("messages")
         docs = documents(messages, self.proxy.context_from)
-        if not answer.strip():
-            return {"verdict": None, "unchecked": "the reply holds no answer text (a tool call?)"}
-        if not docs:
-            return {"verdict": None, "unchecked": f"the request holds no {'/'.join(self.proxy.context_from)} messages"}
-        try:
-            return await self.settings.check(answer, context=docs, question=question(messages), brief=True)
-        except RequestTimeout as exc:
-            return {"verdict": None, "error": str(exc)}
-        except HalluscopeError as exc:
-            return {"verdict": None, "error": redact_credentials(str(exc))}
+        return self.unchecked(answer, docs) or await _guarded(
+            self.settings.check(answer, context=docs, question=question(messages), brief=True)
+        )
 
     def action(self, checked: dict[str, Any]) -> str:
         if checked.get("verdict") is None:
@@ -170,7 +174,9 @@ class Proxy:
 
     async def stream(self, request: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[Part]:
         """A streamed completion: first (status, headers), then each upstream line as it arrives; the
-        answer's deltas gathered, and before ``[DONE]`` one more chunk with the verdict."""
+        answer's deltas gathered and, as each sentence ends, checked on a thread while the stream goes on
+        (a method that must see the whole answer is checked at its end); before ``[DONE]`` one more chunk
+        with the verdict."""
         sent = self.proxy.upstream_headers(headers)
         async with self.client.stream(
             "POST", f"{self.proxy.upstream}/chat/completions", json=request, headers=sent
@@ -180,22 +186,79 @@ class Proxy:
             if reply.status_code != 200:
                 yield await reply.aread()
                 return
-            answer, last = [], {}
-            async for line in reply.aiter_lines():
-                data = line[len("data:") :].strip() if line.startswith("data:") else None
-                if data == "[DONE]":
-                    break
-                if data:
-                    last = _gathered(data, answer) or last
-                yield (line + "\n").encode()
-            checked = await self.verdict("".join(answer), request)
+            answer: list[str] = []
+            last: dict[str, Any] = {}
+            checking = self.checking_while_streamed(request)
+            try:
+                async for line in reply.aiter_lines():
+                    data = line[len("data:") :].strip() if line.startswith("data:") else None
+                    if data == "[DONE]":
+                        break
+                    if data:
+                        last = _gathered(data, answer, checking.feed if checking else None) or last
+                    yield (line + "\n").encode()
+                checked = await self.streamed_verdict("".join(answer), request, checking)
+            except BaseException:
+                if checking is not None:
+                    checking.cancel()  # the client left or the upstream failed: no further judge call
+                raise
             closing = {**{k: last.get(k) for k in ("id", "object", "created", "model")}, "choices": []}
             closing["halluscope"] = {**checked, "action": self.action(checked)}
             yield f"data: {json.dumps(closing)}\n\ndata: [DONE]\n\n".encode()
 
+    def checking_while_streamed(self, request: dict[str, Any]) -> StreamedCheck | None:
+        """The check that reads a streamed answer's deltas as they come, started now; None where the
+        request has no documents or the operator's method needs the whole answer."""
+        messages = request.get("messages")
+        docs = documents(messages, self.proxy.context_from)
+        if not docs or self.settings.runs() not in STREAMED:
+            return None
+        feed: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        chunks = iter(feed.get, None)  # the thread's blocking reader: ends at the None the stream's end puts
+        return StreamedCheck(feed, asyncio.ensure_future(self.settings.check_stream(chunks, docs, question(messages))))
 
-def _gathered(data: str, answer: list[str]) -> dict[str, Any] | None:
-    """One streamed chunk read: its content delta added to ``answer``; the chunk (None: not JSON)."""
+    async def streamed_verdict(
+        self, answer: str, request: dict[str, Any], checking: StreamedCheck | None
+    ) -> dict[str, Any]:
+        """The streamed answer's verdict: its check's, now that the stream has ended, or the whole answer's."""
+        if checking is None:
+            return await self.verdict(answer, request)
+        checking.feed.put(None)
+        docs = documents(request.get("messages"), self.proxy.context_from)
+        skipped = self.unchecked(answer, docs)
+        if skipped is not None:
+            checking.cancel()
+            return skipped
+        return await _guarded(checking.task)
+
+
+@dataclass
+class StreamedCheck:
+    """A streamed answer's check at work: the deltas go into ``feed`` (None: the stream has ended), and
+    ``task`` gives its brief verdict."""
+
+    feed: queue.SimpleQueue[str | None]
+    task: asyncio.Future[dict[str, Any]]
+
+    def cancel(self) -> None:
+        """No further call: the thread's reader ends, and the task's budget is cut."""
+        self.feed.put(None)
+        self.task.cancel()
+
+
+async def _guarded(work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """A check's brief verdict, or, when it failed, why (one redacted line): the reply goes on without it."""
+    try:
+        return await work
+    except RequestTimeout as exc:
+        return {"verdict": None, "error": str(exc)}
+    except HalluscopeError as exc:
+        return {"verdict": None, "error": redact_credentials(str(exc))}
+
+
+def _gathered(data: str, answer: list[str], feed: queue.SimpleQueue[str | None] | None) -> dict[str, Any] | None:
+    """One streamed chunk read: its content delta added to ``answer`` (and to ``feed``, a check reading
+    as the stream goes); the chunk (None: not JSON)."""
     try:
         chunk = json.loads(data)
     except json.JSONDecodeError:
@@ -204,4 +267,6 @@ def _gathered(data: str, answer: list[str]) -> dict[str, Any] | None:
         delta = (choice or {}).get("delta") or {}
         if isinstance(delta.get("content"), str):
             answer.append(delta["content"])
+            if feed is not None:
+                feed.put(delta["content"])
     return chunk

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 
@@ -23,6 +23,7 @@ from halluscope.results import DetectionResult
 from halluscope.runtime import registry
 from halluscope.runtime.serving import Operator
 from halluscope.runtime.studio import options_schema
+from halluscope.streaming import stream_check
 from halluscope.text import checked_text
 from halluscope.text import sentences as split_sentences
 
@@ -115,6 +116,26 @@ class ServerSettings:
         for budget in list(self.running):
             budget.cut(because)
 
+    def check_settings(
+        self, method: Any = None, threshold: Any = None, max_calls: Any = None
+    ) -> tuple[int, dict[str, Any]]:
+        """A check's call limit and the keywords it runs with (``halluscope.check``'s), held to the
+        operator's choices: its model, judge and calibration; an unknown method is refused here, by name."""
+        check_value("check", "method", method, str | None)
+        check_value("check", "threshold", threshold, float | None)
+        limit = self.limit(max_calls)
+        if method is not None:
+            registry.get(method)
+        options = self.with_gateway({})
+        if self.operator.judge is not None and registry.get(self.runs(method)).refers.get("judge"):
+            options["judge"] = self.operator.judge
+        chosen = {"method": method, "model": self.operator.model, "calibration": self.calibration}
+        return limit, {**chosen, "threshold": threshold, "max_calls": limit, **options}
+
+    def runs(self, method: str | None = None) -> str:
+        """The method a check runs: the one named, the calibration's, or grounded."""
+        return method or (deployed(self.calibration)[0] if self.calibration is not None else "grounded")
+
     async def check(
         self,
         answer: Any,
@@ -129,32 +150,24 @@ class ServerSettings:
         verdict, the flagged sentences and their closest document sentence (``DetectionResult.brief``)."""
         checked_text(answer, "answer")
         check_value("check", "question", question, str | None)
-        check_value("check", "method", method, str | None)
-        check_value("check", "threshold", threshold, float | None)
-        limit = self.limit(max_calls)
-        model = self.operator.model
-        if method is not None:
-            registry.get(method)  # an unknown method is refused here, by name
-        options = self.with_gateway({})
-        runs = method or (deployed(self.calibration)[0] if self.calibration is not None else "grounded")
-        if self.operator.judge is not None and registry.get(runs).refers.get("judge"):
-            options["judge"] = self.operator.judge
+        limit, settings = self.check_settings(method, threshold, max_calls)
 
         def work(budget: CallBudget) -> DetectionResult:
-            return check_answer(
-                answer,
-                context=context,
-                question=question,
-                method=method,
-                model=model,
-                calibration=self.calibration,
-                threshold=threshold,
-                max_calls=limit,
-                budget=budget,
-                **options,
-            )
+            return check_answer(answer, context=context, question=question, budget=budget, **settings)
 
         return await self.run(work, limit, brief)
+
+    async def check_stream(self, chunks: Iterable[str], context: Any, question: str | None) -> dict[str, Any]:
+        """An answer checked while it streams (``halluscope.stream_check``): each sentence as it ends, on a
+        thread that reads ``chunks`` as they come (a blocking iterator, ended by the stream's end); the
+        answer's verdict, brief, once the last sentence is checked. One budget covers all its sentences."""
+        limit, settings = self.check_settings()
+
+        def work(budget: CallBudget) -> DetectionResult:
+            *_, answer = stream_check(chunks, context=context, question=question, budget=budget, **settings)
+            return cast(DetectionResult, answer)  # the stream's last item is the answer's result
+
+        return await self.run(work, limit, brief=True)
 
     async def detect(
         self,
