@@ -32,12 +32,11 @@ from typing import Any, Protocol
 
 from halluscope.backends.chat import runs_in_process
 from halluscope.backends.gateway import DEFAULT_TIMEOUT
-from halluscope.backends.limits import use_shared_limits
+from halluscope.backends.limits import LEASE_GRACE_S, use_shared_limits
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 
 RAY_INSTALL = "pip install 'halluscope[ray]'"
 NAMESPACE = "halluscope"
-LEASE_GRACE_S = 30.0  # a slot outlives the request timeout by this much before it is taken back
 LINGER_S = 0.05  # a lease given back waits this long in its process for the next request
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -228,6 +229,40 @@ def test_limiter_shares_one_bound_between_threads_and_an_event_loop() -> None:
     assert got == ["async"]
     limiter.release()
     assert limiter.in_use == 0
+
+
+def test_a_redis_limit_is_held_by_two_limiters_a_lost_lease_runs_out_and_a_dead_server_leaves_one_each(
+    tmp_path: Path,
+) -> None:
+    from halluscope.backends.limits import redis_limits
+    from tests.stub_servers import redis_server
+
+    server, url = redis_server(tmp_path)
+    try:
+        here, there = redis_limits(url, lease_s=1.0), redis_limits(url, lease_s=1.0)  # two processes' factories
+        a, b = here("openai:m", 1), there("openai:m", 1)
+        taken: list[str] = []
+
+        def other() -> None:
+            with b.slot():
+                taken.append("b")
+
+        with a.slot():
+            waiting = threading.Thread(target=other)
+            waiting.start()
+            time.sleep(0.3)
+            assert taken == [] and a.held() == 1  # the other process waits for the one slot
+        waiting.join(timeout=5)
+        assert taken == ["b"] and a.held() == 0  # it took the slot once given back, and gave it back
+        assert a.take("never-given-back") is True and b.take("another") is False  # a killed process's lease
+        time.sleep(1.2)
+        assert a.held() == 0 and b.take("another") is True  # ... ran out
+        server.kill()
+        server.wait(timeout=30)
+        with pytest.warns(UserWarning, match="keeps its own limit of 1"), a.slot():
+            assert isinstance(a._local, ModelLimiter) and a._local.in_use == 1  # this process's own, from now on
+    finally:
+        server.kill()
 
 
 def test_accounting_counts_calls_tokens_hits_models_and_prompts(gateway: Gateway, scripted: Any) -> None:

@@ -6,12 +6,14 @@ the operator's or the client's, never both, and the proxy's own token never leav
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +217,43 @@ def test_two_proxies_share_one_redis_cache_so_a_repeated_request_makes_no_judge_
             two = httpx.post(f"{second.url}/v1/chat/completions", json=body, timeout=60).json()["halluscope"]
         assert len(judge.requests) == asked  # the second process read the first's verdicts from Redis
         assert two["flagged"] == one["flagged"] and two["cost"]["calls"] == 0 and two["cost"]["cache_hits"] > 0
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_two_proxies_on_one_redis_hold_a_judges_limit_together(tmp_path: Path, upstream: StubAPI, shared: bool) -> None:
+    """Four requests at once, two to each of two proxies with --concurrency 1: the judge holds one call at a
+    time when their --cache is one Redis server, and two (each process its own limit) when it is not."""
+    from tests.stub_servers import redis_server
+
+    server, url = redis_server(tmp_path)
+    asks = [[MESSAGES[2], {"role": "user", "content": f"How many parks, {i}?"}] for i in range(4)]
+    for i in range(4):
+        upstream.answers_by_content[f"parks, {i}?"] = f"Canberra has {i + 2} parks."  # one sentence, one call each
+    try:
+        with StubAPI(answer="Yes", latency=1.0) as slow, contextlib.ExitStack() as stack:
+            cache = ("--cache", url) if shared else ()
+            served = [
+                stack.enter_context(
+                    contextlib.contextmanager(proxy)(tmp_path / n, upstream, slow, "--concurrency", "1", *cache)
+                )
+                for n in "ab"
+            ]
+            with ThreadPoolExecutor(4) as pool:
+                replies = list(
+                    pool.map(
+                        lambda i: httpx.post(
+                            f"{served[i % 2].url}/v1/chat/completions",
+                            json={"model": "m", "messages": asks[i]},
+                            timeout=60,
+                        ).json()["halluscope"],
+                        range(4),
+                    )
+                )
+            assert [r["action"] for r in replies] == ["pass"] * 4 and len(slow.requests) == 4
+            assert slow.peak_in_flight == (1 if shared else 2)
     finally:
         server.kill()
         server.wait(timeout=30)

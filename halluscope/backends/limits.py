@@ -1,17 +1,22 @@
-"""One concurrency bound per model, shared by the threads and event loops of a process; or, on a Ray
-cluster, by every process of the cluster (``use_shared_limits``: the scale module installs it in
-each worker, so N workers together never exceed a model's limit)."""
+"""One concurrency bound per model, shared by the threads and event loops of a process; or by every
+process of a cluster (``use_shared_limits``): on Ray, the scale module installs its actors' limits in
+each worker; several ``serve`` processes install ``redis_limits`` on the Redis server whose call cache
+they share. Either way N processes together never exceed a model's limit."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
+import time
+import uuid
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
-from halluscope.errors import ConfigError
+from halluscope.errors import CacheError, ConfigError, redact_credentials
 
 
 class Limiter(Protocol):
@@ -106,3 +111,131 @@ class ModelLimiter:
             yield
         finally:
             self.release()
+
+
+# takes a slot when fewer than ARGV[1] leases are held: expired leases dropped first, on the server's clock
+TAKE_LEASE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+LEASE_GRACE_S = 30.0  # a shared slot outlives a model call's timeout by this much before it is taken back
+POLL_S = (0.005, 0.1)  # a waiting process asks again after 5 ms, doubling up to 100 ms
+
+
+class RedisLimiter:
+    """A model's limit held in a Redis server that several processes share: a slot is a lease in a sorted
+    set scored by its expiry on the server's clock, taken by one atomic script and given back at the
+    request's end; a lease a killed process never gives back runs out after ``lease_s``. A server that
+    fails mid-run leaves each process its own limit from then on, with one warning (requests go on)."""
+
+    KEY = "halluscope:limit:"
+
+    def __init__(self, client: Any, server_errors: tuple[type[Exception], ...], model: str, limit: int, lease_s: float):
+        self._client = client
+        self._errors = server_errors
+        self._script = client.register_script(TAKE_LEASE)
+        digest = hashlib.sha256(model.encode()).hexdigest()[:16]  # the key names no credential of the spec
+        self.key = f"{self.KEY}{digest}:{limit}"
+        self.model = redact_credentials(model)
+        self.limit = limit
+        self.lease_ms = max(1, int(lease_s * 1000))
+        self._local: ModelLimiter | None = None  # this process's own limit, once the server has failed
+        self._lock = threading.Lock()
+
+    def _lost(self, exc: Exception) -> ModelLimiter:
+        with self._lock:
+            if self._local is not None:
+                return self._local
+            self._local = ModelLimiter(self.limit)
+            warnings.warn(
+                f"the shared limit of {self.model} failed ({type(exc).__name__}: {exc}); this process keeps "
+                f"its own limit of {self.limit} from now on",
+                stacklevel=3,
+            )
+        return self._local
+
+    def take(self, token: str) -> bool | ModelLimiter:
+        """Takes a lease named ``token`` if a slot is free (whether it did); this process's own limiter where
+        the server has failed."""
+        if self._local is not None:
+            return self._local
+        try:
+            return bool(self._script(keys=[self.key], args=[self.limit, self.lease_ms, token]))
+        except self._errors as exc:
+            return self._lost(exc)
+
+    def _give_back(self, token: str) -> None:
+        if self._local is None:
+            try:
+                self._client.zrem(self.key, token)
+            except self._errors as exc:
+                self._lost(exc)
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        token, wait = uuid.uuid4().hex, POLL_S[0]
+        while (taken := self.take(token)) is False:
+            time.sleep(wait)
+            wait = min(2 * wait, POLL_S[1])
+        if isinstance(taken, ModelLimiter):
+            with taken.slot():
+                yield
+            return
+        try:
+            yield
+        finally:
+            self._give_back(token)
+
+    @asynccontextmanager
+    async def aslot(self) -> AsyncIterator[None]:
+        token, wait = uuid.uuid4().hex, POLL_S[0]
+        while (taken := await asyncio.to_thread(self.take, token)) is False:
+            await asyncio.sleep(wait)
+            wait = min(2 * wait, POLL_S[1])
+        if isinstance(taken, ModelLimiter):
+            async with taken.aslot():
+                yield
+            return
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(self._give_back, token)
+
+    def held(self) -> int:
+        """How many leases of this model are held now, by every process (expired ones not counted)."""
+        seconds, micros = self._client.time()
+        return int(self._client.zcount(self.key, seconds * 1000 + micros // 1000, "+inf"))
+
+
+def redis_limits(url: str, lease_s: float) -> Callable[[str, int], Limiter]:
+    """A ``use_shared_limits`` factory: each model's limit held on the Redis server at ``url`` (the serve
+    processes behind one address share it with their call cache); a lease lasts ``lease_s``, a model
+    call's longest time and a margin. The server must answer now: a ``CacheError`` names it if not."""
+    try:
+        import redis
+    except ImportError as exc:
+        raise CacheError(
+            f"limits shared in Redis need the redis client: pip install 'halluscope[ray]' ({exc})"
+        ) from exc
+    try:
+        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
+        client.ping()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        raise CacheError(f"cannot reach {redact_credentials(url)} to share the model limits ({exc})") from exc
+    made: dict[tuple[str, int], RedisLimiter] = {}
+    lock = threading.Lock()
+
+    def limiter(model: str, limit: int) -> Limiter:
+        with lock:
+            if (model, limit) not in made:
+                made[(model, limit)] = RedisLimiter(client, (redis.RedisError, OSError), model, limit, lease_s)
+            return made[(model, limit)]
+
+    return limiter

@@ -1,6 +1,7 @@
 """`halluscope serve`: the MCP server (``halluscope.serve``) on standard input and output, or over HTTP.
 Only these flags choose the models, judge and files a request runs with (``--allow-model`` names the
-further specs a request may ask for); beyond loopback a token is required."""
+further specs a request may ask for); beyond loopback a token is required. Several serve processes given
+one ``--cache redis://...`` share its answers and each API model's ``--concurrency`` limit."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 from typing import Any
 
 from halluscope.backends.budget import MAX_CALLS
+from halluscope.backends.cache import RedisCache
+from halluscope.backends.limits import LEASE_GRACE_S, redis_limits, use_shared_limits
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
 from halluscope.cli.flags import finite
@@ -50,8 +53,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ).checked_with(token)
     elif args.upstream_key_env or args.on_flag != "annotate" or args.context_from != "tool,system":
         raise ConfigError("--upstream-key-env, --context-from and --on-flag are for --proxy")
+    gateway = gateway_of(args)
+    if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
+        use_shared_limits(redis_limits(gateway.cache.url, gateway.timeout + LEASE_GRACE_S))
     settings = ServerSettings(
-        gateway_of(args),
+        gateway,
         args.model,
         args.max_calls,
         args.request_timeout,
