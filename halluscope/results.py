@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
@@ -98,12 +98,17 @@ class Unit(BaseModel):
         return [s for overlap, _, s in sorted(shared, reverse=True)[:most] if overlap]
 
 
-def _words(unit: Unit) -> str:
+def span_note(text: str, spans: Sequence[Sequence[int]]) -> str:
     """Where a claim (a unit that is not the answer's own sentence) points in the answer: its words'
-    characters; a sentence's span is the sentence itself, and is not repeated."""
-    if len(unit.spans) == 1 and unit.spans[0][1] - unit.spans[0][0] == len(unit.text.strip()):
+    characters; a sentence's span is the sentence itself, and is not repeated ("": nothing to add)."""
+    if not spans or (len(spans) == 1 and spans[0][1] - spans[0][0] == len(text.strip())):
         return ""
-    return "  [answer characters " + ", ".join(f"{a}-{b}" for a, b in unit.spans) + "]" if unit.spans else ""
+    return "[answer characters " + ", ".join(f"{a}-{b}" for a, b in spans) + "]"
+
+
+def _words(unit: Unit) -> str:
+    note = span_note(unit.text, unit.spans)
+    return f"  {note}" if note else ""
 
 
 BRIEF_CHUNK = 300  # characters of a best chunk shown where no sentence of it shares a word with the unit

@@ -388,6 +388,29 @@ def test_the_rte_bench_scores_each_hypothesis_against_its_premise(
         grounded_plans("rte", ["selfcheck-prompt"], data_dir)
 
 
+def test_report_html_notes_where_a_claim_points_in_its_answer_and_leaves_a_sentence_alone(
+    data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        if "Please list the specific factual propositions" in prompt:  # a claim of the hypothesis' last words
+            text = prompt.rsplit("\n\n", 1)[1]
+            return "- " + " ".join(text.split()[-3:])
+        return "No"
+
+    plans = grounded_plans("rte", ["grounded"], data_dir, 2, scripted(respond), gateway, {"decompose": True})
+    claims = run_plan(plans[0], tmp_path / "claims", progress=False)
+    pairs = load_rte(data_dir, 2)
+    spans = [item.record["spans"][0] for item in claims.items]
+    assert [[p.hypothesis[a:b] for a, b in s] for p, s in zip(pairs, spans, strict=True)] == [
+        [" ".join(p.hypothesis.split()[-3:])] for p in pairs  # the claim's own words, found in the hypothesis
+    ]
+    page = write_html_report([claims], tmp_path / "claims").read_text()
+    assert page.count("<small>[answer characters ") == 2 and f"{spans[0][0][0]}-{spans[0][0][1]}" in page
+    whole = run_plan(grounded_plans("rte", ["grounded"], data_dir, 2, scripted(respond), gateway)[0], tmp_path / "s")
+    assert [item.record["spans"] for item in whole.items] == [[[[0, len(p.hypothesis)]]] for p in pairs]
+    assert "answer characters" not in write_html_report([whole], tmp_path / "s").read_text()
+
+
 def test_the_wikibio_grounded_bench_checks_each_sentence_against_its_wikipedia_text(
     data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ from halluscope.bench import wikibio
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
-from halluscope.bench.runner import BenchResult, Plan
+from halluscope.bench.runner import BenchResult, Plan, unit_spans
 from halluscope.errors import ConfigError, DataError
 from halluscope.methods import grounded
 from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, mean_resampled
@@ -108,6 +108,7 @@ def rte_plan(
             "index": pair.index,
             "texts": [pair.hypothesis],
             "labels": [pair.label],
+            "spans": unit_spans(result)[:1],
             "events": dict(result.meta.events),
             "evidence": unit.evidence.get("answers"),
             "scores": {"hypothesis": unit.score},
@@ -145,7 +146,7 @@ def rte_plan(
         stats=stats,
         counts_calls=True,
         planned_calls=lambda pair: 1,
-        per_score={"texts": "text", "labels": "label"},
+        per_score={"texts": "text", "labels": "label", "spans": "spans"},
         positive=UNSUPPORTED,
     )
 

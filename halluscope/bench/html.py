@@ -18,6 +18,7 @@ import numpy as np
 from halluscope.bench.report import CURVES, metric_label, write_text
 from halluscope.bench.runner import BenchResult
 from halluscope.metrics import BOOTSTRAP_RESAMPLES, auc_pr, auc_roc, flat_metrics
+from halluscope.results import span_note
 from halluscope.version import __version__
 
 REPORT = "report.html"
@@ -265,7 +266,7 @@ def _items(result: BenchResult) -> str:
     among the run's scores, with the controls ``_SCRIPT`` drives; the failed items listed below it."""
     method = result.params.get("method", result.bench)
     rows = [row for row in result.rows() if row.get("error") is None]
-    texts = [column for column in result.per_score.values() if column != "label"]
+    texts = [column for column in result.per_score.values() if column not in ("label", "spans")]
     scores = np.array([row["score"] for row in rows if row["score"] is not None], dtype=np.float64)
     ranked = np.sort(scores)
     labels = sorted({str(row["label"]) for row in rows if row.get("label") is not None})
@@ -273,6 +274,7 @@ def _items(result: BenchResult) -> str:
     for order, row in enumerate(rows):
         score, label = row["score"], row.get("label")
         text = " ".join(str(row[c]) for c in texts if row.get(c) is not None)
+        where = span_note(text, row.get("spans") or [])  # a claim's words in the answer; a sentence's is itself
         if score is None:
             colour = "#eee"
         else:  # its rank among the run's scores: green (least risky) to red (most)
@@ -283,7 +285,8 @@ def _items(result: BenchResult) -> str:
             f"data-label='{_e('' if label is None else label)}' style='background:{colour}'>"
             f"<td>{_e(row['item'])}</td><td>{_e(row['unit'])}</td>"
             f"<td class='num'>{'n/a' if score is None else _number(score)}</td>"
-            f"<td>{_e('' if label is None else label)}</td><td>{_e(text)}</td></tr>"
+            f"<td>{_e('' if label is None else label)}</td><td>{_e(text)}"
+            f"{f' <small>{_e(where)}</small>' if where else ''}</td></tr>"
         )
     low, high = (float(scores.min()), float(scores.max())) if scores.size else (0.0, 1.0)
     step = (high - low) / 200 or 1.0

@@ -23,7 +23,7 @@ import numpy as np
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
-from halluscope.bench.runner import BenchResult, Plan
+from halluscope.bench.runner import BenchResult, Plan, unit_spans
 from halluscope.bench.wikibio import finite_scores, score_list, stored_score
 from halluscope.calibration import fitted_score
 from halluscope.checks import finite_number, key_values
@@ -91,6 +91,7 @@ def score_answer(method: Method, scorer: Callable[[Any], DetectionResult], row: 
         "texts": texts,
         "labels": [str(v) for v in row.labels] if row.labels is not None else [None] * len(texts),
         "answer_label": row.answer_label,
+        "spans": unit_spans(result),
         **({"group": row.group} if row.group is not None else {}),
         "events": dict(result.meta.events),
         "scores": {f"unit {k}": stored_score(fitted_score(u)) for k, u in enumerate(result.units)},
@@ -209,7 +210,7 @@ def _plan(
         report=lambda result, out, failed: None,  # one report for all methods: write_report
         stats=stats,
         counts_calls=model is not None,
-        per_score={"texts": "text", "labels": "label"},
+        per_score={"texts": "text", "labels": "label", "spans": "spans"},
         positive=POSITIVE,
     )
 

@@ -26,7 +26,7 @@ from halluscope.bench.provenance import provenance
 from halluscope.bench.report import write_csv, write_json
 from halluscope.errors import ConfigError, ModelUnavailableError, redact_credentials
 from halluscope.metrics import Record, Resampled, bootstrap_metrics
-from halluscope.results import RunMeta
+from halluscope.results import DetectionResult, RunMeta
 
 RESULTS = "results.json"
 ITEMS_CSV = "items.csv"  # beside results.json: one row per score, for a spreadsheet or pandas
@@ -103,6 +103,11 @@ class BenchResult(BaseModel):
     @classmethod
     def read(cls, out: str | Path) -> BenchResult:
         return cls.model_validate_json((Path(out) / RESULTS).read_text(encoding="utf-8"))
+
+
+def unit_spans(result: DetectionResult) -> list[list[list[int]]]:
+    """Each unit's spans in the answer's characters, as a record keeps them (report.html notes a claim's)."""
+    return [[list(span) for span in unit.spans] for unit in result.units]
 
 
 @dataclass

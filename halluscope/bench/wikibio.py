@@ -28,7 +28,7 @@ from halluscope.backends.gateway import CallStats, model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph
-from halluscope.bench.runner import BenchResult, Plan, run
+from halluscope.bench.runner import BenchResult, Plan, run, unit_spans
 from halluscope.calibration import fitted_score
 from halluscope.errors import ConfigError, DataError, unknown
 from halluscope.methods import semantic_entropy_paragraph
@@ -301,7 +301,7 @@ def _plan(
         report=lambda result, out, failed: None,  # one report for all methods: write_report
         stats=stats,
         counts_calls=uses_model,
-        per_score={"sentences": "sentence", "labels": "label"},
+        per_score={"sentences": "sentence", "labels": "label", "spans": "spans"},
         positive=NONFACT,
     )
 
@@ -322,6 +322,7 @@ def score_passage(
         "index": passage.index,
         "sentences": passage.sentences,  # beside each score and label: results.json reads on its own
         "labels": passage.labels,
+        "spans": unit_spans(result),
         "events": dict(result.meta.events),
         "scores": {f"sentence {s}": stored_score(x) for s, x in enumerate(sentence_scores)},
     }

@@ -350,7 +350,7 @@ class Method:
 
         def score(inputs: Any) -> DetectionResult:
             item = dataclasses.replace(ctx, stats=ctx.stats.part(CallBudget(ctx.budget.limit)))  # its own budget
-            return finish(self.run(prepared, inputs, item), item.stats)
+            return self.noted(finish(self.run(prepared, inputs, item), item.stats), inputs)
 
         return score
 
@@ -368,10 +368,13 @@ class Method:
         (``text.spans_of``), and a text with no sentence ending is one unit, checked whole (a verdict on
         "Einstein born Ulm 1879" is on all of it)."""
         text = getattr(inputs, self.answer_field, None) if self.answer_field else None
+        given = getattr(inputs, "sentences", None)
+        if text is None and isinstance(given, list) and given:  # an answer given as its sentences alone
+            text = " ".join(given)
         if isinstance(text, str) and result.units:
             for unit, spans in zip(result.units, spans_of([u.text for u in result.units], text), strict=True):
                 unit.spans = spans
-        split_here = getattr(inputs, "sentences", None) is None
+        split_here = given is None
         if isinstance(text, str) and split_here and len(result.units) == 1 and not ends_sentence(text):
             result.meta.warnings.append(
                 f"the {self.answer_field} has no sentence ending (. ! ?): it was checked whole, as one unit"
