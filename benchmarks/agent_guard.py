@@ -5,8 +5,14 @@ what the tool returned. The same answers checked directly (``halluscope.detector
 passage and its Wikipedia text) are the baseline: the plumbing loses nothing when the retriever returns
 the person's own text and every unit's score is the same. Sentence AUC-ROC against the human labels is
 given for the passages whose sentences our splitter finds as the dataset annotated them (a label per
-sentence needs the same sentences); the rest are counted. Each way runs on its own empty cache, so both
-make every call, and the middleware's added seconds and calls are what the agent costs beyond the check.
+sentence needs the same sentences); the rest are counted. Each way runs on its own empty cache, so each
+makes every call, and the middleware's added seconds and calls are what the agent costs beyond the check.
+
+The same agent through the guard proxy: its model is ChatOpenAI pointed at `halluscope serve --proxy`,
+whose upstream (a replay server on 127.0.0.1) calls the search tool first and then answers with the
+passage; the tool returns the article's text, which the proxy reads as the answer's document
+(``--context-from tool``). Its object names the flagged sentences only, so it is compared with the direct
+check's verdict at the same threshold (0.5): the same flagged sentences with the same scores.
 
     .venv/bin/python benchmarks/agent_guard.py [--model local:smollm2-135m] [--passages 10]
 """
@@ -16,7 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import subprocess
+import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +113,99 @@ def agent_scores(passages: list[Passage], model: str) -> tuple[list[list[float |
     return scores, time.perf_counter() - started, calls, right
 
 
+class ReplayAPI(ThreadingHTTPServer):
+    """The proxy's upstream: OpenAI's chat completions, replaying ``Replay``'s two turns (a search call,
+    then the person's passage)."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        answers_ = answers
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                messages = body["messages"]
+                person = next(m["content"] for m in messages if m["role"] == "user").removeprefix("Tell me about ")
+                if any(m["role"] == "tool" for m in messages):
+                    message: dict[str, Any] = {"role": "assistant", "content": answers_[person]}
+                else:
+                    call = {"name": "search", "arguments": json.dumps({"query": person})}
+                    message = {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "search-1", "type": "function", "function": call}]}  # fmt: skip
+                reply = {"id": "replay", "object": "chat.completion", "created": 0, "model": "replay",
+                         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def served_proxy(upstream: str, model: str) -> tuple[subprocess.Popen[str], str]:
+    """`halluscope serve --proxy` on a free port of 127.0.0.1, returned once it says it is ready."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, "-m", "halluscope.cli", "serve", "--http", f"127.0.0.1:{port}", "--model", model,
+            "--proxy", upstream, "--context-from", "tool", "--no-cache"]  # fmt: skip
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    for line in process.stderr or ():
+        if "halluscope MCP server on" in line:
+            threading.Thread(target=process.stderr.read, daemon=True).start()  # the rest, unread
+            return process, f"http://127.0.0.1:{port}/v1"
+    raise RuntimeError(f"the proxy did not start (exit {process.wait()})")
+
+
+def proxy_verdicts(passages: list[Passage], model: str) -> tuple[list[dict[str, Any]], float, int]:
+    """Each answer's halluscope object from the agent through the proxy, the agent's seconds, judge calls."""
+    import httpx
+    from langchain_openai import ChatOpenAI
+
+    by_person = {p.concept: p for p in passages}
+
+    @tool
+    def search(query: str) -> str:
+        """Search the encyclopedia for a person."""
+        return by_person[query].wiki_text  # the article, as the message's text: the proxy reads that
+
+    seen: list[dict[str, Any]] = []
+
+    def keep(response: httpx.Response) -> None:
+        response.read()
+        verdict = response.json().get("halluscope")
+        if verdict is not None and verdict.get("unchecked") is None:  # the answer's, not the tool call's
+            seen.append(verdict)
+
+    upstream = ReplayAPI({p.concept: p.text for p in passages})
+    process, url = served_proxy(f"http://127.0.0.1:{upstream.server_address[1]}/v1", model)
+    try:
+        chat = ChatOpenAI(model="replay", base_url=url, api_key="unused", max_retries=0, timeout=900,
+                          http_client=httpx.Client(event_hooks={"response": [keep]}, timeout=900))  # fmt: skip
+        agent = create_agent(chat, tools=[search])
+        started = time.perf_counter()
+        for p in passages:
+            agent.invoke({"messages": [HumanMessage(content=f"Tell me about {p.concept}")]})
+        seconds = time.perf_counter() - started
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        upstream.shutdown()
+    return seen, seconds, sum(v["cost"]["calls"] for v in seen)
+
+
+def same_verdict(proxied: dict[str, Any], direct: list[float | None], threshold: float = 0.5) -> bool:
+    """Whether the proxy flagged the sentences the direct check flags at ``threshold``, with its scores."""
+    flagged = [i for i, x in enumerate(direct) if x is not None and x >= threshold]
+    shown = [(u["position"], u["score"]) for u in proxied["flagged"]]
+    return [i for i, _ in shown] == flagged and all(direct[i] == score for i, score in shown)
+
+
 def direct_scores(passages: list[Passage], model: str) -> tuple[list[list[float | None]], float, int]:
     det = halluscope.detector("grounded", model, gateway=Gateway(cache=None))
     started, scores, calls = time.perf_counter(), [], 0
@@ -147,6 +251,7 @@ def main() -> None:
         for x, y in zip(a, d, strict=True)
         if x is not None and y is not None
     ]
+    proxied, proxy_s, proxy_calls = proxy_verdicts(passages, args.model)
     direct_auc, used = sentence_auc(passages, direct)
     agent_auc, _ = sentence_auc(passages, agent)
     row = {
@@ -161,12 +266,18 @@ def main() -> None:
         "calls_agent": agent_calls,
         "seconds_per_answer_direct": round(direct_s / len(passages), 2),
         "seconds_per_answer_agent": round(agent_s / len(passages), 2),
+        "answers_with_the_same_verdict_through_the_proxy": sum(
+            same_verdict(v, d) for v, d in zip(proxied, direct, strict=True)
+        ),
+        "proxied_answers": len(proxied),
+        "calls_proxy": proxy_calls,
+        "seconds_per_answer_proxy": round(proxy_s / len(passages), 2),
     }
     print(json.dumps(row, indent=1))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     made = envelope(
-        models=[args.model], items=len(passages), item="passage", calls=direct_calls + agent_calls,
+        models=[args.model], items=len(passages), item="passage", calls=direct_calls + agent_calls + proxy_calls,
         seconds=time.perf_counter() - began, cache_hits=0,
     )  # fmt: skip
     (out / "agent_guard.json").write_text(json.dumps({**made, **row}, indent=2))
