@@ -12,6 +12,7 @@ strict = both directions entailment; lax = no contradiction either way and not b
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
@@ -27,10 +28,12 @@ from halluscope.backends.gateway import INSTANCE, Ask, CallStats, ChatReply, Gat
 from halluscope.backends.logprobs import hf_directory
 from halluscope.backends.steps import Step
 from halluscope.errors import ConfigError
+from halluscope.hub import sha256_of
 
 Label = Literal["entailment", "neutral", "contradiction"]
 LABELS: tuple[Label, ...] = ("entailment", "neutral", "contradiction")
 TWO_WAY: tuple[Label, ...] = ("entailment", "contradiction")  # an NLI head without neutral (SelfCheckGPT's)
+CHECKER_JSON = "checker.json"  # how a checker fitted here was made, and its weights' sha256 (tune.checker)
 Mode = Literal["strict", "lax"]
 _STEMS: tuple[tuple[Label, str], ...] = (
     ("entailment", "entail"),
@@ -173,6 +176,25 @@ class LLMEntailment(Entailment):
         return Judgement(reply.parsed if reply.ok else None, probs, reply.text)
 
 
+def fitted_here(path: Path) -> None:
+    """A checker fitted by `halluscope checker fit` is loaded only as its checker.json says it was saved:
+    weights that hash otherwise (changed, swapped, half-copied) are refused in one line."""
+    described = path / CHECKER_JSON
+    if not described.is_file():
+        return
+    try:
+        expected = json.loads(described.read_text(encoding="utf-8"))["weights_sha256"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{described} is not a checker's description ({exc}): refit the checker") from exc
+    weights = path / "model.safetensors"
+    found = sha256_of(weights) if weights.is_file() else "missing"
+    if found != expected:
+        raise ConfigError(
+            f"the checker in {path} is not what its {CHECKER_JSON} says (model.safetensors sha256 {found[:12]}, "
+            f"fitted {str(expected)[:12]}): refit it, or restore its files"
+        )
+
+
 class NLIEntailment(Entailment):
     """A sequence-classification NLI checkpoint (DeBERTa-, BART- or RoBERTa-MNLI). Label order is
     read from the config's id2label; the question is not used (as in the official code)."""
@@ -186,6 +208,7 @@ class NLIEntailment(Entailment):
         name: str | None = None,
     ) -> None:
         path = hf_directory(directory, threads, "the NLI backend")
+        fitted_here(path)
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "run a paper's benchmark protocol"),
     "choose": ("bench", "which method for your labelled answers: each candidate held out, costed, one recommended"),
     "probe": ("probe", "fit a linear probe on a local model's hidden states (sentence, accuracy, semantic entropy)"),
+    "checker": ("checker", "fit a fast grounded checker (a small cross-encoder) on labelled pairs, on this CPU"),
     "calibrate": (
         "bench",
         "fit a probability of 'inaccurate' from a method's scores on labelled data; report it held out",

@@ -1,0 +1,78 @@
+"""`halluscope checker fit`: a fast grounded checker fine-tuned on this machine's CPU from labelled
+(context, sentence, supported?) pairs (``halluscope.tune.checker``), saved as safetensors with its
+checker.json; use it as ``grounded --model nli:DIR`` (no LLM call)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from halluscope.cli.commands import help_of
+from halluscope.cli.common import print_json
+from halluscope.tune.calibrate import passage_range
+from halluscope.tune.checker import DATASETS, FitSettings, fit_checker, training_pairs
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    settings = FitSettings(
+        epochs=args.epochs,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        max_length=args.max_length,
+    )
+    items = passage_range(args.items, "--items") if args.items else None
+    pairs = training_pairs(args.data, items, args.data_dir)
+    if args.limit is not None:
+        pairs = pairs[: args.limit]
+    described = {"data": args.data, "items": args.items, "limit": args.limit}
+    print(f"fitting on {len(pairs):,} pairs ({sum(p.supported for p in pairs):,} supported)", file=sys.stderr)
+    fitted = fit_checker(
+        pairs,
+        args.out,
+        settings,
+        base=args.base,
+        described=described,
+        threads=args.threads,
+        report=lambda line: print(line, file=sys.stderr),
+    )
+    if args.json:
+        print_json(fitted)
+    else:
+        print(
+            f"fitted on {fitted['pairs']:,} pairs in {fitted['fit_seconds']:.0f} s "
+            f"(peak memory {fitted['peak_memory_mib']:,.0f} MiB); last epoch's loss {fitted['losses'][-1]:.4f}"
+        )
+        print(f"wrote {args.out} (use it: halluscope check --model nli:{args.out} ... or grounded --model nli:...)")
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("checker", help=help_of("checker"), description=__doc__)
+    verbs = p.add_subparsers(dest="verb", required=True)
+    f = verbs.add_parser("fit", parents=[common], help="fit a checker and save it", description=__doc__)
+    f.add_argument(
+        "--data",
+        required=True,
+        metavar="NAME|FILE",
+        help=f"{', '.join(DATASETS)} (RTE's training split, QNLI's fit part, WikiBio passages), or your labelled "
+        "CSV/JSONL file (a context and a label per sentence, as `bench mine` reads it)",
+    )
+    f.add_argument(
+        "--items", metavar="FIRST-LAST", help="the pairs, passages or rows to fit on (WikiBio's default: 0-119)"
+    )
+    f.add_argument("--limit", type=int, metavar="N", help="at most N pairs (the first)")
+    f.add_argument("--base", metavar="DIR", help="the encoder to fine-tune (default: all-MiniLM-L6-v2, installed)")
+    f.add_argument("--epochs", type=int, default=3, help="passes over the pairs (default 3)")
+    f.add_argument("--batch-size", type=int, default=16, metavar="N", help="pairs a step (default 16)")
+    f.add_argument("--learning-rate", type=float, default=5e-5, metavar="LR", help="AdamW's peak rate (default 5e-5)")
+    f.add_argument(
+        "--max-length", type=int, default=512, metavar="TOKENS", help="a pair's tokens at most (default 512)"
+    )
+    f.add_argument("--seed", type=int, default=0, help="the head's initialisation, the order and dropout (default 0)")
+    f.add_argument("--threads", type=int, metavar="N", help="torch's threads (default: every core)")
+    f.add_argument("--data-dir", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    f.add_argument("--out", required=True, metavar="DIR", help="where to save the checker (resumes a fit left there)")
+    f.add_argument("--json", action="store_true", help="print checker.json")
+    f.set_defaults(func=cmd_fit)

@@ -1,0 +1,330 @@
+"""A fast grounded checker fitted on this machine (`halluscope checker fit`): a small cross-encoder
+(all-MiniLM-L6-v2 by default, with a new two-way head) fine-tuned on (context, sentence, supported?)
+pairs on the CPU, so that an answer is checked in milliseconds instead of an LLM judge's seconds.
+
+The pairs come from RTE's training split, QNLI's fit part (its questions hashed into a fit and a test
+part: never fit on what is tested), WikiBio passages (each sentence with the chunk of its person's
+Wikipedia text that grounded would find nearest, the chunks cut as grounded cuts them) or a labelled
+file in `bench mine`'s format (context and a label per sentence). The fit is seeded (the head's
+initialisation, each epoch's order and its dropout), its thread count set, and it resumes from its last
+finished epoch: the weights and AdamW's moments are kept after each epoch as safetensors.
+
+It is saved as safetensors, config and tokenizer files beside ``checker.json`` (how it was fitted and the
+weights' sha256, which the NLI backend checks when it loads), never a pickle, and it loads as
+``nli:DIR`` wherever an NLI judge does: ``grounded --model nli:DIR`` makes no LLM call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import resource
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halluscope.backends.embeddings import default_embedder, default_model_dir
+from halluscope.backends.entailment import CHECKER_JSON
+from halluscope.bench.datasets import dataset_file
+from halluscope.bench.grounded import UNSUPPORTED, load_rte
+from halluscope.bench.wikibio import load_wikibio
+from halluscope.errors import ConfigError, DataError
+from halluscope.hub import sha256_of
+from halluscope.labelled import load_labelled
+from halluscope.methods.grounded import chunk_context
+from halluscope.version import __version__
+
+DATASETS = ("rte", "qnli", "wikibio")  # or a labelled file
+QNLI_PARTS = ("fit", "test")
+QNLI_TEST_EVERY = 5  # a question whose hash is 0 mod 5 is in the test part (a fifth)
+ID2LABEL = {0: "entailment", 1: "contradiction"}  # the two-way head the NLI backend reads: p(entailment) supports
+RESUME_DIR = ".fit"  # the last finished epoch's weights and optimizer moments, until the fit is done
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One training example: the context, the sentence checked against it, whether it supports it."""
+
+    context: str
+    claim: str
+    supported: bool
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How a checker is fitted (all of it in checker.json; a resumed fit must have the same)."""
+
+    epochs: int = 3
+    seed: int = 0
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    max_length: int = 512
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.max_length < 16:
+            raise ConfigError("a checker fit needs epochs >= 1, batch size >= 1 and max length >= 16")
+        if not 0 < self.learning_rate < 1 or not 0 <= self.warmup < 1:
+            raise ConfigError("a checker fit needs 0 < learning rate < 1 and 0 <= warmup < 1")
+
+
+def qnli_part(question: str) -> str:
+    """Which part of QNLI a question is in: every pair of one question goes to the same part."""
+    return "test" if int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % QNLI_TEST_EVERY == 0 else "fit"
+
+
+def qnli_pairs(data_dir: str | Path | None, part: str) -> list[Pair]:
+    """QNLI's pairs of one part: the Wikipedia sentence is the context, the question the claim; supported
+    where the sentence holds its answer."""
+    import csv
+
+    if part not in QNLI_PARTS:
+        raise ConfigError(f"QNLI's parts are {', '.join(QNLI_PARTS)}, got {part!r}")
+    path = dataset_file("qnli", "dev.tsv", data_dir)
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or not {"question", "sentence", "label"} <= set(rows[0]):
+        raise DataError(f"{path}: expected the columns question, sentence, label")
+    return [
+        Pair(row["sentence"], row["question"], row["label"] == "entailment")
+        for row in rows
+        if qnli_part(row["question"]) == part
+    ]
+
+
+def nearest_chunk_pairs(rows: Sequence[tuple[list[str], Sequence[str], Sequence[bool]]]) -> list[Pair]:
+    """Each sentence with the chunk of its documents nearest to it (MiniLM, as grounded's top_k finds
+    them), labelled supported or not: an unsupported sentence's nearest chunk is its hardest negative."""
+    embedder = default_embedder()
+    pairs = []
+    for documents, sentences, supported in rows:
+        chunks = chunk_context(documents)
+        nearest = embedder.similarity(list(sentences), chunks).argmax(axis=1)
+        pairs += [Pair(chunks[c], s, ok) for s, c, ok in zip(sentences, nearest, supported, strict=True)]
+    return pairs
+
+
+def wikibio_pairs(data_dir: str | Path | None, items: range | None) -> list[Pair]:
+    """WikiBio's sentences (accurate: supported) against their person's Wikipedia text."""
+    passages = load_wikibio(data_dir)
+    chosen = [p for p in passages if items is None or p.index in items]
+    return nearest_chunk_pairs([([p.wiki_text], p.sentences, [x == "accurate" for x in p.labels]) for p in chosen])
+
+
+def labelled_pairs(path: str, items: range | None) -> list[Pair]:
+    """A labelled file's sentences (label 0: supported) against its context column."""
+    data = load_labelled(path)
+    rows = []
+    for number, row in enumerate(data.rows):
+        if items is not None and number not in items:
+            continue
+        context, units = row.inputs.get("context"), row.units
+        if context is None or units is None or row.labels is None:
+            raise ConfigError(f"{path}, answer {row.id}: a checker fits on a context and a label per sentence")
+        documents = [context] if isinstance(context, str) else [str(c) for c in context]
+        rows.append((documents, units, [label == 0 for label in row.labels]))
+    return nearest_chunk_pairs(rows)
+
+
+def training_pairs(data: str, items: range | None = None, data_dir: str | Path | None = None) -> list[Pair]:
+    """The pairs a checker fits on: RTE's training split, QNLI's fit part, WikiBio passages (``items``;
+    the probes' fit split 0-119 by default) or a labelled file's rows."""
+    if data == "rte":
+        chosen = [p for p in load_rte(data_dir, split="train") if items is None or p.index in items]
+        return [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in chosen]
+    if data == "qnli":
+        pairs = qnli_pairs(data_dir, "fit")
+        return [p for i, p in enumerate(pairs) if items is None or i in items]
+    if data == "wikibio":
+        return wikibio_pairs(data_dir, items if items is not None else range(120))
+    if not data.endswith((".csv", ".jsonl", ".json")):
+        raise ConfigError(f"--data takes {', '.join(DATASETS)} or a labelled .csv/.jsonl file, got {data!r}")
+    return labelled_pairs(data, items)
+
+
+def fingerprint(pairs: Sequence[Pair]) -> str:
+    """The pairs' sha256: a resumed fit must read the same data."""
+    digest = hashlib.sha256()
+    for p in pairs:
+        digest.update(json.dumps([p.context, p.claim, p.supported]).encode())
+    return digest.hexdigest()
+
+
+class Fit:
+    """One fit at work: the model and tokenizer, the optimizer, where it stands (epochs done)."""
+
+    def __init__(self, pairs: Sequence[Pair], base: Path, settings: FitSettings, out: Path) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()  # "newly initialized: classifier": the head is new on purpose
+        self.torch, self.pairs, self.settings, self.out, self.base = torch, list(pairs), settings, out, base
+        torch.manual_seed(settings.seed)
+        self.tokenizer = AutoTokenizer.from_pretrained(base)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            base, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()}
+        )
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay
+        )
+        self.steps_per_epoch = math.ceil(len(self.pairs) / settings.batch_size)
+        self.done = 0  # epochs finished
+        self.losses: list[float] = []  # each epoch's mean loss
+        self.seconds = 0.0  # the finished epochs' time, over every process that fitted them
+
+    def learning_rate(self, step: int) -> float:
+        """Linear warm-up over the first ``warmup`` of the steps, then linear decay to 0."""
+        total = self.steps_per_epoch * self.settings.epochs
+        warm = max(1, int(total * self.settings.warmup))
+        if step < warm:
+            return self.settings.learning_rate * (step + 1) / warm
+        return self.settings.learning_rate * max(0.0, (total - step) / max(1, total - warm))
+
+    def batch(self, chosen: Sequence[Pair]) -> dict[str, Any]:
+        return dict(
+            self.tokenizer(
+                [p.context for p in chosen],
+                [p.claim for p in chosen],
+                truncation=True,
+                max_length=self.settings.max_length,
+                padding=True,
+                return_tensors="pt",
+            )
+        )
+
+    def epoch(self, report: Callable[[str], None]) -> None:
+        """One pass over the pairs in this epoch's seeded order; dropout seeded by the epoch too."""
+        torch, settings, e = self.torch, self.settings, self.done
+        torch.manual_seed(settings.seed * 1000 + e)
+        order = np.random.default_rng(settings.seed * 1000 + e).permutation(len(self.pairs))
+        self.model.train()
+        total, started = 0.0, time.perf_counter()
+        for b in range(self.steps_per_epoch):
+            chosen = [self.pairs[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
+            targets = torch.tensor([0 if p.supported else 1 for p in chosen])
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate(e * self.steps_per_epoch + b)
+            loss = torch.nn.functional.cross_entropy(self.model(**self.batch(chosen)).logits, targets)
+            self.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+            total += loss.item()
+            if (b + 1) % 20 == 0 or b + 1 == self.steps_per_epoch:
+                pace = (time.perf_counter() - started) / (b + 1)
+                report(
+                    f"epoch {e + 1}/{settings.epochs}: {b + 1}/{self.steps_per_epoch} batches, "
+                    f"loss {total / (b + 1):.4f}, {pace:.2f} s a batch"
+                )
+        self.losses.append(total / self.steps_per_epoch)
+        self.seconds += time.perf_counter() - started
+        self.done += 1
+
+    # -- resume: the last finished epoch, as safetensors and JSON
+
+    def _state_json(self) -> dict[str, Any]:
+        return {"settings": asdict(self.settings), "data": fingerprint(self.pairs), "base": str(self.base)}
+
+    def keep(self) -> None:
+        """The finished epochs' weights and AdamW's moments, to resume from."""
+        from safetensors.torch import save_file
+
+        where = self.out / RESUME_DIR
+        where.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, str(where / "weights.safetensors"))
+        moments = {}
+        for name, param in self.model.named_parameters():
+            state = self.optimizer.state.get(param, {})
+            for key in ("exp_avg", "exp_avg_sq", "step"):
+                if key in state:
+                    moments[f"{name}::{key}"] = self.torch.as_tensor(state[key]).contiguous()
+        save_file(moments, str(where / "adam.safetensors"))
+        state = {**self._state_json(), "epochs_done": self.done, "losses": self.losses, "seconds": self.seconds}
+        (where / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+
+    def resume(self) -> bool:
+        """Back to the last finished epoch of an interrupted fit of the same data and settings."""
+        from safetensors.torch import load_file
+
+        where = self.out / RESUME_DIR
+        if not (where / "state.json").is_file():
+            return False
+        state = json.loads((where / "state.json").read_text(encoding="utf-8"))
+        if {k: state.get(k) for k in ("settings", "data", "base")} != self._state_json():
+            raise ConfigError(
+                f"{where} holds an interrupted fit of other data or settings: remove it, or --out another folder"
+            )
+        self.model.load_state_dict(load_file(str(where / "weights.safetensors")))
+        moments = load_file(str(where / "adam.safetensors"))
+        for name, param in self.model.named_parameters():
+            if f"{name}::step" in moments:
+                self.optimizer.state[param] = {
+                    "step": moments[f"{name}::step"],
+                    "exp_avg": moments[f"{name}::exp_avg"],
+                    "exp_avg_sq": moments[f"{name}::exp_avg_sq"],
+                }
+        self.done, self.losses, self.seconds = int(state["epochs_done"]), list(state["losses"]), state["seconds"]
+        return True
+
+    def save(self, fitted: dict[str, Any]) -> dict[str, Any]:
+        """The checker's files (safetensors, config, tokenizer) and checker.json; the resume state goes."""
+        self.model.save_pretrained(self.out, safe_serialization=True)
+        self.tokenizer.save_pretrained(self.out)
+        record = {**fitted, "weights_sha256": sha256_of(self.out / "model.safetensors"), "losses": self.losses}
+        (self.out / CHECKER_JSON).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        shutil.rmtree(self.out / RESUME_DIR, ignore_errors=True)
+        return record
+
+
+def fit_checker(
+    pairs: Sequence[Pair],
+    out: str | Path,
+    settings: FitSettings | None = None,
+    base: str | Path | None = None,
+    described: dict[str, Any] | None = None,
+    threads: int | None = None,
+    report: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
+    """Fine-tune ``base`` (all-MiniLM-L6-v2 by default) on ``pairs`` and save the checker in ``out``;
+    returns its checker.json (``described``: what the data was, kept in it). An interrupted fit of the
+    same pairs and settings resumes from its last finished epoch."""
+    import torch
+
+    if len({p.supported for p in pairs}) < 2:
+        raise ConfigError(f"a checker needs supported and unsupported pairs, got {len(pairs)} of one kind")
+    settings = settings or FitSettings()
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    root = Path(base) if base is not None else default_model_dir()
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    fit = Fit(pairs, root, settings, target)
+    if fit.resume():
+        report(f"resumed after epoch {fit.done} of {settings.epochs}")
+    while fit.done < settings.epochs:
+        fit.epoch(report)
+        if fit.done < settings.epochs:
+            fit.keep()
+    fitted = {
+        "format": "halluscope-checker/1",
+        "halluscope": __version__,
+        "base": str(root),
+        "base_sha256": sha256_of(root / "model.safetensors"),
+        "data": described or {},
+        "pairs": len(pairs),
+        "supported": sum(p.supported for p in pairs),
+        "data_sha256": fingerprint(pairs),
+        "settings": asdict(settings),
+        "threads": torch.get_num_threads(),
+        "fit_seconds": round(fit.seconds, 1),
+        "peak_memory_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    return fit.save(fitted)

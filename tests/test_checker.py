@@ -1,0 +1,105 @@
+"""`halluscope checker fit`: a small cross-encoder fine-tuned here on labelled pairs, saved as safetensors
+with its checker.json, loaded as ``nli:DIR`` by every door; seeded, resumable, refused when its weights
+are not what its JSON says; its data split so that nothing it is tested on is fitted on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import halluscope
+from halluscope.backends.entailment import NLIEntailment
+from halluscope.cli import main
+from halluscope.errors import ConfigError
+from halluscope.tune.checker import FitSettings, Pair, fit_checker, qnli_pairs, training_pairs
+
+TINY = FitSettings(epochs=2, batch_size=8, max_length=64)  # three batches an epoch on 24 pairs
+
+
+@pytest.fixture(scope="module")
+def pairs(data_dir: Path) -> list[Pair]:
+    return training_pairs("rte", range(24), data_dir)
+
+
+@pytest.fixture(scope="module")
+def fitted(pairs: list[Pair], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("checker")
+    fit_checker(pairs, out, TINY, threads=2)
+    return out
+
+
+def test_a_fitted_checker_is_safetensors_with_its_record_and_checks_as_nli(fitted: Path, pairs: list[Pair]) -> None:
+    record = json.loads((fitted / "checker.json").read_text())
+    assert record["pairs"] == 24 and record["supported"] == sum(p.supported for p in pairs)
+    assert record["settings"]["epochs"] == 2 and len(record["losses"]) == 2 and record["threads"] == 2
+    assert len(record["base_sha256"]) == 64 and record["fit_seconds"] > 0 and record["peak_memory_mib"] > 0
+    names = {p.name for p in fitted.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "checker.json"} <= names
+    assert not [n for n in names if n.endswith((".bin", ".pt", ".pkl", ".pickle"))] and ".fit" not in names
+    judge = NLIEntailment(fitted)
+    assert judge.index == {"entailment": 0, "contradiction": 1}
+    result = halluscope.check(
+        "It lies in Sydney.", context=["Canberra is the capital of Australia."], model=f"nli:{fitted}"
+    )
+    assert result.method == "grounded" and result.units[0].score is not None and 0 <= result.units[0].score <= 1
+    assert result.meta.models == [f"nli:{fitted}"]  # its forward pass, no chat model
+
+
+def test_weights_that_are_not_what_checker_json_says_are_refused_in_one_line(fitted: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in fitted.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    weights = bytearray((copy / "model.safetensors").read_bytes())
+    weights[-8] ^= 1
+    (copy / "model.safetensors").write_bytes(bytes(weights))
+    with pytest.raises(ConfigError, match="not what its checker.json says") as refused:
+        NLIEntailment(copy)
+    assert "\n" not in str(refused.value)
+
+
+def test_an_interrupted_fit_resumes_from_its_last_epoch_to_the_same_weights(
+    pairs: list[Pair], fitted: Path, tmp_path: Path
+) -> None:
+    def stop_in_the_second_epoch(line: str) -> None:
+        if line.startswith("epoch 2/2"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_checker(pairs, tmp_path, TINY, threads=2, report=stop_in_the_second_epoch)
+    state = json.loads((tmp_path / ".fit" / "state.json").read_text())
+    assert state["epochs_done"] == 1 and not (tmp_path / "model.safetensors").exists()
+    with pytest.raises(ConfigError, match="other data or settings"):
+        fit_checker(pairs, tmp_path, FitSettings(epochs=2, batch_size=8, max_length=64, seed=1), threads=2)
+    said: list[str] = []
+    record = fit_checker(pairs, tmp_path, TINY, threads=2, report=said.append)
+    assert said[0] == "resumed after epoch 1 of 2" and not [s for s in said if s.startswith("epoch 1/")]
+    # seeded order, dropout and head, AdamW's moments kept: the same weights as the fit never stopped
+    assert record["weights_sha256"] == json.loads((fitted / "checker.json").read_text())["weights_sha256"]
+
+
+def test_the_data_never_fits_on_what_is_tested(data_dir: Path) -> None:
+    fit, test = qnli_pairs(data_dir, "fit"), qnli_pairs(data_dir, "test")
+    assert len(fit) + len(test) == 5463 and 0.15 < len(test) / 5463 < 0.25
+    assert not {p.claim for p in fit} & {p.claim for p in test}  # a question's pairs stay in one part
+    wikibio = training_pairs("wikibio", range(2), data_dir)
+    from halluscope.bench.wikibio import load_wikibio
+
+    passages = load_wikibio(data_dir)[:2]
+    assert [p.claim for p in wikibio] == [s for p in passages for s in p.sentences]
+    assert all(p.context in passages[0].wiki_text or p.context in passages[1].wiki_text for p in wikibio)
+    with pytest.raises(ConfigError, match="supported and unsupported"):
+        fit_checker([Pair("a", "b", True)] * 3, "never-written")
+    with pytest.raises(ConfigError, match="--data takes"):
+        training_pairs("mnli")
+
+
+def test_checker_fit_from_the_command_line(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cli"
+    argv = ["checker", "fit", "--data", "rte", "--limit", "16", "--epochs", "1", "--batch-size", "8"]
+    assert main([*argv, "--max-length", "64", "--threads", "2", "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "fitting on 16 pairs" in printed.err and "epoch 1/1: 2/2 batches" in printed.err
+    assert f"wrote {out}" in printed.out and json.loads((out / "checker.json").read_text())["data"]["limit"] == 16
