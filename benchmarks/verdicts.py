@@ -33,7 +33,7 @@ from records import read, write  # noqa: E402
 
 from halluscope.metrics import PairedDifference, paired_difference, paired_mean_difference  # noqa: E402
 
-NONFACT = ("minor_inaccurate", "major_inaccurate", "1", 1)  # a unit labelled so is positive (hallucinated)
+NONFACT = ("minor_inaccurate", "major_inaccurate", "not_entailment", "1", 1)  # a unit labelled so is positive
 
 
 @dataclass(frozen=True)
