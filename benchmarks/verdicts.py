@@ -291,6 +291,27 @@ def one_call_within_2(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     return paired(found, "sentence AUC-ROC", "the one-call version", "version 1", -2.0, claim, "passages")
 
 
+CHECKER_RTE = "rte val, fitted on rte train"
+
+
+def checker_within_3_of_the_judge(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """The fitted checker against grounded's 1.5B judge on RTE's 277 validation pairs (the goal of issue 61)."""
+    checker = load("checker")["runs"][CHECKER_RTE]
+    judge = load("grounded")["runs"]["rte qwen2.5-coder-1.5b"]
+    groups, labels, fast, slow = rows_paired(checker, judge)
+    found = paired_difference(labels, fast, slow, groups)
+    claim = "the checker within 3 points of the 1.5B judge on RTE"
+    return paired(found, "AUC-ROC", "the checker", "the 1.5B judge", -3.0, claim, "pairs")
+
+
+def checker_20x_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    checker = load("checker")["runs"][CHECKER_RTE]
+    judge = load("grounded")["runs"]["rte qwen2.5-coder-1.5b"]
+    ratio = (judge["seconds"] / judge["items"]) / (checker["seconds"] / checker["items"])
+    shown = f"{ratio:,.0f} times less time a pair than the 1.5B judge, each run's wall time over its 277 pairs"
+    return fact(ratio >= 20, "the checker at least 20 times faster a pair", shown)
+
+
 def calibrated_dq_vs_scgp(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     planted = load("planted")["runs"]
     dq = hits(planted["direct-question qwen2.5-coder-1.5b"]["rows"])
@@ -427,6 +448,8 @@ CLAIMS = (
     Claim("grounded", "openevals flags every sentence", grounded_openevals_flags_all),
     Claim("grounded", "smollm2 flags every true sentence", grounded_smollm_flags_true),
     Claim("one-call", "direct-question one call within 2 points", one_call_within_2),
+    Claim("checker", "within 3 points of the 1.5B judge on rte", checker_within_3_of_the_judge),
+    Claim("checker", "20 times faster on rte", checker_20x_faster),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
