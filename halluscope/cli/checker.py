@@ -57,7 +57,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         required=True,
         metavar="NAME|FILE",
         help=f"{', '.join(DATASETS)} (RTE's training split, QNLI's fit part, WikiBio passages), or your labelled "
-        "CSV/JSONL file (a context and a label per sentence, as `bench mine` reads it)",
+        "CSV/JSONL file (a context and a label per sentence, as `bench mine` reads it); several, comma-separated",
     )
     f.add_argument(
         "--items", metavar="FIRST-LAST", help="the pairs, passages or rows to fit on (WikiBio's default: 0-119)"

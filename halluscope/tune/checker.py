@@ -136,7 +136,10 @@ def labelled_pairs(path: str, items: range | None) -> list[Pair]:
 
 def training_pairs(data: str, items: range | None = None, data_dir: str | Path | None = None) -> list[Pair]:
     """The pairs a checker fits on: RTE's training split, QNLI's fit part, WikiBio passages (``items``;
-    the probes' fit split 0-119 by default) or a labelled file's rows."""
+    the probes' fit split 0-119 by default) or a labelled file's rows; several, comma-separated, one after
+    another (``items`` then applies to each)."""
+    if "," in data:
+        return [pair for name in data.split(",") for pair in training_pairs(name.strip(), items, data_dir)]
     if data == "rte":
         chosen = [p for p in load_rte(data_dir, split="train") if items is None or p.index in items]
         return [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in chosen]
