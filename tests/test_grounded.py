@@ -21,7 +21,7 @@ import halluscope
 from halluscope.backends.entailment import NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import Gateway
 from halluscope.bench import grounded as grounded_bench
-from halluscope.bench.grounded import grounded_plans, load_rte, rte_metrics
+from halluscope.bench.grounded import grounded_plans, load_qnli_pairs, load_rte, qnli_part, rte_metrics
 from halluscope.bench.html import write_html_report
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import run as run_plan
@@ -388,6 +388,20 @@ def test_the_rte_bench_scores_each_hypothesis_against_its_premise(
         grounded_plans("rte", ["selfcheck-prompt"], data_dir)
 
 
+def test_the_qnli_bench_checks_its_test_part_the_part_a_checker_never_fits_on(
+    data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    plans = grounded_plans("qnli", ["grounded"], data_dir, limit=3, model=scripted(judge(seen)), gateway=gateway)
+    result = run_plan(plans[0], tmp_path / "qnli", progress=False)
+    assert result.bench == "grounded-qnli" and result.params["dataset"] == "qnli" and result.params["split"] == "test"
+    tested = load_qnli_pairs(data_dir, 3)
+    assert [i.record["texts"] for i in result.items] == [[p.hypothesis] for p in tested] and len(seen) == 3
+    assert all(qnli_part(p.hypothesis) == "test" for p in load_qnli_pairs(data_dir))
+    grounded_bench.write_report([result], tmp_path / "qnli")
+    assert (tmp_path / "qnli" / "report.md").read_text().startswith("# Grounded checking on QNLI")
+
+
 def test_report_html_notes_where_a_claim_points_in_its_answer_and_leaves_a_sentence_alone(
     data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
 ) -> None:
@@ -402,7 +416,8 @@ def test_report_html_notes_where_a_claim_points_in_its_answer_and_leaves_a_sente
     pairs = load_rte(data_dir, 2)
     spans = [item.record["spans"][0] for item in claims.items]
     assert [[p.hypothesis[a:b] for a, b in s] for p, s in zip(pairs, spans, strict=True)] == [
-        [" ".join(p.hypothesis.split()[-3:])] for p in pairs  # the claim's own words, found in the hypothesis
+        [" ".join(p.hypothesis.split()[-3:])]
+        for p in pairs  # the claim's own words, found in the hypothesis
     ]
     page = write_html_report([claims], tmp_path / "claims").read_text()
     assert page.count("<small>[answer characters ") == 2 and f"{spans[0][0][0]}-{spans[0][0][1]}" in page

@@ -14,6 +14,8 @@ The methods are the registry's grounded ones (those that read the documents an a
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,8 +36,10 @@ from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_re
 from halluscope.runtime import registry
 from halluscope.runtime.contract import start
 
-DATASETS = ("rte", "wikibio")
+DATASETS = ("rte", "qnli", "wikibio")
 RTE_LABELS = ("entailment", "not_entailment")
+QNLI_PARTS = ("fit", "test")  # QNLI's questions hashed apart: a checker fits on one and is tested on the other
+QNLI_TEST_EVERY = 5  # a question whose hash is 0 mod 5 is in the test part (about a fifth)
 RTE_SPLITS = ("val", "train")  # train: where a decision threshold is fitted before it is applied to val
 UNSUPPORTED = ("not_entailment",)  # RTE's positive class: the text is not supported by the context
 DECISION = 0.5  # the judge's own decision: not supported when support < 0.5
@@ -76,6 +80,31 @@ def load_rte(data: str | Path | None = None, limit: int | None = None, split: st
     return pairs[:limit] if limit else pairs
 
 
+def qnli_part(question: str) -> str:
+    """Which part of QNLI a question is in: every pair of one question goes to the same part."""
+    return "test" if int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % QNLI_TEST_EVERY == 0 else "fit"
+
+
+def load_qnli_pairs(data: str | Path | None = None, limit: int | None = None, part: str = "test") -> list[Pair]:
+    """QNLI's pairs of one part (its dev file, GLUE's): the Wikipedia sentence is the premise, the question
+    the hypothesis, entailment where the sentence holds the question's answer."""
+    if part not in QNLI_PARTS:
+        raise ConfigError(f"QNLI's parts are {', '.join(QNLI_PARTS)}, got {part!r}")
+    path = dataset_file("qnli", "dev.tsv", data)
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or not {"index", "question", "sentence", "label"} <= set(rows[0]):
+        raise DataError(f"{path}: expected the columns index, question, sentence, label")
+    pairs = [
+        Pair(int(row["index"]), row["sentence"], row["question"], row["label"])
+        for row in rows
+        if qnli_part(row["question"]) == part
+    ]
+    if bad := [p for p in pairs if p.label not in RTE_LABELS]:
+        raise DataError(f"{path}, index {bad[0].index}: label {bad[0].label!r} is not one of {', '.join(RTE_LABELS)}")
+    return pairs[:limit] if limit else pairs
+
+
 def rte_metrics(labels: Sequence[str], scores: Sequence[float], weights: np.ndarray) -> dict[str, np.ndarray]:
     """AUC-ROC, AUC-PR and, at the judge's own decision, accuracy, balanced accuracy, precision, recall and
     F1 (x100), for each row of item weights."""
@@ -91,7 +120,12 @@ def rte_metrics(labels: Sequence[str], scores: Sequence[float], weights: np.ndar
 
 
 def rte_plan(
-    name: str, pairs: list[Pair], options: Mapping[str, Any], gateway: Gateway | None, split: str = "val"
+    name: str,
+    pairs: list[Pair],
+    options: Mapping[str, Any],
+    gateway: Gateway | None,
+    split: str = "val",
+    dataset: str = "rte",
 ) -> Plan:
     """One method over the pairs: each hypothesis one unit, checked against its premise."""
     method = registry.get(name)
@@ -126,7 +160,7 @@ def rte_plan(
 
     model = chosen.get(method.model_field)
     return Plan(
-        bench="grounded-rte",
+        bench=f"grounded-{dataset}",
         method=name,
         what="pair",
         items=pairs,
@@ -135,7 +169,7 @@ def rte_plan(
         summarise=summarise,
         resampled=resampled,
         params={
-            "dataset": "rte",
+            "dataset": dataset,
             "split": split,
             "method": name,
             "model": model_name(model) if model is not None else None,
@@ -173,6 +207,7 @@ def write_report(results: Sequence[BenchResult], out: Path) -> None:
     rows = [{"method": r.params["method"], **r.metrics} for r in results]
     m = results[0].metrics if results else {}
     split = results[0].params.get("split", "val") if results else "val"
+    name = str(results[0].params.get("dataset", "rte")).upper() if results else "RTE"
     for kind, title in (("pr", "precision-recall"), ("roc", "ROC")):
         curves = [
             Curve(
@@ -185,10 +220,10 @@ def write_report(results: Sequence[BenchResult], out: Path) -> None:
             if r.items
         ]
         if curves:
-            write_curves(out / f"{kind}.png", curves, kind, f"RTE {split}: not entailed, {title}")
+            write_curves(out / f"{kind}.png", curves, kind, f"{name} {split}: not entailed, {title}")
     write_text(
         out / "report.md",
-        f"# Grounded checking on RTE\n\n{m.get('n_pairs')} {split} pairs, {m.get('n_unsupported')} not entailed "
+        f"# Grounded checking on {name}\n\n{m.get('n_pairs')} {split} pairs, {m.get('n_unsupported')} not entailed "
         f"(random AUC-PR {m.get('random_auc_pr') or 0:.2f}).\nProtocol: {RTE_PROTOCOL}.\n\n"
         f"{markdown_table(rows, RTE_COLUMNS)}\n\n![PR](pr.png) ![ROC](roc.png)\n",
     )
@@ -197,7 +232,8 @@ def write_report(results: Sequence[BenchResult], out: Path) -> None:
 def describe(results: Sequence[BenchResult]) -> str:
     if results and results[0].bench == "wikibio":
         return wikibio.describe(results)
-    lines = [f"RTE: {results[0].metrics.get('n_pairs')} pairs" if results else "RTE: no pairs"]
+    name = str(results[0].params.get("dataset", "rte")).upper() if results else "RTE"
+    lines = [f"{name}: {results[0].metrics.get('n_pairs')} pairs" if results else "RTE: no pairs"]
     for r in results:
         lines.append(f"{r.params['method']}: {r.meta.cost()}")
         if r.failures:
@@ -217,22 +253,28 @@ def grounded_plans(
     options: Mapping[str, Any] | None = None,
     split: str = "val",
 ) -> list[Plan]:
-    """One plan per grounded method on RTE's pairs (``split``: val or train) or WikiBio's passages."""
+    """One plan per grounded method on RTE's pairs (``split``: val or train), QNLI's test part (the pairs
+    a checker is never fitted on) or WikiBio's passages."""
     unknown = [m for m in methods if m not in grounded_methods()]
     if unknown:
         raise ConfigError(f"not a grounded method: {', '.join(unknown)}; available: {', '.join(grounded_methods())}")
     if dataset == "wikibio":
         return wikibio.wikibio_plans(methods, data, limit, None, model, gateway, options=options)
-    if dataset != "rte":
+    if dataset not in ("rte", "qnli"):
         raise ConfigError(f"unknown grounded dataset {dataset!r}; available: {', '.join(DATASETS)}")
-    pairs = load_rte(data, limit, split)
+    pairs = load_rte(data, limit, split) if dataset == "rte" else load_qnli_pairs(data, limit, "test")
     chosen = {**(options or {}), **({"model": model} if model is not None else {})}
-    return [rte_plan(m, pairs, chosen, gateway, split) for m in methods]
+    return [rte_plan(m, pairs, chosen, gateway, split if dataset == "rte" else "test", dataset) for m in methods]
 
 
 @dataclass(frozen=True, kw_only=True)
 class GroundedSettings(Settings):
-    dataset: str = option(REQUIRED, "rte: 277 labelled pairs; wikibio: 1,908 sentences", "--dataset", choices=DATASETS)
+    dataset: str = option(
+        REQUIRED,
+        "rte: 277 labelled pairs; qnli: its test part (a fifth of its questions); wikibio: 1,908 sentences",
+        "--dataset",
+        choices=DATASETS,
+    )
     method: tuple[str, ...] = listed(("grounded",), "methods that check a text against documents", "--method")
     model: str | None = option(
         None, "the judge: a model spec, or nli:PATH (nli:NAME once pulled; default: the default local model)", "--model"
@@ -248,7 +290,7 @@ class GroundedSettings(Settings):
 
 def _plans(settings: GroundedSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
     if settings.split != "val" and settings.dataset != "rte":
-        raise ConfigError("--split chooses RTE's pairs; WikiBio has one set of passages")
+        raise ConfigError("--split chooses RTE's pairs; QNLI is tested on its test part, WikiBio on its passages")
     return grounded_plans(
         settings.dataset,
         settings.method,

@@ -3,11 +3,12 @@
 pairs on the CPU, so that an answer is checked in milliseconds instead of an LLM judge's seconds.
 
 The pairs come from RTE's training split, QNLI's fit part (its questions hashed into a fit and a test
-part: never fit on what is tested), WikiBio passages (each sentence with the chunk of its person's
-Wikipedia text that grounded would find nearest, the chunks cut as grounded cuts them) or a labelled
-file in `bench mine`'s format (context and a label per sentence). The fit is seeded (the head's
-initialisation, each epoch's order and its dropout), its thread count set, and it resumes from its last
-finished epoch: the weights and AdamW's moments are kept after each epoch as safetensors.
+part; `bench grounded --dataset qnli` tests on the other, so nothing tested is fitted on), WikiBio
+passages (each sentence with the chunk of its person's Wikipedia text that grounded would find
+nearest, the chunks cut as grounded cuts them) or a labelled file in `bench mine`'s format (context and
+a label per sentence). The fit is seeded (the head's initialisation, each epoch's order and its
+dropout), its thread count set, and it resumes from its last finished epoch: the weights and AdamW's
+moments are kept after each epoch as safetensors.
 
 It is saved as safetensors, config and tokenizer files beside ``checker.json`` (how it was fitted and the
 weights' sha256, which the NLI backend checks when it loads), never a pickle, and it loads as
@@ -32,18 +33,15 @@ import numpy as np
 
 from halluscope.backends.embeddings import default_embedder, default_model_dir
 from halluscope.backends.entailment import CHECKER_JSON
-from halluscope.bench.datasets import dataset_file
-from halluscope.bench.grounded import UNSUPPORTED, load_rte
+from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte
 from halluscope.bench.wikibio import load_wikibio
-from halluscope.errors import ConfigError, DataError
+from halluscope.errors import ConfigError
 from halluscope.hub import sha256_of
 from halluscope.labelled import load_labelled
 from halluscope.methods.grounded import chunk_context
 from halluscope.version import __version__
 
 DATASETS = ("rte", "qnli", "wikibio")  # or a labelled file
-QNLI_PARTS = ("fit", "test")
-QNLI_TEST_EVERY = 5  # a question whose hash is 0 mod 5 is in the test part (a fifth)
 ID2LABEL = {0: "entailment", 1: "contradiction"}  # the two-way head the NLI backend reads: p(entailment) supports
 RESUME_DIR = ".fit"  # the last finished epoch's weights and optimizer moments, until the fit is done
 
@@ -76,28 +74,9 @@ class FitSettings:
             raise ConfigError("a checker fit needs 0 < learning rate < 1 and 0 <= warmup < 1")
 
 
-def qnli_part(question: str) -> str:
-    """Which part of QNLI a question is in: every pair of one question goes to the same part."""
-    return "test" if int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % QNLI_TEST_EVERY == 0 else "fit"
-
-
 def qnli_pairs(data_dir: str | Path | None, part: str) -> list[Pair]:
-    """QNLI's pairs of one part: the Wikipedia sentence is the context, the question the claim; supported
-    where the sentence holds its answer."""
-    import csv
-
-    if part not in QNLI_PARTS:
-        raise ConfigError(f"QNLI's parts are {', '.join(QNLI_PARTS)}, got {part!r}")
-    path = dataset_file("qnli", "dev.tsv", data_dir)
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or not {"question", "sentence", "label"} <= set(rows[0]):
-        raise DataError(f"{path}: expected the columns question, sentence, label")
-    return [
-        Pair(row["sentence"], row["question"], row["label"] == "entailment")
-        for row in rows
-        if qnli_part(row["question"]) == part
-    ]
+    """QNLI's pairs of one part (``bench.grounded.load_qnli_pairs``: the fit part is never tested on)."""
+    return [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in load_qnli_pairs(data_dir, part=part)]
 
 
 def nearest_chunk_pairs(rows: Sequence[tuple[list[str], Sequence[str], Sequence[bool]]]) -> list[Pair]:
