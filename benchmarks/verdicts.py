@@ -294,14 +294,27 @@ def one_call_within_2(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
 CHECKER_RTE = "rte val, fitted on rte train"
 
 
-def checker_within_3_of_the_judge(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """The fitted checker against grounded's 1.5B judge on RTE's 277 validation pairs (the goal of issue 61)."""
-    checker = load("checker")["runs"][CHECKER_RTE]
-    judge = load("grounded")["runs"]["rte qwen2.5-coder-1.5b"]
-    groups, labels, fast, slow = rows_paired(checker, judge)
-    found = paired_difference(labels, fast, slow, groups)
-    claim = "the checker within 3 points of the 1.5B judge on RTE"
-    return paired(found, "AUC-ROC", "the checker", "the 1.5B judge", -3.0, claim, "pairs")
+def checker_within_3_of_the_judge(run: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """A fitted checker against grounded's 1.5B judge on RTE's 277 validation pairs (issue 61's goal)."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        checker = load("checker")["runs"][run]
+        judge = load("grounded")["runs"]["rte qwen2.5-coder-1.5b"]
+        groups, labels, fast, slow = rows_paired(checker, judge)
+        found = paired_difference(labels, fast, slow, groups)
+        claim = f"the checker {run.removeprefix('rte val, ')} within 3 points of the 1.5B judge on RTE"
+        return paired(found, "AUC-ROC", "the checker", "the 1.5B judge", -3.0, claim, "pairs")
+
+    return decide
+
+
+def checker_qnli_helps_on_rte(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Whether adding QNLI's fit part to RTE's training pairs changes the checker on RTE's validation pairs."""
+    runs = load("checker")["runs"]
+    groups, labels, both, alone = rows_paired(runs[CHECKER_RTE + " and qnli fit part"], runs[CHECKER_RTE])
+    found = paired_difference(labels, both, alone, groups)
+    claim = "fitting on RTE and QNLI better than on RTE alone, on RTE"
+    return paired(found, "AUC-ROC", "RTE and QNLI", "RTE alone", 0.0, claim, "pairs")
 
 
 def checker_20x_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
@@ -448,8 +461,14 @@ CLAIMS = (
     Claim("grounded", "openevals flags every sentence", grounded_openevals_flags_all),
     Claim("grounded", "smollm2 flags every true sentence", grounded_smollm_flags_true),
     Claim("one-call", "direct-question one call within 2 points", one_call_within_2),
-    Claim("checker", "within 3 points of the 1.5B judge on rte", checker_within_3_of_the_judge),
+    Claim("checker", "within 3 points of the 1.5B judge on rte", checker_within_3_of_the_judge(CHECKER_RTE)),
+    Claim(
+        "checker",
+        "fitted on rte and qnli, within 3 points of the 1.5B judge on rte",
+        checker_within_3_of_the_judge(CHECKER_RTE + " and qnli fit part"),
+    ),
     Claim("checker", "20 times faster on rte", checker_20x_faster),
+    Claim("checker", "qnli added helps on rte", checker_qnli_helps_on_rte),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
