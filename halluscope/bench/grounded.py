@@ -119,6 +119,20 @@ def rte_metrics(labels: Sequence[str], scores: Sequence[float], weights: np.ndar
     }
 
 
+def pairs_resampled(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
+    """A pair bench's metrics on each resample of its pairs."""
+    return rte_metrics([r["labels"][0] for r in records], [r["scores"]["hypothesis"] for r in records], counts)
+
+
+def summarise_pairs(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pair bench's metrics on its pairs, with how many there are and how many are not entailed."""
+    values = pairs_resampled(records, np.ones((1, len(records))))
+    metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
+    metrics["n_pairs"] = len(records)
+    metrics["n_unsupported"] = sum(r["labels"][0] in UNSUPPORTED for r in records)
+    return metrics
+
+
 def rte_plan(
     name: str,
     pairs: list[Pair],
@@ -148,16 +162,6 @@ def rte_plan(
             "scores": {"hypothesis": unit.score},
         }
 
-    def resampled(records: list[dict[str, Any]], counts: np.ndarray) -> dict[str, np.ndarray]:
-        return rte_metrics([r["labels"][0] for r in records], [r["scores"]["hypothesis"] for r in records], counts)
-
-    def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-        values = resampled(records, np.ones((1, len(records))))
-        metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
-        metrics["n_pairs"] = len(records)
-        metrics["n_unsupported"] = sum(r["labels"][0] in UNSUPPORTED for r in records)
-        return metrics
-
     model = chosen.get(method.model_field)
     return Plan(
         bench=f"grounded-{dataset}",
@@ -166,8 +170,8 @@ def rte_plan(
         items=pairs,
         item_id=lambda p: f"pair {p.index}",
         score=score,
-        summarise=summarise,
-        resampled=resampled,
+        summarise=summarise_pairs,
+        resampled=pairs_resampled,
         params={
             "dataset": dataset,
             "split": split,
