@@ -234,12 +234,13 @@ def test_limiter_shares_one_bound_between_threads_and_an_event_loop() -> None:
 def test_a_redis_limit_is_held_by_two_limiters_a_lost_lease_runs_out_and_a_dead_server_leaves_one_each(
     tmp_path: Path,
 ) -> None:
+    from halluscope.backends.cache import open_cache
     from halluscope.backends.limits import redis_limits
     from tests.stub_servers import redis_server
 
     server, url = redis_server(tmp_path)
     try:
-        here, there = redis_limits(url, lease_s=1.0), redis_limits(url, lease_s=1.0)  # two processes' factories
+        here, there = (redis_limits(open_cache(url), lease_s=1.0) for _ in range(2))  # two processes' factories
         a, b = here("openai:m", 1), there("openai:m", 1)
         taken: list[str] = []
 

@@ -228,6 +228,15 @@ class RedisCache:
         return redact_credentials(self.url)
 
     @property
+    def client(self) -> Any:
+        """The server's connection: what else this cluster shares there (``limits.redis_limits``) uses it."""
+        return self._client
+
+    @property
+    def server_errors(self) -> tuple[type[Exception], ...]:
+        return self._server_errors
+
+    @property
     def down(self) -> bool:
         """Whether the server failed mid-run (the cache is off from then on)."""
         return self._down

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any, Protocol
 
-from halluscope.errors import CacheError, ConfigError, redact_credentials
+from halluscope.backends.cache import RedisCache
+from halluscope.errors import ConfigError, redact_credentials
 
 
 class Limiter(Protocol):
@@ -214,28 +215,17 @@ class RedisLimiter:
         return int(self._client.zcount(self.key, seconds * 1000 + micros // 1000, "+inf"))
 
 
-def redis_limits(url: str, lease_s: float) -> Callable[[str, int], Limiter]:
-    """A ``use_shared_limits`` factory: each model's limit held on the Redis server at ``url`` (the serve
-    processes behind one address share it with their call cache); a lease lasts ``lease_s``, a model
-    call's longest time and a margin. The server must answer now: a ``CacheError`` names it if not."""
-    try:
-        import redis
-    except ImportError as exc:
-        raise CacheError(
-            f"limits shared in Redis need the redis client: pip install 'halluscope[ray]' ({exc})"
-        ) from exc
-    try:
-        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5)
-        client.ping()
-    except (redis.RedisError, OSError, ValueError) as exc:
-        raise CacheError(f"cannot reach {redact_credentials(url)} to share the model limits ({exc})") from exc
+def redis_limits(cache: RedisCache, lease_s: float) -> Callable[[str, int], Limiter]:
+    """A ``use_shared_limits`` factory: each model's limit held on the Redis server of ``cache`` (the serve
+    processes behind one address share it with their call cache, over the cache's own connection); a
+    lease lasts ``lease_s``, a model call's longest time and a margin."""
     made: dict[tuple[str, int], RedisLimiter] = {}
     lock = threading.Lock()
 
     def limiter(model: str, limit: int) -> Limiter:
         with lock:
             if (model, limit) not in made:
-                made[(model, limit)] = RedisLimiter(client, (redis.RedisError, OSError), model, limit, lease_s)
+                made[(model, limit)] = RedisLimiter(cache.client, cache.server_errors, model, limit, lease_s)
             return made[(model, limit)]
 
     return limiter

@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError("--upstream-key-env, --context-from and --on-flag are for --proxy")
     gateway = gateway_of(args)
     if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
-        use_shared_limits(redis_limits(gateway.cache.url, gateway.timeout + LEASE_GRACE_S))
+        use_shared_limits(redis_limits(gateway.cache, gateway.timeout + LEASE_GRACE_S))
     settings = ServerSettings(
         gateway,
         args.model,

@@ -215,7 +215,8 @@ class Proxy:
             return None
         feed: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         chunks = iter(feed.get, None)  # the thread's blocking reader: ends at the None the stream's end puts
-        return StreamedCheck(feed, asyncio.ensure_future(self.settings.check_stream(chunks, docs, question(messages))))
+        task = asyncio.ensure_future(self.settings.check_stream(chunks, docs, question(messages)))
+        return StreamedCheck(feed, task, docs)
 
     async def streamed_verdict(
         self, answer: str, request: dict[str, Any], checking: StreamedCheck | None
@@ -224,8 +225,7 @@ class Proxy:
         if checking is None:
             return await self.verdict(answer, request)
         checking.feed.put(None)
-        docs = documents(request.get("messages"), self.proxy.context_from)
-        skipped = self.unchecked(answer, docs)
+        skipped = self.unchecked(answer, checking.docs)
         if skipped is not None:
             checking.cancel()
             return skipped
@@ -234,11 +234,12 @@ class Proxy:
 
 @dataclass
 class StreamedCheck:
-    """A streamed answer's check at work: the deltas go into ``feed`` (None: the stream has ended), and
-    ``task`` gives its brief verdict."""
+    """A streamed answer's check at work: the deltas go into ``feed`` (None: the stream has ended),
+    ``task`` gives its brief verdict, ``docs`` are the request's documents it checks against."""
 
     feed: queue.SimpleQueue[str | None]
     task: asyncio.Future[dict[str, Any]]
+    docs: list[str]
 
     def cancel(self) -> None:
         """No further call: the thread's reader ends, and the task's budget is cut."""
