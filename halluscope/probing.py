@@ -2,9 +2,12 @@
 2406.15927): logistic regression on standardised states predicts, from one forward pass, what
 otherwise costs samples or labels.
 
-Three kinds, by what the label is and where the probe reads:
+Four kinds, by what the label is and where the probe reads:
 - ``sentence``: a sentence is inaccurate (WikiBio's annotations, TruthfulQA's incorrect answers, a
   user's labelled file); read at each sentence's last token;
+- ``grounded``: a sentence is not supported by the context given with the answer (WikiBio's sentences
+  against their Wikipedia text, RTE's hypotheses against their premises, a labelled file with a
+  context); read at each sentence's last token, the answer read after the context in one forward pass;
 - ``accuracy``: a short answer is wrong (against a dataset's gold answers); read at the question's
   last token (before answering, the paper's TBG) and the answer's last token (its SLT);
 - ``sep``: the question's semantic entropy is high, split into high and low as the paper does
@@ -31,11 +34,13 @@ from halluscope.errors import ConfigError
 from halluscope.metrics import auc_pr, auc_roc
 from halluscope.readers import read_file
 
-Kind = Literal["sentence", "accuracy", "sep"]
-KINDS: tuple[str, ...] = ("sentence", "accuracy", "sep")
+Kind = Literal["sentence", "grounded", "accuracy", "sep"]
+KINDS: tuple[str, ...] = ("sentence", "grounded", "accuracy", "sep")
+SENTENCE_KINDS = ("sentence", "grounded")  # one row a sentence; the others one row an answer
 # where each kind reads: a sentence's last token, or the question's and the answer's (concatenated)
 POSITIONS: dict[str, tuple[str, ...]] = {
     "sentence": ("sentence",),
+    "grounded": ("sentence",),
     "accuracy": ("question", "answer"),
     "sep": ("question", "answer"),
 }

@@ -369,3 +369,64 @@ def test_a_question_whose_answer_fails_is_left_out_of_the_fit_not_the_whole_fit(
         )
     assert len(examples) == 12 and probe.data["not_read"] == 1 and probe.data["rows"] == 11
     assert [ex.labels for ex in examples[:2]] == [(0,), (1,)]
+
+
+GROUNDED_FACTS = [  # (context, a sentence it supports, one it contradicts)
+    ("The meeting was moved to Friday at noon.", "The meeting is on Friday.", "The meeting is on Monday."),
+    ("Anna Berg was born in Oslo in 1950.", "Anna Berg was born in Oslo.", "Anna Berg was born in Rome."),
+    ("The bridge is 300 metres long.", "The bridge is 300 metres long.", "The bridge is 9 metres long."),
+    ("Tom's car is red and old.", "Tom's car is red.", "Tom's car is blue."),
+    ("The shop opens at 9 and closes at 5.", "The shop opens at 9.", "The shop opens at 11."),
+]
+
+
+@pytest.mark.slow
+def test_a_grounded_probe_reads_the_answer_after_its_context_when_fitted_and_when_detecting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fit and the method frame the answer alike (the context fenced in ``probe.grounded``), so a
+    detect of a fitted answer reads it back from the cache; another context is another reading."""
+    data = tmp_path / "grounded.jsonl"
+    rows = []
+    for i, (context, good, bad) in enumerate(GROUNDED_FACTS):
+        rows.append({"id": f"f{i}", "text": f"{good} {bad}", "context": [context], "labels": [0, 1]})
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out, cache = tmp_path / "probe.json", str(tmp_path / "cache")
+    fitting = ["probe", "fit", "--kind", "grounded", "--data", str(data), "--model", SMOL, "--out", str(out)]
+    assert main([*fitting, "--cache", cache, "--force"]) == 0
+    assert "grounded probe on local:smollm2-135m layer 30" in capsys.readouterr().out
+    probe = load_probe(out)
+    assert probe.kind == "grounded" and probe.positions == ["sentence"] and probe.data["rows"] == 10
+    assert probe.prompt is not None and probe.prompt.startswith("probe.grounded@1#")
+    context, good, bad = GROUNDED_FACTS[1]
+    detect = ["detect", "probe", "--probe", str(out), "--text", f"{good} {bad}", "--cache", cache, "--json"]
+    assert main([*detect, "--context", context]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert fitted["meta"]["calls"] == 0 and fitted["meta"]["cache_hits"] == 1  # read while fitting
+    assert [u["text"] for u in fitted["units"]] == [good, bad]
+    assert main([*detect, "--context", "Anna Berg was born in Rome in 1950."]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["meta"]["calls"] == 1 and [u["score"] for u in other["units"]] != [u["score"] for u in fitted["units"]]
+    assert main(detect) == 2  # no context: refused in one line
+    assert "a grounded probe reads the answer after its context: give context" in capsys.readouterr().err
+
+
+def test_grounded_probe_data_rte_hypotheses_after_their_premises_and_refusals(tmp_path: Path, data_dir: Path) -> None:
+    from halluscope.tune.probe_fit import fit, grounded_examples
+
+    rte = grounded_examples("rte", range(10), data_dir)
+    assert len(rte) == 10 and all(len(ex.context) == 1 and ex.sentences == (ex.text,) for ex in rte)
+    assert {ex.labels for ex in rte} == {(0,), (1,)}  # entailed: 0, not entailed: 1
+    wikibio = grounded_examples("wikibio", range(2), data_dir)
+    assert [ex.group for ex in wikibio] == ["passage 0", "passage 1"] and all(ex.context[0] for ex in wikibio)
+    no_context = tmp_path / "plain.jsonl"
+    no_context.write_text(json.dumps({"id": "a1", "text": "Dogs bark. Cats fly.", "labels": [0, 1]}) + "\n")
+    with pytest.raises(ConfigError, match="answer a1: a grounded probe fits on a context and a label per sentence"):
+        grounded_examples(str(no_context), None, data_dir)
+    gateway = _gateway(tmp_path)
+    with pytest.raises(ConfigError, match="truthfulqa has no context"):
+        fit("grounded", "truthfulqa", SMOL, gateway, data_dir=data_dir)
+    with pytest.raises(ConfigError, match="fit a grounded probe on it"):
+        fit("sentence", "rte", SMOL, gateway, data_dir=data_dir)
+    with pytest.raises(ConfigError, match="rte labels sentences: fit a grounded probe"):
+        fit("accuracy", "rte", SMOL, gateway, data_dir=data_dir)

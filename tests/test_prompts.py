@@ -28,6 +28,7 @@ V1_HASHES = {
     "grounded.support_all@1": "48817bd90c94",  # halluscope's own one-call grounded check (issue 45)
     "guard.revise@1": "872846c069c3",
     "guard.revise_grounded@1": "c0df9090c1b0",
+    "probe.grounded@1": "b72c809454db",
     "guard.reask@1": "5c2295f6cc7c",
     "phr.example@1": "e4b9af7f0e67",
     "phr.query@1": "6f07903df8ee",

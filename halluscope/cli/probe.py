@@ -16,7 +16,7 @@ from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.probing import KINDS
 from halluscope.readers import check_writable
 from halluscope.tune.calibrate import passage_range
-from halluscope.tune.probe_fit import QA_DATA, SENTENCE_DATA, fit, summary
+from halluscope.tune.probe_fit import GROUNDED_DATA, QA_DATA, SENTENCE_DATA, fit, summary
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -50,13 +50,18 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("probe", help=help_of("probe"), description=__doc__)
     verbs = p.add_subparsers(dest="verb", required=True)
     f = verbs.add_parser("fit", parents=[common], help="fit a probe and write it as JSON", description=__doc__)
-    f.add_argument("--kind", required=True, choices=KINDS, help="sentence, accuracy or sep (semantic entropy)")
+    f.add_argument(
+        "--kind",
+        required=True,
+        choices=KINDS,
+        help="sentence, grounded (read after the answer's context), accuracy or sep (semantic entropy)",
+    )
     f.add_argument(
         "--data",
         required=True,
         metavar="NAME|FILE",
-        help=f"{', '.join(SENTENCE_DATA)} (sentence), {', '.join(QA_DATA)} (accuracy, sep), or your labelled "
-        "CSV/JSONL file (sep: a .txt of questions will do)",
+        help=f"{', '.join(SENTENCE_DATA)} (sentence), {', '.join(GROUNDED_DATA)} (grounded), {', '.join(QA_DATA)} "
+        "(accuracy, sep), or your labelled CSV/JSONL file (grounded: with a context; sep: a .txt of questions will do)",
     )
     f.add_argument("--items", metavar="FIRST-LAST", help="the passages, questions or rows to fit on (default: all)")
     f.add_argument(

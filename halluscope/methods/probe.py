@@ -5,9 +5,11 @@ hallucinated, wrong, or semantically uncertain. No generation: one forward pass 
 with the text's token statistics.
 
 Where it reads: a sentence probe at each sentence's last token, the answer read as the model's own
-reply to the question (when one is given); the others at the question's last token before the answer
-(the paper's TBG) and the answer's last token (its SLT), the question framed by the prompt the
-answers were sampled with (semantic entropy's).
+reply to the question (when one is given); a ``grounded`` probe there too, the answer read as the
+model's reply to the context and question (``probe.grounded``), so the state at a sentence's end has
+seen the context it should rest on; the others at the question's last token before the answer (the
+paper's TBG) and the answer's last token (its SLT), the question framed by the prompt the answers were
+sampled with (semantic entropy's).
 """
 
 from __future__ import annotations
@@ -22,24 +24,35 @@ from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import LogProbModel, reading_prompt
 from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
-from halluscope.probing import Probe, load_probe
+from halluscope.probing import SENTENCE_KINDS, Probe, load_probe
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
-from halluscope.runtime.contract import Flag, Method, Need, RunContext, arg
+from halluscope.runtime.contract import Documents, Flag, Method, Need, RunContext, arg, checked_documents
 from halluscope.scoring.token_probability import sentence_spans
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "probe"
 ANSWER_PROMPT = "semantic_entropy.answer"  # the prompt short answers are sampled with, and read after
+CONTEXT_PROMPT = "probe.grounded"  # the context (and question) a grounded probe reads the answer after
+NO_QUESTION = "(not given)"
 
 
-def framing(kind: str, reader: LogProbModel, question: str | None, gateway: Gateway) -> tuple[str, str | None]:
+def framing(
+    kind: str, reader: LogProbModel, question: str | None, gateway: Gateway, context: Sequence[str] = ()
+) -> tuple[str, str | None]:
     """(what the model reads before the answer, the prompt's id@version#hash or None) for a probe kind:
     a sentence probe reads the answer as the model's reply to the question as asked (nothing without
-    one); the others after the question in the prompt the answers were sampled with."""
+    one); a grounded probe as its reply to the context and question; the others after the question in
+    the prompt the answers were sampled with."""
     if kind == "sentence":
         return reading_prompt(reader, question, chat=True), None
+    if kind == "grounded":
+        if not context:
+            raise ConfigError("a grounded probe reads the answer after its context: give context")
+        tpl = gateway.registry.get(CONTEXT_PROMPT)
+        rendered = tpl.render(context="\n\n".join(context), question=question or NO_QUESTION)
+        return reader.chat_prompt(rendered), tpl.ref
     if not question:
         raise ConfigError(f"a {kind} probe reads the question before the answer: give question")
     tpl = gateway.registry.get(ANSWER_PROMPT)
@@ -47,7 +60,9 @@ def framing(kind: str, reader: LogProbModel, question: str | None, gateway: Gate
 
 
 def prompt_ref(kind: str, gateway: Gateway) -> str | None:
-    return None if kind == "sentence" else gateway.registry.get(ANSWER_PROMPT).ref
+    if kind == "sentence":
+        return None
+    return gateway.registry.get(CONTEXT_PROMPT if kind == "grounded" else ANSWER_PROMPT).ref
 
 
 def sentence_ends(text: str, sentences: Sequence[str]) -> list[int | None]:
@@ -58,7 +73,7 @@ def sentence_ends(text: str, sentences: Sequence[str]) -> list[int | None]:
 def features(kind: str, states: Mapping[int, np.ndarray], layer: int) -> np.ndarray:
     """The rows a probe reads: one per sentence, or the question's and the answer's states side by side."""
     rows = states[layer]
-    return rows if kind == "sentence" else rows.reshape(1, -1)
+    return rows if kind in SENTENCE_KINDS else rows.reshape(1, -1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +81,7 @@ class Inputs:
     text: str = options.text("the answer to check: a passage (sentence probes) or a short answer")
     sentences: list[str] | None = options.sentences()
     question: str | None = options.question("the question the text answers (accuracy and sep probes need it)")
+    context: Documents | None = options.documents("the documents the answer should rest on (grounded probes)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,8 +117,9 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     """Each sentence's probability (sentence probes), or the answer's, from one forward pass."""
     probe, reader, opts = prepared.probe, prepared.reader, prepared.options
     assert probe is not None and reader is not None and isinstance(opts, Options)
-    before, _ = framing(probe.kind, reader, inputs.question, ctx.gateway)
-    if probe.kind == "sentence":
+    context = [text for text, _ in checked_documents(inputs.context)] if inputs.context is not None else []
+    before, _ = framing(probe.kind, reader, inputs.question, ctx.gateway, context)
+    if probe.kind in SENTENCE_KINDS:
         text, given, _ = checked_passage(inputs.text, inputs.sentences, None)
         found = given or split_sentences(text or "")
         if not found:
@@ -119,7 +136,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         ctx.plan(1)
         states = yield Blocking(partial(ctx.gateway.hidden_states, reader, before, text, wanted, [probe.layer]))
         scores = iter(probe.probabilities(features(probe.kind, states, probe.layer)).tolist())
-    if probe.kind == "sentence":
+    if probe.kind in SENTENCE_KINDS:
         units = [
             Unit(text=s, score=None if end is None else next(scores), evidence={"read_at": end})
             for s, end in zip(found, ends, strict=True)
@@ -142,8 +159,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
 
 METHOD = Method(
     name=NAME,
-    summary="a linear probe on one forward pass's hidden states (sentence, accuracy or semantic entropy probe, "
-    "Kossen et al. 2024), fitted by `halluscope probe fit`",
+    summary="a linear probe on one forward pass's hidden states (sentence, grounded, accuracy or semantic entropy "
+    "probe, Kossen et al. 2024), fitted by `halluscope probe fit`",
     inputs=Inputs,
     options=Options,
     prepare=prepare,

@@ -6,6 +6,9 @@ Examples by kind and data:
 - ``sentence``: WikiBio's passages (a sentence labelled minor or major inaccurate is 1), TruthfulQA's
   correct (0) and incorrect (1) answers as statements read after their question, or a labelled file
   (``halluscope.labelled``: per-sentence ``labels``, or one ``label`` per one-sentence answer);
+- ``grounded``: the same sentences read after the context they should rest on: WikiBio's passages
+  after their person's Wikipedia text (and the passage's prompt), RTE's training hypotheses after their
+  premise (not entailed: 1), or a labelled file with a ``context`` (as `bench mine` reads it);
 - ``accuracy``: TriviaQA's or SQuAD's questions, answered at temperature 0.1 by the answering model
   (the QA bench's graded answer, the same cached call) and graded against the gold answers, or a
   labelled file of question, text (the answer) and label (1: wrong);
@@ -28,24 +31,27 @@ import numpy as np
 from halluscope.backends.budget import MAX_CALLS, BudgetError
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
 from halluscope.backends.logprobs import LogProbModel
+from halluscope.bench.grounded import UNSUPPORTED, load_rte
 from halluscope.bench.papers.qa import GREEDY_TEMPERATURE, is_correct, load_qa
 from halluscope.bench.papers.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.labelled import load_labelled
 from halluscope.methods import probe, semantic_entropy
-from halluscope.probing import Kind, Probe, best_split, fit_probe, validation_groups
+from halluscope.probing import SENTENCE_KINDS, Kind, Probe, best_split, fit_probe, validation_groups
 from halluscope.readers import read_lines
 from halluscope.runtime.contract import start
 
 SENTENCE_DATA = ("wikibio", "truthfulqa")
+GROUNDED_DATA = ("wikibio", "rte")
 QA_DATA = ("triviaqa", "squad")
 
 
 @dataclass(frozen=True)
 class Example:
     """One text a probe reads: its group (what validation holds out together), the question before it,
-    its sentences (a sentence probe's units) and one label per unit; ``entropy`` for a sep probe."""
+    its sentences (a sentence probe's units) and one label per unit; ``entropy`` for a sep probe, the
+    ``context`` documents a grounded probe reads first."""
 
     group: str
     text: str
@@ -53,6 +59,7 @@ class Example:
     sentences: tuple[str, ...]
     labels: tuple[int, ...]
     entropy: float | None = None
+    context: tuple[str, ...] = ()
 
 
 def sentence_examples(data: str, items: range | None, data_dir: str | Path | None) -> list[Example]:
@@ -89,6 +96,49 @@ def sentence_examples(data: str, items: range | None, data_dir: str | Path | Non
         else:  # one label for the answer: read as one unit
             examples.append(Example(row.id, text, question, (text.strip(),), (row.answer_label,)))
     return [e for i, e in enumerate(examples) if items is None or i in items]
+
+
+def grounded_examples(data: str, items: range | None, data_dir: str | Path | None) -> list[Example]:
+    """A grounded probe's examples: sentences with the context they should rest on, from WikiBio (its
+    Wikipedia text), RTE's training split (one hypothesis a premise) or a labelled file's context."""
+    if data == "wikibio":
+        return [
+            Example(
+                f"passage {p.index}",
+                p.text,
+                p.prompt,
+                tuple(p.sentences),
+                tuple(int(x != "accurate") for x in p.labels),
+                context=(p.wiki_text,),
+            )
+            for p in load_wikibio(data_dir)
+            if items is None or p.index in items
+        ]
+    if data == "rte":
+        return [
+            Example(
+                f"pair {p.index}",
+                p.hypothesis,
+                None,
+                (p.hypothesis,),
+                (int(p.label in UNSUPPORTED),),
+                context=(p.premise,),
+            )
+            for p in load_rte(data_dir, split="train")
+            if items is None or p.index in items
+        ]
+    examples = []
+    for i, row in enumerate(load_labelled(data).rows):
+        if items is not None and i not in items:
+            continue
+        context, units = row.inputs.get("context"), row.units
+        if not context or units is None or row.labels is None:
+            raise ConfigError(f"{data}, answer {row.id}: a grounded probe fits on a context and a label per sentence")
+        documents = (context,) if isinstance(context, str) else tuple(str(c) for c in context)
+        question = row.inputs.get("question")
+        text = str(row.inputs.get("text", ""))
+        examples.append(Example(row.id, text, question, tuple(units), row.labels, context=documents))
+    return examples
 
 
 def _questions(data: str, items: range | None, data_dir: str | Path | None) -> list[tuple[str, str, list[str] | None]]:
@@ -192,8 +242,8 @@ def read_states(
     groups: list[str] = []
     missing = 0
     for ex in progress(examples):
-        before, _ = probe.framing(kind, reader, ex.question, gateway)
-        if kind == "sentence":
+        before, _ = probe.framing(kind, reader, ex.question, gateway, ex.context)
+        if kind in SENTENCE_KINDS:
             ends = probe.sentence_ends(ex.text, ex.sentences)
             kept = [(end, label) for end, label in zip(ends, ex.labels, strict=True) if end is not None]
             missing += len(ends) - len(kept)
@@ -223,6 +273,32 @@ def default_layers(reader: LogProbModel) -> list[int]:
     return sorted({*range(max(1, top // 4), top + 1, 4), top})
 
 
+def check_data(kind: Kind, data: str) -> None:
+    """Refuse data that cannot give a probe of this kind its examples, naming the kind that fits it."""
+    if kind in SENTENCE_KINDS and data in QA_DATA:
+        raise ConfigError(f"{data} has short answers, not labelled sentences: fit an accuracy or sep probe on it")
+    if kind == "grounded" and data == "truthfulqa":
+        raise ConfigError("truthfulqa has no context to ground its answers on: fit a sentence probe on it")
+    if kind == "sentence" and data == "rte":
+        raise ConfigError("rte's hypotheses are checked against their premises: fit a grounded probe on it")
+    if kind not in SENTENCE_KINDS and data in (*SENTENCE_DATA, *GROUNDED_DATA):
+        fits = "grounded" if data == "rte" else "sentence"
+        raise ConfigError(f"{data} labels sentences: fit a {fits} probe on it (an {kind} probe reads questions)")
+
+
+def examples_of(
+    kind: Kind, data: str, items: range | None, data_dir: str | Path | None, **answering: Any
+) -> list[Example]:
+    """A probe's examples by kind: labelled sentences (with their context for a grounded probe), or
+    questions answered and graded or sampled (``answering``: ``answered_examples``' keywords)."""
+    check_data(kind, data)
+    if kind == "sentence":
+        return sentence_examples(data, items, data_dir)
+    if kind == "grounded":
+        return grounded_examples(data, items, data_dir)
+    return answered_examples(kind, data, items, data_dir, **answering)
+
+
 def fit(
     kind: Kind,
     data: str,
@@ -249,25 +325,18 @@ def fit(
     stats = stats if stats is not None else CallStats()
     reader = gateway.logprob_model(model)
     tried = list(layers) if layers else default_layers(reader)
-    if kind == "sentence":
-        if data in QA_DATA:
-            raise ConfigError(f"{data} has short answers, not labelled sentences: fit an accuracy or sep probe on it")
-        examples = sentence_examples(data, items, data_dir)
-    else:
-        if data in SENTENCE_DATA:
-            raise ConfigError(f"{data} labels sentences: fit a sentence probe on it (an {kind} probe reads questions)")
-        examples = answered_examples(
-            kind,
-            data,
-            items,
-            data_dir,
-            answerer=answerer if answerer is not None else model,
-            gateway=gateway,
-            stats=stats,
-            n=n,
-            judge=judge,
-            progress=progress,
-        )
+    examples = examples_of(
+        kind,
+        data,
+        items,
+        data_dir,
+        answerer=answerer if answerer is not None else model,
+        gateway=gateway,
+        stats=stats,
+        n=n,
+        judge=judge,
+        progress=progress,
+    )
     if not examples:
         raise ConfigError(f"no examples in {data}{'' if items is None else f' items {items.start}-{items.stop - 1}'}")
     threshold = None
@@ -291,11 +360,11 @@ def fit(
         prompt=probe.prompt_ref(kind, gateway),
         threshold=threshold,
         data={
-            "source": data if data in (*SENTENCE_DATA, *QA_DATA) else Path(data).name,
+            "source": data if data in (*SENTENCE_DATA, *GROUNDED_DATA, *QA_DATA) else Path(data).name,
             "items": None if items is None else f"{items.start}-{items.stop - 1}",
             "examples": len(examples),
             "not_read": missing,
-            **({"answerer": model_name(answerer or model)} if kind != "sentence" else {}),
+            **({"answerer": model_name(answerer or model)} if kind not in SENTENCE_KINDS else {}),
             **({"n": n, "judge": getattr(judge, "name", judge)} if kind == "sep" else {}),
         },
     )
