@@ -171,8 +171,9 @@ class Calibration(BaseModel):
 
     def check(self, method: str, model: str | None) -> None:
         """Refuse use with another method or model than it was fitted for (a preset, as in
-        'selfcheck-prompt:prob', is its method with the preset's options: its settings say which)."""
-        if [m.partition(":")[0] for m in self.methods] != [method]:
+        'selfcheck-prompt:prob', is its method with the preset's options: its settings say which; so is one
+        with its own options, as in 'grounded[model=nli:DIR]')."""
+        if [m.partition("[")[0].partition(":")[0] for m in self.methods] != [method]:
             raise ConfigError(f"this calibration was fitted for {'+'.join(self.methods)}, not {method}")
         if self.model is not None and model is not None and model != self.model:
             raise ConfigError(f"this calibration was fitted on {self.model}'s scores, not {model}'s")

@@ -430,9 +430,11 @@ def deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
     if len(calibration.methods) > 1:
         return "ensemble", {}
     member = calibration.methods[0]
-    spec = registry.get(registry.configured(member)[0])
+    name, own = registry.configured(member)
+    spec = registry.get(name)
     fitted = calibration.settings.get(member, {})
-    return spec.name, {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
+    kept = {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
+    return spec.name, kept | own  # its own model ('grounded[model=nli:DIR]') runs it, not the calibration's
 
 
 def from_calibration(calibration: str | Path | Calibration, model: Any = None, **options: Any) -> Detector:
@@ -441,8 +443,10 @@ def from_calibration(calibration: str | Path | Calibration, model: Any = None, *
     guard or a tool: ``hallucination_guard(from_calibration(FILE), threshold, on="probability")``)."""
     check_value("from_calibration", "calibration", calibration, str | Path | Calibration)
     fitted = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
-    name, _ = deployed(fitted)
-    return detector(name, model if model is not None else fitted.model, fitted, **options)
+    name, settings = deployed(fitted)
+    if model is None and registry.get(name).model_field not in settings:
+        model = fitted.model
+    return detector(name, model, fitted, **options)
 
 
 def detector(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from halluscope.backends.gateway import Gateway
+from halluscope.bench.runner import BenchResult
 from halluscope.calibration import Calibration
 from halluscope.cli import main
 from halluscope.errors import ConfigError
@@ -337,3 +338,49 @@ def test_from_calibration_is_the_detector_the_file_describes(tmp_path: Path, gat
         result = det.detect(text=answer, context=documents)  # the second replays the first's calls
         assert result.method == "grounded" and result.units[1].probability is not None
         assert result.meta.calls + result.meta.cache_hits == 2  # top_k=1 as fitted: not one call per chunk
+
+
+def test_a_candidate_with_its_own_judge_is_chosen_among_the_others_and_deployed_on_it(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    """'grounded[model=nli:DIR]' (a fitted checker) runs beside the LLM candidates with its own judge
+    (the run's model does not replace it), and its calibration runs on that judge: no LLM call."""
+    import halluscope
+    from halluscope.tune.calibrate import calibrate_labelled
+    from tests.tiny_nli import build_tiny_nli
+
+    words = " ".join(
+        sorted({w.strip(".").lower() for r in answers() for t in (r["text"], *r["context"]) for w in t.split()})
+    )
+    (tmp_path / "checker").mkdir()
+    checker = build_tiny_nli(tmp_path / "checker", words, {0: "entailment", 1: "contradiction"})
+    own = f"grounded[model=nli:{checker}]"
+    calls: list[str] = []
+    model = scripted(lambda prompt, params: calls.append(prompt) or judge(prompt, params))
+    choice = choose(answers(), ["grounded", own], tmp_path / "c", model=model, gateway=gateway, folds=3, progress=False)
+    rows = {c.name: c for c in choice.candidates}
+    assert set(rows) >= {"grounded", own} and rows[own].auc_roc is not None and not rows[own].skipped
+    folder = tmp_path / "c" / "runs" / own.replace("/", "_").replace("[", "_").replace("]", "_")
+    assert BenchResult.read(folder).meta.models == [f"nli:{checker}"]  # its own judge, not the run's model
+    assert BenchResult.read(tmp_path / "c" / "runs" / "grounded").meta.models == ["scripted:test"]
+    asked = len(calls)
+    cal = calibrate_labelled(
+        [own], answers(), tmp_path / "cal.json", model=model, gateway=gateway, folds=3, progress=False, force=True
+    )
+    assert cal.model == f"nli:{checker}" and cal.methods == [own]
+    result = halluscope.check(
+        "France is a country in Europe. Its capital is Rome.", context=["France's capital is Paris."],
+        calibration=cal, gateway=gateway,
+    )  # fmt: skip
+    assert result.method == "grounded" and result.meta.models == [f"nli:{checker}"] and len(calls) == asked
+    with pytest.raises(ConfigError, match=r"'nope=1' is not KEY=VALUE of one of its options"):
+        choose(answers(), ["grounded[nope=1]"], tmp_path / "d", model=model, gateway=gateway, progress=False)
+
+
+def test_bracketed_candidates_keep_their_commas_on_the_command_line() -> None:
+    from halluscope.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["choose", "--data", "x.jsonl", "--method", "grounded[model=nli:a,b;top_k=1],selfcheck-unigram"]
+    )
+    assert args.method == ["grounded[model=nli:a,b;top_k=1]", "selfcheck-unigram"]

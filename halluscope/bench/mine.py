@@ -147,17 +147,19 @@ def mine_plans(
     threshold: float | None = None,
 ) -> list[Plan]:
     """One plan per method over the user's labelled answers (a path, DataFrame, rows or langsmith:NAME);
-    ``options`` go to each method that declares them (a judge, top_k); ``threshold``: the raw score at
+    ``options`` and ``model`` go to each method that declares them (a judge, top_k) unless its configured
+    name sets them ('grounded[model=nli:DIR]'); ``threshold``: the raw score at
     which an answer is flagged, for the share flagged (``flag_rate``). A method that cannot run on the
     rows is refused up front, naming the row and what it lacks."""
     labelled = data if isinstance(data, LabelledData) else load_labelled(data, limit=limit)
     plans = []
     for name in methods:
-        method_name, preset = registry.configured(name)
+        method_name, own = registry.configured(name)  # its preset's and bracketed options win over the run's
         method = registry.get(method_name)
-        chosen = {**preset, **{k: v for k, v in (options or {}).items() if k in method.option_names}}
+        chosen = {k: v for k, v in (options or {}).items() if k in method.option_names}
         if model is not None and method.model_field in method.option_names:
             chosen[method.model_field] = [model] if method.takes_list(method.model_field) else model
+        chosen |= own
         check_rows(method, chosen, labelled)
         plans.append(_plan(name, method, chosen, labelled, gateway, threshold))
     return plans

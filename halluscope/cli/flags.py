@@ -6,6 +6,7 @@ The only place argparse meets a declaration."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -13,10 +14,13 @@ from halluscope.checks import finite_number
 from halluscope.errors import ConfigError
 from halluscope.runtime.contract import Flag, Method, Option, options_of
 
+OUTSIDE_BRACKETS = re.compile(r",(?![^\[]*\])")  # a comma not inside [...]
+
 
 class ListFlag(argparse.Action):
     """The one convention for a list of names, model specs or numbers: comma-separated values, and the
     flag may be repeated (``--method a,b --method c`` is [a, b, c]); a given flag replaces its default.
+    A comma inside brackets is a method's own ('grounded[model=nli:DIR;top_k=1],direct-question' is two).
     Free text, paths and KEY=VALUE pairs may hold commas: those flags repeat, one value each."""
 
     def __init__(self, *args: Any, kind: type = str, **kwargs: Any) -> None:
@@ -29,7 +33,7 @@ class ListFlag(argparse.Action):
         so_far = getattr(namespace, self.dest, None)
         so_far = [] if so_far is None or so_far is self.default else so_far
         try:
-            parts = [self.kind(part.strip()) for part in str(values).split(",") if part.strip()]
+            parts = [self.kind(part.strip()) for part in OUTSIDE_BRACKETS.split(str(values)) if part.strip()]
         except ValueError:
             what = "integers" if self.kind is int else "numbers"
             parser.error(f"{flag} takes comma-separated {what}, got {values!r}")

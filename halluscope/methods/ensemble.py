@@ -43,10 +43,11 @@ def _calibration(calibration: str | Path | Calibration | None, methods: Sequence
 
 def _member(name: str, cal: Calibration | None = None) -> tuple[Method, dict[str, Any]]:
     """A member's contract and options: as the calibration records them (the options it was fitted with,
-    top_k or n among them), a preset's over them; it must score the sentences of a text."""
-    if name not in registry.sentence_methods():
-        raise ConfigError(f"an ensemble member must be a method that scores a text's sentences, got {name!r}")
+    top_k or n among them), a preset's and its bracketed ones (its own model among them) over them; it
+    must score the sentences of a text."""
     method, preset = registry.configured(name)
+    if name.partition("[")[0] not in registry.sentence_methods():
+        raise ConfigError(f"an ensemble member must be a method that scores a text's sentences, got {name!r}")
     spec = registry.get(method)
     fitted = cal.settings.get(name, {}) if cal is not None else {}
     kept = {k: v for k, v in fitted.items() if k in spec.option_names and k != spec.model_field}
@@ -118,7 +119,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         given = {
             "text": " ".join(found),
             spec.question_field: inputs.prompt,
-            spec.model_field: opts.model,
+            spec.model_field: kwargs.get(spec.model_field, opts.model),  # a member that names its own keeps it
             "samples": samples,
             "n": n,
             "probe": opts.probe,

@@ -8,6 +8,7 @@ method choices and the ensemble all read this registry. Found on first use, once
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import threading
 from importlib.metadata import entry_points
@@ -61,14 +62,52 @@ def name_of(method: str) -> str:
 
 def configured(name: str) -> tuple[str, dict[str, Any]]:
     """The method and options a configured name stands for ('selfcheck-prompt:prob' is SelfCheck-Prompt
-    with its preset 'prob', scoring='prob'); a plain method name stands for itself, with no options."""
+    with its preset 'prob', scoring='prob'; 'grounded[model=nli:DIR]' is grounded with that judge, its own
+    options in brackets, KEY=VALUE separated by ';', over its preset's); a plain method name stands for
+    itself, with no options."""
+    given: dict[str, Any] = {}
+    if name.endswith("]") and "[" in name:
+        name, _, inline = name[:-1].partition("[")
+        given = inline_options(name.partition(":")[0], inline)
     method, sep, preset = name.partition(":")
     if not sep:
-        return name, {}
+        return name_of(method) if given else name, given
     presets = get(method).presets
     if preset not in presets:
         raise ConfigError(f"{method} has no preset {preset!r}; it has: {', '.join(presets) or 'none'}")
-    return name_of(method), dict(presets[preset])
+    return name_of(method), {**presets[preset], **given}
+
+
+def own_model(name: str) -> Any:
+    """The model a configured name sets itself ('grounded[model=nli:DIR]'), or None."""
+    method, own = configured(name)
+    return own.get(get(method).model_field)
+
+
+def inline_options(method: str, inline: str) -> dict[str, Any]:
+    """'model=nli:DIR;top_k=1' as options of ``method``: each a name it declares; a number, true or false
+    read as such, anything else as text."""
+    spec = get(method)
+    found: dict[str, Any] = {}
+    for part in (p.strip() for p in inline.split(";") if p.strip()):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in spec.option_names:
+            raise ConfigError(
+                f"{method}[{inline}]: {part!r} is not KEY=VALUE of one of its options ({', '.join(spec.option_names)})"
+            )
+        found[key] = _value(value.strip())
+    if not found:
+        raise ConfigError(f"{method}[]: give its options in the brackets as KEY=VALUE, or leave the brackets out")
+    return found
+
+
+def _value(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return value if isinstance(value, bool | int | float) else text
 
 
 def sentence_methods() -> tuple[str, ...]:

@@ -228,6 +228,8 @@ def fitted_on_answers(
         raise ConfigError("no answer was scored by every method")
     out_of_fold = cross_validated(split, kind, folds)
     fitted_kind, params = fit(split.scores, split.labels, kind)
+    own = registry.own_model(methods[0]) if len(methods) == 1 else None
+    model = own if own is not None else model  # 'grounded[model=nli:DIR]' was scored, and runs, on its own
     calibration = Calibration(
         kind=fitted_kind,
         methods=methods,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -266,7 +267,7 @@ def choose(
         except ConfigError as exc:  # it cannot run on these rows: listed with the reason
             rows.append(Candidate(name, [name], skipped=str(exc)))
             continue
-        folder = out / "runs" / name
+        folder = out / "runs" / re.sub(r"[^\w.:=+-]", "_", name)  # a bracketed path stays one folder
         before = spent_before(folder)
         try:
             ran[name] = run(plan, folder, progress)
