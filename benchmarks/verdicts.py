@@ -325,6 +325,51 @@ def checker_20x_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     return fact(ratio >= 20, "the checker at least 20 times faster a pair", shown)
 
 
+WIKIBIO_JUDGE = "wikibio 120-237, grounded with the qwen2.5-coder-1.5b judge"
+CHECKER_WIKIBIO = "wikibio 120-237, fitted on rte train and qnli fit part"
+GPROBE_WIKIBIO = "wikibio 120-237, the grounded probe fitted on wikibio 0-119"
+
+
+def seconds_an_answer(run: dict[str, Any]) -> float:
+    """A run's wall time over the answers it scored itself (a resumed run's earlier items are not in it)."""
+    return run["seconds"] / (run["items"] - (run.get("resumed_items") or 0))
+
+
+def fast_within_3_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """A fast candidate against grounded's 1.5B judge on WikiBio 120-237's sentences, paired by passage."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        runs = load("checker")["runs"]
+        groups, labels, fast, slow = rows_paired(runs[run], runs[WIKIBIO_JUDGE])
+        found = paired_difference(labels, fast, slow, groups)
+        claim = f"{what} within 3 points of the 1.5B judge on WikiBio 120-237"
+        return paired(found, "sentence AUC-ROC", what, "the 1.5B judge", -3.0, claim, "passages")
+
+    return decide
+
+
+def gprobe_vs_checker_on_wikibio(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    runs = load("checker")["runs"]
+    groups, labels, probe, checker = rows_paired(runs[GPROBE_WIKIBIO], runs[CHECKER_WIKIBIO])
+    found = paired_difference(labels, probe, checker, groups)
+    claim = "the grounded probe better than the checker on WikiBio 120-237"
+    return paired(found, "sentence AUC-ROC", "the grounded probe", "the checker", 0.0, claim, "passages")
+
+
+def faster_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """How many times less time an answer than the 1.5B judge, against the goal of 20."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        runs = load("checker")["runs"]
+        ratio = seconds_an_answer(runs[WIKIBIO_JUDGE]) / seconds_an_answer(runs[run])
+        verdict = "met" if ratio >= 20 else "not met"
+        claim = f"{what} at least 20 times faster an answer on WikiBio 120-237"
+        shown = f"{ratio:,.1f} times less time an answer than the 1.5B judge, each run's wall time over its own answers"
+        return {"verdict": verdict, "claim": claim, "text": f"**{verdict}** ({claim}: {shown})"}
+
+    return decide
+
+
 def calibrated_dq_vs_scgp(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     planted = load("planted")["runs"]
     dq = hits(planted["direct-question qwen2.5-coder-1.5b"]["rows"])

@@ -166,5 +166,6 @@ METHOD = Method(
     prepare=prepare,
     run=run,
     needs=(Need("probe", probe="(a fitted probe's JSON)"),),
+    context_field="context",  # a grounded probe's documents (LangChain Documents kept as such)
 )
 detect, adetect = METHOD.detect, METHOD.adetect
