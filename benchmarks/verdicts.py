@@ -514,6 +514,12 @@ CLAIMS = (
     ),
     Claim("checker", "20 times faster on rte", checker_20x_faster),
     Claim("checker", "qnli added helps on rte", checker_qnli_helps_on_rte),
+    Claim(
+        "checker",
+        "within 3 points of the 1.5B judge on wikibio",
+        fast_within_3_on_wikibio(CHECKER_WIKIBIO, "the checker fitted on RTE and QNLI"),
+    ),
+    Claim("checker", "20 times faster on wikibio", faster_on_wikibio(CHECKER_WIKIBIO, "the checker")),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
