@@ -108,3 +108,50 @@ def test_checker_fit_from_the_command_line(data_dir: Path, tmp_path: Path, capsy
     printed = capsys.readouterr()
     assert "fitting on 16 pairs" in printed.err and "epoch 1/1: 2/2 batches" in printed.err
     assert f"wrote {out}" in printed.out and json.loads((out / "checker.json").read_text())["data"]["limit"] == 16
+
+
+@pytest.mark.slow
+def test_a_teacher_labels_unlabelled_answers_and_the_fit_learns_its_probabilities(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from halluscope.backends.cache import open_cache
+    from halluscope.backends.gateway import Gateway
+    from halluscope.backends.stats import CallStats
+    from halluscope.prompts.registry import PromptRegistry
+    from halluscope.tune.checker import fingerprint, taught_pairs
+
+    unlabelled = tmp_path / "answers.jsonl"
+    rows = [
+        {"text": "Canberra is the capital of Australia. It lies in Sydney.", "context": ["Canberra is in the ACT."]},
+        {"sentences": ["Paris is in France."], "context": "Paris is the capital of France.", "question": "Where?"},
+    ]
+    unlabelled.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, cache = tmp_path / "taught", str(tmp_path / "cache")
+    argv = ["checker", "fit", "--teacher", "local:smollm2-135m", "--unlabelled", str(unlabelled), "--data", "rte"]
+    argv += ["--limit", "8", "--epochs", "1", "--batch-size", "8", "--max-length", "64", "--threads", "2"]
+    assert main([*argv, "--data-dir", str(data_dir), "--cache", cache, "--out", str(out)]) == 0
+    record = json.loads((out / "checker.json").read_text())
+    assert record["data"]["teacher"] == "local:smollm2-135m" and record["data"]["taught"] == 3
+    assert record["pairs"] == 8 + 3 and record["data"]["unlabelled"] == "answers.jsonl"
+    # its labels are the teacher's p(support), through the gateway: the same labelling again is read back
+    stats = CallStats()
+    gateway = Gateway(cache=open_cache(cache), registry=PromptRegistry())
+    taught = taught_pairs(str(unlabelled), "local:smollm2-135m", gateway, stats=stats)
+    assert [p.claim for p in taught] == [
+        "Canberra is the capital of Australia.",
+        "It lies in Sydney.",
+        "Paris is in France.",
+    ]
+    assert all(p.soft is not None and 0 < p.soft < 1 and p.supported == (p.soft >= 0.5) for p in taught)
+    assert stats.calls == 0 and stats.cache_hits == 3
+    hard = [Pair(p.context, p.claim, p.supported) for p in taught]
+    assert fingerprint(hard) != fingerprint(taught)  # a fit on the labels is not resumed as one on the teacher's
+    capsys.readouterr()
+    assert main(["checker", "fit", "--unlabelled", str(unlabelled), "--out", str(tmp_path / "x")]) == 2
+    assert "--teacher labels the answers of --unlabelled: give both, or neither" in capsys.readouterr().err
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"text": "No documents here."}) + "\n")
+    bad = ["checker", "fit", "--teacher", "local:smollm2-135m", "--unlabelled", str(tmp_path / "bad.jsonl")]
+    assert main([*bad, "--out", str(tmp_path / "y")]) == 2
+    assert "bad.jsonl, line 1: a teacher labels an answer ('text' or 'sentences') and its 'context'" in (
+        capsys.readouterr().err
+    )

@@ -1,17 +1,23 @@
 """`halluscope checker fit`: a fast grounded checker fine-tuned on this machine's CPU from labelled
-(context, sentence, supported?) pairs (``halluscope.tune.checker``), saved as safetensors with its
+(context, sentence, supported?) pairs (``halluscope.tune.checker``), and from unlabelled answers a
+teacher judge labels (its p(support) learned as a soft label), saved as safetensors with its
 checker.json; use it as ``grounded --model nli:DIR`` (no LLM call)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
+from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from halluscope.cli.commands import help_of
-from halluscope.cli.common import print_json
+from halluscope.cli.common import check_specs, gateway_of, print_json
+from halluscope.errors import ConfigError
 from halluscope.tune.calibrate import passage_range
-from halluscope.tune.checker import DATASETS, FitSettings, fit_checker, training_pairs
+from halluscope.tune.checker import DATASETS, FitSettings, fit_checker, taught_pairs, training_pairs
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -22,11 +28,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
         max_length=args.max_length,
     )
+    if args.data is None and args.unlabelled is None:
+        raise ConfigError("checker fit needs --data (labelled pairs), --unlabelled with --teacher, or both")
+    if (args.teacher is None) != (args.unlabelled is None):
+        raise ConfigError("--teacher labels the answers of --unlabelled: give both, or neither")
+    check_specs([args.teacher])
     items = passage_range(args.items, "--items") if args.items else None
-    pairs = training_pairs(args.data, items, args.data_dir)
+    pairs = training_pairs(args.data, items, args.data_dir) if args.data else []
     if args.limit is not None:
         pairs = pairs[: args.limit]
     described = {"data": args.data, "items": args.items, "limit": args.limit}
+    if args.unlabelled:
+        bar = partial(tqdm, desc="teacher", unit=" answer", file=sys.stderr, disable=args.json)
+        taught = taught_pairs(args.unlabelled, args.teacher, gateway_of(args), lambda rows: bar(list(rows)))
+        pairs += taught
+        described |= {"teacher": args.teacher, "unlabelled": Path(args.unlabelled).name, "taught": len(taught)}
     print(f"fitting on {len(pairs):,} pairs ({sum(p.supported for p in pairs):,} supported)", file=sys.stderr)
     fitted = fit_checker(
         pairs,
@@ -54,7 +70,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     f = verbs.add_parser("fit", parents=[common], help="fit a checker and save it", description=__doc__)
     f.add_argument(
         "--data",
-        required=True,
         metavar="NAME|FILE",
         help=f"{', '.join(DATASETS)} (RTE's training split, QNLI's fit part, WikiBio passages), or your labelled "
         "CSV/JSONL file (a context and a label per sentence, as `bench mine` reads it); several, comma-separated",
@@ -62,7 +77,17 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     f.add_argument(
         "--items", metavar="FIRST-LAST", help="the pairs, passages or rows to fit on (WikiBio's default: 0-119)"
     )
-    f.add_argument("--limit", type=int, metavar="N", help="at most N pairs (the first)")
+    f.add_argument("--limit", type=int, metavar="N", help="at most N labelled pairs (the first)")
+    f.add_argument(
+        "--teacher",
+        metavar="SPEC",
+        help="a judge whose p(support) labels --unlabelled's sentences (grounded's prompt; cached and resumable)",
+    )
+    f.add_argument(
+        "--unlabelled",
+        metavar="FILE",
+        help="answers with their documents, no labels (JSON Lines: 'text' or 'sentences', 'context', 'question')",
+    )
     f.add_argument("--base", metavar="DIR", help="the encoder to fine-tune (default: all-MiniLM-L6-v2, installed)")
     f.add_argument("--epochs", type=int, default=3, help="passes over the pairs (default 3)")
     f.add_argument("--batch-size", type=int, default=16, metavar="N", help="pairs a step (default 16)")

@@ -24,7 +24,7 @@ import os
 import resource
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,18 @@ import numpy as np
 
 from halluscope.backends.embeddings import default_embedder, default_model_dir
 from halluscope.backends.entailment import CHECKER_JSON
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.stats import CallStats
 from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError
 from halluscope.hub import sha256_of
 from halluscope.labelled import load_labelled
+from halluscope.methods import grounded
 from halluscope.methods.grounded import chunk_context
+from halluscope.readers import read_file
+from halluscope.runtime.contract import start
+from halluscope.text import sentences as split_sentences
 from halluscope.version import __version__
 
 DATASETS = ("rte", "qnli", "wikibio")  # or a labelled file
@@ -48,11 +54,17 @@ RESUME_DIR = ".fit"  # the last finished epoch's weights and optimizer moments, 
 
 @dataclass(frozen=True)
 class Pair:
-    """One training example: the context, the sentence checked against it, whether it supports it."""
+    """One training example: the context, the sentence checked against it, whether it supports it, and
+    (a teacher's pair) the teacher's probability that it does, which the fit learns instead."""
 
     context: str
     claim: str
     supported: bool
+    soft: float | None = None
+
+    def target(self) -> float:
+        """The probability of support the fit learns: the teacher's, else the label's 1 or 0."""
+        return self.soft if self.soft is not None else float(self.supported)
 
 
 @dataclass(frozen=True)
@@ -79,15 +91,65 @@ def qnli_pairs(data_dir: str | Path | None, part: str) -> list[Pair]:
     return [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in load_qnli_pairs(data_dir, part=part)]
 
 
+def nearest_chunks(documents: list[str], sentences: Sequence[str]) -> list[str]:
+    """Each sentence's nearest chunk of its documents (MiniLM, as grounded's top_k finds them)."""
+    chunks = chunk_context(documents)
+    return [chunks[c] for c in default_embedder().similarity(list(sentences), chunks).argmax(axis=1)]
+
+
 def nearest_chunk_pairs(rows: Sequence[tuple[list[str], Sequence[str], Sequence[bool]]]) -> list[Pair]:
-    """Each sentence with the chunk of its documents nearest to it (MiniLM, as grounded's top_k finds
-    them), labelled supported or not: an unsupported sentence's nearest chunk is its hardest negative."""
-    embedder = default_embedder()
+    """Each sentence with the chunk of its documents nearest to it, labelled supported or not: an
+    unsupported sentence's nearest chunk is its hardest negative."""
     pairs = []
     for documents, sentences, supported in rows:
-        chunks = chunk_context(documents)
-        nearest = embedder.similarity(list(sentences), chunks).argmax(axis=1)
-        pairs += [Pair(chunks[c], s, ok) for s, c, ok in zip(sentences, nearest, supported, strict=True)]
+        chunks = nearest_chunks(documents, sentences)
+        pairs += [Pair(c, s, ok) for s, c, ok in zip(sentences, chunks, supported, strict=True)]
+    return pairs
+
+
+def unlabelled_rows(path: str) -> list[tuple[list[str], list[str], str | None]]:
+    """A JSON Lines file of answers with their documents, labels not needed: (documents, sentences,
+    question) per row, the sentences given or split from its text."""
+    rows = []
+    for number, line in enumerate(read_file(path, "--unlabelled").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+        context = row.get("context") if isinstance(row, dict) else None
+        found = (row.get("sentences") or split_sentences(str(row.get("text") or ""))) if context else []
+        if not context or not found:
+            raise ConfigError(
+                f"{path}, line {number}: a teacher labels an answer ('text' or 'sentences') and its 'context'"
+            )
+        documents = [context] if isinstance(context, str) else [str(c) for c in context]
+        rows.append((documents, [str(s) for s in found], row.get("question")))
+    if not rows:
+        raise ConfigError(f"{path}: no answer to label")
+    return rows
+
+
+def taught_pairs(
+    path: str,
+    teacher: Any,
+    gateway: Gateway,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
+    stats: CallStats | None = None,
+) -> list[Pair]:
+    """The unlabelled answers' sentences, each with its nearest chunk, labelled by the teacher's support
+    (``grounded`` with the teacher as its judge: p(Yes) where it gives log-probs), its calls through the
+    gateway, so cached, and an interrupted labelling resumes from the cache."""
+    ctx = start(gateway, stats if stats is not None else CallStats())
+    check = grounded.METHOD.scorer(grounded.Options(model=teacher), ctx)
+    pairs = []
+    for documents, sentences, question in progress(unlabelled_rows(path)):
+        for sentence, chunk in zip(sentences, nearest_chunks(documents, sentences), strict=True):
+            unit = check(grounded.Inputs(sentences=[sentence], context=[chunk], question=question)).units[0]
+            assert unit.score is not None  # grounded scores every unit (an unreadable reply: support 0.5)
+            support = 1.0 - float(unit.score)
+            pairs.append(Pair(chunk, sentence, support >= 0.5, soft=support))
     return pairs
 
 
@@ -136,7 +198,7 @@ def fingerprint(pairs: Sequence[Pair]) -> str:
     """The pairs' sha256: a resumed fit must read the same data."""
     digest = hashlib.sha256()
     for p in pairs:
-        digest.update(json.dumps([p.context, p.claim, p.supported]).encode())
+        digest.update(json.dumps([p.context, p.claim, p.supported, *([p.soft] if p.soft is not None else [])]).encode())
     return digest.hexdigest()
 
 
@@ -192,7 +254,10 @@ class Fit:
         total, started = 0.0, time.perf_counter()
         for b in range(self.steps_per_epoch):
             chosen = [self.pairs[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
-            targets = torch.tensor([0 if p.supported else 1 for p in chosen])
+            if any(p.soft is not None for p in chosen):  # a teacher's probabilities, learned as they are
+                targets = torch.tensor([[p.target(), 1.0 - p.target()] for p in chosen])
+            else:
+                targets = torch.tensor([0 if p.supported else 1 for p in chosen])
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate(e * self.steps_per_epoch + b)
             loss = torch.nn.functional.cross_entropy(self.model(**self.batch(chosen)).logits, targets)
