@@ -520,6 +520,17 @@ CLAIMS = (
         fast_within_3_on_wikibio(CHECKER_WIKIBIO, "the checker fitted on RTE and QNLI"),
     ),
     Claim("checker", "20 times faster on wikibio", faster_on_wikibio(CHECKER_WIKIBIO, "the checker")),
+    Claim(
+        "checker",
+        "the grounded probe within 3 points of the 1.5B judge on wikibio",
+        fast_within_3_on_wikibio(GPROBE_WIKIBIO, "the grounded probe"),
+    ),
+    Claim(
+        "checker",
+        "the grounded probe 20 times faster on wikibio",
+        faster_on_wikibio(GPROBE_WIKIBIO, "the grounded probe"),
+    ),
+    Claim("checker", "the grounded probe against the checker on wikibio", gprobe_vs_checker_on_wikibio),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
