@@ -328,6 +328,9 @@ def checker_20x_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
 WIKIBIO_JUDGE = "wikibio 120-237, grounded with the qwen2.5-coder-1.5b judge"
 CHECKER_WIKIBIO = "wikibio 120-237, fitted on rte train and qnli fit part"
 GPROBE_WIKIBIO = "wikibio 120-237, the grounded probe fitted on wikibio 0-119"
+RTE_JUDGE = "rte val as a labelled file, grounded with the qwen2.5-coder-1.5b judge"
+CHECKER_RTE_FILE = "rte val as a labelled file, fitted on rte train and qnli fit part"
+GPROBE_RTE = "rte val as a labelled file, the grounded probe fitted on rte train 0-799"
 
 
 def seconds_an_answer(run: dict[str, Any]) -> float:
@@ -335,25 +338,21 @@ def seconds_an_answer(run: dict[str, Any]) -> float:
     return run["seconds"] / (run["items"] - (run.get("resumed_items") or 0))
 
 
-def fast_within_3_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
-    """A fast candidate against grounded's 1.5B judge on WikiBio 120-237's sentences, paired by passage."""
+def fast_against(
+    run: str, other: str, what: str, other_what: str, margin: float, where: str, unit: str
+) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """A fast candidate against another check (the 1.5B judge, or the other fast one) on the same units,
+    paired by answer: within ``-margin`` points of it, or better (margin 0)."""
 
     def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
         runs = load("checker")["runs"]
-        groups, labels, fast, slow = rows_paired(runs[run], runs[WIKIBIO_JUDGE])
+        groups, labels, fast, slow = rows_paired(runs[run], runs[other])
         found = paired_difference(labels, fast, slow, groups)
-        claim = f"{what} within 3 points of the 1.5B judge on WikiBio 120-237"
-        return paired(found, "sentence AUC-ROC", what, "the 1.5B judge", -3.0, claim, "passages")
+        near = f"within {-margin:g} points of" if margin else "better than"
+        claim = f"{what} {near} {other_what} on {where}"
+        return paired(found, "AUC-ROC", what, other_what, margin, claim, unit)
 
     return decide
-
-
-def gprobe_vs_checker_on_wikibio(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    runs = load("checker")["runs"]
-    groups, labels, probe, checker = rows_paired(runs[GPROBE_WIKIBIO], runs[CHECKER_WIKIBIO])
-    found = paired_difference(labels, probe, checker, groups)
-    claim = "the grounded probe better than the checker on WikiBio 120-237"
-    return paired(found, "sentence AUC-ROC", "the grounded probe", "the checker", 0.0, claim, "passages")
 
 
 def faster_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
@@ -517,20 +516,48 @@ CLAIMS = (
     Claim(
         "checker",
         "within 3 points of the 1.5B judge on wikibio",
-        fast_within_3_on_wikibio(CHECKER_WIKIBIO, "the checker fitted on RTE and QNLI"),
+        fast_against(
+            CHECKER_WIKIBIO,
+            WIKIBIO_JUDGE,
+            "the checker fitted on RTE and QNLI",
+            "the 1.5B judge",
+            -3.0,
+            "WikiBio 120-237's sentences",
+            "passages",
+        ),
     ),
     Claim("checker", "20 times faster on wikibio", faster_on_wikibio(CHECKER_WIKIBIO, "the checker")),
     Claim(
         "checker",
         "the grounded probe within 3 points of the 1.5B judge on wikibio",
-        fast_within_3_on_wikibio(GPROBE_WIKIBIO, "the grounded probe"),
+        fast_against(
+            GPROBE_WIKIBIO,
+            WIKIBIO_JUDGE,
+            "the grounded probe",
+            "the 1.5B judge",
+            -3.0,
+            "WikiBio 120-237's sentences",
+            "passages",
+        ),
     ),
     Claim(
         "checker",
         "the grounded probe 20 times faster on wikibio",
         faster_on_wikibio(GPROBE_WIKIBIO, "the grounded probe"),
     ),
-    Claim("checker", "the grounded probe against the checker on wikibio", gprobe_vs_checker_on_wikibio),
+    Claim(
+        "checker",
+        "the grounded probe against the checker on wikibio",
+        fast_against(
+            GPROBE_WIKIBIO,
+            CHECKER_WIKIBIO,
+            "the grounded probe",
+            "the checker",
+            0.0,
+            "WikiBio 120-237's sentences",
+            "passages",
+        ),
+    ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
