@@ -62,20 +62,27 @@ class Example:
     context: tuple[str, ...] = ()
 
 
+def wikibio_examples(items: range | None, data_dir: str | Path | None, grounded: bool = False) -> list[Example]:
+    """WikiBio's passages (a sentence labelled minor or major inaccurate is 1), after their prompt; for a
+    grounded probe, after the person's Wikipedia text too."""
+    return [
+        Example(
+            f"passage {p.index}",
+            p.text,
+            p.prompt,
+            tuple(p.sentences),
+            tuple(int(x != "accurate") for x in p.labels),
+            context=(p.wiki_text,) if grounded else (),
+        )
+        for p in load_wikibio(data_dir)
+        if items is None or p.index in items
+    ]
+
+
 def sentence_examples(data: str, items: range | None, data_dir: str | Path | None) -> list[Example]:
     """A sentence probe's examples from WikiBio, TruthfulQA or a labelled file."""
     if data == "wikibio":
-        return [
-            Example(
-                f"passage {p.index}",
-                p.text,
-                p.prompt,
-                tuple(p.sentences),
-                tuple(int(x != "accurate") for x in p.labels),
-            )
-            for p in load_wikibio(data_dir)
-            if items is None or p.index in items
-        ]
+        return wikibio_examples(items, data_dir)
     if data == "truthfulqa":
         found = []
         for q in load_truthfulqa(data_dir):
@@ -102,18 +109,7 @@ def grounded_examples(data: str, items: range | None, data_dir: str | Path | Non
     """A grounded probe's examples: sentences with the context they should rest on, from WikiBio (its
     Wikipedia text), RTE's training split (one hypothesis a premise) or a labelled file's context."""
     if data == "wikibio":
-        return [
-            Example(
-                f"passage {p.index}",
-                p.text,
-                p.prompt,
-                tuple(p.sentences),
-                tuple(int(x != "accurate") for x in p.labels),
-                context=(p.wiki_text,),
-            )
-            for p in load_wikibio(data_dir)
-            if items is None or p.index in items
-        ]
+        return wikibio_examples(items, data_dir, grounded=True)
     if data == "rte":
         return [
             Example(
