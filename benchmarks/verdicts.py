@@ -330,7 +330,7 @@ CHECKER_WIKIBIO = "wikibio 120-237, fitted on rte train and qnli fit part"
 GPROBE_WIKIBIO = "wikibio 120-237, the grounded probe fitted on wikibio 0-119"
 RTE_JUDGE = "rte val as a labelled file, grounded with the qwen2.5-coder-1.5b judge"
 CHECKER_RTE_FILE = "rte val as a labelled file, fitted on rte train and qnli fit part"
-GPROBE_RTE = "rte val as a labelled file, the grounded probe fitted on rte train 0-799"
+GPROBE_RTE = "rte val as a labelled file, the grounded probe fitted on rte train 0-599"
 
 
 def seconds_an_answer(run: dict[str, Any]) -> float:
@@ -576,7 +576,7 @@ CLAIMS = (
     Claim("delimit", "fenced against v1", delimit_pair),
     *(
         Claim(name, "recommended against the best single method", choose_against_best_single(name))
-        for name in ("choose-rte", "choose-wikibio", "stack-wikibio")
+        for name in ("choose-rte", "choose-wikibio", "stack-wikibio", "choose-wikibio-checker")
     ),
     Claim("phr", "algorithm 1 tracks definition 4", phr_tracks_definition),
     Claim("phr-icl", "follows sst-2, misses rte", phr_icl_follows),
