@@ -547,6 +547,16 @@ CLAIMS = (
     ),
     Claim(
         "checker",
+        "the grounded probe within 3 points of the 1.5B judge on rte",
+        fast_against(GPROBE_RTE, RTE_JUDGE, "the grounded probe", "the 1.5B judge", -3.0, "RTE", "pairs"),
+    ),
+    Claim(
+        "checker",
+        "the grounded probe against the checker on rte",
+        fast_against(GPROBE_RTE, CHECKER_RTE_FILE, "the grounded probe", "the checker", 0.0, "RTE", "pairs"),
+    ),
+    Claim(
+        "checker",
         "the grounded probe against the checker on wikibio",
         fast_against(
             GPROBE_WIKIBIO,
