@@ -104,7 +104,7 @@ def add_run(name: str, label: str, run: dict[str, Any], title: str) -> Path:
 
 def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
     """A run from a bench's results.json: its provenance and cost, params, metrics and intervals (and,
-    with ``keep_items``, each item's scores and record)."""
+    with ``keep_items``, each item's id, labels and scores: ``kept_row``)."""
     meta, made = results["meta"], results.get("provenance") or {}
     run: dict[str, Any] = {
         "command": made.get("command"),
@@ -129,8 +129,19 @@ def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
         "intervals": results["intervals"],
     }
     if keep_items:
-        run["rows"] = [{"id": item["id"], "scores": item["scores"], **item["record"]} for item in results["items"]]
+        run["rows"] = [
+            kept_row({"id": item["id"], "scores": item["scores"], **item["record"]}) for item in results["items"]
+        ]
     return run
+
+
+ROW_FIELDS = ("id", "index", "labels", "scores")  # what a paired verdict reads of an item: not its texts
+
+
+def kept_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An item as a record keeps it: its id (and dataset index), labels and scores; its texts, spans and
+    evidence stay in the bench's own results, so a record of a thousand sentences stays small."""
+    return {k: row[k] for k in ROW_FIELDS if k in row}
 
 
 def result_run(result: dict[str, Any], wrapper: dict[str, Any], items: int) -> dict[str, Any]:
