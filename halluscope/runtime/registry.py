@@ -8,13 +8,13 @@ method choices and the ensemble all read this registry. Found on first use, once
 from __future__ import annotations
 
 import importlib
-import json
 import pkgutil
 import threading
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from halluscope.checks import key_values
 from halluscope.errors import ConfigError, unknown
 
 if TYPE_CHECKING:
@@ -85,29 +85,19 @@ def own_model(name: str) -> Any:
 
 
 def inline_options(method: str, inline: str) -> dict[str, Any]:
-    """'model=nli:DIR;top_k=1' as options of ``method``: each a name it declares; a number, true or false
-    read as such, anything else as text."""
+    """'model=nli:DIR;top_k=1' as options of ``method``, each a name it declares, its value read as
+    ``--opt`` reads one (``checks.key_values``: 1 a number, true a boolean, nli:DIR a text)."""
     spec = get(method)
-    found: dict[str, Any] = {}
-    for part in (p.strip() for p in inline.split(";") if p.strip()):
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or key not in spec.option_names:
+    parts = [p.strip() for p in inline.split(";") if p.strip()]
+    for part in parts:
+        if part.partition("=")[0].strip() not in spec.option_names:
             raise ConfigError(
                 f"{method}[{inline}]: {part!r} is not KEY=VALUE of one of its options ({', '.join(spec.option_names)})"
             )
-        found[key] = _value(value.strip())
+    found = key_values(parts, f"{method}[...]", typed=True)
     if not found:
         raise ConfigError(f"{method}[]: give its options in the brackets as KEY=VALUE, or leave the brackets out")
     return found
-
-
-def _value(text: str) -> Any:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return value if isinstance(value, bool | int | float) else text
 
 
 def sentence_methods() -> tuple[str, ...]:
