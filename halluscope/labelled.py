@@ -86,7 +86,7 @@ def load_labelled(data: Any, *, limit: int | None = None) -> LabelledData:
         text = read_file(path, "--data")
         if path.endswith(".csv"):
             return _from_records(path, _csv_rows(path, text), limit, cells_are_text=True)
-        return _from_records(path, _jsonl_rows(path, text), limit)
+        return _from_records(path, [row for _, row in jsonl_rows(path, text)], limit)
     if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
         # pd.read_csv leaves a list column's JSON as text: read it as the CSV reader does
         return _from_records("the DataFrame", data.to_dict(orient="records"), limit, cells_are_text=True)
@@ -127,7 +127,9 @@ def _csv_rows(path: str, text: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _jsonl_rows(path: str, text: str) -> list[dict[str, Any]]:
+def jsonl_rows(path: str, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """A JSON Lines file's objects with their line numbers (blank lines skipped); anything else on a
+    line is one error naming it."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -138,7 +140,7 @@ def _jsonl_rows(path: str, text: str) -> list[dict[str, Any]]:
             raise ConfigError(f"{path}, line {number}: not a JSON object ({exc})") from exc
         if not isinstance(row, dict):
             raise ConfigError(f"{path}, line {number}: a row is a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 

@@ -39,7 +39,7 @@ from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError
 from halluscope.hub import sha256_of
-from halluscope.labelled import load_labelled
+from halluscope.labelled import jsonl_rows, load_labelled
 from halluscope.methods import grounded
 from halluscope.methods.grounded import chunk_context
 from halluscope.readers import read_file
@@ -91,19 +91,15 @@ def qnli_pairs(data_dir: str | Path | None, part: str) -> list[Pair]:
     return [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in load_qnli_pairs(data_dir, part=part)]
 
 
-def nearest_chunks(documents: list[str], sentences: Sequence[str]) -> list[str]:
-    """Each sentence's nearest chunk of its documents (MiniLM, as grounded's top_k finds them)."""
-    chunks = chunk_context(documents)
-    return [chunks[c] for c in default_embedder().similarity(list(sentences), chunks).argmax(axis=1)]
-
-
 def nearest_chunk_pairs(rows: Sequence[tuple[list[str], Sequence[str], Sequence[bool]]]) -> list[Pair]:
-    """Each sentence with the chunk of its documents nearest to it, labelled supported or not: an
-    unsupported sentence's nearest chunk is its hardest negative."""
+    """Each sentence with the chunk of its documents nearest to it (MiniLM, as grounded's top_k finds
+    them), labelled supported or not: an unsupported sentence's nearest chunk is its hardest negative."""
+    embedder = default_embedder()
     pairs = []
     for documents, sentences, supported in rows:
-        chunks = nearest_chunks(documents, sentences)
-        pairs += [Pair(c, s, ok) for s, c, ok in zip(sentences, chunks, supported, strict=True)]
+        chunks = chunk_context(documents)
+        nearest = embedder.similarity(list(sentences), chunks).argmax(axis=1)
+        pairs += [Pair(chunks[c], s, ok) for s, c, ok in zip(sentences, nearest, supported, strict=True)]
     return pairs
 
 
@@ -111,14 +107,8 @@ def unlabelled_rows(path: str) -> list[tuple[list[str], list[str], str | None]]:
     """A JSON Lines file of answers with their documents, labels not needed: (documents, sentences,
     question) per row, the sentences given or split from its text."""
     rows = []
-    for number, line in enumerate(read_file(path, "--unlabelled").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}, line {number}: not JSON ({exc.msg})") from None
-        context = row.get("context") if isinstance(row, dict) else None
+    for number, row in jsonl_rows(path, read_file(path, "--unlabelled")):
+        context = row.get("context")
         found = (row.get("sentences") or split_sentences(str(row.get("text") or ""))) if context else []
         if not context or not found:
             raise ConfigError(
@@ -138,18 +128,18 @@ def taught_pairs(
     progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
     stats: CallStats | None = None,
 ) -> list[Pair]:
-    """The unlabelled answers' sentences, each with its nearest chunk, labelled by the teacher's support
-    (``grounded`` with the teacher as its judge: p(Yes) where it gives log-probs), its calls through the
-    gateway, so cached, and an interrupted labelling resumes from the cache."""
+    """The unlabelled answers' sentences, each with its nearest chunk, labelled by the teacher's support:
+    ``grounded`` with the teacher as judge and ``top_k=1`` (it finds each sentence's nearest chunk and
+    asks p(Yes) of it, a whole answer's checks together), through the gateway, so cached, and an
+    interrupted labelling resumes from the cache."""
     ctx = start(gateway, stats if stats is not None else CallStats())
-    check = grounded.METHOD.scorer(grounded.Options(model=teacher), ctx)
+    check = grounded.METHOD.scorer(grounded.Options(model=teacher, top_k=1), ctx)
     pairs = []
     for documents, sentences, question in progress(unlabelled_rows(path)):
-        for sentence, chunk in zip(sentences, nearest_chunks(documents, sentences), strict=True):
-            unit = check(grounded.Inputs(sentences=[sentence], context=[chunk], question=question)).units[0]
+        for unit in check(grounded.Inputs(sentences=sentences, context=documents, question=question)).units:
             assert unit.score is not None  # grounded scores every unit (an unreadable reply: support 0.5)
             support = 1.0 - float(unit.score)
-            pairs.append(Pair(chunk, sentence, support >= 0.5, soft=support))
+            pairs.append(Pair(unit.evidence["best_chunk_text"], unit.text, support >= 0.5, soft=support))
     return pairs
 
 
