@@ -84,3 +84,16 @@ def test_a_need_is_met_by_any_of_its_names_and_says_what_each_is_for() -> None:
     )
     with pytest.raises(TypeError, match="why only for them"):
         Need("model", judge="to judge")
+
+
+def test_a_method_module_declares_its_six_parts_by_name() -> None:
+    from halluscope.methods import grounded
+    from halluscope.runtime.contract import Method
+
+    method = grounded.METHOD
+    assert (method.name, method.summary, method.inputs, method.options, method.prepare, method.run) == (
+        grounded.NAME, grounded.SUMMARY, grounded.Inputs, grounded.Options, grounded.prepare, grounded.run
+    )  # fmt: skip
+    assert method.presets["batch"] == {"batch": True}  # the one-call preset, declared once (runtime/options.py)
+    with pytest.raises(TypeError, match=r"test_method_contract: a method module defines NAME, SUMMARY.*'Inputs'"):
+        Method.from_module(__name__)

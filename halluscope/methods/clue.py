@@ -45,6 +45,7 @@ from halluscope.scoring import (
 from halluscope.scoring.clue import FLOOR
 
 NAME = "clue"
+SUMMARY = "CLUE: uncertainty of each concept in a model's outputs for one prompt (Wang et al.)"
 SAMPLE = "clue.sample"
 CONCEPTS = "clue.concepts"
 SAMPLE_MAX_TOKENS = 128  # "one single sentence with details"
@@ -429,13 +430,8 @@ def describe(result: DetectionResult) -> str:
     return "\n".join(lines)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="CLUE: uncertainty of each concept in a model's outputs for one prompt (Wang et al.)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     answer_field=None,
     positional=("question",),
     needs=(Need("question"), Need("model")),

@@ -27,6 +27,7 @@ from halluscope.scoring import (
 )
 
 NAME = "clue-diversity"
+SUMMARY = "CLUE's conceptual diversity of outputs along a concept, from its sub-concepts' uncertainty"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,13 +98,8 @@ def describe(result: DetectionResult) -> str:
     return "\n".join(lines)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="CLUE's conceptual diversity of outputs along a concept, from its sub-concepts' uncertainty",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     question_field=None,
     answer_field=None,
     positional=(),

@@ -34,13 +34,14 @@ from halluscope.methods.fibe import Known, KnownInput, ask_direct_question, quot
 from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import options
-from halluscope.runtime.contract import Flag, Method, Need, Prepared, RunContext, Streamed, arg
+from halluscope.runtime.contract import Method, Need, Prepared, RunContext, Streamed, arg
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.fibe import known_value
 from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "direct-question"
+SUMMARY = "Direct Question: does the model itself hold each sentence true (FIBE paper, Appendix E.4)"
 DIRECT_QUESTION_ALL = "fibe.direct_question_all"
 
 
@@ -144,11 +145,9 @@ class Options:
     logprobs: bool | None = arg(
         help="read known() from the first answer token's probability (default: where the model gives log-probs)"
     )
-    batch: bool = arg(
-        False,
-        help="ask about every sentence in one call (fibe.direct_question_all), each verdict's probability "
-        "from its token; a sentence without a clean verdict is asked alone (a fallback)",
-        flags=(Flag(("--batch",), const=True),),
+    batch: bool = options.batch(
+        "ask about every sentence in one call (fibe.direct_question_all), each verdict's probability from its token",
+        alone="asked",
     )
 
 
@@ -192,16 +191,11 @@ def _result(out: dict[str, Any], ctx: RunContext) -> DetectionResult:
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 
-METHOD = Method(
-    name=NAME,
+METHOD = Method.from_module(
+    __name__,
     scores=(0.0, 1.0),
-    summary="Direct Question: does the model itself hold each sentence true (FIBE paper, Appendix E.4)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
     question_field="prompt",
     needs=(Need("text", "sentences"), Need("model")),
-    presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
+    presets=options.BATCH_PRESETS,  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )
 detect, adetect = METHOD.detect, METHOD.adetect

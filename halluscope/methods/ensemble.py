@@ -27,6 +27,7 @@ from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "ensemble"
+SUMMARY = "a learned ensemble: sentence-level methods stacked by a calibration fitted for them"
 DEFAULT_N = 5  # a member's samples where neither the run nor its calibration says how many
 
 
@@ -166,13 +167,8 @@ def _result(
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="a learned ensemble: sentence-level methods stacked by a calibration fitted for them",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     question_field="prompt",
     context_field="context",
     needs=(Need("text", "sentences"), Need("calibration")),

@@ -45,6 +45,7 @@ from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.fewl import expertise_score, expertise_weights, fewl_terms, variant_scores
 
 NAME = "fewl"
+SUMMARY = "FEWL: each answer against reference models weighted by their expertise (Wei et al.)"
 ANSWER = "fewl.answer"
 DIVERSE = "fewl.diverse_answers"
 IW_CO = "fewl.iw_co"
@@ -516,13 +517,8 @@ def _check(kwargs: Mapping[str, Any], label: Callable[[str], str]) -> str | None
     return None
 
 
-METHOD = Method(
-    name=NAME,
-    summary="FEWL: each answer against reference models weighted by their expertise (Wei et al.)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     answer_field="answers",
     model_field="references",
     positional=("question", "answers"),

@@ -53,6 +53,7 @@ from halluscope.text import checked_text, checked_texts
 from halluscope.text import sentences as split_sentences
 
 NAME = "grounded"
+SUMMARY = "Grounded: is each sentence of an answer supported by the documents given with it (RAG)"
 SUPPORT = "grounded.support"
 SUPPORT_ALL = "grounded.support_all"  # batch: every unit against one chunk in one call
 DECOMPOSE = "semantic_entropy.decompose"  # paragraph semantic entropy's claim list, reused
@@ -363,12 +364,7 @@ class Options:
         help="check each unit only against its k most similar chunks (embeddings), not every chunk",
         flags=(Flag(("--top-k",), type=int, metavar="K"),),
     )
-    batch: bool = arg(
-        False,
-        help="an LLM judge checks every sentence against a chunk in one call (grounded.support_all); a sentence "
-        "without a clean verdict is checked alone (a fallback)",
-        flags=(Flag(("--batch",), const=True),),
-    )
+    batch: bool = options.batch("an LLM judge checks every sentence against a chunk in one call (grounded.support_all)")
 
 
 def _judge(model: ModelLike | Entailment | None) -> ModelLike | Entailment:
@@ -455,19 +451,14 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"chunks": out["chunks"]})
 
 
-METHOD = Method(
-    name=NAME,
+METHOD = Method.from_module(
+    __name__,
     scores=(0.0, 1.0),
-    summary="Grounded: is each sentence of an answer supported by the documents given with it (RAG)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
     context_field="context",
     needs=(
         Need("text", "sentences"),
         Need("context"),
     ),
-    presets={"batch": {"batch": True}},  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
+    presets=options.BATCH_PRESETS,  # one call per answer (per chunk): e.g. in a bench, --method NAME:batch
 )
 detect, adetect = METHOD.detect, METHOD.adetect

@@ -54,6 +54,7 @@ from halluscope.scoring.phr import (
 )
 
 NAME = "phr"
+SUMMARY = "posterior hallucination rate of an in-context learning query (Jesson et al., NeurIPS 2024)"
 EXAMPLE = "phr.example"
 QUERY = "phr.query"
 IMAGINE_ATTEMPTS = 3
@@ -376,14 +377,9 @@ def describe(result: DetectionResult) -> str:
     return f"{head}\n{result.report()}"
 
 
-METHOD = Method(
-    name=NAME,
+METHOD = Method.from_module(
+    __name__,
     scores=(0.0, 1.0),
-    summary="posterior hallucination rate of an in-context learning query (Jesson et al., NeurIPS 2024)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
     question_field=None,
     answer_field=None,
     positional=("context", "query"),

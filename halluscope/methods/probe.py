@@ -33,6 +33,10 @@ from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "probe"
+SUMMARY = (
+    "a linear probe on one forward pass's hidden states (sentence, grounded, accuracy or semantic entropy "
+    "probe, Kossen et al. 2024), fitted by `halluscope probe fit`"
+)
 ANSWER_PROMPT = "semantic_entropy.answer"  # the prompt short answers are sampled with, and read after
 CONTEXT_PROMPT = "probe.grounded"  # the context (and question) a grounded probe reads the answer after
 NO_QUESTION = "(not given)"
@@ -157,14 +161,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="a linear probe on one forward pass's hidden states (sentence, grounded, accuracy or semantic entropy "
-    "probe, Kossen et al. 2024), fitted by `halluscope probe fit`",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     needs=(Need("probe", probe="(a fitted probe's JSON)"),),
     context_field="context",  # a grounded probe's documents (LangChain Documents kept as such)
 )

@@ -24,6 +24,7 @@ from halluscope.runtime.contract import Flag, Method, Need, RunContext, arg
 from halluscope.scoring.selfcheck import selfcheck_nli_score
 
 NAME = "selfcheck-nli"
+SUMMARY = "SelfCheck-NLI: how strongly an NLI classifier finds each sentence contradicted by the samples"
 SELFCHECKGPT_NLI = "deberta-v3-large-mnli"  # potsawee/deberta-v3-large-mnli, SelfCheckGPT's: `models pull` fetches it
 
 
@@ -89,14 +90,9 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": samples})
 
 
-METHOD = Method(
-    name=NAME,
+METHOD = Method.from_module(
+    __name__,
     scores=(0.0, 1.0),
-    summary="SelfCheck-NLI: how strongly an NLI classifier finds each sentence contradicted by the samples",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
     needs=(
         Need("text", "sentences"),
         Need("judge", judge=f"(nli:{SELFCHECKGPT_NLI} or nli:PATH, an NLI checkpoint)"),

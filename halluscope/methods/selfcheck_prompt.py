@@ -46,6 +46,7 @@ from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "selfcheck-prompt"
+SUMMARY = "SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)"
 CHECK = "selfcheck.prompt"
 CHECK_ALL = "selfcheck.prompt_all"  # batch: every sentence against one sample in one call
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
@@ -269,11 +270,8 @@ class Options:
         "log-probs (the same calls)",
         flags=(Flag(("--scoring",), choices=SCORINGS),),
     )
-    batch: bool = arg(
-        False,
-        help="check every sentence against a sample in one call (selfcheck.prompt_all): S calls, not N x S; a "
-        "sentence without a clean verdict is checked alone (a fallback)",
-        flags=(Flag(("--batch",), const=True),),
+    batch: bool = options.batch(
+        "check every sentence against a sample in one call (selfcheck.prompt_all): S calls, not N x S"
     )
 
 
@@ -321,14 +319,9 @@ def _result(out: dict[str, Any], ctx: RunContext, scoring: Scoring, samples_give
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": out["samples"]})
 
 
-METHOD = Method(
-    name=NAME,
+METHOD = Method.from_module(
+    __name__,
     scores=(0.0, 1.0),
-    summary="SelfCheck-Prompt: is each sentence supported by passages the model regenerates (FIBE's E.2 prompt)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
     needs=(
         Need("text", "sentences"),
         Need("model"),
@@ -336,7 +329,7 @@ METHOD = Method(
     ),
     presets={  # each by name: 'selfcheck-prompt:prob', 'selfcheck-prompt:batch' (one call per sample)
         "prob": {"scoring": "prob"},
-        "batch": {"batch": True},
+        **options.BATCH_PRESETS,
         "prob-batch": {"scoring": "prob", "batch": True},
     },
     draws_samples=options.sampled_draw,

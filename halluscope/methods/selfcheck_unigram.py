@@ -15,6 +15,7 @@ from halluscope.scoring import unigram_scores
 from halluscope.text import passage_tokens, tokens
 
 NAME = "selfcheck-unigram"
+SUMMARY = "SelfCheck-Unigram (max): how surprising each sentence's rarest token is under the samples"
 
 
 Inputs = options.SampledText
@@ -54,14 +55,5 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"samples": samples})
 
 
-METHOD = Method(
-    name=NAME,
-    summary="SelfCheck-Unigram (max): how surprising each sentence's rarest token is under the samples",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
-    needs=(Need("text", "sentences"),),
-    draws_samples=options.sampled_draw,
-)
+METHOD = Method.from_module(__name__, needs=(Need("text", "sentences"),), draws_samples=options.sampled_draw)
 detect, adetect = METHOD.detect, METHOD.adetect

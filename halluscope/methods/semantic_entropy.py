@@ -42,6 +42,7 @@ from halluscope.scoring import (
 from halluscope.text import checked_text
 
 NAME = "semantic-entropy"
+SUMMARY = "semantic entropy of sampled answers to a short question (Farquhar et al., Nature 2024)"
 ANSWER = "semantic_entropy.answer"
 ENTAILMENT = "semantic_entropy.entailment"  # the prompt an LLM entailment judge asks
 ANSWER_MAX_TOKENS = 64  # one brief sentence
@@ -299,13 +300,8 @@ def describe(result: DetectionResult) -> str:
     return "\n".join(lines)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="semantic entropy of sampled answers to a short question (Farquhar et al., Nature 2024)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     answer_field=None,
     positional=("question",),
     needs=(Need("question"), Need("model", "answers", model="to sample answers")),

@@ -50,6 +50,7 @@ from halluscope.text import align_claims, tokens
 from halluscope.text import sentences as split_sentences
 
 NAME = "semantic-entropy-paragraph"
+SUMMARY = "semantic entropy of a paragraph: decompose, question, resample, cluster (Farquhar et al.)"
 DECOMPOSE = "semantic_entropy.decompose"
 QUESTIONS, QUESTIONS_FIRST = "semantic_entropy.questions", "semantic_entropy.questions_first"
 NEW_ANSWER, NEW_ANSWER_FIRST = "semantic_entropy.new_answer", "semantic_entropy.new_answer_first"
@@ -437,13 +438,8 @@ def describe(result: DetectionResult) -> str:
     return "\n".join(lines)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="semantic entropy of a paragraph: decompose, question, resample, cluster (Farquhar et al.)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     needs=(Need("text", "sentences"), Need("question"), Need("model")),
     describe=describe,
 )

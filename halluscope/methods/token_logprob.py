@@ -46,6 +46,10 @@ from halluscope.text import checked_passage
 from halluscope.text import sentences as split_sentences
 
 NAME = "token-logprob"
+SUMMARY = (
+    "Token probabilities: each sentence's Avg/Max -log p and entropy, from the answer's own log-probs "
+    "or a proxy model's one forward pass (SelfCheckGPT's grey-box baselines)"
+)
 # the variant that finds the most planted falsehoods where the signal points the right way, read from the
 # answer's own log-probs and by a proxy alike; on GPT-3's WikiBio text with a small proxy no variant ranks
 # above chance, so that data cannot choose a default (the figures: docs/results/token-logprob.md)
@@ -280,14 +284,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     return DetectionResult(method=NAME, units=units, meta=meta)
 
 
-METHOD = Method(
-    name=NAME,
-    summary="Token probabilities: each sentence's Avg/Max -log p and entropy, from the answer's own log-probs "
-    "or a proxy model's one forward pass (SelfCheckGPT's grey-box baselines)",
-    inputs=Inputs,
-    options=Options,
-    prepare=prepare,
-    run=run,
+METHOD = Method.from_module(
+    __name__,
     logprobs_field="logprobs",
     needs=(
         Need("text", "sentences", "logprobs", logprobs="(the answer's own)"),

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -155,6 +156,10 @@ class Prepared:
     options: Any = None
 
 
+# What a method module names its declaration's parts, in Method's order (``Method.from_module``).
+MODULE_PARTS = ("NAME", "SUMMARY", "Inputs", "Options", "prepare", "run")
+
+
 @dataclass(frozen=True, eq=False)
 class Method:
     """A method as the rest of halluscope sees it.
@@ -195,6 +200,17 @@ class Method:
     draws_samples: Callable[[Mapping[str, Any]], tuple[str, str | None]] | None = None
     detect: Callable[..., DetectionResult] = field(init=False)
     adetect: Callable[..., Awaitable[DetectionResult]] = field(init=False)
+
+    @classmethod
+    def from_module(cls, module: str, **declared: Any) -> Method:
+        """A method module's declaration, its six parts read from the module by the names every method
+        module gives them (``NAME``, ``SUMMARY``, ``Inputs``, ``Options``, ``prepare``, ``run``), the rest
+        as keywords: ``METHOD = Method.from_module(__name__, needs=(Need("text"),))``."""
+        found = vars(sys.modules[module])
+        missing = [part for part in MODULE_PARTS if part not in found]
+        if missing:
+            raise TypeError(f"{module}: a method module defines {', '.join(MODULE_PARTS)} (missing {missing})")
+        return cls(*(found[part] for part in MODULE_PARTS), **declared)
 
     def __post_init__(self) -> None:
         declared = [need for need in self.needs if not isinstance(need, Need)]

@@ -51,6 +51,21 @@ def prompt(help: str = "the prompt that produced the text, e.g. 'This is a Wikip
     return arg(help=help, flags=(Flag(("--question",), metavar="PROMPT"),))
 
 
+def batch(one_call: str, alone: str = "checked") -> Any:
+    """The one-call option of the methods that ask about each sentence (Direct Question, grounded's
+    LLM judge, SelfCheck-Prompt): ``one_call`` says what one call asks; a sentence the reply gives no
+    clean verdict for is asked on its own, a fallback the result counts."""
+    return arg(
+        False,
+        help=f"{one_call}; a sentence without a clean verdict is {alone} alone (a fallback)",
+        flags=(Flag(("--batch",), const=True),),
+    )
+
+
+# The preset each of those methods offers by name ('grounded:batch', in a bench's --method).
+BATCH_PRESETS: Mapping[str, Mapping[str, Any]] = {"batch": {"batch": True}}
+
+
 def regenerate_from() -> Any:
     """What SelfCheck (Prompt and Unigram) asks again for samples, when none are given."""
     return arg(
