@@ -91,6 +91,16 @@ def accurate(run: dict[str, Any]) -> int:
     return units_of(run["rows"])[1].count(0)
 
 
+def balanced_accuracy(run: dict[str, Any], threshold: float = 0.5) -> float:
+    """A recorded run's balanced accuracy x100 from its kept rows, a unit flagged where its score is at
+    least ``threshold`` (a probability's own decision): the mean of the rates it gets right on each side."""
+    _, labels, scores = units_of(run["rows"])
+    flagged = [score >= threshold for score in scores]
+    positives = [f for f, label in zip(flagged, labels, strict=True) if label]
+    negatives = [not f for f, label in zip(flagged, labels, strict=True) if not label]
+    return 100 * (sum(positives) / len(positives) + sum(negatives) / len(negatives)) / 2
+
+
 def mean_score(run: dict[str, Any]) -> float:
     scores = units_of(run["rows"])[2]
     return sum(scores) / len(scores)
@@ -166,6 +176,7 @@ def environment() -> Environment:
         minutes=minutes,
         per_item_minutes=per_item_minutes,
         accurate=accurate,
+        balanced_accuracy=balanced_accuracy,
         mean_score=mean_score,
         changed_scores=changed_scores,
     )

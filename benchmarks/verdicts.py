@@ -331,6 +331,10 @@ GPROBE_WIKIBIO = "wikibio 120-237, the grounded probe fitted on wikibio 0-119"
 RTE_JUDGE = "rte val as a labelled file, grounded with the qwen2.5-coder-1.5b judge"
 CHECKER_RTE_FILE = "rte val as a labelled file, fitted on rte train and qnli fit part"
 GPROBE_RTE = "rte val as a labelled file, the grounded probe fitted on rte train 0-599"
+CHECKER_OWN_WIKIBIO = "wikibio 120-237, fitted on wikibio 0-119"
+CHECKER_TAUGHT_WIKIBIO = "wikibio 120-237, fitted on the 1.5b judge's labels of wikibio 0-119"
+WIKIBIO_SMALL_JUDGE = "wikibio 120-237, grounded with the qwen2.5-coder-0.5b judge"
+WIKIBIO_SENTENCES = "WikiBio 120-237's sentences"
 
 
 def seconds_an_answer(run: dict[str, Any]) -> float:
@@ -353,6 +357,11 @@ def fast_against(
         return paired(found, "AUC-ROC", what, other_what, margin, claim, unit)
 
     return decide
+
+
+def on_wikibio(run: str, other: str, what: str, other_what: str, margin: float) -> Callable[..., dict[str, Any]]:
+    """``fast_against`` on WikiBio 120-237's sentences, paired by passage."""
+    return fast_against(run, other, what, other_what, margin, WIKIBIO_SENTENCES, "passages")
 
 
 def faster_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
@@ -517,29 +526,13 @@ CLAIMS = (
     Claim(
         "checker",
         "within 3 points of the 1.5B judge on wikibio",
-        fast_against(
-            CHECKER_WIKIBIO,
-            WIKIBIO_JUDGE,
-            "the checker fitted on RTE and QNLI",
-            "the 1.5B judge",
-            -3.0,
-            "WikiBio 120-237's sentences",
-            "passages",
-        ),
+        on_wikibio(CHECKER_WIKIBIO, WIKIBIO_JUDGE, "the checker fitted on RTE and QNLI", "the 1.5B judge", -3.0),
     ),
     Claim("checker", "20 times faster on wikibio", faster_on_wikibio(CHECKER_WIKIBIO, "the checker")),
     Claim(
         "checker",
         "the grounded probe within 3 points of the 1.5B judge on wikibio",
-        fast_against(
-            GPROBE_WIKIBIO,
-            WIKIBIO_JUDGE,
-            "the grounded probe",
-            "the 1.5B judge",
-            -3.0,
-            "WikiBio 120-237's sentences",
-            "passages",
-        ),
+        on_wikibio(GPROBE_WIKIBIO, WIKIBIO_JUDGE, "the grounded probe", "the 1.5B judge", -3.0),
     ),
     Claim(
         "checker",
@@ -559,14 +552,27 @@ CLAIMS = (
     Claim(
         "checker",
         "the grounded probe against the checker on wikibio",
-        fast_against(
-            GPROBE_WIKIBIO,
+        on_wikibio(GPROBE_WIKIBIO, CHECKER_WIKIBIO, "the grounded probe", "the checker", 0.0),
+    ),
+    Claim(
+        "checker",
+        "fitted on wikibio, within 3 points of the 1.5B judge on wikibio",
+        on_wikibio(CHECKER_OWN_WIKIBIO, WIKIBIO_JUDGE, "the checker fitted on WikiBio 0-119", "the 1.5B judge", -3.0),
+    ),
+    Claim(
+        "checker",
+        "fitted on wikibio, 20 times faster on wikibio",
+        faster_on_wikibio(CHECKER_OWN_WIKIBIO, "the checker fitted on WikiBio 0-119"),
+    ),
+    Claim(
+        "checker",
+        "wikibio's labels against rte and qnli, on wikibio",
+        on_wikibio(
+            CHECKER_OWN_WIKIBIO,
             CHECKER_WIKIBIO,
-            "the grounded probe",
-            "the checker",
+            "the checker fitted on WikiBio 0-119",
+            "the checker fitted on RTE and QNLI",
             0.0,
-            "WikiBio 120-237's sentences",
-            "passages",
         ),
     ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
