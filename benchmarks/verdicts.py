@@ -575,6 +575,28 @@ CLAIMS = (
             0.0,
         ),
     ),
+    Claim(
+        "checker",
+        "the teacher's labels against wikibio's, on wikibio",
+        on_wikibio(
+            CHECKER_TAUGHT_WIKIBIO,
+            CHECKER_OWN_WIKIBIO,
+            "the checker fitted on the 1.5B judge's labels",
+            "the checker fitted on WikiBio's own labels",
+            0.0,
+        ),
+    ),
+    Claim(
+        "checker",
+        "the teacher's labels, within 3 points of the 1.5B judge on wikibio",
+        on_wikibio(
+            CHECKER_TAUGHT_WIKIBIO,
+            WIKIBIO_JUDGE,
+            "the checker fitted on the 1.5B judge's labels",
+            "the 1.5B judge",
+            -3.0,
+        ),
+    ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
