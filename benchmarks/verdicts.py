@@ -597,6 +597,13 @@ CLAIMS = (
             -3.0,
         ),
     ),
+    Claim(
+        "checker",
+        "fitted on wikibio, within 3 points of the 0.5B judge on wikibio",
+        on_wikibio(
+            CHECKER_OWN_WIKIBIO, WIKIBIO_SMALL_JUDGE, "the checker fitted on WikiBio 0-119", "the 0.5B judge", -3.0
+        ),
+    ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
