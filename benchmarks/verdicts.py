@@ -335,6 +335,10 @@ CHECKER_OWN_WIKIBIO = "wikibio 120-237, fitted on wikibio 0-119"
 CHECKER_TAUGHT_WIKIBIO = "wikibio 120-237, fitted on the 1.5b judge's labels of wikibio 0-119"
 WIKIBIO_SMALL_JUDGE = "wikibio 120-237, grounded with the qwen2.5-coder-0.5b judge"
 WIKIBIO_SENTENCES = "WikiBio 120-237's sentences"
+QNLI_CHECKER = "qnli test, fitted on rte train and qnli fit part"
+QNLI_JUDGE = "qnli test, grounded with the qwen2.5-coder-1.5b judge"
+QNLI_SMALL_JUDGE = "qnli test, grounded with the qwen2.5-coder-0.5b judge"
+ALL_THREE = "fitted on rte train, qnli fit part and wikibio 0-119"
 
 
 def seconds_an_answer(run: dict[str, Any]) -> float:
@@ -362,6 +366,11 @@ def fast_against(
 def on_wikibio(run: str, other: str, what: str, other_what: str, margin: float) -> Callable[..., dict[str, Any]]:
     """``fast_against`` on WikiBio 120-237's sentences, paired by passage."""
     return fast_against(run, other, what, other_what, margin, WIKIBIO_SENTENCES, "passages")
+
+
+def on_qnli(run: str, other: str, what: str, other_what: str, margin: float) -> Callable[..., dict[str, Any]]:
+    """``fast_against`` on QNLI's test part, paired by pair."""
+    return fast_against(run, other, what, other_what, margin, "QNLI's test part", "pairs")
 
 
 def faster_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
@@ -603,6 +612,11 @@ CLAIMS = (
         on_wikibio(
             CHECKER_OWN_WIKIBIO, WIKIBIO_SMALL_JUDGE, "the checker fitted on WikiBio 0-119", "the 0.5B judge", -3.0
         ),
+    ),
+    Claim(
+        "checker",
+        "fitted on rte and qnli, against the 0.5B judge on qnli",
+        on_qnli(QNLI_CHECKER, QNLI_SMALL_JUDGE, "the checker fitted on RTE and QNLI", "the 0.5B judge", 0.0),
     ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
