@@ -33,7 +33,9 @@ from halluscope.tune.checker import FitSettings, fit_checker, taught_pairs, trai
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="rte", help="rte, qnli, wikibio, a labelled file, or none")
-    ap.add_argument("--items", help="FIRST-LAST: the pairs, passages or rows (WikiBio's default 0-119)")
+    ap.add_argument(
+        "--items", help="FIRST-LAST: the pairs, passages or rows, in each of several --data (WikiBio's default 0-119)"
+    )
     ap.add_argument("--teacher", help="a judge whose p(support) labels --unlabelled's sentences")
     ap.add_argument("--unlabelled", help="answers with their documents, no labels (JSON Lines)")
     ap.add_argument("--cache", help="the teacher's call cache (default: the user cache dir)")

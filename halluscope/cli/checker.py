@@ -75,7 +75,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "CSV/JSONL file (a context and a label per sentence, as `bench mine` reads it); several, comma-separated",
     )
     f.add_argument(
-        "--items", metavar="FIRST-LAST", help="the pairs, passages or rows to fit on (WikiBio's default: 0-119)"
+        "--items",
+        metavar="FIRST-LAST",
+        help="the pairs, passages or rows to fit on, in each of several --data (WikiBio's default: 0-119)",
     )
     f.add_argument("--limit", type=int, metavar="N", help="at most N labelled pairs (the first)")
     f.add_argument(
