@@ -633,6 +633,11 @@ CLAIMS = (
         on_qnli(QNLI_CHECKER, QNLI_JUDGE, "the checker fitted on RTE and QNLI", "the 1.5B judge", -3.0),
     ),
     Claim("checker", "20 times faster on qnli", checker_20x_faster(QNLI_CHECKER, ("checker", QNLI_JUDGE))),
+    Claim(
+        "checker",
+        "qnli added helps on qnli",
+        on_qnli(QNLI_CHECKER, "qnli test, fitted on rte train", "RTE and QNLI", "RTE alone", 0.0),
+    ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
     Claim("calibrated-risk", "the stack against its best member", calibrated_stack),
