@@ -348,6 +348,7 @@ WIKIBIO_SENTENCES = "WikiBio 120-237's sentences"
 QNLI_CHECKER = "qnli test, fitted on rte train and qnli fit part"
 QNLI_JUDGE = "qnli test, grounded with the qwen2.5-coder-1.5b judge"
 QNLI_SMALL_JUDGE = "qnli test, grounded with the qwen2.5-coder-0.5b judge"
+ALL_THREE = "fitted on rte train, qnli fit part and wikibio 0-119"
 
 
 def seconds_an_answer(run: dict[str, Any]) -> float:
@@ -637,6 +638,53 @@ CLAIMS = (
         "checker",
         "qnli added helps on qnli",
         on_qnli(QNLI_CHECKER, "qnli test, fitted on rte train", "RTE and QNLI", "RTE alone", 0.0),
+    ),
+    Claim(
+        "checker",
+        "fitted on all three, within 3 points of the 1.5B judge on rte",
+        checker_within_3_of_the_judge("rte val, " + ALL_THREE),
+    ),
+    Claim(
+        "checker",
+        "wikibio added to rte and qnli, on rte",
+        fast_against(
+            "rte val, " + ALL_THREE,
+            CHECKER_RTE + " and qnli fit part",
+            "the checker fitted on all three",
+            "the checker fitted on RTE and QNLI",
+            0.0,
+            "RTE",
+            "pairs",
+        ),
+    ),
+    Claim(
+        "checker",
+        "wikibio added to rte and qnli, on qnli",
+        on_qnli(
+            "qnli test, " + ALL_THREE,
+            QNLI_CHECKER,
+            "the checker fitted on all three",
+            "the checker fitted on RTE and QNLI",
+            0.0,
+        ),
+    ),
+    Claim(
+        "checker",
+        "fitted on all three, within 3 points of the 1.5B judge on wikibio",
+        on_wikibio(
+            "wikibio 120-237, " + ALL_THREE, WIKIBIO_JUDGE, "the checker fitted on all three", "the 1.5B judge", -3.0
+        ),
+    ),
+    Claim(
+        "checker",
+        "rte and qnli added to wikibio, on wikibio",
+        on_wikibio(
+            "wikibio 120-237, " + ALL_THREE,
+            CHECKER_OWN_WIKIBIO,
+            "the checker fitted on all three",
+            "the checker fitted on WikiBio 0-119",
+            0.0,
+        ),
     ),
     Claim("calibrated-risk", "planted: direct-question against selfcheck-prompt", calibrated_dq_vs_scgp),
     Claim("calibrated-risk", "selfcheck-prompt:prob against version 1", calibrated_prob_vs_v1),
