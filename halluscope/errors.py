@@ -76,6 +76,28 @@ def redact_credentials(text: str) -> str:
     return _QUERY_PARAM.sub(_redacted_param, text)
 
 
+# what a credential looks like where no URL holds it: a bearer token, an API key of the common shapes
+# (OpenAI's and Anthropic's sk-..., pk-/rk-..., Google's AIza..., a GitHub token)
+_CREDENTIAL_SHAPES = re.compile(
+    r"(?i:(?<=bearer ))[A-Za-z0-9._~+/=-]{8,}"
+    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}"
+    r"|\bAIza[0-9A-Za-z_-]{20,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"
+)
+MIN_SECRET = 8  # a shorter value is not redacted by its text (it would blank ordinary words)
+
+
+def redact_secrets(text: str, secrets: Iterable[str] = (), shapes: bool = True) -> str:
+    """``text`` with every one of ``secrets`` (the keys a relay itself sent) replaced by ``***`` wherever
+    it occurs, and, with ``shapes``, whatever looks like a credential (``_CREDENTIAL_SHAPES``) and the
+    credentials in URLs (``redact_credentials``): what a proxy may relay of an upstream's words."""
+    for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    if not shapes:
+        return text
+    return redact_credentials(_CREDENTIAL_SHAPES.sub(REDACTED, text))
+
+
 def _redacted_param(match: re.Match[str]) -> str:
     if match["name"].lower() in HARMLESS_PARAMS or match["value"] == REDACTED:
         return match[0]

@@ -197,8 +197,9 @@ class DetectionResult(BaseModel):
         return "\n".join(lines)
 
     def brief(self) -> dict[str, Any]:
-        """What a caller acts on, small: the verdict, the flagged units with their scores and the
-        document sentence closest to each, and the cost (the whole result: ``model_dump``)."""
+        """What a caller acts on, small: the verdict, every unit's score (and probability where calibrated)
+        at its place, the flagged units with their text and the document sentence closest to each, and
+        the cost (the whole result: ``model_dump``)."""
         flagged = self.verdict.flagged if self.verdict is not None else []
         shown = [
             {
@@ -211,11 +212,14 @@ class DetectionResult(BaseModel):
             }
             for i, u in ((i, self.units[i]) for i in flagged)
         ]
+        scored = [
+            {"position": i, "score": u.score, "probability": u.probability, "spans": [list(span) for span in u.spans]}
+            for i, u in enumerate(self.units)
+        ]
         cost = {"calls": self.meta.calls, "cache_hits": self.meta.cache_hits, "seconds": self.meta.seconds}
         verdict = self.verdict.model_dump() if self.verdict is not None else None
-        return {"method": self.method, "units": len(self.units), "verdict": verdict, "flagged": shown, "cost": cost} | (
-            {"error": self.error} if self.error else {}
-        )
+        brief = {"method": self.method, "units": len(self.units), "verdict": verdict, "scored": scored}
+        return brief | {"flagged": shown, "cost": cost} | ({"error": self.error} if self.error else {})
 
     def report(self) -> str:
         """Every unit in order with its score, and the run's cost: what `halluscope detect` prints."""

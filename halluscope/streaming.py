@@ -110,16 +110,17 @@ class SentenceChecks:
         self.results[sentence] = result
         if result.error or not result.units:
             unit = Unit(text=sentence, score=None, evidence={"error": result.error or "no unit"}, spans=[(start, end)])
-        else:  # its spans, found in the sentence alone, moved to the answer's characters
-            unit = result.units[0]
-            unit.spans = [(a + start, b + start) for a, b in unit.spans]
+        else:  # its spans, found in the sentence alone, moved to the answer's characters (the result kept)
+            own = result.units[0]
+            unit = own.model_copy(update={"spans": [(a + start, b + start) for a, b in own.spans]})
         value = getattr(unit, self.on)
         return SentenceVerdict(index, sentence, start, end, unit, value is not None and value >= self.threshold)
 
     def answer(self, text: str, verdicts: list[SentenceVerdict]) -> DetectionResult:
-        """The answer's result: the final split's units (each from its sentence's check), the cost of all."""
-        by_text = {v.text: v.unit for v in verdicts}
-        units = [by_text[s] for s in sentences(text) if s in by_text]
+        """The answer's result: the final split's units, each from the check of the sentence at its place
+        (a sentence that occurs twice has two units, each with its own span), the cost of all."""
+        by_place = {(v.text, v.start): v.unit for v in verdicts}
+        units = [by_place[found] for found, _ in placed(text) if found in by_place]
         events: Counter[str] = Counter()
         for r in self.results.values():
             events.update(r.meta.events)
@@ -163,15 +164,25 @@ def stream_check(
     yield check.answer(split.text, verdicts)
 
 
+def placed(text: str) -> list[tuple[tuple[str, int], int]]:
+    """The final split of ``text``: each sentence with where it starts, and where it ends."""
+    found, cursor = [], 0
+    for sentence in sentences(text):
+        start = text.index(sentence, cursor)
+        cursor = start + len(sentence)
+        found.append(((sentence, start), cursor))
+    return found
+
+
 def late(check: SentenceChecks, split: Splitter, verdicts: list[SentenceVerdict]) -> list[SentenceVerdict]:
-    """Sentences of the final split that the streamed split never handed out, checked now."""
-    seen = {v.text for v in verdicts}
+    """Sentences of the final split that the streamed split never handed out at their place, checked now
+    (a sentence already checked elsewhere in the answer reuses its check: no further call)."""
+    seen = {(v.text, v.start) for v in verdicts}
     late = []
-    for sentence in sentences(split.text):
-        if sentence not in seen:
-            start = split.text.find(sentence)
-            found = (sentence, start, start + len(sentence))
-            late.append(check.verdict(len(verdicts) + len(late), found, check.run(sentence)))
+    for (sentence, start), end in placed(split.text):
+        if (sentence, start) not in seen:
+            result = check.results.get(sentence) or check.run(sentence)
+            late.append(check.verdict(len(verdicts) + len(late), (sentence, start, end), result))
     return late
 
 
@@ -187,17 +198,25 @@ async def astream_check(
     def start(found: tuple[str, int, int]) -> None:
         pending.append((found, asyncio.ensure_future(check.arun(found[0]))))
 
-    async for chunk in chunks:
-        for found in split.add(chunk_text(chunk)):
+    try:
+        async for chunk in chunks:
+            for found in split.add(chunk_text(chunk)):
+                start(found)
+            while pending and pending[0][1].done():  # hand out what is ready, in order, and read on
+                found, task = pending.pop(0)
+                verdicts.append(check.verdict(len(verdicts), found, task.result()))
+                yield verdicts[-1]
+        for found in split.end():
             start(found)
-        while pending and pending[0][1].done():  # hand out what is ready, in order, and read on
-            found, task = pending.pop(0)
-            verdicts.append(check.verdict(len(verdicts), found, task.result()))
+        while pending:
+            found, task = pending[0]
+            result = await task
+            pending.pop(0)
+            verdicts.append(check.verdict(len(verdicts), found, result))
             yield verdicts[-1]
-    for found in split.end():
-        start(found)
-    for found, task in pending:
-        verdicts.append(check.verdict(len(verdicts), found, await task))
-        yield verdicts[-1]
-    verdicts += await asyncio.to_thread(late, check, split, verdicts)
-    yield check.answer(split.text, verdicts)
+        verdicts += await asyncio.to_thread(late, check, split, verdicts)
+        yield check.answer(split.text, verdicts)
+    finally:  # the consumer left (break, aclose) or the stream failed: the checks under way make no further call
+        for _, task in pending:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in pending), return_exceptions=True)

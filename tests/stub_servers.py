@@ -59,6 +59,7 @@ class StubAPI(_Served):
         self.peak_in_flight = 0
         self.answers_by_content: dict[str, str] = {}  # a prompt that contains a key is answered with its value
         self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
+        self.more_choices: list[str] = []  # the answers of a completion's further choices (a request's n > 1)
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() as each request arrived, before its latency
         self._failures: deque[int] = deque()
@@ -91,8 +92,11 @@ class StubAPI(_Served):
                     fault = stub._faults.popleft() if stub._faults else None
                     status = stub._failures.popleft() if stub._failures and fault is None else 200
                 route = self.path.partition("?")[0]  # a query string (a proxy's ?api_key=) is not the route
+                if fault is not None and fault.kind.startswith("stream_"):
+                    self._stream_fault(fault, stub._openai_stream(body))
+                    return
                 if fault is not None:
-                    self._send(*fault.reply(stub, body, route))
+                    self._send(*fault.reply(stub, body, route, self.headers.get("authorization", "")))
                     return
                 if route == "/api/chat":  # Ollama's native API (what langchain-ollama speaks)
                     payload = stub._ollama(body) if status == 200 else {"error": f"stub {status}"}
@@ -116,6 +120,53 @@ class StubAPI(_Served):
                 else:
                     status, payload = 404, {"error": {"message": f"no route {self.path}"}}
                 self._send(status, json.dumps(payload).encode(), {})
+
+            def do_GET(self) -> None:
+                """``/v1/models``: the stub's one model, or the next fault (an echo of the key it got)."""
+                with stub._lock:
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    stub.requests.append({"path": self.path, "headers": headers})
+                    fault = stub._faults.popleft() if stub._faults else None
+                if fault is not None:
+                    self._send(*fault.reply(stub, {}, self.path, self.headers.get("authorization", "")))
+                    return
+                models = {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "stub"}]}
+                self._send(200, json.dumps(models).encode(), {})
+
+            def _stream_fault(self, fault: Fault, events: list[dict[str, Any]]) -> None:
+                """A stream that misbehaves after its first chunks: a chunk that is no completion chunk
+                (``stream_malformed``), a connection closed mid-body (``stream_cut``), a lone surrogate in
+                the answer (``stream_surrogate``), chunks without end (``stream_endless``, for at most
+                ``delay`` seconds), silence after the first chunk (``stream_stall``, ``delay`` seconds),
+                or a JSON completion where a stream was asked (``stream_as_json``)."""
+                if fault.kind == "stream_as_json":
+                    self._send(200, json.dumps(stub._openai({"messages": []})).encode(), {})
+                    return
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                if fault.kind == "stream_cut":
+                    self.send_header("content-length", "100000")  # promised, never sent: the peer breaks off
+                self.end_headers()
+                lines = [f"data: {json.dumps(e)}\n\n".encode() for e in events[:3]]
+                if fault.kind == "stream_malformed":
+                    lines.append(b"data: 5\n\n")
+                    lines += [f"data: {json.dumps(e)}\n\n".encode() for e in events[3:]] + [b"data: [DONE]\n\n"]
+                elif fault.kind == "stream_surrogate":
+                    bad = {**events[1], "choices": [{"index": 0, "delta": {"content": "Bad \ud800 text. "}}]}
+                    lines.append(f"data: {json.dumps(bad)}\n\n".encode())
+                    lines += [f"data: {json.dumps(e)}\n\n".encode() for e in events[3:]] + [b"data: [DONE]\n\n"]
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    for line in lines:
+                        self.wfile.write(line)
+                        self.wfile.flush()
+                    deadline = time.monotonic() + fault.delay
+                    if fault.kind == "stream_stall":
+                        time.sleep(fault.delay)
+                    while fault.kind == "stream_endless" and time.monotonic() < deadline:
+                        self.wfile.write(f"data: {json.dumps(events[1])}\n\n".encode())
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                self.close_connection = True
 
             def _stream(self, events: list[dict[str, Any]]) -> None:
                 """Server-sent events, one chunk at a time, then [DONE] (OpenAI's streamed completion)."""
@@ -154,6 +205,10 @@ class StubAPI(_Served):
             logprobs = {
                 "content": [{"token": answer, "logprob": -0.05, "bytes": list(answer.encode()), "top_logprobs": []}]
             }
+        more = [
+            {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            for i, text in enumerate(self.more_choices, 1)
+        ]
         return {
             "id": "chatcmpl-stub",
             "object": "chat.completion",
@@ -165,7 +220,8 @@ class StubAPI(_Served):
                     "message": {"role": "assistant", "content": answer},
                     "finish_reason": "stop",
                     "logprobs": logprobs,
-                }
+                },
+                *more,
             ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
         }
@@ -377,9 +433,14 @@ class Fault:
     headers: tuple[tuple[str, str], ...] = ()
     delay: float = 0.0  # seconds before the reply (a slow server), bounded by the test
 
-    def reply(self, stub: StubAPI, body: dict[str, Any], path: str) -> tuple[int, bytes, dict[str, str]]:
+    def reply(
+        self, stub: StubAPI, body: dict[str, Any], path: str, authorization: str = ""
+    ) -> tuple[int, bytes, dict[str, str]]:
         time.sleep(self.delay)
         headers = dict(self.headers)
+        if self.kind == "echo_key":  # OpenAI's 401 quotes the key it was given
+            error = {"error": {"message": f"Incorrect API key provided: {authorization}.", "type": "invalid_request"}}
+            return 401, json.dumps(error).encode(), {**headers, "x-seen-key": authorization}
         if self.kind == "slow":
             return 200, json.dumps(stub._openai(body)).encode(), headers
         if self.kind == "status":

@@ -273,3 +273,47 @@ def test_an_async_streamed_answer_gets_its_verdicts_too(guard: Callable[..., Hal
     assert [v["flagged"] for v in verdicts] == [False, True]
     assert [chunk for mode, chunk in events if mode == "values"][-1]["hallucination"]["action"] == "annotated"
     assert len(seen) == 2
+
+
+def test_a_tools_error_is_no_document() -> None:
+    failed = ToolMessage(
+        content="Error: Canberra lies in Sydney (the lookup failed)", tool_call_id="1", name="search", status="error"
+    )
+    messages = [HumanMessage(content=QUESTION), failed, ToolMessage(content=DOC, tool_call_id="2", name="search")]
+    assert documents(messages) == [DOC]
+    assert documents(messages, "all") == [DOC] and documents(messages, ["search"]) == [DOC]
+
+
+@pytest.mark.parametrize("on_error", ["pass", "block"])
+def test_a_judge_that_raises_a_plain_exception_never_crashes_the_agent(
+    gateway: Gateway, scripted: Callable[..., Any], on_error: str
+) -> None:
+    def broken(prompt: str, params: dict[str, Any]) -> str:
+        raise ValueError("the judge's own bug")
+
+    middleware = HallucinationMiddleware(model=scripted(broken, "scripted:broken"), gateway=gateway, on_error=on_error)
+    state = run(Agent(answers=[FALSE]), middleware)
+    record = state["hallucination"]
+    assert "the judge's own bug" in record["error"]
+    if on_error == "pass":
+        assert record["action"] == "unchecked" and state["messages"][-1].text == FALSE
+    else:
+        assert record["action"] == "blocked" and state["messages"][-1].text != FALSE
+
+
+def test_block_keeps_the_flagged_text_out_of_the_message_a_client_reads(
+    guard: Callable[..., HallucinationMiddleware],
+) -> None:
+    state = run(Agent(answers=[FALSE]), guard(on_flag="block"))
+    message = state["messages"][-1]
+    assert "Sydney" not in json.dumps(message.response_metadata) and "Sydney" not in message.text
+    shown = message.response_metadata["halluscope"]
+    assert shown["action"] == "blocked" and [u["position"] for u in shown["flagged"]] == [1]
+    assert state["hallucination"]["blocked"] == FALSE  # the operator's record keeps it
+
+
+def test_max_reasks_has_a_ceiling(guard: Callable[..., HallucinationMiddleware]) -> None:
+    with pytest.raises(ConfigError, match="from 0 to 5"):
+        guard(on_flag="reask", max_reasks=1000)
+    with pytest.raises(ConfigError, match="max_reasks"):
+        guard(max_reasks=True)

@@ -18,7 +18,7 @@ from halluscope.cli.flags import finite
 from halluscope.errors import ConfigError
 from halluscope.serve import DEFAULT_TIMEOUT_S, HttpSettings, ServerSettings, serve_http, serve_stdio
 from halluscope.serve.http import DEFAULT_MAX_BODY, TOKEN_ENV
-from halluscope.serve.proxy import ProxySettings
+from halluscope.serve.proxy import DEFAULT_STREAM_IDLE_S, ProxySettings
 
 
 def address(text: str) -> tuple[str, int]:
@@ -49,10 +49,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     proxy = None
     if args.proxy:
         proxy = ProxySettings(
-            args.proxy, args.upstream_key_env, tuple(args.context_from.split(",")), args.on_flag
+            args.proxy,
+            args.upstream_key_env,
+            tuple(args.context_from.split(",")),
+            args.on_flag,
+            args.on_error,
+            args.stream_idle_timeout,
         ).checked_with(token)
-    elif args.upstream_key_env or args.on_flag != "annotate" or args.context_from != "tool,system":
-        raise ConfigError("--upstream-key-env, --context-from and --on-flag are for --proxy")
+    elif (
+        args.upstream_key_env
+        or args.on_flag != "annotate"
+        or args.on_error is not None
+        or args.context_from != "tool,system"
+        or args.stream_idle_timeout != DEFAULT_STREAM_IDLE_S
+    ):
+        raise ConfigError(
+            "--upstream-key-env, --context-from, --on-flag, --on-error and --stream-idle-timeout are for --proxy"
+        )
     gateway = gateway_of(args)
     if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
         use_shared_limits(redis_limits(gateway.cache, gateway.timeout + LEASE_GRACE_S))
@@ -164,5 +177,22 @@ def add_proxy_flags(p: argparse.ArgumentParser) -> None:
         "--on-flag",
         choices=("annotate", "block"),
         default="annotate",
-        help="a flagged answer: the reply as it came with the verdict (annotate), or its text replaced (block)",
+        help="a flagged answer: the reply as it came with the verdict (annotate), or its text replaced and never "
+        "sent (block: a stream is then held until its check is done)",
+    )
+    p.add_argument(
+        "--on-error",
+        choices=("pass", "block"),
+        default=None,
+        help="an answer the proxy could not check (no documents, a judge error, a timeout, a broken stream): "
+        "passed with the verdict saying why (pass), or blocked as a flagged one is (block; the default with "
+        "--on-flag block)",
+    )
+    p.add_argument(
+        "--stream-idle-timeout",
+        type=finite,
+        default=DEFAULT_STREAM_IDLE_S,
+        metavar="S",
+        help=f"the longest silence of an upstream's stream (default {DEFAULT_STREAM_IDLE_S:g} s); a stream's "
+        "whole time is bounded by --request-timeout",
     )

@@ -13,6 +13,7 @@ whose client leaves, or whose timeout passes, makes no further model call (``Ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
-from halluscope.serve.proxy import Part, Proxy, ProxySettings
+from halluscope.serve.proxy import Part, Proxy, ProxySettings, checked_request
 from halluscope.serve.service import CHECK_FIELDS, RequestTimeout, ServerSettings
 from halluscope.version import __version__
 
@@ -157,7 +158,7 @@ class Guard:
             if scope["method"] != "POST":
                 await respond(send, 405, {"error": "POST /v1/chat/completions"}, {"allow": "POST"})
                 return
-            request = chat_body(body)
+            request = checked_request(chat_body(body))
             if request.get("stream") is True:  # a client that leaves mid-stream ends the stream and its check
                 streamed = await unless_left(send_stream(send, proxy.stream(request, headers)), receive)
                 if streamed is not None:
@@ -171,6 +172,10 @@ class Guard:
         except httpx.HTTPError as exc:
             log.error("the upstream failed: %s", redact_credentials(f"{type(exc).__name__}: {exc}"))
             await respond(send, 502, {"error": "the upstream could not be reached; the server's log says why"})
+        except Exception as exc:  # noqa: BLE001 - a fault of ours: one line in the log, never a traceback
+            log.error("a proxied request failed: %s", redact_credentials(f"{type(exc).__name__}: {exc}"))
+            with contextlib.suppress(Exception):  # a reply already under way cannot take a status
+                await respond(send, 500, {"error": "the server failed on this request; its log says why"})
 
     def refusal(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
         """Why a request is refused before its body is read: Host, Origin, token, content type, size."""
@@ -283,11 +288,17 @@ def parsed_json(body: bytes) -> Any:
     except UnicodeDecodeError:
         raise ConfigError("the body is not UTF-8 text") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ConfigError("the body's JSON is nested too deeply") from None
     except json.JSONDecodeError:
         raise ConfigError("the body is not JSON") from None
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity, which Python's JSON reads and JSON itself has not: refused (a NaN temperature
+    once reached the upstream as an unreadable body)."""
+    raise ConfigError(f"the body holds {name}, which is not a JSON number")
 
 
 def check_body(body: bytes) -> dict[str, Any]:

@@ -1,9 +1,18 @@
 """An OpenAI-compatible guard proxy (`halluscope serve --proxy UPSTREAM`): ``POST /v1/chat/completions``
-is forwarded to the upstream as it came, its reply returned unchanged, plus the check of its answer
-against the request's own documents (its tool messages and system/developer messages, as the operator
-chooses): a ``halluscope`` object in the JSON body and an ``X-Halluscope-Verdict`` header, or with
-``stream: true`` the tokens passed through as they arrive and the verdict in a last chunk before
+is forwarded to the upstream as it came, its reply returned as it came, plus the check of each choice's
+answer against the request's own documents (its tool messages and system/developer messages, as the
+operator chooses): a ``halluscope`` object in the JSON body and an ``X-Halluscope-Verdict`` header, or
+with ``stream: true`` the tokens passed through as they arrive and the verdict in a last chunk before
 ``[DONE]``. ``GET /v1/models`` is passed through.
+
+What it relays of the upstream: the status, the body and the headers a client acts on (content type,
+``Retry-After``, ``Location``, the request id and rate-limit headers), with the key it sent upstream
+redacted wherever it appears (an upstream's 401 may quote it), and, in an error or a header, anything
+shaped like a credential. What it blocks (``--on-flag block``, ``--on-error block``): a blocked answer's
+text is replaced by the fallback and never reaches the client, in the verdict neither; a streamed reply
+is then held until its check is done. What it bounds: a stream in total (``--request-timeout``) and in
+idle time (``--stream-idle-timeout``); past either, or when the upstream's stream breaks, the client gets
+what arrived and a last chunk that says why the check could not complete.
 
 The upstream's key: the operator's (``--upstream-key-env NAME``: read from that variable, sent only to
 the upstream), or, on a server without a token of its own, the client's ``Authorization`` as it came;
@@ -15,45 +24,73 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import os
 import queue
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
+from halluscope.errors import ConfigError, HalluscopeError, redact_credentials, redact_secrets
 from halluscope.serve.service import RequestTimeout, ServerSettings
 from halluscope.streaming import STREAMED
+from halluscope.text import unicode_text
 from halluscope.tools.guard import REFUSAL
 
 CONTEXT_ROLES = ("tool", "system", "developer")  # the message roles whose content may be an answer's documents
 VERDICT_HEADER = "x-halluscope-verdict"
+RELAYED_HEADERS = ("content-type", "retry-after", "location", "x-request-id")  # and every x-ratelimit-*
+DEFAULT_STREAM_IDLE_S = 60.0  # the longest silence of an upstream's stream
+ACTIONS = ("blocked", "flagged", "unchecked", "pass")  # worst first: a reply of several choices shows its worst
+NO_ANSWER_TEXT = "the reply holds no answer text (a tool call?)"
 Part = bytes | tuple[int, dict[str, str]]  # a streamed reply's pieces: (status, headers) first, then bytes
+log = logging.getLogger("halluscope.serve")
 
 
 @dataclass(frozen=True)
 class ProxySettings:
-    """Where the proxy forwards, whose key it sends, which messages are the documents, and what a
-    flagged answer becomes (``annotate``: the reply as it came, with the verdict; ``block``: its text
-    replaced by ``fallback``)."""
+    """Where the proxy forwards, whose key it sends, which messages are the documents, what a flagged
+    answer becomes (``annotate``: the reply as it came, with the verdict; ``block``: its text replaced by
+    ``fallback``), what an answer it could not check becomes (``on_error``; default: ``block`` where
+    ``on_flag`` is, else ``pass``), and how long a stream may stay silent."""
 
     upstream: str
     key_env: str | None = None
     context_from: tuple[str, ...] = ("tool", "system")
     on_flag: Literal["annotate", "block"] = "annotate"
+    on_error: Literal["pass", "block"] | None = None
+    idle_timeout: float = DEFAULT_STREAM_IDLE_S
     fallback: str = REFUSAL
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"--proxy takes the upstream's base URL (http:// or https://), got {self.upstream!r}")
-        object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
+        base, sep, query = self.upstream.partition("?")  # a query (Azure's ?api-version=) follows every route
+        object.__setattr__(self, "upstream", base.rstrip("/") + sep + query)
         unknown = sorted(set(self.context_from) - set(CONTEXT_ROLES))
         if unknown or not self.context_from:
             raise ConfigError(f"--context-from takes some of {', '.join(CONTEXT_ROLES)}, got {','.join(unknown)}")
         if self.on_flag not in ("annotate", "block"):
             raise ConfigError(f"--on-flag takes annotate or block, got {self.on_flag!r}")
+        if self.on_error is None:
+            object.__setattr__(self, "on_error", "block" if self.on_flag == "block" else "pass")
+        if self.on_error not in ("pass", "block"):
+            raise ConfigError(f"--on-error takes pass or block, got {self.on_error!r}")
+        if not math.isfinite(self.idle_timeout) or self.idle_timeout <= 0:
+            raise ConfigError(f"--stream-idle-timeout takes a number of seconds above 0, got {self.idle_timeout:g}")
         if self.key_env is not None and not os.environ.get(self.key_env):
             raise ConfigError(f"--upstream-key-env names {self.key_env}, which is not set")
+
+    def url(self, route: str) -> str:
+        """The upstream's URL of ``route`` ('chat/completions'), the base's query after the path."""
+        base, sep, query = self.upstream.partition("?")
+        return f"{base}/{route}{sep}{query}"
+
+    @property
+    def holds_streams(self) -> bool:
+        """A streamed reply is held until its check is done: what is blocked must never have been sent."""
+        return self.on_flag == "block" or self.on_error == "block"
 
     def checked_with(self, token: str | None) -> ProxySettings:
         """Refused at start: a token of the proxy's own and no upstream key (the client's Authorization is
@@ -80,6 +117,75 @@ class ProxySettings:
         return headers
 
 
+def sent_secrets(sent: dict[str, str]) -> tuple[str, ...]:
+    """What of the headers sent upstream must never come back to a client: the Authorization and its token."""
+    given = sent.get("authorization", "")
+    return (given, given.partition(" ")[2]) if given else ()
+
+
+def relayed(headers: Any, secrets: tuple[str, ...]) -> dict[str, str]:
+    """The upstream's headers a client acts on, credentials redacted."""
+    return {
+        name.lower(): redact_secrets(value, secrets)
+        for name, value in headers.items()
+        if name.lower() in RELAYED_HEADERS or name.lower().startswith("x-ratelimit-")
+    }
+
+
+def scrubbed(data: bytes, secrets: tuple[str, ...], shapes: bool) -> bytes:
+    """A body relayed: the keys sent upstream taken out wherever they occur; with ``shapes`` (an error's
+    body) whatever looks like a credential too."""
+    if shapes:
+        return redact_secrets(data.decode("utf-8", "replace"), secrets).encode()
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        data = data.replace(secret.encode(), b"***")
+    return data
+
+
+def checked_request(request: dict[str, Any]) -> dict[str, Any]:
+    """A chat request the proxy can forward and read, or a ConfigError in one line: every text valid
+    Unicode, every message an object with a role and text content (a string, or parts whose ``text`` is a
+    string), and no ``n`` above 1 on a stream (each choice is checked on its own; streamed, their deltas
+    would mix)."""
+    for i, message in enumerate(request["messages"]):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ConfigError(f"{where} must be an object with a role")
+        content = message.get("content")
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                if not isinstance(part, dict):
+                    raise ConfigError(f"{where}.content[{j}] must be an object (a content part)")
+                if part.get("type") == "text" and not isinstance(part.get("text"), str):
+                    raise ConfigError(f"{where}.content[{j}].text must be a string")
+        elif content is not None and not isinstance(content, str):
+            raise ConfigError(f"{where}.content must be a string, a list of parts or null")
+    for where, text in _strings(request):
+        unicode_text(text, where)
+    n = request.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ConfigError(f"n must be a whole number of at least 1, got {n!r}")
+    if request.get("stream") is True and n not in (None, 1):
+        raise ConfigError("a streamed request takes n = 1 here (each choice is checked on its own): stream: false")
+    return request
+
+
+def _strings(value: Any) -> list[tuple[str, str]]:
+    """Every string in a JSON value, with where it lies (keys too), walked without recursion."""
+    found, todo = [], [("the body", value)]
+    while todo:
+        where, item = todo.pop()
+        if isinstance(item, str):
+            found.append((where, item))
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                found.append((f"{where} (a key)", key))
+                todo.append((f"{where}.{key}" if where != "the body" else str(key), inner))
+        elif isinstance(item, list):
+            todo += [(f"{where}[{i}]", inner) for i, inner in enumerate(item)]
+    return found
+
+
 def documents(messages: Any, roles: tuple[str, ...]) -> list[str]:
     """The texts of the request's messages in ``roles``: what the answer should rest on."""
     found = []
@@ -103,8 +209,19 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        texts = (p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        return "\n".join(t for t in texts if isinstance(t, str))
     return ""
+
+
+def withheld(checked: dict[str, Any]) -> dict[str, Any]:
+    """A blocked answer's verdict: its scores and positions, none of its text (it was not to be delivered)."""
+    flagged = [{k: v for k, v in unit.items() if k != "text"} for unit in checked.get("flagged", [])]
+    return {**checked, "flagged": flagged} if "flagged" in checked else checked
+
+
+class StreamCut(Exception):
+    """An upstream's stream that ran past its bounds, broke off or sent what is not a completion chunk."""
 
 
 class Proxy:
@@ -119,13 +236,15 @@ class Proxy:
         self.client = httpx.AsyncClient(timeout=settings.timeout)
 
     async def models(self, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
-        reply = await self.client.get(f"{self.proxy.upstream}/models", headers=self.proxy.upstream_headers(headers))
-        return reply.status_code, reply.content, {"content-type": reply.headers.get("content-type", "")}
+        sent = self.proxy.upstream_headers(headers)
+        secrets = sent_secrets(sent)
+        reply = await self.client.get(self.proxy.url("models"), headers=sent)
+        return reply.status_code, scrubbed(reply.content, secrets, shapes=True), relayed(reply.headers, secrets)
 
     def unchecked(self, answer: str, docs: list[str]) -> dict[str, Any] | None:
         """Why ``answer`` is not checked (None: it is)."""
         if not answer.strip():
-            return {"verdict": None, "unchecked": "the reply holds no answer text (a tool call?)"}
+            return {"verdict": None, "unchecked": NO_ANSWER_TEXT}
         if not docs:
             return {"verdict": None, "unchecked": f"the request holds no {'/'.join(self.proxy.context_from)} messages"}
         return None
@@ -140,71 +259,146 @@ class Proxy:
         )
 
     def action(self, checked: dict[str, Any]) -> str:
+        """What the proxy did: ``pass``, ``flagged`` (annotated), ``blocked`` (flagged, or not checked
+        under ``--on-error block``: the verdict's ``reason`` says which) or ``unchecked`` (passed)."""
         if checked.get("verdict") is None:
-            return "unchecked"
+            nothing = checked.get("unchecked") == NO_ANSWER_TEXT  # no text to deliver or to withhold
+            return "blocked" if self.proxy.on_error == "block" and not nothing else "unchecked"
         if not checked["flagged"]:
             return "pass"
         return "blocked" if self.proxy.on_flag == "block" else "flagged"
 
+    def acted(self, checked: dict[str, Any]) -> dict[str, Any]:
+        """The verdict object a client reads: the check, the action, and why a blocked answer was blocked."""
+        action = self.action(checked)
+        if action != "blocked":
+            return {**checked, "action": action}
+        return {**withheld(checked), "action": action, "reason": "flagged" if checked.get("verdict") else "unchecked"}
+
     async def complete(self, request: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
-        """A non-streamed completion: the upstream's reply, its answer checked, the verdict added."""
-        reply = await self.client.post(
-            f"{self.proxy.upstream}/chat/completions", json=request, headers=self.proxy.upstream_headers(headers)
-        )
-        kind = {"content-type": reply.headers.get("content-type", "application/json")}
-        if reply.status_code != 200:
-            return reply.status_code, reply.content, kind  # the upstream's refusal, as it came
+        """A non-streamed completion: the upstream's reply, each choice's answer checked, the verdict added."""
+        sent = self.proxy.upstream_headers(headers)
+        secrets = sent_secrets(sent)
+        reply = await self.client.post(self.proxy.url("chat/completions"), json=request, headers=sent)
+        return await self.answered(reply.status_code, reply.content, relayed(reply.headers, secrets), request, secrets)
+
+    async def answered(
+        self, status: int, content: bytes, kind: dict[str, str], request: dict[str, Any], secrets: tuple[str, ...]
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """A completion's reply as the client gets it: an upstream's refusal as it came (redacted); a
+        completion with each choice checked on its own; anything else unchecked (or blocked)."""
+        kind = {"content-type": "application/json", **kind}
+        if status != 200:
+            return status, scrubbed(content, secrets, shapes=True), kind
+        content = scrubbed(content, secrets, shapes=False)
         try:
-            body = reply.json()
+            body = json.loads(content)
         except ValueError:
             body = None
-        if not isinstance(body, dict):  # not a completion this proxy can read: as it came, unchecked
-            return reply.status_code, reply.content, {**kind, VERDICT_HEADER: "unchecked"}
-        choices = body.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+            checked = self.acted({"verdict": None, "unchecked": "the upstream's reply is not a completion to read"})
+            if checked["action"] == "blocked":
+                why = "the upstream's reply could not be checked, and this proxy blocks what it could not check"
+                refusal = json.dumps({"error": why, "halluscope": checked}).encode()
+                return 502, refusal, {"content-type": "application/json", VERDICT_HEADER: "blocked"}
+            return status, content, {**kind, VERDICT_HEADER: checked["action"]}
+        verdicts = [await self.choice_checked(choice, request) for choice in choices]
+        worst = min((v["action"] for v in verdicts), key=ACTIONS.index)
+        if len(verdicts) == 1:
+            body["halluscope"] = verdicts[0]
+        else:
+            pairs = enumerate(zip(choices, verdicts, strict=True))
+            indexed = [{"index": c.get("index", i), **v} for i, (c, v) in pairs]
+            body["halluscope"] = {"action": worst, "choices": indexed}
+        return 200, json.dumps(body).encode(), {**kind, VERDICT_HEADER: worst}
+
+    async def choice_checked(self, choice: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """One choice's answer checked; blocked, its text replaced by the fallback."""
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        answer = _text(message.get("content"))
-        checked = await self.verdict(answer, request)
-        action = self.action(checked)
-        body["halluscope"] = {**checked, "action": action}
-        if action == "blocked":
-            body["halluscope"]["blocked"] = answer
+        checked = self.acted(await self.verdict(_text(message.get("content")), request))
+        if checked["action"] == "blocked":
             message["content"] = self.proxy.fallback
-        return 200, json.dumps(body).encode(), {**kind, VERDICT_HEADER: action}
+        return checked
 
     async def stream(self, request: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[Part]:
-        """A streamed completion: first (status, headers), then each upstream line as it arrives; the
-        answer's deltas gathered and, as each sentence ends, checked on a thread while the stream goes on
-        (a method that must see the whole answer is checked at its end); before ``[DONE]`` one more chunk
-        with the verdict."""
+        """A streamed completion: first (status, headers), then each upstream line as it arrives (held
+        until the check is done, where the proxy blocks); the answer's deltas gathered and, as each
+        sentence ends, checked on a thread while the stream goes on (a method that must see the whole
+        answer is checked at its end); before ``[DONE]`` one more chunk with the verdict. An upstream that
+        answers with JSON is answered as a non-streamed completion is."""
         sent = self.proxy.upstream_headers(headers)
-        async with self.client.stream(
-            "POST", f"{self.proxy.upstream}/chat/completions", json=request, headers=sent
-        ) as reply:
-            kind = {"content-type": reply.headers.get("content-type", "text/event-stream")}
-            yield reply.status_code, kind
-            if reply.status_code != 200:
-                yield await reply.aread()
+        secrets = sent_secrets(sent)
+        async with self.client.stream("POST", self.proxy.url("chat/completions"), json=request, headers=sent) as reply:
+            kind = relayed(reply.headers, secrets)
+            if reply.status_code != 200 or not kind.get("content-type", "").startswith("text/event-stream"):
+                status, data, kind = await self.answered(reply.status_code, await reply.aread(), kind, request, secrets)
+                yield status, kind
+                yield data
                 return
-            answer: list[str] = []
-            last: dict[str, Any] = {}
+            yield 200, kind
+            read = StreamRead()
             checking = self.checking_while_streamed(request)
+            held: list[bytes] | None = [] if self.proxy.holds_streams else None
             try:
-                async for line in reply.aiter_lines():
+                async for line in self.bounded(reply.aiter_lines()):
                     data = line[len("data:") :].strip() if line.startswith("data:") else None
                     if data == "[DONE]":
+                        read.done = True
                         break
                     if data:
-                        last = _gathered(data, answer, checking.feed if checking else None) or last
-                    yield (line + "\n").encode()
-                checked = await self.streamed_verdict("".join(answer), request, checking)
+                        read.add(data, checking.feed if checking is not None and not read.problem else None)
+                    out = scrubbed((line + "\n").encode(), secrets, shapes=False)
+                    if held is None:
+                        yield out
+                    else:
+                        held.append(out)
+                if not read.done and not read.finished and not read.problem:
+                    read.problem = "the upstream's stream ended before its answer did (no finish_reason, no [DONE])"
+            except StreamCut as exc:
+                read.problem = str(exc)
             except BaseException:
                 if checking is not None:
-                    checking.cancel()  # the client left or the upstream failed: no further judge call
+                    checking.cancel()  # the client left: no further judge call
                 raise
-            closing = {**{k: last.get(k) for k in ("id", "object", "created", "model")}, "choices": []}
-            closing["halluscope"] = {**checked, "action": self.action(checked)}
+            checked = self.acted(await self.streamed_verdict(read, request, checking))
+            if held is not None:
+                blocked = checked["action"] == "blocked"
+                for out in [self.fallback_chunk(read.last)] if blocked else held:
+                    yield out
+            closing = {**{k: read.last.get(k) for k in ("id", "object", "created", "model")}, "choices": []}
+            closing["halluscope"] = checked
             yield f"data: {json.dumps(closing)}\n\ndata: [DONE]\n\n".encode()
+
+    async def bounded(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:
+        """The upstream's lines, within the request's timeout in total and the idle timeout between two;
+        a stream past either, or one that breaks off, is a StreamCut."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        total, idle = self.settings.timeout, self.proxy.idle_timeout
+        deadline = loop.time() + total
+        while True:
+            left = deadline - loop.time()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                line = await asyncio.wait_for(anext(lines), min(idle, left))
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                if deadline - loop.time() <= 0:
+                    raise StreamCut(f"the upstream's stream ran past this server's timeout of {total:g} s") from None
+                raise StreamCut(f"the upstream's stream sent nothing for {idle:g} s") from None
+            except httpx.HTTPError as exc:
+                raise StreamCut(f"the upstream's stream broke off ({type(exc).__name__})") from None
+            yield line
+
+    def fallback_chunk(self, last: dict[str, Any]) -> bytes:
+        """A blocked stream's one chunk: the fallback as the answer's text, finished."""
+        head = {**{k: last.get(k) for k in ("id", "created", "model")}, "object": "chat.completion.chunk"}
+        choice = {"index": 0, "delta": {"role": "assistant", "content": self.proxy.fallback}, "finish_reason": "stop"}
+        return f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode()
 
     def checking_while_streamed(self, request: dict[str, Any]) -> StreamedCheck | None:
         """The check that reads a streamed answer's deltas as they come, started now; None where the
@@ -219,9 +413,15 @@ class Proxy:
         return StreamedCheck(feed, task, docs)
 
     async def streamed_verdict(
-        self, answer: str, request: dict[str, Any], checking: StreamedCheck | None
+        self, read: StreamRead, request: dict[str, Any], checking: StreamedCheck | None
     ) -> dict[str, Any]:
-        """The streamed answer's verdict: its check's, now that the stream has ended, or the whole answer's."""
+        """The streamed answer's verdict: its check's, now that the stream has ended, or the whole answer's;
+        why the check could not complete, where the stream did not."""
+        answer = "".join(read.answer)
+        if read.problem:
+            if checking is not None:
+                checking.cancel()
+            return {"verdict": None, "unchecked": "the check could not complete", "error": read.problem}
         if checking is None:
             return await self.verdict(answer, request)
         checking.feed.put(None)
@@ -230,6 +430,47 @@ class Proxy:
             checking.cancel()
             return skipped
         return await _guarded(checking.task)
+
+
+@dataclass
+class StreamRead:
+    """What a streamed reply has said so far: its answer's deltas, its last chunk, whether it finished
+    (a finish_reason, [DONE]), and the first thing in it that keeps its answer from being checked."""
+
+    answer: list[str] = field(default_factory=list)
+    last: dict[str, Any] = field(default_factory=dict)
+    finished: bool = False
+    done: bool = False
+    problem: str | None = None
+
+    def add(self, data: str, feed: queue.SimpleQueue[str | None] | None) -> None:
+        """One chunk's data read: its content delta added to the answer (and to ``feed``, a check reading
+        as the stream goes)."""
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError):
+            chunk = None
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices", []), list):
+            self.problem = self.problem or "the upstream sent a line that is not a chat completion chunk"
+            return
+        self.last = chunk
+        for choice in chunk.get("choices", []):
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                self.problem = self.problem or "the upstream streamed a choice this proxy cannot read (one choice)"
+                continue
+            self.finished = self.finished or bool(choice.get("finish_reason"))
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if not isinstance(content, str):
+                continue
+            try:
+                unicode_text(content, "the streamed answer")
+            except ConfigError as exc:
+                self.problem = self.problem or str(exc)
+                continue
+            self.answer.append(content)
+            if feed is not None and self.problem is None:
+                feed.put(content)
 
 
 @dataclass
@@ -248,26 +489,16 @@ class StreamedCheck:
 
 
 async def _guarded(work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """A check's brief verdict, or, when it failed, why (one redacted line): the reply goes on without it."""
+    """A check's brief verdict, or, when it failed, why (one redacted line): the reply goes on without it,
+    or is blocked (``--on-error block``). A fault of ours is one line in the log, never a traceback."""
     try:
         return await work
     except RequestTimeout as exc:
         return {"verdict": None, "error": str(exc)}
     except HalluscopeError as exc:
         return {"verdict": None, "error": redact_credentials(str(exc))}
-
-
-def _gathered(data: str, answer: list[str], feed: queue.SimpleQueue[str | None] | None) -> dict[str, Any] | None:
-    """One streamed chunk read: its content delta added to ``answer`` (and to ``feed``, a check reading
-    as the stream goes); the chunk (None: not JSON)."""
-    try:
-        chunk = json.loads(data)
-    except json.JSONDecodeError:
-        return None
-    for choice in chunk.get("choices") or []:
-        delta = (choice or {}).get("delta") or {}
-        if isinstance(delta.get("content"), str):
-            answer.append(delta["content"])
-            if feed is not None:
-                feed.put(delta["content"])
-    return chunk
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the check's fault must not end the client's reply
+        log.error("a proxied check failed: %s", redact_credentials(f"{type(exc).__name__}: {exc}"))
+        return {"verdict": None, "error": "the check failed; the server's log says why"}

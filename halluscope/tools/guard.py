@@ -204,12 +204,13 @@ def version_of(
     hits = {id(u) for u in result.flagged(threshold, on)}
     units = [
         {
+            "position": i,
             "text": u.text,
             "score": u.score,
             **({"probability": u.probability} if calibrated else {}),
             "spans": [list(span) for span in u.spans],
         }
-        for u in result.units
+        for i, u in enumerate(result.units)
     ]
     values = [v for u in result.units if (v := getattr(u, on)) is not None]
     return {

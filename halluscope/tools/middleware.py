@@ -21,6 +21,7 @@ the answer's check is then made of those sentences' checks, not run again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,7 +38,7 @@ from langgraph.runtime import Runtime
 
 from halluscope.backends.gateway import default_gateway
 from halluscope.check_answer import deployable
-from halluscope.errors import ConfigError, HalluscopeError
+from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.results import DetectionResult
 from halluscope.streaming import STREAMED, SentenceChecks, Splitter, late
 from halluscope.tools.guard import REFUSAL, checked, version_of
@@ -46,6 +47,8 @@ OnFlag = Literal["annotate", "reask", "block", "raise"]
 ContextRule = Literal["turn", "all", "system"]
 REASKED = "halluscope"  # the name on the message that asks the model again, so a turn's user message is found
 REASK = "guard.reask"  # the prompt of the turn that asks the model again
+MAX_REASKS = 5  # asking more often only spends calls: an answer still flagged then is annotated
+log = logging.getLogger("halluscope.middleware")
 
 
 class HallucinationFlagged(HalluscopeError):
@@ -84,7 +87,8 @@ def _texts(message: AnyMessage) -> list[str]:
 def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] = "turn") -> list[str]:
     """The documents an answer should rest on: ``"turn"`` the tool results since the user's last message,
     ``"all"`` every tool result of the conversation, ``"system"`` the system messages, or a list of tool
-    names (their results, in any turn)."""
+    names (their results, in any turn). A tool's error (``status="error"``) is no document: its words
+    say what failed, not what is true."""
     if rule == "turn":
         start, _ = _turn(messages)
         chosen = [m for m in messages[start:] if isinstance(m, ToolMessage)]
@@ -96,7 +100,7 @@ def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] 
         chosen = [m for m in messages if isinstance(m, ToolMessage) and m.name in rule]
     else:
         raise ConfigError(f"context must be 'turn', 'all', 'system', a list of tool names or a function, got {rule!r}")
-    return [text for m in chosen for text in _texts(m)]
+    return [text for m in chosen if getattr(m, "status", None) != "error" for text in _texts(m)]
 
 
 class _Watcher(BaseCallbackHandler):
@@ -193,8 +197,8 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             raise ConfigError(f"on_flag must be 'annotate', 'reask', 'block' or 'raise', got {on_flag!r}")
         if on_error not in ("pass", "block"):
             raise ConfigError(f"on_error must be 'pass' or 'block', got {on_error!r}")
-        if not isinstance(max_reasks, int) or max_reasks < 0:
-            raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
+        if isinstance(max_reasks, bool) or not isinstance(max_reasks, int) or not 0 <= max_reasks <= MAX_REASKS:
+            raise ConfigError(f"max_reasks must be a whole number from 0 to {MAX_REASKS}, got {max_reasks!r}")
         if not callable(context):
             documents([], context)  # a bad rule is refused now, not at the first answer
         self.detector, decided_at = deployable(grounded=True, method=method, model=model, **settings)
@@ -246,8 +250,10 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
                 version = checked(
                     self.detector, self.threshold, self.on, str(answer.text), question, docs or None, answer, None
                 )
-        except HalluscopeError as exc:  # recorded; the agent goes on (a bug still raises)
-            record |= {"action": "unchecked", "error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - recorded, and the agent goes on (or is blocked, as asked)
+            if not isinstance(exc, HalluscopeError):  # a judge's own fault: one line in the log
+                log.error("the check failed: %s", redact_credentials(f"{type(exc).__name__}: {exc}"))
+            record |= {"action": "unchecked", "error": redact_credentials(f"{type(exc).__name__}: {exc}")}
             if self.on_error == "block":
                 return self._blocked(answer, record)
             return {"hallucination": record}
@@ -275,13 +281,18 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         return {"messages": [self._marked(answer, answer.content, record)], "hallucination": record}
 
     def _blocked(self, answer: AIMessage, record: dict[str, Any]) -> dict[str, Any]:
+        """The answer replaced by the fallback; its text kept in the state's record (the operator's), never
+        in the message a client reads: the verdict there names the flagged units by position and score."""
         record = record | {"action": "blocked", "blocked": str(answer.text)}
         return {"messages": [self._marked(answer, self.fallback, record)], "hallucination": record}
 
     @staticmethod
     def _marked(answer: AIMessage, content: Any, record: dict[str, Any]) -> AIMessage:
-        """The answer (same id: it replaces the model's in the state) with the verdict in its metadata."""
+        """The answer (same id: it replaces the model's in the state) with the verdict in its metadata;
+        a blocked answer's flagged units without their text."""
         shown = {k: record.get(k) for k in ("method", "action", "threshold", "on", "risk", "flagged", "error")}
+        if record.get("action") == "blocked":
+            shown["flagged"] = [{k: v for k, v in u.items() if k != "text"} for u in shown["flagged"] or []]
         metadata = {**answer.response_metadata, "halluscope": shown}
         return answer.model_copy(update={"content": content, "response_metadata": metadata})
 
