@@ -13,6 +13,7 @@ and the answer's result holds the final split's units.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessageChunk, BaseMessage
 
+from halluscope.backends.budget import CallBudget
 from halluscope.backends.stats import CallStats
 from halluscope.check_answer import check_item, deployable
 from halluscope.detectors import Detector
@@ -93,9 +95,29 @@ class SentenceChecks:
         self.question = question
         self.results: dict[str, DetectionResult] = {}
         self.stats = CallStats()  # every sentence's calls: the answer's cost, its prompt tokens' floor included
+        self.budgets: list[CallBudget] = []  # each sentence's, so that a reader who leaves stops them all
+        self.cut_because: str | None = None
+        self._lock = threading.Lock()
 
     def item(self, sentence: str) -> dict[str, Any]:
-        return {**check_item(self.det, sentence, self.context, self.question), "sentences": [sentence]}
+        """One sentence's keywords; its own call budget (of the detector's ``max_calls``) unless a caller's
+        budget rides on the detector (a server's request: cut there)."""
+        item = {**check_item(self.det, sentence, self.context, self.question), "sentences": [sentence]}
+        if self.det.options.get("budget") is None:
+            budget = CallBudget(self.det.max_calls, scope="stream")
+            with self._lock:
+                self.budgets.append(budget)
+                if self.cut_because is not None:
+                    budget.cut(self.cut_because)
+            item["budget"] = budget
+        return item
+
+    def cut(self, because: str) -> None:
+        """No sentence's check makes a further call (its reader left)."""
+        with self._lock:
+            self.cut_because = because
+            for budget in self.budgets:
+                budget.cut(because)
 
     def run(self, sentence: str) -> DetectionResult:
         """One sentence's check, its calls counted in the stream's; a failed one is a result with its error
@@ -217,6 +239,7 @@ async def astream_check(
         verdicts += await asyncio.to_thread(late, check, split, verdicts)
         yield check.answer(split.text, verdicts)
     finally:  # the consumer left (break, aclose) or the stream failed: the checks under way make no further call
+        check.cut("its reader left")
         for _, task in pending:
             task.cancel()
         await asyncio.gather(*(task for _, task in pending), return_exceptions=True)

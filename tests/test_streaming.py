@@ -5,6 +5,7 @@ sentence never stops the stream."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -111,3 +112,50 @@ def test_the_async_stream_gives_the_same_verdicts_in_order(gateway: Gateway, scr
 def test_a_method_that_scores_a_sentence_against_the_rest_is_refused(scripted: Callable[..., Any]) -> None:
     with pytest.raises(ConfigError, match="checked sentence by sentence with grounded or direct-question"):
         list(stream_check(["An answer."], method="selfcheck-prompt", model=scripted(judge([]))))
+
+
+def test_the_async_stream_stops_checking_when_its_consumer_leaves(
+    gateway: Gateway, scripted: Callable[..., Any]
+) -> None:
+    answers = judge([])
+    started: list[float] = []
+
+    def slow(prompt: str, params: dict[str, Any]) -> str:
+        started.append(time.monotonic())
+        time.sleep(0.2)
+        return answers(prompt, params)
+
+    answer = " ".join(f"Canberra has {i} parks." for i in range(12))
+    left: list[float] = []
+
+    async def leave_after_the_first() -> None:
+        async def chunks() -> AsyncIterator[str]:
+            for piece in words(answer):
+                yield piece
+
+        stream = astream_check(chunks(), context=DOCS, model=scripted(slow, "scripted:slow"), gateway=gateway)
+
+        async def read() -> None:
+            async for _ in stream:
+                pass
+
+        reading = asyncio.ensure_future(read())
+        await asyncio.sleep(0.5)  # a few calls under way, most still waiting for one of the judge's 3 slots
+        reading.cancel()  # the reader leaves
+        await asyncio.gather(reading, return_exceptions=True)
+        left.append(time.monotonic())
+        await asyncio.sleep(2)  # what was still running had time to go on
+
+    asyncio.run(leave_after_the_first())
+    assert len(started) < 24  # 12 sentences x 2 documents, had the checks gone on without their reader
+    assert not [t for t in started if t > left[0]]  # none started once the reader had left
+
+
+def test_a_sentence_that_occurs_twice_keeps_each_occurrences_span(
+    gateway: Gateway, scripted: Callable[..., Any]
+) -> None:
+    twice = "It lies in Melbourne. Canberra is the capital of Australia. It lies in Melbourne."
+    events = list(stream_check(words(twice), context=DOCS, model=scripted(judge([])), gateway=gateway))
+    result = events[-1]
+    assert [u.spans for u in result.units] == [[(0, 21)], [(22, 59)], [(60, 81)]]
+    assert result.verdict.flagged == [0, 2]

@@ -435,9 +435,11 @@ class Gateway:
         return reply
 
     def _limited(self, key: str, compute: Callable[[], T], stats: CallStats | None) -> T:
-        """``compute()`` holding one of the model's concurrency slots, unless the run was cut."""
+        """``compute()`` holding one of the model's concurrency slots, unless the run was cut (asked once the
+        slot is held: a run cut while its call waited for one makes none)."""
         _sending(stats)
         with self.limiter(key).slot():
+            _sending(stats)
             return compute()
 
     # -- completions of raw texts by a LogProbModel
@@ -710,6 +712,7 @@ class _Send(Step):
         def attempt() -> dict[str, Any]:
             _sending(stats)
             with self.gateway.limiter(req.model.key).slot(), _bad_replies(req.model.adapter):
+                _sending(stats)  # again once the slot is held: the run may have been cut while it waited
                 chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
                 message = chat.invoke(req.messages, **kwargs)
             return self.gateway._read(req, message)
@@ -724,6 +727,7 @@ class _Send(Step):
         async def attempt() -> dict[str, Any]:
             _sending(stats)
             async with limiter.aslot():
+                _sending(stats)  # again once the slot is held: the run may have been cut while it waited
                 with _bad_replies(req.model.adapter):
                     chat, kwargs = req.model.adapter.invocation(req.model.chat, req.kwargs)
                     message = await chat.ainvoke(req.messages, **kwargs)
