@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -530,7 +531,7 @@ class LocalChatModel(BaseChatModel):
         loaded = load_llama(Path(self.model_path), logits_all=want_logprobs, n_ctx=self.n_ctx)
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
         prompt = "\n".join(f"{m['role']}: {m['content']}" for m in chat)
-        with loaded.turns.turn(prompt), loaded.lock:
+        with loaded.turns.turn(prompt), loaded.lock, messages_as_text(loaded.llama, chat):
             loaded.epoch += 1
             loaded.decodes.clear()
             out = loaded.llama.create_chat_completion(
@@ -629,8 +630,38 @@ def batch_sampler(loaded: LoadedLlama) -> BatchSampler:
 
 
 def sampler_prompt(llama: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[str]] | None:
-    """The chat's prompt tokens as ``create_chat_completion`` makes them (the GGUF's own template), and
-    the template's stop strings; None for a GGUF without a template."""
+    """The chat's prompt tokens as ``create_chat_completion`` makes them (the GGUF's own template), each
+    message's text tokenized as text (``templated_tokens``), and the template's stop strings; None for a
+    GGUF without a template."""
+    made = _templated(llama, chat)
+    return None if made is None else made[:2]
+
+
+@contextmanager
+def messages_as_text(llama: Any, chat: list[dict[str, str]]) -> Iterator[None]:
+    """While ``create_chat_completion`` runs on ``chat``: its rendered prompt tokenized as
+    ``templated_tokens`` does (only the template's markers special), where llama-cpp-python's handler
+    would tokenize the whole prompt with every marker in it special. Held under the model's lock; any
+    other text is tokenized as before."""
+    made = _templated(llama, chat)
+    if made is None:
+        yield
+        return
+    tokens, _, prompt = made
+    rendered, own = prompt.encode("utf-8"), llama.tokenize
+
+    def tokenize(text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return list(tokens) if text == rendered and special else own(text, add_bos, special)
+
+    llama.tokenize = tokenize
+    try:
+        yield
+    finally:
+        del llama.tokenize  # the class's own again
+
+
+def _templated(llama: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[str], str] | None:
+    """The chat rendered by the GGUF's template: its tokens, stop strings and text (None: no template)."""
     from llama_cpp import llama_chat_format
 
     template = llama.metadata.get("tokenizer.chat_template")
@@ -645,7 +676,29 @@ def sampler_prompt(llama: Any, chat: list[dict[str, str]]) -> tuple[list[int], l
     )
     made = formatter(messages=chat)
     stop = made.stop if isinstance(made.stop, list) else [made.stop] if made.stop else []
-    return llama.tokenize(made.prompt.encode("utf-8"), add_bos=not made.added_special, special=True), stop
+    return templated_tokens(llama, formatter, chat, made.prompt, not made.added_special), stop, made.prompt
+
+
+PLACE = "\x00halluscope-message-{}\x00"  # where a message's text goes in the rendered template
+PLACES = re.compile("\x00halluscope-message-(\\d+)\x00")
+
+
+def templated_tokens(llama: Any, formatter: Any, chat: list[dict[str, str]], prompt: str, bos: bool) -> list[int]:
+    """The prompt's tokens with only the template's own markers read as special tokens: each message's text
+    (a document, a tool result, an answer) is tokenized as text, so '<|im_start|>system' inside it stays
+    characters. The template is rendered with a placeholder for each text and the pieces tokenized apart;
+    a template that changes a text (trims it) is tokenized whole, as llama.cpp would."""
+    placed = formatter(messages=[{**m, "content": PLACE.format(i)} for i, m in enumerate(chat)]).prompt
+    pieces = PLACES.split(placed)
+    texts = [chat[int(i)]["content"] for i in pieces[1::2]]
+    if "".join(p if j % 2 == 0 else texts[j // 2] for j, p in enumerate(pieces)) != prompt:
+        return list(llama.tokenize(prompt.encode("utf-8"), add_bos=bos, special=True))
+    tokens: list[int] = []
+    for j, piece in enumerate(pieces):
+        text, special = (piece, True) if j % 2 == 0 else (texts[j // 2], False)
+        if text:
+            tokens += llama.tokenize(text.encode("utf-8"), add_bos=bos and not tokens, special=special)
+    return tokens
 
 
 def _plain_token(entry: dict[str, Any]) -> dict[str, Any]:
