@@ -317,3 +317,25 @@ def test_max_reasks_has_a_ceiling(guard: Callable[..., HallucinationMiddleware])
         guard(on_flag="reask", max_reasks=1000)
     with pytest.raises(ConfigError, match="max_reasks"):
         guard(max_reasks=True)
+
+
+def test_on_error_block_blocks_a_streamed_answer_with_a_sentence_left_unchecked(
+    gateway: Gateway, scripted: Callable[..., Any]
+) -> None:
+    answers = judge([])
+
+    def flaky(prompt: str, params: dict[str, Any]) -> str:
+        if "coast" in prompt.split("Sentence: ")[-1]:
+            raise ConnectionError("judge down")
+        return answers(prompt, params)
+
+    second = "It lies on the coast of New South Wales, a short drive from Sydney."
+    middleware = HallucinationMiddleware(
+        model=scripted(flaky, "scripted:flaky"), gateway=Gateway(cache=None), on_error="block"
+    )
+    agent = create_agent(StreamingAgent(answers=[f"{TRUE} {second}"], calls=[], pause=0.05), tools=[search],
+                         middleware=[middleware])  # fmt: skip
+    events = list(agent.stream({"messages": [HumanMessage(content=QUESTION)]}, stream_mode=["messages", "values"]))
+    state = [chunk for mode, chunk in events if mode == "values"][-1]
+    assert state["hallucination"]["action"] == "blocked" and "could not be checked" in state["hallucination"]["error"]
+    assert state["messages"][-1].text != f"{TRUE} {second}"

@@ -243,3 +243,18 @@ def test_retry_after_and_location_reach_the_client(annotating: Served, upstream:
     upstream.inject(Fault("status", 307, headers=(("location", "https://elsewhere.example/v1/chat/completions"),)))
     moved = post(annotating, {"model": "m", "messages": MESSAGES})
     assert moved.status_code == 307 and moved.headers["location"] == "https://elsewhere.example/v1/chat/completions"
+
+
+def test_under_on_error_block_an_answer_with_a_sentence_left_unchecked_is_blocked() -> None:
+    from halluscope.serve.proxy import Proxy, ProxySettings
+    from halluscope.serve.service import ServerSettings
+
+    partly = {
+        "verdict": {"flagged": []},
+        "flagged": [],
+        "scored": [{"position": 0, "score": 0.1}, {"position": 1, "score": None}],  # its judge call failed
+    }
+    blocking = Proxy(ProxySettings("http://127.0.0.1:9/v1", on_error="block"), ServerSettings())
+    assert blocking.acted(partly)["action"] == "blocked" and blocking.acted(partly)["reason"] == "unchecked"
+    passing = Proxy(ProxySettings("http://127.0.0.1:9/v1"), ServerSettings())
+    assert passing.acted(partly)["action"] == "pass"

@@ -259,21 +259,24 @@ class Proxy:
         )
 
     def action(self, checked: dict[str, Any]) -> str:
-        """What the proxy did: ``pass``, ``flagged`` (annotated), ``blocked`` (flagged, or not checked
+        """What the proxy did: ``pass``, ``flagged`` (annotated), ``blocked`` (flagged, or not wholly checked
         under ``--on-error block``: the verdict's ``reason`` says which) or ``unchecked`` (passed)."""
         if checked.get("verdict") is None:
             nothing = checked.get("unchecked") == NO_ANSWER_TEXT  # no text to deliver or to withhold
             return "blocked" if self.proxy.on_error == "block" and not nothing else "unchecked"
-        if not checked["flagged"]:
-            return "pass"
-        return "blocked" if self.proxy.on_flag == "block" else "flagged"
+        if checked["flagged"]:
+            return "blocked" if self.proxy.on_flag == "block" else "flagged"
+        if self.proxy.on_error == "block" and any(u["score"] is None for u in checked.get("scored", [])):
+            return "blocked"  # a sentence whose check failed (a streamed answer's) was not checked
+        return "pass"
 
     def acted(self, checked: dict[str, Any]) -> dict[str, Any]:
         """The verdict object a client reads: the check, the action, and why a blocked answer was blocked."""
         action = self.action(checked)
         if action != "blocked":
             return {**checked, "action": action}
-        return {**withheld(checked), "action": action, "reason": "flagged" if checked.get("verdict") else "unchecked"}
+        reason = "flagged" if checked.get("verdict") is not None and checked["flagged"] else "unchecked"
+        return {**withheld(checked), "action": action, "reason": reason}
 
     async def complete(self, request: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
         """A non-streamed completion: the upstream's reply, each choice's answer checked, the verdict added."""

@@ -259,6 +259,9 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             return {"hallucination": record}
         record |= {k: version[k] for k in ("risk", "units", "flagged", "calls")}
         record["versions"] = [*record["versions"], version]
+        unscored = [u["position"] for u in version["units"] if u["score"] is None]
+        if unscored and not version["flagged"] and self.on_error == "block":  # a sentence whose check failed
+            return self._blocked(answer, record | {"error": f"sentences {unscored} could not be checked"})
         if not version["flagged"]:
             return {"hallucination": record | {"action": "pass"}}
         return self._flagged(answer, record, messages[start:])
