@@ -258,3 +258,61 @@ def test_under_on_error_block_an_answer_with_a_sentence_left_unchecked_is_blocke
     assert blocking.acted(partly)["action"] == "blocked" and blocking.acted(partly)["reason"] == "unchecked"
     passing = Proxy(ProxySettings("http://127.0.0.1:9/v1"), ServerSettings())
     assert passing.acted(partly)["action"] == "pass"
+
+
+def test_a_client_closing_its_mcp_session_puts_no_traceback_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from halluscope.serve.http import MCP_SDK_LOG, quiet_closed_sessions
+
+    quiet_closed_sessions()
+    sdk = logging.getLogger(MCP_SDK_LOG)
+    with caplog.at_level(logging.INFO):
+        try:
+            raise ConnectionResetError("the client went away")
+        except ConnectionResetError:
+            sdk.exception("Error in standalone SSE response")  # what the SDK logs when a client closes
+            sdk.exception("Error handling POST request")  # a real fault of the SDK's is still logged
+    assert [r.getMessage() for r in caplog.records] == ["Error handling POST request"]
+
+
+def test_serve_proxy_without_the_serve_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from halluscope.errors import ConfigError
+    from halluscope.serve.http import HttpSettings, serve_http
+    from halluscope.serve.proxy import ProxySettings
+    from halluscope.serve.service import ServerSettings
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # not installed
+    with pytest.raises(ConfigError, match=r"serve --http --proxy needs the serve extra .*-e '\.\[serve\]'"):
+        serve_http(ServerSettings(), HttpSettings(), ProxySettings("http://127.0.0.1:9/v1"))
+
+
+@pytest.mark.parametrize("where", ["model", "member"])
+def test_a_calibration_that_names_a_remote_model_is_refused_unless_the_operator_names_it(
+    tmp_path: Path, judge: StubAPI, where: str
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.calibrations import line
+    from tests.stub_servers import SinkAPI, free_port
+
+    with SinkAPI() as sink:
+        there = f"openai-compatible:{sink.base_url}/v1#m"
+        if where == "model":
+            fitted = line("grounded", (0.0, 1.0), (0.2, 0.9), model=there)
+        else:
+            fitted = line(f"grounded[model={there}]", (0.0, 1.0), (0.2, 0.9))
+        path = fitted.save(tmp_path / "calibration.json")
+        argv = [sys.executable, "-m", "halluscope.cli", "check", "--calibration", str(path), "--context", "Doc."]
+        done = subprocess.run([*argv, "--text", ANSWER], env=server_env(tmp_path), capture_output=True, text=True)
+        assert done.returncode == 2 and "name that model yourself (--model)" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+        port = str(free_port())
+        serving = [sys.executable, "-m", "halluscope.cli", "serve", "--http", f"127.0.0.1:{port}"]
+        serving += ["--calibration", str(path)]
+        started_ = subprocess.run(serving, env=server_env(tmp_path), capture_output=True, text=True, timeout=60)
+        assert started_.returncode == 2 and "--model or --allow-model" in started_.stderr
+        assert sink.requests == []  # neither the answer nor a key went there

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from halluscope.backends.budget import MAX_CALLS
+from halluscope.calibration import Calibration
 from halluscope.check_answer import WITH_CONTEXT, WITHOUT_CONTEXT, check
 from halluscope.checks import key_values
 from halluscope.cli.commands import help_of
@@ -19,6 +20,7 @@ from halluscope.cli.detect import show_verdict
 from halluscope.cli.flags import finite
 from halluscope.errors import ConfigError
 from halluscope.readers import load_json, read_file, read_texts
+from halluscope.runtime.serving import refuse_unnamed_models
 
 
 def read_documents(path: str) -> list[Any]:
@@ -64,13 +66,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError("give the documents once: --context (repeated) or --context-file")
     context = read_documents(args.context_file) if args.context_file else (args.context or None)
     check_specs([args.model])
+    calibration = Calibration.load(args.calibration) if args.calibration else None
+    if calibration is not None:
+        refuse_unnamed_models(calibration, [args.model])
     result = check(
         answer,
         context=context,
         question=args.question,
         method=args.method,
         model=args.model,
-        calibration=args.calibration,
+        calibration=calibration,
         threshold=args.threshold,
         prior=args.prior,
         max_calls=None if args.yes else args.max_calls,

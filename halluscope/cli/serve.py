@@ -12,10 +12,12 @@ from typing import Any
 from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.cache import RedisCache
 from halluscope.backends.limits import LEASE_GRACE_S, redis_limits, use_shared_limits
+from halluscope.calibration import Calibration
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of
 from halluscope.cli.flags import finite
 from halluscope.errors import ConfigError
+from halluscope.runtime.serving import refuse_unnamed_models
 from halluscope.serve import DEFAULT_TIMEOUT_S, HttpSettings, ServerSettings, serve_http, serve_stdio
 from halluscope.serve.http import DEFAULT_MAX_BODY, TOKEN_ENV
 from halluscope.serve.proxy import DEFAULT_STREAM_IDLE_S, ProxySettings
@@ -69,6 +71,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     gateway = gateway_of(args)
     if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
         use_shared_limits(redis_limits(gateway.cache, gateway.timeout + LEASE_GRACE_S))
+    calibration = Calibration.load(args.calibration) if args.calibration else None
+    if calibration is not None:  # refused at start, not per request
+        refuse_unnamed_models(calibration, [args.model, args.judge, *args.allow_model], "--model or --allow-model")
     settings = ServerSettings(
         gateway,
         args.model,
@@ -76,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.request_timeout,
         args.judge,
         args.allow_model,
-        args.calibration,
+        calibration,
     )
     if http is None:
         serve_stdio(settings)

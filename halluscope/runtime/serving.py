@@ -12,14 +12,20 @@ most the server's ceiling of calls. Refusals name the option, never its value (a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from halluscope.backends.budget import MAX_CALLS
+from halluscope.backends.chat import resolve
+from halluscope.backends.entailment import judge_target
 from halluscope.checks import check_value
-from halluscope.errors import ConfigError
+from halluscope.errors import ConfigError, redact_credentials
+from halluscope.runtime import registry
 from halluscope.runtime.contract import Method
+
+if TYPE_CHECKING:
+    from halluscope.calibration import Calibration
 
 MODEL_ENV = "HALLUSCOPE_SERVE_MODEL"  # the LangGraph server's operator: the model of every run
 JUDGE_ENV = "HALLUSCOPE_SERVE_JUDGE"  # ... the judge of every run whose method has one
@@ -120,3 +126,33 @@ class Operator:
                 f"option {name!r} names a model this server's operator did not allow; it runs the models "
                 f"chosen by {self.how}"
             )
+
+
+def calibration_specs(calibration: Calibration) -> list[str]:
+    """Every model spec a calibration would send its checks to: the model it was fitted on, and each
+    member's model options (in its name's brackets, 'grounded[model=...]', and in its recorded settings)."""
+    found = [calibration.model] if isinstance(calibration.model, str) else []
+    for member in calibration.methods:
+        name, own = registry.configured(member)
+        method = registry.get(name)
+        options = {**calibration.settings.get(member, {}), **own}
+        for option, refers in method.refers.items():
+            value = options.get(option)
+            if refers == "model" and value is not None:
+                found += [v for v in (value if isinstance(value, list | tuple) else [value]) if isinstance(v, str)]
+    return found
+
+
+def refuse_unnamed_models(calibration: Calibration, named: Iterable[str | None], flag: str = "--model") -> None:
+    """A calibration names methods and options, never where calls go: each spec it would call beyond this
+    process (an API, a server; not a local GGUF or NLI checkpoint, which send nothing anywhere) must be
+    one the operator named, or the file is refused in one line before any call."""
+    allowed = {spec for spec in named if spec}
+    for spec in calibration_specs(calibration):
+        nli, target = judge_target(spec, "an Entailment")
+        if nli or spec in allowed or resolve(target).adapter.in_process:
+            continue
+        raise ConfigError(
+            f"the calibration names the model {redact_credentials(spec)}, which would be sent every checked answer; "
+            f"a calibration chooses methods, not where calls go: name that model yourself ({flag}) to run it"
+        )

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.serve.proxy import Part, Proxy, ProxySettings, checked_request
-from halluscope.serve.service import CHECK_FIELDS, RequestTimeout, ServerSettings
+from halluscope.serve.service import CHECK_FIELDS, SERVE_INSTALL, RequestTimeout, ServerSettings
 from halluscope.version import __version__
 
 Scope = MutableMapping[str, Any]
@@ -220,7 +220,7 @@ class Guard:
     async def route(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         path, method = scope["path"].rstrip("/") or "/", scope["method"]
         if path == "/health" and method == "GET":
-            await respond(send, 200, {"status": "ok", "version": __version__, "model": self.settings.model})
+            await respond(send, 200, self.settings.health() | {"version": __version__})
         elif path == "/check":
             if method != "POST":
                 await respond(send, 405, {"error": "POST /check takes a JSON object"}, {"allow": "POST"})
@@ -367,17 +367,44 @@ async def disconnected(receive: Receive) -> None:
         pass
 
 
+MCP_SDK_LOG = "mcp.server.streamable_http"
+
+
+class ClientClosedSession(logging.Filter):
+    """The MCP SDK logs an error with a traceback each time a client closes its session's SSE stream ("Error
+    in standalone SSE ..."): a client leaving is no fault, so the record becomes one debug line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Error in standalone SSE"):
+            return True
+        record.exc_info, record.exc_text, record.levelno, record.levelname = None, None, logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def quiet_closed_sessions() -> None:
+    """``ClientClosedSession`` on the SDK's logger, once."""
+    sdk = logging.getLogger(MCP_SDK_LOG)
+    if not any(isinstance(f, ClientClosedSession) for f in sdk.filters):
+        sdk.addFilter(ClientClosedSession())
+
+
 def serve_http(settings: ServerSettings, http: HttpSettings, proxy: ProxySettings | None = None) -> None:
     """Serve until stopped: warmed first (spaCy, the operator's models), the socket bound by us (a busy
     port is one line), the ready line printed once it listens; on stop, the requests at work are cut."""
     import socket
     import sys
 
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
+    try:
+        import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
+    except ImportError as exc:
+        doors = "serve --http" + (" --proxy" if proxy is not None else "")
+        missing = f"{exc.name} is missing"
+        raise ConfigError(f"halluscope {doors} needs the serve extra ({missing}): {SERVE_INSTALL}") from None
 
     from halluscope.serve.mcp import build
 
+    quiet_closed_sessions()
     hosts = http.allowed_hosts()
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=hosts is not None,

@@ -27,7 +27,7 @@ from halluscope.streaming import stream_check
 from halluscope.text import checked_text
 from halluscope.text import sentences as split_sentences
 
-SERVE_INSTALL = "pip install 'halluscope[serve]'"
+SERVE_INSTALL = "pip install 'halluscope[serve]' (from a clone: pip install -e '.[serve]')"
 DEFAULT_TIMEOUT_S = 600.0  # one request's wall-clock limit
 CHECK_FIELDS = ("answer", "context", "question", "method", "threshold", "max_calls")  # the check tool's arguments
 
@@ -98,6 +98,15 @@ class ServerSettings:
         finally:
             self.running.discard(budget)
         return result.brief() if brief else result.model_dump(mode="json")
+
+    def health(self) -> dict[str, Any]:
+        """What GET /health says: the server is up, its model, and the calibration it runs (its methods,
+        the model it was fitted on, its threshold)."""
+        shown: dict[str, Any] = {"status": "ok", "model": self.model}
+        if self.calibration is not None:
+            fitted = self.calibration
+            shown["calibration"] = {"methods": fitted.methods, "model": fitted.model, "threshold": fitted.threshold}
+        return shown
 
     def warm(self) -> None:
         """What every request needs, loaded before the server says it is ready: spaCy's sentencizer, and
