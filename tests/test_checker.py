@@ -27,7 +27,7 @@ def pairs(data_dir: Path) -> list[Pair]:
 @pytest.fixture(scope="module")
 def fitted(pairs: list[Pair], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("checker")
-    fit_checker(pairs, out, TINY, threads=2)
+    fit_checker(pairs, out, TINY, threads=2, force=True)  # 24 pairs: plumbing, not a checker that learned
     return out
 
 
@@ -69,13 +69,13 @@ def test_an_interrupted_fit_resumes_from_its_last_epoch_to_the_same_weights(
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        fit_checker(pairs, tmp_path, TINY, threads=2, report=stop_in_the_second_epoch)
+        fit_checker(pairs, tmp_path, TINY, threads=2, report=stop_in_the_second_epoch, force=True)
     state = json.loads((tmp_path / ".fit" / "state.json").read_text())
     assert state["epochs_done"] == 1 and not (tmp_path / "model.safetensors").exists()
     with pytest.raises(ConfigError, match="other data or settings"):
-        fit_checker(pairs, tmp_path, FitSettings(epochs=2, batch_size=8, max_length=64, seed=1), threads=2)
+        fit_checker(pairs, tmp_path, FitSettings(epochs=2, batch_size=8, max_length=64, seed=1), threads=2, force=True)
     said: list[str] = []
-    record = fit_checker(pairs, tmp_path, TINY, threads=2, report=said.append)
+    record = fit_checker(pairs, tmp_path, TINY, threads=2, report=said.append, force=True)
     assert said[0] == "resumed after epoch 1 of 2" and not [s for s in said if s.startswith("epoch 1/")]
     # seeded order, dropout and head, AdamW's moments kept: the same weights as the fit never stopped
     assert record["weights_sha256"] == json.loads((fitted / "checker.json").read_text())["weights_sha256"]
@@ -104,7 +104,8 @@ def test_the_data_never_fits_on_what_is_tested(data_dir: Path) -> None:
 def test_checker_fit_from_the_command_line(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cli"
     argv = ["checker", "fit", "--data", "rte", "--limit", "16", "--epochs", "1", "--batch-size", "8"]
-    assert main([*argv, "--max-length", "64", "--threads", "2", "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    argv += ["--max-length", "64", "--threads", "2", "--force"]
+    assert main([*argv, "--data-dir", str(data_dir), "--out", str(out)]) == 0
     printed = capsys.readouterr()
     assert "fitting on 16 pairs" in printed.err and "epoch 1/1: 2/2 batches" in printed.err
     assert f"wrote {out}" in printed.out and json.loads((out / "checker.json").read_text())["data"]["limit"] == 16
@@ -128,7 +129,7 @@ def test_a_teacher_labels_unlabelled_answers_and_the_fit_learns_its_probabilitie
     unlabelled.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out, cache = tmp_path / "taught", str(tmp_path / "cache")
     argv = ["checker", "fit", "--teacher", "local:smollm2-135m", "--unlabelled", str(unlabelled), "--data", "rte"]
-    argv += ["--limit", "8", "--epochs", "1", "--batch-size", "8", "--max-length", "64", "--threads", "2"]
+    argv += ["--limit", "8", "--epochs", "1", "--batch-size", "8", "--max-length", "64", "--threads", "2", "--force"]
     assert main([*argv, "--data-dir", str(data_dir), "--cache", cache, "--out", str(out)]) == 0
     record = json.loads((out / "checker.json").read_text())
     assert record["data"]["teacher"] == "local:smollm2-135m" and record["data"]["taught"] == 3
@@ -155,3 +156,76 @@ def test_a_teacher_labels_unlabelled_answers_and_the_fit_learns_its_probabilitie
     assert "bad.jsonl, line 1: a teacher labels an answer ('text' or 'sentences') and its 'context'" in (
         capsys.readouterr().err
     )
+
+
+def test_a_checkers_every_file_label_map_and_tokenizer_are_checked_when_it_loads(fitted: Path, tmp_path: Path) -> None:
+    record = json.loads((fitted / "checker.json").read_text())
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(record["files_sha256"])
+    assert record["id2label"] == {"0": "entailment", "1": "contradiction"}
+
+    def copied(name: str) -> Path:
+        copy = tmp_path / name
+        copy.mkdir()
+        for f in fitted.iterdir():
+            (copy / f.name).write_bytes(f.read_bytes())
+        return copy
+
+    reversed_labels = copied("reversed")
+    config = json.loads((reversed_labels / "config.json").read_text())
+    config["id2label"], config["label2id"] = (
+        {"0": "contradiction", "1": "entailment"},
+        {"contradiction": 0, "entailment": 1},
+    )
+    (reversed_labels / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=r"config.json sha256"):
+        NLIEntailment(reversed_labels)
+    no_tokenizer = copied("no-tokenizer")
+    for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        (no_tokenizer / name).unlink(missing_ok=True)
+    with pytest.raises(ConfigError, match=r"tokenizer.json sha256 missing"):
+        NLIEntailment(no_tokenizer)
+    described = json.loads((no_tokenizer / "checker.json").read_text())  # an older record: its weights alone
+    del described["files_sha256"], described["id2label"]
+    (no_tokenizer / "checker.json").write_text(json.dumps(described))
+    with pytest.raises(ConfigError, match="tokenizer files are missing"):
+        NLIEntailment(no_tokenizer)
+
+
+def test_a_fit_that_learned_nothing_writes_no_checker_unless_forced(tmp_path: Path) -> None:
+    twins = [Pair(f"Doc {i}.", f"Claim {i}.", supported) for i in range(8) for supported in (True, False)]
+    with pytest.raises(ConfigError, match=r"not below chance \(ln 2 = 0.693\)"):
+        fit_checker(twins, tmp_path / "none", FitSettings(epochs=1, batch_size=8, max_length=32), threads=2)
+    assert not (tmp_path / "none" / "checker.json").exists() and not (tmp_path / "none" / ".fit").exists()
+    kept = fit_checker(
+        twins, tmp_path / "kept", FitSettings(epochs=1, batch_size=8, max_length=32), threads=2, force=True
+    )
+    assert kept["losses"][-1] >= 0.693 and (tmp_path / "kept" / "checker.json").is_file()
+
+
+def test_a_torn_resume_file_starts_afresh_and_a_bad_out_says_what_is_wrong(pairs: list[Pair], tmp_path: Path) -> None:
+    (tmp_path / "torn" / ".fit").mkdir(parents=True)
+    (tmp_path / "torn" / ".fit" / "state.json").write_text('{"settings": ')  # killed while it wrote
+    said: list[str] = []
+    fit_checker(pairs, tmp_path / "torn", TINY, threads=2, report=said.append, force=True)
+    assert said[0].startswith(f"the interrupted fit in {tmp_path / 'torn' / '.fit'} cannot be read")
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(ConfigError, match="cannot save a checker in"):
+        fit_checker(pairs, tmp_path / "a-file", TINY, threads=2)
+
+
+def test_a_labelled_file_fits_as_choose_reads_it_and_a_huge_cell_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "answers.jsonl"
+    rows = [
+        {"text": "Paris is in France.", "context": "Paris is the capital of France.", "label": 0},
+        {"text": "Rome is in Spain.", "context": "Rome is the capital of Italy.", "label": 1},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = training_pairs(str(path))
+    assert [(p.claim, p.supported) for p in found] == [("Paris is in France.", True), ("Rome is in Spain.", False)]
+    two = {"text": "Paris is in France. Rome is in Spain.", "context": "Paris is in France.", "label": 1}
+    path.write_text(json.dumps(two) + "\n")
+    with pytest.raises(ConfigError, match="labels its sentence only where it has one \\(this has 2\\)"):
+        training_pairs(str(path))
+    path.write_text(json.dumps({**rows[0], "context": "x" * 300_000}) + "\n")
+    with pytest.raises(ConfigError, match="its context holds 300,000 characters"):
+        training_pairs(str(path))

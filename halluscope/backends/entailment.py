@@ -176,23 +176,33 @@ class LLMEntailment(Entailment):
         return Judgement(reply.parsed if reply.ok else None, probs, reply.text)
 
 
-def fitted_here(path: Path) -> None:
+def fitted_here(path: Path) -> dict[str, Any] | None:
     """A checker fitted by `halluscope checker fit` is loaded only as its checker.json says it was saved:
-    weights that hash otherwise (changed, swapped, half-copied) are refused in one line."""
+    every file it was saved with (weights, config and its label map, tokenizer) hashing as recorded, none
+    missing; a file changed, swapped, half-copied or gone is refused in one line. Its record (None: not a
+    checker fitted here). A checker saved before files were recorded is held to its weights' hash."""
     described = path / CHECKER_JSON
     if not described.is_file():
-        return
+        return None
     try:
-        expected = json.loads(described.read_text(encoding="utf-8"))["weights_sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
+        record = json.loads(described.read_text(encoding="utf-8"))
+        expected = dict(record.get("files_sha256") or {"model.safetensors": record["weights_sha256"]})
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{described} is not a checker's description ({exc}): refit the checker") from exc
-    weights = path / "model.safetensors"
-    found = sha256_of(weights) if weights.is_file() else "missing"
-    if found != expected:
-        raise ConfigError(
-            f"the checker in {path} is not what its {CHECKER_JSON} says (model.safetensors sha256 {found[:12]}, "
-            f"fitted {str(expected)[:12]}): refit it, or restore its files"
-        )
+    for name, digest in sorted(expected.items()):
+        file = path / name
+        found = sha256_of(file) if file.is_file() else "missing"
+        if found != digest:
+            raise ConfigError(
+                f"the checker in {path} is not what its {CHECKER_JSON} says ({name} sha256 {found[:12]}, "
+                f"fitted {str(digest)[:12]}): refit it, or restore its files"
+            )
+    return dict(record)
+
+
+def checker_files(path: Path) -> dict[str, str]:
+    """The sha256 of every file of a saved checker but its description: what ``fitted_here`` checks."""
+    return {f.name: sha256_of(f) for f in sorted(path.iterdir()) if f.is_file() and f.name != CHECKER_JSON}
 
 
 class NLIEntailment(Entailment):
@@ -208,7 +218,7 @@ class NLIEntailment(Entailment):
         name: str | None = None,
     ) -> None:
         path = hf_directory(directory, threads, "the NLI backend")
-        fitted_here(path)
+        record = fitted_here(path)
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -226,8 +236,27 @@ class NLIEntailment(Entailment):
                 "checkpoint; a pulled one is repaired by `halluscope models pull NAME --force`"
             ) from exc
         self.index = self._label_index(self.model.config.id2label)
+        self._check_loaded(path, record)
         self.normalize = (path / "spm.model").is_file() and not self._tokenizer_normalizes()
         self._lock = threading.Lock()
+
+    def _check_loaded(self, path: Path, record: dict[str, Any] | None) -> None:
+        """What loaded is the model it claims to be: a tokenizer whose vocabulary is the model's (a folder
+        without its tokenizer files gives transformers a few tokens, every word [UNK]), and for a checker
+        fitted here the label map it was fitted with (a reversed one would flip every verdict)."""
+        vocab, expected = len(self.tokenizer), getattr(self.model.config, "vocab_size", None)
+        if isinstance(expected, int) and vocab < expected // 2:
+            raise ConfigError(
+                f"the NLI checkpoint in {path} has a tokenizer of {vocab:,} tokens for a model of {expected:,}: its "
+                "tokenizer files are missing or wrong; restore them, or refit the checker"
+            )
+        fitted = record.get("id2label") if record is not None else None
+        shown = {str(k): v for k, v in self.model.config.id2label.items()}
+        if fitted is not None and shown != {str(k): v for k, v in dict(fitted).items()}:
+            raise ConfigError(
+                f"the checker in {path} maps its labels as {shown}, not as it was fitted ({fitted}): refit it, or "
+                "restore its config.json"
+            )
 
     def _tokenizer_normalizes(self) -> bool:
         """Whether the tokenizer applies the NFKC normalization a SentencePiece vocabulary (DeBERTa-v3's)

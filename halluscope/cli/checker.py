@@ -52,6 +52,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         described=described,
         threads=args.threads,
         report=lambda line: print(line, file=sys.stderr),
+        force=args.force,
     )
     if args.json:
         print_json(fitted)
@@ -72,7 +73,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "--data",
         metavar="NAME|FILE",
         help=f"{', '.join(DATASETS)} (RTE's training split, QNLI's fit part, WikiBio passages), or your labelled "
-        "CSV/JSONL file (a context and a label per sentence, as `bench mine` reads it); several, comma-separated",
+        "CSV/JSONL file (a context and a label per sentence, or one label for a one-sentence answer, as `choose` "
+        "reads it); several, comma-separated",
     )
     f.add_argument(
         "--items",
@@ -102,4 +104,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     f.add_argument("--data-dir", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
     f.add_argument("--out", required=True, metavar="DIR", help="where to save the checker (resumes a fit left there)")
     f.add_argument("--json", action="store_true", help="print checker.json")
+    f.add_argument(
+        "--force",
+        action="store_true",
+        help="write the checker even when its last epoch's loss is not below chance (ln 2: it learned nothing)",
+    )
     f.set_defaults(func=cmd_fit)

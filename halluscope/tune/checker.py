@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.embeddings import default_embedder, default_model_dir
-from halluscope.backends.entailment import CHECKER_JSON
+from halluscope.backends.entailment import CHECKER_JSON, checker_files
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.stats import CallStats
 from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte
@@ -50,6 +50,8 @@ from halluscope.version import __version__
 DATASETS = ("rte", "qnli", "wikibio")  # or a labelled file
 ID2LABEL = {0: "entailment", 1: "contradiction"}  # the two-way head the NLI backend reads: p(entailment) supports
 RESUME_DIR = ".fit"  # the last finished epoch's weights and optimizer moments, until the fit is done
+MAX_CELL = 200_000  # characters of a labelled file's context or text (a checker reads a 512-token window of it)
+CHANCE_LOSS = math.log(2)  # a two-way head's loss when it has learned nothing (p = 0.5 for every pair)
 
 
 @dataclass(frozen=True)
@@ -151,17 +153,34 @@ def wikibio_pairs(data_dir: str | Path | None, items: range | None) -> list[Pair
 
 
 def labelled_pairs(path: str, items: range | None) -> list[Pair]:
-    """A labelled file's sentences (label 0: supported) against its context column."""
+    """A labelled file's sentences (label 0: supported) against its context column, as `choose` reads the
+    file: a label per sentence, or one ``label`` for an answer of one sentence (an answer's label does not
+    say which of several sentences is unsupported). A cell over ``MAX_CELL`` characters is refused."""
     data = load_labelled(path)
     rows = []
     for number, row in enumerate(data.rows):
         if items is not None and number not in items:
             continue
-        context, units = row.inputs.get("context"), row.units
-        if context is None or units is None or row.labels is None:
-            raise ConfigError(f"{path}, answer {row.id}: a checker fits on a context and a label per sentence")
+        context = row.inputs.get("context")
+        if context is None:
+            raise ConfigError(f"{path}, answer {row.id}: a checker fits on a context (the documents) and labels")
         documents = [context] if isinstance(context, str) else [str(c) for c in context]
-        rows.append((documents, units, [label == 0 for label in row.labels]))
+        for name, text in [("context", d) for d in documents] + [("text", str(row.inputs.get("text") or ""))]:
+            if len(text) > MAX_CELL:
+                raise ConfigError(
+                    f"{path}, answer {row.id}: its {name} holds {len(text):,} characters, over the {MAX_CELL:,} a "
+                    "checker's pair is read from: split it into documents of their own"
+                )
+        units, labels = row.units, row.labels
+        if labels is None:
+            sentences = split_sentences(str(row.inputs.get("text") or "")) if row.label is not None else []
+            if len(sentences) != 1:
+                raise ConfigError(
+                    f"{path}, answer {row.id}: a checker fits on labelled sentences; an answer's one 'label' labels "
+                    f"its sentence only where it has one (this has {len(sentences)}): give 'labels', one per sentence"
+                )
+            units, labels = sentences, (row.label,)
+        rows.append((documents, units, [label == 0 for label in labels]))
     return nearest_chunk_pairs(rows)
 
 
@@ -288,14 +307,27 @@ class Fit:
         state = {**self._state_json(), "epochs_done": self.done, "losses": self.losses, "seconds": self.seconds}
         (where / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
 
-    def resume(self) -> bool:
-        """Back to the last finished epoch of an interrupted fit of the same data and settings."""
-        from safetensors.torch import load_file
-
+    def resume(self, report: Callable[[str], None]) -> bool:
+        """Back to the last finished epoch of an interrupted fit of the same data and settings. A resume
+        state that cannot be read (a fit killed while it wrote) is said and removed: the fit starts afresh."""
         where = self.out / RESUME_DIR
         if not (where / "state.json").is_file():
             return False
+        try:
+            return self._resumed(where)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            report(f"the interrupted fit in {where} cannot be read ({type(exc).__name__}): starting afresh")
+            shutil.rmtree(where, ignore_errors=True)
+            return False
+
+    def _resumed(self, where: Path) -> bool:
+        from safetensors.torch import load_file
+
         state = json.loads((where / "state.json").read_text(encoding="utf-8"))
+        if not isinstance(state, dict):
+            raise ValueError("state.json holds no object")
         if {k: state.get(k) for k in ("settings", "data", "base")} != self._state_json():
             raise ConfigError(
                 f"{where} holds an interrupted fit of other data or settings: remove it, or --out another folder"
@@ -316,9 +348,15 @@ class Fit:
         """The checker's files (safetensors, config, tokenizer) and checker.json; the resume state goes."""
         self.model.save_pretrained(self.out, safe_serialization=True)
         self.tokenizer.save_pretrained(self.out)
-        record = {**fitted, "weights_sha256": sha256_of(self.out / "model.safetensors"), "losses": self.losses}
-        (self.out / CHECKER_JSON).write_text(json.dumps(record, indent=2), encoding="utf-8")
         shutil.rmtree(self.out / RESUME_DIR, ignore_errors=True)
+        record = {
+            **fitted,
+            "weights_sha256": sha256_of(self.out / "model.safetensors"),
+            "files_sha256": checker_files(self.out),  # every file the loader reads, checked when it loads
+            "id2label": {str(k): v for k, v in ID2LABEL.items()},
+            "losses": self.losses,
+        }
+        (self.out / CHECKER_JSON).write_text(json.dumps(record, indent=2), encoding="utf-8")
         return record
 
 
@@ -330,10 +368,12 @@ def fit_checker(
     described: dict[str, Any] | None = None,
     threads: int | None = None,
     report: Callable[[str], None] = lambda line: None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune ``base`` (all-MiniLM-L6-v2 by default) on ``pairs`` and save the checker in ``out``;
     returns its checker.json (``described``: what the data was, kept in it). An interrupted fit of the
-    same pairs and settings resumes from its last finished epoch."""
+    same pairs and settings resumes from its last finished epoch. A fit whose last epoch's mean loss is
+    not below chance (ln 2) writes no checker unless ``force``."""
     import torch
 
     if len({p.supported for p in pairs}) < 2:
@@ -342,14 +382,26 @@ def fit_checker(
     torch.set_num_threads(threads or os.cpu_count() or 1)
     root = Path(base) if base is not None else default_model_dir()
     target = Path(out)
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe = target / ".halluscope-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"cannot save a checker in {target}: {exc.strerror or exc}") from None
     fit = Fit(pairs, root, settings, target)
-    if fit.resume():
+    if fit.resume(report):
         report(f"resumed after epoch {fit.done} of {settings.epochs}")
     while fit.done < settings.epochs:
         fit.epoch(report)
         if fit.done < settings.epochs:
             fit.keep()
+    if fit.losses[-1] >= CHANCE_LOSS and not force:
+        shutil.rmtree(target / RESUME_DIR, ignore_errors=True)
+        raise ConfigError(
+            f"the fit's last epoch's loss is {fit.losses[-1]:.3f}, not below chance (ln 2 = {CHANCE_LOSS:.3f}): it "
+            "learned nothing from these pairs, and no checker was written (more pairs or epochs; force to keep it)"
+        )
     fitted = {
         "format": "halluscope-checker/1",
         "halluscope": __version__,
