@@ -57,8 +57,10 @@ class RunMeta(BaseModel):
 
     def cost(self, detail: str = "") -> str:
         """What the run cost, in one line (and the bad answers it handled, on a second)."""
+        passes = self.params.get("checker_passes")
+        checker = f", {passes} checker passes (no LLM call)" if passes else ""
         line = (
-            f"{self.calls} model calls{f' ({detail})' if detail else ''}, {self.cache_hits} cache hits, "
+            f"{self.calls} model calls{f' ({detail})' if detail else ''}{checker}, {self.cache_hits} cache hits, "
             f"{self.parse_failures} unparsed answers, {self.seconds:.1f} s{self.prompt_tokens_line()}"
         )
         earlier = self.params.get("earlier_runs")

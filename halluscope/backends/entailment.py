@@ -241,16 +241,18 @@ class NLIEntailment(Entailment):
         self._lock = threading.Lock()
 
     def _check_loaded(self, path: Path, record: dict[str, Any] | None) -> None:
-        """What loaded is the model it claims to be: a tokenizer whose vocabulary is the model's (a folder
-        without its tokenizer files gives transformers a few tokens, every word [UNK]), and for a checker
-        fitted here the label map it was fitted with (a reversed one would flip every verdict)."""
+        """A checker fitted here is the model it claims to be: a tokenizer whose vocabulary is the model's (a
+        folder without its tokenizer files gives transformers a few tokens, every word [UNK]), and the label
+        map it was fitted with (a reversed one would flip every verdict)."""
+        if record is None:  # another's checkpoint: its files are its maker's
+            return
         vocab, expected = len(self.tokenizer), getattr(self.model.config, "vocab_size", None)
         if isinstance(expected, int) and vocab < expected // 2:
             raise ConfigError(
                 f"the NLI checkpoint in {path} has a tokenizer of {vocab:,} tokens for a model of {expected:,}: its "
                 "tokenizer files are missing or wrong; restore them, or refit the checker"
             )
-        fitted = record.get("id2label") if record is not None else None
+        fitted = record.get("id2label")
         shown = {str(k): v for k, v in self.model.config.id2label.items()}
         if fitted is not None and shown != {str(k): v for k, v in dict(fitted).items()}:
             raise ConfigError(
@@ -289,8 +291,9 @@ class NLIEntailment(Entailment):
         )
 
     def replies_for(self, pairs: int) -> int:
-        """One forward pass per batch of pairs."""
-        return -(-pairs // self.batch_size)
+        """No LLM call: its batched forward passes are counted apart (``CallStats.record_checker``), and a
+        ``max_calls`` budget, which is about LLM calls, is not spent on them."""
+        return 0
 
     def logits(self, pairs: Sequence[tuple[str, str]], stats: CallStats | None = None) -> list[list[float]]:
         """Raw 3-way logits per pair in the model's own label order (CLUE's zero-shot scorer uses them);
@@ -310,7 +313,7 @@ class NLIEntailment(Entailment):
                 ).to(self.device)
                 out.extend(self.model(**enc).logits.float().tolist())
                 if stats is not None:
-                    stats.record_forward(self.name, int(enc["attention_mask"].sum()), time.perf_counter() - began)
+                    stats.record_checker(self.name, time.perf_counter() - began)
         return out
 
     def judge_many(

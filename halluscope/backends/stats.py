@@ -51,6 +51,7 @@ class CallStats:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.forward_passes = 0
+        self.checker_passes = 0  # an NLI checker's batched forward passes: no LLM call, apart from ``calls``
         self.model_seconds = 0.0
         self.replayed_tokens = 0  # the prompt tokens of the calls replayed from the cache, as they were made
         self.replayed_seconds = 0.0  # the seconds those calls took when made, where the cache kept them
@@ -148,8 +149,21 @@ class CallStats:
         if self._whole is not None:
             self._whole.record_forward(model, prompt_tokens, seconds, cached)
 
+    def record_checker(self, model: str, seconds: float) -> None:
+        """One batched forward pass of an NLI checker (a fitted cross-encoder, SelfCheckGPT's DeBERTa): counted
+        apart from the LLM calls that results, costs and ``max_calls`` budgets count."""
+        with self._lock:
+            self.models.add(model)
+            self.checker_passes += 1
+            self.model_seconds += seconds
+        if self.on_reply is not None:
+            self.on_reply()
+        if self._whole is not None:
+            self._whole.record_checker(model, seconds)
+
     _COUNTERS = (
         "calls",
+        "checker_passes",
         "cache_hits",
         "retries",
         "parse_failures",
@@ -246,6 +260,7 @@ class CallStats:
                     "retries": self.retries,
                     "model_seconds": round(self.model_seconds, 3),
                     **({"forward_passes": self.forward_passes} if self.forward_passes else {}),
+                    **({"checker_passes": self.checker_passes} if self.checker_passes else {}),
                     **self._evaluated(),
                     **self._replayed(),
                     **params,
