@@ -347,6 +347,12 @@ class PairedDifference:
             return "not met"
         return "no detectable difference"
 
+    def shown(self) -> str:
+        """The difference and its interval, as a sentence quotes them: '+1.2 [-0.4, 2.9]'."""
+        if self.interval is None:
+            return f"{self.difference:+.1f} (no interval)"
+        return f"{self.difference:+.1f} [{self.interval[0]:.1f}, {self.interval[1]:.1f}]"
+
     def as_record(self, margin: float = 0.0) -> dict[str, Any]:
         """What a benchmark writes into its record: the figures, the margin and the verdict they give."""
         return {**asdict(self), "margin": margin, "verdict": self.verdict(margin)}

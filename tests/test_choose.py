@@ -384,3 +384,47 @@ def test_bracketed_candidates_keep_their_commas_on_the_command_line() -> None:
         ["choose", "--data", "x.jsonl", "--method", "grounded[model=nli:a,b;top_k=1],selfcheck-unigram"]
     )
     assert args.method == ["grounded[model=nli:a,b;top_k=1]", "selfcheck-unigram"]
+
+
+def test_choose_picks_the_cheapest_with_no_detectable_difference_and_a_stack_must_add() -> None:
+    import numpy as np
+
+    from halluscope.tune.choose import Candidate, Fitted, _costed_against, cheapest_tied, paired_against
+
+    rng = np.random.default_rng(0)
+    labels = rng.random(400) < 0.5
+    groups = np.arange(400) // 2  # two units an answer: resampled together
+    signal = labels + rng.normal(0, 1.0, 400)
+    scores = {
+        "dear": signal + rng.normal(0, 0.05, 400),  # the best by a hair, five times the cost
+        "cheap": signal + rng.normal(0, 0.05, 400),
+        "chance": rng.random(400),  # the cheapest, and detectably worse
+    }
+    plain = Calibration(kind="isotonic", methods=["x"], model=None, prompts=[], params={})
+    fitted = {n: Fitted(plain, labels, p, groups) for n, p in scores.items()}
+    from halluscope.metrics import auc_roc
+
+    auc = {n: 100 * float(auc_roc(labels, p)) for n, p in scores.items()}  # type: ignore[arg-type]
+    cost = {"dear": 5.0, "cheap": 1.0, "chance": 0.0}
+
+    def tied(top: str, name: str) -> bool:
+        found = paired_against(fitted, top, name)
+        return found is not None and found.verdict() != "met"
+
+    pick, best = cheapest_tied(list(scores), auc, cost, tied)
+    assert best == max(auc, key=auc.__getitem__) and pick == "cheap"
+    assert paired_against(fitted, best, "chance").verdict() == "met"  # type: ignore[union-attr]
+
+    stacked = Calibration(
+        kind="stacked", methods=["cheap", "chance"], model=None, prompts=[],
+        params={"coef": [1.0, -0.2], "intercept": 0.0, "cap": {"cheap": 1.0, "chance": 1.0}},
+    )  # fmt: skip
+    fitted["cheap+chance"] = Fitted(stacked, labels, scores["cheap"] + rng.normal(0, 0.01, 400), groups)
+    row = _costed_against(
+        Candidate("cheap+chance", ["cheap", "chance"], auc_roc=auc["cheap"] + 0.1, calls_per_answer=1.0),
+        Candidate("cheap", ["cheap"], auc_roc=auc["cheap"], calls_per_answer=0.5),
+        fitted,
+    )
+    assert "costs 1.00 calls an answer against 0.50 for cheap alone, 2.0x" in row.notes
+    assert any("chance weighs negatively" in p for p in row.problems)
+    assert any(p.startswith("no detectable gain over cheap alone") for p in row.problems)

@@ -9,12 +9,13 @@ A candidate that cannot run on the rows is listed with the reason, never dropped
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,7 +37,7 @@ from halluscope.calibration import (
 )
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.labelled import LabelledData, load_labelled
-from halluscope.metrics import decisions_resampled, resample_counts
+from halluscope.metrics import PairedDifference, decisions_resampled, paired_difference, resample_counts
 from halluscope.runtime import registry
 from halluscope.tune.calibrate import (
     FOLDS,
@@ -49,7 +50,7 @@ from halluscope.tune.calibrate import (
 )
 
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
-NEAR = 1.0  # AUC-ROC points: a cheaper candidate this close to the best held-out one is recommended instead
+CHANCE = 50.0  # AUC-ROC: a member whose own held-out interval holds it is no stack's member
 FEW_ANSWERS = 100  # below this many answers a fold's isotonic fit may flatten scores into ties
 FLATTENED = 3.0  # AUC-ROC points the held-out figure falls under the raw ranking before a note says why
 
@@ -280,13 +281,14 @@ def choose(
         rows.append(_scored(name, [name], [result], spending, labelled, model, folds, fitted))
     singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
     best_single = singles[0].auc_roc if singles else None
+    above_chance = [r for r in singles if r.auc_roc_interval is None or r.auc_roc_interval[0] > CHANCE]
     for size in STACK_OF:
-        if len(singles) >= size:
-            members = [r.name for r in singles[:size]]
+        if len(above_chance) >= size:
+            members = [r.name for r in above_chance[:size]]
             results = [ran[m] for m in members]
             stack = _scored("+".join(members), members, results, spending, labelled, model, folds, fitted)
             if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
-                rows.append(stack)
+                rows.append(_costed_against(stack, above_chance[0], fitted))
     for row in rows:
         row.over_budget = (
             max_calls_per_answer is not None
@@ -343,12 +345,13 @@ def nested_selection(
         scored = _fold_candidates(everything, singles, train, folds)
         if not scored:
             return None
-        top = max(f.auc_roc for f in scored.values())
         cost = {n: sum(calls.get(m) or 0.0 for m in n.split("+")) for n in scored}
-        pick = min((n for n in scored if scored[n].auc_roc >= top - NEAR), key=lambda n: (cost[n], -scored[n].auc_roc))
+        labels, groups = everything.labels[train], everything.groups[train]
+
+        tied = functools.partial(_tied_in_fold, labels, groups, scored)
+        pick, _ = cheapest_tied(list(scored), {n: f.auc_roc for n, f in scored.items()}, cost, tied)
         members = pick.split("+")
-        labels = everything.labels[train]
-        point = operating_point(labels, scored[pick].out_of_fold, everything.groups[train], *target)
+        point = operating_point(labels, scored[pick].out_of_fold, groups, *target)
         kind, params = fit({m: np.asarray(everything.scores[m])[train].tolist() for m in members}, labels)
         fitted = Calibration(kind=kind, methods=members, model=None, prompts=[], params=params)
         held_out[test] = fitted.probabilities({m: np.asarray(everything.scores[m])[test].tolist() for m in members})
@@ -371,6 +374,15 @@ def nested_selection(
         "precision": precision,
         "recall": recall,
     }
+
+
+def _tied_in_fold(labels: np.ndarray, groups: np.ndarray, scored: Mapping[str, Inner], top: str, name: str) -> bool:
+    """Within one outer fold's training answers: ``top`` is not detectably better than ``name``."""
+    try:
+        found = paired_difference(labels, scored[top].out_of_fold, scored[name].out_of_fold, groups)
+    except ValueError:  # a unit without a probability: no paired measure
+        return False
+    return found.verdict() != "met"
 
 
 def _fold_candidates(everything: Split, singles: list[str], train: np.ndarray, folds: int) -> dict[str, Inner]:
@@ -439,6 +451,53 @@ def _scored(
     return row
 
 
+def _costed_against(stack: Candidate, best: Candidate, fitted: dict[str, Fitted]) -> Candidate:
+    """A stack's row with what it costs against its best member, and why it cannot be recommended: a
+    member with a negative weight (it does not add) or no paired difference that shows it beats its best
+    member (it would cost more for nothing detectable)."""
+    if stack.calls_per_answer is not None and best.calls_per_answer is not None:
+        ratio = f", {stack.calls_per_answer / best.calls_per_answer:.1f}x" if best.calls_per_answer else ""
+        stack.notes.append(
+            f"costs {stack.calls_per_answer:.2f} calls an answer against {best.calls_per_answer:.2f} for {best.name}"
+            f" alone{ratio}"
+        )
+    fit_of = fitted.get(stack.name)
+    if fit_of is None:
+        return stack
+    coefficients = fit_of.calibration.params.get("coef") or []
+    negative = [m for m, c in zip(stack.methods, coefficients, strict=False) if c < 0]
+    if negative:
+        stack.problems.append(f"{', '.join(negative)} weighs negatively in the stack: it does not add")
+    difference = paired_against(fitted, stack.name, best.name)
+    if difference is None or difference.verdict() != "met":
+        shown = "not paired" if difference is None else difference.shown()
+        stack.problems.append(f"no detectable gain over {best.name} alone ({shown}, paired by answer)")
+    return stack
+
+
+def paired_against(fitted: Mapping[str, Fitted], name: str, other: str) -> PairedDifference | None:
+    """The paired bootstrap (by answer) of ``name``'s held-out AUC-ROC minus ``other``'s, on the same units
+    (None: their units differ, so they cannot be paired)."""
+    a, b = fitted.get(name), fitted.get(other)
+    if a is None or b is None or a.labels.shape != b.labels.shape:
+        return None
+    if not (np.array_equal(a.labels, b.labels) and np.array_equal(a.groups, b.groups)):
+        return None
+    try:
+        return paired_difference(a.labels, a.out_of_fold, b.out_of_fold, a.groups)
+    except ValueError:  # a unit without a probability, or one class: no paired measure
+        return None
+
+
+def cheapest_tied(
+    names: Sequence[str], auc: Mapping[str, float], cost: Mapping[str, float], tied: Callable[[str, str], bool]
+) -> tuple[str, str]:
+    """(the pick, the best): the cheapest candidate with no detectable difference from the best held-out
+    AUC-ROC (``tied(best, name)``: the paired interval of their difference holds zero), the best among equals."""
+    best = max(names, key=lambda n: auc[n])
+    return min((n for n in names if n == best or tied(best, n)), key=lambda n: (cost[n], -auc[n])), best
+
+
 def _recommend(
     labelled: LabelledData,
     rows: list[Candidate],
@@ -446,16 +505,21 @@ def _recommend(
     target: tuple[str, float],
     out: Path,
 ) -> Choice:
-    eligible = [r for r in rows if r.auc_roc is not None and not r.over_budget and not r.problems]
-    top = max((r.auc_roc or 0.0 for r in eligible), default=None)
-    near = [r for r in eligible if top is not None and (r.auc_roc or 0.0) >= top - NEAR]
-    best = min(
-        near,
-        key=lambda r: (math.inf if r.calls_per_answer is None else r.calls_per_answer, -(r.auc_roc or 0)),
-        default=None,
-    )
+    eligible = {r.name: r for r in rows if r.auc_roc is not None and not r.over_budget and not r.problems}
+    best: Candidate | None = None
     point, written, why = None, None, "no candidate ran within the budget with a held-out AUC-ROC above chance"
     use, needs = None, []
+    if eligible:
+        differences: dict[str, PairedDifference | None] = {}
+
+        def tied(top: str, name: str) -> bool:
+            differences[name] = found = paired_against(fitted, top, name)
+            return found is not None and found.verdict() != "met"  # the best is not detectably better
+
+        auc = {n: float(r.auc_roc or 0.0) for n, r in eligible.items()}
+        cost = {n: math.inf if r.calls_per_answer is None else r.calls_per_answer for n, r in eligible.items()}
+        pick, top = cheapest_tied(list(eligible), auc, cost, tied)
+        best = eligible[pick]
     if best is not None:
         calibration, labels, out_of_fold, groups = fitted[best.name]
         point = operating_point(labels, out_of_fold, groups, *target)
@@ -464,10 +528,15 @@ def _recommend(
         use, needs = use_command(out / "calibration.json", calibration, labelled)
         reliability_diagram(out / "calibration.reliability.png", labels, out_of_fold, f"{best.name}: out of fold")
         written = str(out / "calibration.json")
-        why = (
-            f"the cheapest within {NEAR:g} point of the best held-out AUC-ROC within the budget ({top:.1f}): "
-            f"{best.auc_roc:.1f}"
-        )
+        if best.name == top:
+            why = f"the best held-out AUC-ROC within the budget, {best.auc_roc:.1f}, and no cheaper one ties it"
+        else:
+            found = differences[best.name]
+            why = (
+                f"the cheapest with no detectable difference from the best held-out AUC-ROC within the budget "
+                f"({top}, {eligible[top].auc_roc:.1f}): {best.auc_roc:.1f}, "
+                f"{found.shown() if found is not None else ''} paired by answer"
+            )
     units = "sentences" if labelled.per_sentence else "answers"
     recommended = best.name if best else None
     return Choice(
