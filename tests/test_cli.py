@@ -730,6 +730,8 @@ def test_what_a_new_user_hit_on_the_command_line(capsys: pytest.CaptureFixture[s
         "halluscope: warning: the text has no sentence ending (. ! ?): it was checked whole, as one unit\n"
     )  # and no progress bar drawn into a log before it: the bar is for a terminal
     assert "warning" not in run(capsys, *argv)[2]  # sentences that end: no word
+    entity = ["detect", "selfcheck-unigram", "--text", "New Delhi", "--samples-file", str(samples)]
+    assert run(capsys, *entity)[2] == ""  # a bare entity is one unit, checked whole without a word
 
 
 def test_a_guard_refuses_a_threshold_its_scores_cannot_reach(gateway: Any, scripted: Any) -> None:

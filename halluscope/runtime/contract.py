@@ -158,6 +158,9 @@ class Prepared:
 
 # What a method module names its declaration's parts, in Method's order (``Method.from_module``).
 MODULE_PARTS = ("NAME", "SUMMARY", "Inputs", "Options", "prepare", "run")
+BARE_WORDS = (
+    3  # an answer of this many words or fewer with no sentence ending is an entity ("New Delhi"), not run-on claims
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -381,8 +384,8 @@ class Method:
 
     def noted(self, result: DetectionResult, inputs: Any) -> DetectionResult:
         """What was checked, where a reader could mistake it: each unit's spans in the answer's characters
-        (``text.spans_of``), and a text with no sentence ending is one unit, checked whole (a verdict on
-        "Einstein born Ulm 1879" is on all of it)."""
+        (``text.spans_of``), and a text of several words with no sentence ending is one unit, checked whole
+        (a verdict on "Einstein born Ulm 1879" is on all of it; a bare entity, "New Delhi", is said nothing of)."""
         text = getattr(inputs, self.answer_field, None) if self.answer_field else None
         given = getattr(inputs, "sentences", None)
         if text is None and isinstance(given, list) and given:  # an answer given as its sentences alone
@@ -391,7 +394,8 @@ class Method:
             for unit, spans in zip(result.units, spans_of([u.text for u in result.units], text), strict=True):
                 unit.spans = spans
         split_here = given is None
-        if isinstance(text, str) and split_here and len(result.units) == 1 and not ends_sentence(text):
+        bare = isinstance(text, str) and len(text.split()) <= BARE_WORDS  # "Delhi": a short answer is one unit
+        if isinstance(text, str) and split_here and len(result.units) == 1 and not ends_sentence(text) and not bare:
             result.meta.warnings.append(
                 f"the {self.answer_field} has no sentence ending (. ! ?): it was checked whole, as one unit"
             )
