@@ -475,3 +475,25 @@ def test_the_command_line_shows_the_base_rate_its_probabilities_carry(
     )
     assert main([*argv, "--calibration", str(path), "--prior", "0.5"]) == 0
     assert "probabilities corrected to your base rate 50% (fitted at 20%)" in capsys.readouterr().out
+
+
+def test_a_stacks_flagged_unit_comes_with_the_document_text_it_was_checked_against(
+    gateway: Gateway, scripted: Any
+) -> None:
+    from tests.test_grounded import judge
+
+    grounded_judge = judge([])
+
+    def respond(prompt: str, params: dict[str, Any]) -> str:
+        return grounded_judge(prompt, params) if "Context: " in prompt else "Yes"
+
+    stack = Calibration(
+        kind="stacked", methods=["grounded", "direct-question"], model=None, prompts=[],
+        params={"coef": [4.0, 0.1], "intercept": -2.0, "cap": {"grounded": 1.0, "direct-question": 1.0}},
+    )  # fmt: skip
+    answer = "Canberra is the capital of Australia. It lies in Melbourne."
+    docs = ["Canberra is the capital city of Australia. It lies in the Australian Capital Territory."]
+    result = halluscope.check(answer, context=docs, calibration=stack, model=scripted(respond), gateway=gateway)
+    brief = result.brief()
+    assert [u["position"] for u in brief["flagged"]] == [1]
+    assert brief["flagged"][0]["evidence"] == ["It lies in the Australian Capital Territory."]

@@ -162,9 +162,23 @@ def _result(
         scores = {m: member_scores[m][i] for m in cal.methods}
         p = cal.probability(scores)
         shown = {m: (None if s is None or math.isinf(s) else s) for m, s in scores.items()}
-        units.append(Unit(text=sentence, score=p, probability=p, evidence={"scores": shown}))
+        evidence: dict[str, Any] = {"scores": shown}
+        chunk = _member_chunk(results, i)
+        if chunk is not None:  # the document text a member checked it against: what a reader sets it beside
+            evidence["best_chunk_text"] = chunk
+        units.append(Unit(text=sentence, score=p, probability=p, evidence=evidence))
     meta = ctx.meta(NAME, methods=cal.methods, calibration=cal.kind, sample_draws=draws)
     return DetectionResult(method=NAME, units=units, meta=meta)
+
+
+def _member_chunk(results: list[DetectionResult], i: int) -> str | None:
+    """The document chunk the first member that read documents (grounded) checked sentence ``i`` against."""
+    for result in results:
+        if i < len(result.units):
+            chunk = result.units[i].evidence.get("best_chunk_text")
+            if isinstance(chunk, str) and chunk.strip():
+                return chunk
+    return None
 
 
 METHOD = Method.from_module(
