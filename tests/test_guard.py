@@ -66,7 +66,7 @@ def test_a_false_answer_is_revised_once_and_then_passes(example: Any, gateway: G
     record = state["hallucination"]
     assert record["action"] == "pass" and record["risk"] == 0.0 and record["delivered"] == 1
     first, second = record["versions"]
-    flagged = [{"text": FALSE, "score": 1.0, "spans": [[0, 35]]}]
+    flagged = [{"position": 0, "text": FALSE, "score": 1.0, "spans": [[0, 35]]}]
     assert (first["answer"], first["flagged"], first["risk"]) == (FALSE, flagged, 1.0)
     assert (second["answer"], second["flagged"], second["risk"]) == (TRUE, [], 0.0)
     # the evidence a user reads to see why it passed: the samples it was compared with, each check's answers
