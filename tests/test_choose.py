@@ -303,6 +303,10 @@ def test_the_operating_point_says_what_a_guard_at_it_does() -> None:
     assert point["flagged_units"] == 0.5 and point["flagged_answers"] == pytest.approx(2 / 3)  # answers a and b
     low, high = point["intervals"]["precision"]
     assert 0 <= low <= 2 / 3 <= high <= 1
+    from halluscope.tune.choose import guard_line
+
+    assert "flags 50% of the sentences and 67% of the answers (2 true" in guard_line(point, "sentences")
+    assert "flags 50% of the answers (2 true" in guard_line(point, "answers")  # said once, not twice
 
 
 def test_choose_and_calibrate_take_the_first_k_answers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -642,10 +642,12 @@ def guard_line(point: Mapping[str, Any], units: str) -> str:
     line = ", ".join(shown) + f"; base rate {_num(point.get('base_rate'))}"
     if "confusion" in point:
         c = point["confusion"]
+        flags = f"{point['flagged_units']:.0%} of the {units}"
+        if units != "answers":  # sentences: and how many answers hold a flagged one
+            flags += f" and {point['flagged_answers']:.0%} of the answers"
         line += (
-            f"; it flags {point['flagged_units']:.0%} of the {units} and {point['flagged_answers']:.0%} of the "
-            f"answers ({c['true_positive']} true and {c['false_positive']} false positives, {c['false_negative']} "
-            f"missed, {c['true_negative']} passed; intervals: {point['resampled']})"
+            f"; it flags {flags} ({c['true_positive']} true and {c['false_positive']} false positives, "
+            f"{c['false_negative']} missed, {c['true_negative']} passed; intervals: {point['resampled']})"
         )
     return line + "."
 
