@@ -316,3 +316,7 @@ def test_a_calibration_that_names_a_remote_model_is_refused_unless_the_operator_
         started_ = subprocess.run(serving, env=server_env(tmp_path), capture_output=True, text=True, timeout=60)
         assert started_.returncode == 2 and "--model or --allow-model" in started_.stderr
         assert sink.requests == []  # neither the answer nor a key went there
+
+
+def test_the_ready_line_says_what_the_server_loaded_at_start(annotating: Served, judge: StubAPI) -> None:
+    assert f"loaded openai-compatible:{judge.base_url}/v1#judge" in annotating.text()

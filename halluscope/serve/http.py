@@ -415,7 +415,7 @@ def serve_http(settings: ServerSettings, http: HttpSettings, proxy: ProxySetting
         settings, host=http.host, port=http.port, transport_security=security, max_request_body_size=http.max_body
     )
     app = Guard(mcp.streamable_http_app(), settings, http, Proxy(proxy, settings) if proxy is not None else None)
-    settings.warm()
+    warmed = settings.warm()
     family = socket.AF_INET6 if ":" in http.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -432,8 +432,9 @@ def serve_http(settings: ServerSettings, http: HttpSettings, proxy: ProxySetting
             guard = "a token" if http.token else "no token (loopback only)"
             shown = redact_credentials(proxy.upstream) if proxy else ""
             routes = "POST /check, GET /health" + (f", /v1/chat/completions -> {shown}" if proxy else "")
+            loaded = f"; loaded {', '.join(redact_credentials(w) for w in warmed)}" if warmed else ""
             print(
-                f"halluscope MCP server on {bound.url}/mcp ({routes}; {guard}); Ctrl-C stops it",
+                f"halluscope MCP server on {bound.url}/mcp ({routes}; {guard}{loaded}); Ctrl-C stops it",
                 file=sys.stderr,
                 flush=True,
             )

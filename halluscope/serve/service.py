@@ -108,17 +108,21 @@ class ServerSettings:
             shown["calibration"] = {"methods": fitted.methods, "model": fitted.model, "threshold": fitted.threshold}
         return shown
 
-    def warm(self) -> None:
+    def warm(self) -> list[str]:
         """What every request needs, loaded before the server says it is ready: spaCy's sentencizer, and
-        the operator's models (a local model's weights), so a first request does not time out loading them."""
+        the operator's models (a local model's weights), so a first request does not time out loading them;
+        the specs it warmed (what the ready line names)."""
         split_sentences("Warm up.")
         gateway = self.gateway or default_gateway()
         fitted = self.calibration.model if self.calibration is not None and self.model is None else None
+        warmed = []
         for spec in sorted(self.operator.models | ({fitted} if fitted else set())):
             try:
                 gateway.warm(spec)
             except ModelSpecError:  # no chat model (an NLI checkpoint, nli:PATH): its method loads it
                 continue
+            warmed.append(spec)
+        return warmed
 
     def stop(self, because: str) -> None:
         """Every request at work makes no further call (the server is going away)."""
