@@ -1,7 +1,7 @@
 """grounded.support@2 (the sentence framed as quoted data: benchmarks/prompts/) against @1 on RTE's
-validation pairs, the same model, the same pairs: each prompt's AUC-ROC (not entailed = unsupported),
-the paired bootstrap of their difference by pair, and the seconds a pair. What a prompt that resists an
-instruction planted in the sentence (benchmarks/injection_flip.py) costs in ranking.
+validation pairs, the same model, the same pairs: each prompt's AUC-ROC (not entailed = unsupported) and
+the seconds a pair; benchmarks/verdicts.py draws the paired verdict from the rows it keeps. What a prompt
+that resists an instruction planted in the sentence (benchmarks/injection_flip.py) costs in ranking.
 
     .venv/bin/python benchmarks/grounded_framing.py --model local:qwen2.5-coder-1.5b --data ../shared/data
 
@@ -75,15 +75,14 @@ def main() -> int:
             "auc_roc": float(auc_roc(y, s) or 0.0),
             "auc_roc_interval": list(low_high) if low_high else None,
             "seconds_per_pair": counts["seconds"] / len(pairs),
-            "rows": [
-                {"pair": p.index, "label": lab, "score": x} for p, lab, x in zip(pairs, labels, s.tolist(), strict=True)
+            "rows": [  # a bench's row shape, so benchmarks/verdicts.py pairs the two versions pair by pair
+                {"id": str(p.index), "labels": [lab], "scores": {"grounded": x}}
+                for p, lab, x in zip(pairs, labels, s.tolist(), strict=True)
             ],
         }
         print(f"{name}: AUC-ROC {record['runs'][name]['auc_roc']:.1f}")
-    difference = paired_difference(labels, scores[2], scores[1])
-    record.setdefault("differences", {})[args.model] = {"versions": "@2 - @1", **difference.as_record(margin=-3.0)}
-    print(f"@2 - @1 on {args.model}: {difference.shown()} (within 3 points: {difference.verdict(-3.0)})")
-    print(f"wrote {write(args.record, record)}")
+    print(f"@2 - @1 on {args.model}, paired by pair: {paired_difference(labels, scores[2], scores[1]).shown()}")
+    print(f"wrote {write(args.record, record)} (benchmarks/verdicts.py decides what it shows)")
     return 0
 
 

@@ -516,6 +516,22 @@ def unigram_peer_no_unseen(load: Callable[[str], dict[str, Any]]) -> dict[str, A
     return fact(peer["unseen_token_sentences"] == 0, "no sentence has an unseen token", shown)
 
 
+def framing_within_3(model: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """grounded.support@2 (the sentence as quoted data) within 3 points of @1 on RTE validation, one model,
+    paired by pair."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        runs = load("grounded-framing")["runs"]
+        groups, labels, two, one = rows_paired(
+            runs[f"grounded.support@2 on {model}"], runs[f"grounded.support@1 on {model}"]
+        )
+        found = paired_difference(labels, two, one, groups)
+        claim = f"grounded.support@2 within 3 points of @1 on RTE validation, {model}"
+        return paired(found, "AUC-ROC", "@2", "@1", -3.0, claim, "pairs")
+
+    return decide
+
+
 CLAIMS = (
     Claim("probes", "accuracy probe goal", probe_goal(PROBE_SE)),
     Claim("probes", "sep goal", probe_goal(PROBE_SEP)),
@@ -529,6 +545,8 @@ CLAIMS = (
     Claim("token-logprob", "own log-probs against the proxy", token_own_vs_proxy),
     Claim("token-logprob", "own max-nll against direct question", token_dq_vs_own),
     Claim("grounded", "top_k=1 against every chunk", grounded_top1),
+    Claim("grounded-framing", "@2 within 3 points of @1, 1.5B", framing_within_3("local:qwen2.5-coder-1.5b")),
+    Claim("grounded-framing", "@2 within 3 points of @1, 0.5B", framing_within_3("local:qwen2.5-coder-0.5b")),
     Claim("grounded", "small models flag every pair", grounded_small_models_flag_all),
     Claim("grounded", "the smollm2 rerun has the earlier metrics", grounded_earlier_smollm),
     Claim("grounded", "openevals flags every sentence", grounded_openevals_flags_all),
