@@ -145,3 +145,39 @@ def test_argparse_lives_in_the_cli_alone() -> None:
         or (isinstance(node, ast.ImportFrom) and node.module == "argparse")
     ]
     assert not found, found
+
+
+def _documented_edges() -> set[tuple[str, str]]:
+    """The same-layer edges docs/architecture.md allows: its table after the '<!-- same-layer edges -->' mark."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("<!-- same-layer edges -->", 1)[1].split("\n\n", 1)[0]
+    edges = set()
+    for row in (line for line in table.splitlines() if line.startswith("| ") and line[2].isdigit()):
+        for part in row.split("|")[2].split(";"):
+            importer, _, imported = part.partition("->")
+            edges |= {(importer.strip(" `"), name.strip(" `")) for name in imported.split(",")}
+    return edges
+
+
+def test_the_same_layer_edges_are_the_ones_the_architecture_page_names() -> None:
+    layer = {room: depth for depth, rooms in enumerate(LAYERS) for room in rooms}
+    found = {
+        (_room(module), _room(imported))
+        for module, imports in _graph().items()
+        for imported in imports
+        if _room(module) != _room(imported) and layer[_room(module)] == layer[_room(imported)]
+    }
+    assert found == _documented_edges()
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = [
+        str(p.relative_to(PACKAGE))
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p.name not in ("__init__.py", "__main__.py")
+        and p.parent.name != "methods"  # one file per method: named by the registry, and in docs/methods.md
+        and p.parent.name != "papers"  # one paper's protocol a module: named in the papers' list
+        and p.stem not in text
+    ]
+    assert not unnamed, f"docs/architecture.md names none of {unnamed}"
