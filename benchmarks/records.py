@@ -221,7 +221,66 @@ def problems(name: str, record: Any) -> list[str]:
             found.append(f"{name} / {label}: recorded is not true or false")
         if "backfilled" in run and (run["backfilled"] is not True or run["recorded"] is not True):
             found.append(f"{name} / {label}: backfilled is true of a recorded run, or absent")
+        if run["commit"] is not None and not commit_exists(str(run["commit"]).removesuffix("+dirty")):
+            found.append(f"{name} / {label}: commit {run['commit']} is not in this repository's history")
+        wrong = command_problem(run["command"]) if isinstance(run["command"], str) else None
+        if wrong:
+            found.append(f"{name} / {label}: its command {wrong}")
     return found
+
+
+_COMMITS: dict[str, bool] = {}
+
+
+def commit_exists(sha: str) -> bool:
+    """Whether ``sha`` names a commit of this repository (asked of git once per commit)."""
+    if sha not in _COMMITS:
+        asked = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ROOT, capture_output=True)
+        _COMMITS[sha] = asked.returncode == 0
+    return _COMMITS[sha]
+
+
+def command_problem(command: str) -> str | None:
+    """Why a run's command could not have made it (None: it could): a halluscope command the CLI's parser
+    refuses, a script that is not in the repository, or a flag the script does not define. ``bash -c``'s
+    command is read inside; environment assignments and a redirection are not part of it."""
+    import contextlib
+    import io
+    import re
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return "cannot be read (unbalanced quotes)"
+    while argv and re.match(r"^[A-Z_][A-Z0-9_]*=", argv[0]):
+        argv = argv[1:]
+    if argv[:2] == ["bash", "-c"] and len(argv) > 2:
+        return command_problem(argv[2])
+    argv = argv[: argv.index(">")] if ">" in argv else argv
+    if not argv:
+        return "is empty"
+    if argv[0].endswith("halluscope") or argv[1:3] == ["-m", "halluscope.cli"]:
+        rest = argv[1:] if argv[0].endswith("halluscope") else argv[3:]
+        from halluscope.cli import build_parser
+
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                build_parser(rest[0] if rest else None).parse_args(rest)
+        except SystemExit:
+            return f"is refused by the CLI ({said.getvalue().strip().splitlines()[-1][:160]})"
+        return None
+    script = next((a for a in argv if a.endswith(".py")), None)
+    if script is None:
+        return "runs no script of the repository"
+    path = ROOT / script
+    if not path.is_file():
+        return f"runs {script}, which is not in the repository"
+    source = path.read_text(encoding="utf-8")
+    unknown = [a.split("=")[0] for a in argv[argv.index(script) + 1 :] if a.startswith("--")]
+    unknown = [flag for flag in unknown if f'"{flag}"' not in source]
+    return f"passes {', '.join(unknown)}, which {script} does not define" if unknown else None
 
 
 def kind(run: dict[str, Any]) -> str:

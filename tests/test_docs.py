@@ -127,3 +127,20 @@ def test_a_claim_is_printed_from_its_verdict_never_decided_in_a_template() -> No
     assert render.interval([79.31, 88.94], 1) == "[79.3, 88.9]" and render.minutes(640.5) == "10.7"
     for template in render.templates():
         assert "holds(" not in template.read_text(encoding="utf-8"), template.name
+
+
+def test_a_records_commit_and_command_are_checked_against_the_repository() -> None:
+    """The provenance check can fail: a commit not in the history, a script that is not here, a flag the
+    script does not define, a halluscope command the CLI refuses."""
+    records = load("records")
+    run = {"command": "benchmarks/injection_flip.py --model local:x", "commit": "0" * 12, "recorded": True}
+    run |= {"models": ["local:x"], "items": 1, "calls": 1, "cache_hits": 0, "prompt_tokens": 1, "seconds": 1.0}
+    assert records.problems("x", {"runs": {"a": run}}) == [
+        "x / a: commit 000000000000 is not in this repository's history"
+    ]
+    assert records.command_problem("benchmarks/injection_flip.py --model m --no-such-flag") == (
+        "passes --no-such-flag, which benchmarks/injection_flip.py does not define"
+    )
+    assert "not in the repository" in str(records.command_problem("benchmarks/nothing_here.py --model m"))
+    assert "refused by the CLI" in str(records.command_problem("halluscope bench grounded --no-such-flag"))
+    assert records.command_problem("bash -c 'halluscope demo --json > out/demo.json'") is None
