@@ -40,7 +40,44 @@ ALLOWED = {
     "token-logprob.md.j2": {"36"},  # the issue
     "wikibio-selfcheck-fibe.md.j2": {"1.0"},  # FIBE's score rule
 }
-NUMBER = re.compile(r"(?<![\w.\-/:#@])(\d+(?:[.,]\d+)*)(?![\w.\-/%]|\.\d)")
+NUMBER = re.compile(r"(?<![\w.\-/:#@])(\d+(?:[.,]\d+)*)(?![\w\-/%]|\.\d)")  # a full stop may end it
+# Number literals a prose document may hold: settings, sizes, protocol facts, citations, HTTP statuses;
+# a measurement is linked to its results page instead (the README's demo line is checked against its record)
+PROSE_ALLOWED = {
+    "README.md": {"127.0.0.1", "2024", "3.11", "74"},  # loopback; a citation; Python; the demo's calls (its record)
+    "docs/usage.md": {"10,000", "12", "127.0.0.1", "2024", "2406.15927", "30", "40", "400", "75"},
+    "docs/gateway.md": {
+        "1,000",
+        "10,000",
+        "120",
+        "127.0.0.1",
+        "16",
+        "200",
+        "400",
+        "401",
+        "403",
+        "413",
+        "415",
+        "421",
+        "429",
+        "504",
+        "529",
+        "60",
+    },  # fmt: skip
+    "docs/models.md": {
+        "0.05",
+        "0.3.36",
+        "1,117,320,768",
+        "1.74",
+        "127.0.0.1",
+        "40",
+        "4096",
+        "491,400,064",
+        "98,362,432",
+    },  # fmt: skip  # sampling defaults, a version, file sizes
+    "docs/scale.md": {"100,000", "30"},
+    "docs/choosing.md": set(),
+}
 
 
 def load(name: str) -> Any:
@@ -100,6 +137,18 @@ def test_no_results_template_holds_a_measurement_typed_by_hand() -> None:
     assert {name: found for name, found in typed.items() if found} == {}
 
 
+def test_no_prose_document_holds_a_measurement_typed_by_hand() -> None:
+    typed = {
+        document: [
+            m.group(1)
+            for m in NUMBER.finditer(prose((REPO / document).read_text(encoding="utf-8")))
+            if m.group(1) not in ALLOWED_EVERYWHERE | PROSE_ALLOWED[document]
+        ]
+        for document in PROSE
+    }
+    assert {document: found for document, found in typed.items() if found} == {}
+
+
 def test_a_measurement_typed_into_a_template_is_caught() -> None:
     """The test above can fail: the same words with a figure typed in are caught, the figure printed from a
     record is not."""
@@ -107,6 +156,7 @@ def test_a_measurement_typed_into_a_template_is_caught() -> None:
     assert typed_measurements("probes.md.j2", typed) == ["73.4"]
     assert typed_measurements("probes.md.j2", "passages 0-119, 3 samples, at p >= 0.5") == []
     assert typed_measurements("probes.md.j2", "it found 7 of 12 probes") == ["12"]
+    assert typed_measurements("probes.md.j2", "an AUC-ROC of 97.3.") == ["97.3"]  # a figure that ends a sentence
 
 
 def test_the_readmes_demo_line_is_the_demo_record() -> None:
