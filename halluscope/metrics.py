@@ -219,6 +219,7 @@ def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 BOOTSTRAP_RESAMPLES = 1000
+MIN_BOOTSTRAP_GROUPS = 20  # fewer groups than this: a percentile interval decides no verdict (an exact test may)
 CHUNK_CELLS = 2_000_000  # rows x units computed at once by a vectorised bootstrap (memory stays bounded)
 # a protocol's metrics for rows of item counts (resamples x items): name -> one value per row, NaN undefined
 Resampled = Callable[[list[Record], np.ndarray], dict[str, np.ndarray]]
@@ -333,11 +334,18 @@ class PairedDifference:
     units: int
     resamples: int
     level: float
+    exact_p: float | None = None  # two-sided exact McNemar p of paired 0/1 values (a hit rate), where it applies
 
     def verdict(self, margin: float = 0.0) -> Verdict:
         """Whether A - B > ``margin`` holds: 'met' when the whole interval lies above it, 'not met' when
         the whole interval lies below, else 'no detectable difference' (the data cannot tell). A goal of
-        "within 3 points of B" is ``margin=-3``; "better than B" is ``margin=0``."""
+        "within 3 points of B" is ``margin=-3``; "better than B" is ``margin=0``. On fewer than
+        ``MIN_BOOTSTRAP_GROUPS`` groups a percentile interval decides nothing: an exact test does (paired
+        0/1 values against a margin of 0), or the verdict is 'no detectable difference'."""
+        if self.groups < MIN_BOOTSTRAP_GROUPS:
+            if self.exact_p is None or margin != 0.0 or self.exact_p >= 1 - self.level:
+                return "no detectable difference"
+            return "met" if self.difference > 0 else "not met"
         if self.interval is None:
             return "no detectable difference"
         low, high = self.interval
@@ -419,6 +427,19 @@ def paired_mean_difference(
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(differences, [tail, 100 - tail])
     point_a, point_b = float(a.mean()) * 100, float(b.mean()) * 100
+    binary = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all())
+    exact = mcnemar_exact(int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())) if binary else None
     return PairedDifference(
-        "mean", point_a, point_b, point_a - point_b, (float(low), float(high)), a.size, a.size, n_resamples, level
-    )
+        "mean", point_a, point_b, point_a - point_b, (float(low), float(high)), a.size, a.size, n_resamples, level,
+        exact,
+    )  # fmt: skip
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """The two-sided exact McNemar p of paired 0/1 outcomes: of the items where they differ (``a_only``
+    where only A scored 1, ``b_only`` where only B did), a split as uneven as this one under a fair coin."""
+    n = a_only + b_only
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(a_only, b_only) + 1)) / 2**n
+    return min(1.0, 2 * tail)

@@ -217,3 +217,21 @@ def test_a_bootstrap_by_group_draws_whole_groups() -> None:
     assert all(drawn.count(g) % 4 == 0 for drawn in seen[1:] for g in set(drawn))  # whole groups only
     alone = bootstrap_metrics(summarise, records, n_resamples=50)
     assert grouped["mean"] != alone["mean"]
+
+
+def test_on_fewer_than_20_groups_only_an_exact_test_decides() -> None:
+    """token-logprob.md once said 'met' of +50.0 [12.5, 87.5] over 8 biographies (4 discordant, all one
+    way): a percentile bootstrap on 8 units decides nothing, and the exact McNemar p of 4 to 0 is 0.125."""
+    from halluscope.metrics import PairedDifference, mcnemar_exact, paired_mean_difference
+
+    assert mcnemar_exact(4, 0) == pytest.approx(0.125) and mcnemar_exact(3, 1) == pytest.approx(0.625)
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(6, 0) == pytest.approx(2 / 64)
+    eight = paired_mean_difference([1, 1, 1, 1, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0], seed=0)
+    assert eight.groups == 8 and eight.exact_p == pytest.approx(0.125)
+    assert eight.interval is not None and eight.interval[0] > 0  # the bootstrap alone would have said "met"
+    assert eight.verdict() == "no detectable difference"
+    twelve = paired_mean_difference([1] * 7 + [0] * 5, [0] * 12)  # 7 to 0: p = 2 / 128
+    assert twelve.exact_p == pytest.approx(2 / 128) and twelve.verdict() == "met"
+    assert twelve.verdict(margin=-3) == "no detectable difference"  # the exact test answers "better" only
+    few = PairedDifference("auc_roc", 90.0, 60.0, 30.0, (20.0, 40.0), 12, 120, 1000, 0.95)
+    assert few.verdict() == "no detectable difference"  # 12 passages: no exact test for an AUC
