@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from halluscope.backends.budget import MAX_CALLS
-from halluscope.backends.local import default_local_model
+from halluscope.backends.local import default_spec
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
 from halluscope.detectors import Detector, deployed, detector
@@ -84,7 +84,7 @@ def deployable(
         and spec.model_field not in options
         and spec.needs_input(spec.model_field)
     ):
-        model = f"local:{default_local_model()}"  # the strongest local model here, as `check --help` says
+        model = default_spec()  # the strongest local model here, as `check --help` says
     if spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
     decided_at = default_threshold(name, threshold, calibration is not None)

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from halluscope.backends.entailment import LLMEntailment
 from halluscope.backends.gateway import CallStats, Gateway, ModelLike
-from halluscope.backends.local import default_local_model
+from halluscope.backends.local import default_spec
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.detectors import detector
 from halluscope.methods import semantic_entropy
@@ -100,7 +100,7 @@ def run_demo(
     gateway: Gateway, model: ModelLike | None = None, judge: ModelLike | None = None, progress: bool = True
 ) -> DemoReport:
     """The two checks through the public detectors, counted in one CallStats."""
-    chosen: ModelLike = model if model is not None else f"local:{default_local_model()}"
+    chosen: ModelLike = model if model is not None else default_spec()
     model_key = gateway.model(chosen).key  # a missing model or key fails here, before any progress
     entail = LLMEntailment(
         judge if judge is not None else chosen, gateway=gateway, prompt=semantic_entropy.ENTAILMENT, with_probs=False

@@ -104,7 +104,7 @@ def test_direct_question_without_a_model_runs_on_the_default_local_model(
     local model (here SmolLM2 stands in for it: the test asserts which model ran, not its quality)."""
     from halluscope import check_answer
 
-    monkeypatch.setattr(check_answer, "default_local_model", lambda: "smollm2-135m")
+    monkeypatch.setattr(check_answer, "default_spec", lambda: "local:smollm2-135m")
     result = halluscope.check("Canberra is the capital of Australia.", question="Where is Canberra?", gateway=gateway)
     assert result.method == "direct-question" and result.error is None
     assert result.meta.models == ["local:smollm2-135m"] and result.meta.calls == 1

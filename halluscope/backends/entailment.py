@@ -444,9 +444,9 @@ def judge_target(judge: str | None, kind: str) -> tuple[bool, str]:
     """(is it an NLI checkpoint, its path or model spec) for a judge named by a string; None names the
     strongest installed local model."""
     if judge is None:
-        from halluscope.backends.local import default_local_model
+        from halluscope.backends.local import default_spec
 
-        return False, f"local:{default_local_model()}"
+        return False, default_spec()
     if not isinstance(judge, str):
         raise ConfigError(f"a judge is a model spec, nli:PATH or {kind}, got {type(judge).__name__}")
     if judge.startswith(NLI_PREFIX):

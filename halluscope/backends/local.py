@@ -330,6 +330,12 @@ def default_local_model() -> str:
     )
 
 
+def default_spec() -> str:
+    """The model spec of the strongest installed local model: every default model and judge (a check, the
+    demo, FEWL's reference, Studio's form) is this one, named in this one place."""
+    return f"local:{default_local_model()}"
+
+
 def registry_rows() -> list[dict[str, Any]]:
     """One row per registry model for `halluscope models list`."""
     rows = []

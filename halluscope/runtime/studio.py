@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, TypeAdapter, create_model
 from typing_extensions import TypedDict
 
 from halluscope.backends.budget import CallBudget
-from halluscope.backends.local import default_local_model
+from halluscope.backends.local import default_spec
 from halluscope.backends.stats import CallStats
 from halluscope.backends.steps import afinish, finish
 from halluscope.checks import check_value
@@ -203,7 +203,7 @@ def options(method: Method, configurable: Mapping[str, Any]) -> dict[str, Any]:
         check_value(method.name, key, value, method.hints[key])
     if method.model_field == "model" and "model" in accepted and not given.get("model"):
         default = next(f.default for f in method.fields() if f.name == "model")
-        given["model"] = default or f"local:{default_local_model()}"
+        given["model"] = default or default_spec()
     return given
 
 
