@@ -164,3 +164,59 @@ def checked_passage(
         None if sentences is None else checked_texts(sentences, "sentences"),
         None if samples is None else checked_texts(samples, "samples"),
     )
+
+
+# ---------------------------------------------------------------- a context, in chunks (grounded's, a checker's)
+
+CHUNK_WORDS = 300  # about 400 tokens: a chunk, the sentence and the prompt fit a 2,048-token window
+OVERLAP_WORDS = 50
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _pieces(document: str, words: int) -> list[str]:
+    """A document's sentences, any sentence longer than a chunk cut into pieces of ``words`` words."""
+    out = []
+    for sentence in sentences(document) or [document]:
+        tokens = sentence.split()
+        out.extend(" ".join(tokens[i : i + words]) for i in range(0, len(tokens), words))
+    return [p for p in out if p.strip()]
+
+
+def chunk_context(documents: list[str], words: int = CHUNK_WORDS, overlap: int = OVERLAP_WORDS) -> list[str]:
+    """Each document as chunks of whole sentences of at most ``words`` words (whitespace-separated; a
+    word is about 1.3 tokens of a BPE vocabulary), consecutive chunks of one document sharing their
+    boundary sentences up to ``overlap`` words, so a fact stated across a boundary is whole in one of
+    them. A document that fits is one chunk, unchanged."""
+    return [chunk for chunk, _ in chunks_of(documents, words, overlap)]
+
+
+def chunks_of(documents: list[str], words: int = CHUNK_WORDS, overlap: int = OVERLAP_WORDS) -> list[tuple[str, int]]:
+    """``chunk_context``'s chunks, each with the index of the document it comes from."""
+    from halluscope.errors import ConfigError
+
+    if words < 1 or not 0 <= overlap < words:
+        raise ConfigError(f"chunks need chunk_words >= 1 and 0 <= overlap_words < chunk_words, got {words}/{overlap}")
+    chunks: list[tuple[str, int]] = []
+    for index, document in enumerate(documents):
+        if _words(document) <= words:
+            chunks.append((document.strip(), index))
+            continue
+        current: list[str] = []
+        for piece in _pieces(document, words):
+            if current and sum(map(_words, current)) + _words(piece) > words:
+                chunks.append((" ".join(current), index))
+                carried: list[str] = []
+                for kept in reversed(current):  # the boundary sentences the next chunk repeats
+                    if sum(map(_words, carried)) + _words(kept) > overlap:
+                        break
+                    carried.insert(0, kept)
+                while carried and sum(map(_words, carried)) + _words(piece) > words:
+                    carried.pop(0)
+                current = carried
+            current.append(piece)
+        if current:
+            chunks.append((" ".join(current), index))
+    return chunks

@@ -30,9 +30,9 @@ from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.evaluators import create_evaluator
 from halluscope.methods import grounded
-from halluscope.methods.grounded import chunk_context
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.scoring.grounded import grounded_score
+from halluscope.text import chunk_context
 from halluscope.tools import as_tool, hallucination_guard
 from tests.scripts import load_script
 from tests.stub_servers import StubAPI
@@ -228,7 +228,7 @@ def test_an_nli_judge_reads_support_as_p_entailment_of_chunk_then_unit(tiny_nli:
         supports = [math.exp(row[2]) / sum(math.exp(x) for x in row) for row in logits]  # softmax, entailment
         assert unit.evidence["support"] == pytest.approx(supports, abs=1e-6)
         assert unit.score == pytest.approx(1 - max(supports), abs=1e-6), u
-    assert result.meta.calls == 1  # one forward pass for the four pairs
+    assert result.meta.calls == 0 and result.meta.params["checker_passes"] == 1  # four pairs, one pass, no LLM call
     # a detector prepares its judge per detect call: the checkpoint is loaded once per process
     assert nli_checkpoint(str(tiny_nli)) is nli_checkpoint(str(tiny_nli))
     with pytest.raises(ConfigError, match="NLI judge cannot write them"):

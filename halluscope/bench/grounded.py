@@ -31,7 +31,6 @@ from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, unit_spans
 from halluscope.errors import ConfigError, DataError
-from halluscope.methods import grounded
 from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, mean_resampled
 from halluscope.runtime import registry
 from halluscope.runtime.contract import start
@@ -312,7 +311,7 @@ BENCHMARK = Benchmark(
     help="grounded checking against human labels (RTE pairs; WikiBio sentences against their Wikipedia text)",
     description="Each text checked against the documents given with it, scored against human labels.",
     settings=GroundedSettings,
-    fields_of=(grounded.METHOD, FLAGS),
+    fields_of=(registry.get("grounded"), FLAGS),
     plans=_plans,
     describe=lambda results, _settings: describe(results),
     finish=write_report,

@@ -49,7 +49,7 @@ from halluscope.runtime.contract import (
 from halluscope.runtime.nodes import node, plan_calls
 from halluscope.scoring.grounded import grounded_score
 from halluscope.scoring.selfcheck import supported_probability
-from halluscope.text import checked_text, checked_texts
+from halluscope.text import CHUNK_WORDS, OVERLAP_WORDS, checked_text, checked_texts, chunk_context, chunks_of
 from halluscope.text import sentences as split_sentences
 
 NAME = "grounded"
@@ -60,59 +60,6 @@ DECOMPOSE = "semantic_entropy.decompose"  # paragraph semantic entropy's claim l
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
 CHECK_MAX_TOKENS = 8
 NO_QUESTION = "(not given)"
-CHUNK_WORDS = 300  # about 400 tokens: a chunk, the sentence and the prompt fit a 2,048-token window
-OVERLAP_WORDS = 50
-
-
-# ---------------------------------------------------------------- the context, in chunks
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
-def _pieces(document: str, words: int) -> list[str]:
-    """A document's sentences, any sentence longer than a chunk cut into pieces of ``words`` words."""
-    out = []
-    for sentence in split_sentences(document) or [document]:
-        tokens = sentence.split()
-        out.extend(" ".join(tokens[i : i + words]) for i in range(0, len(tokens), words))
-    return [p for p in out if p.strip()]
-
-
-def chunk_context(documents: list[str], words: int = CHUNK_WORDS, overlap: int = OVERLAP_WORDS) -> list[str]:
-    """Each document as chunks of whole sentences of at most ``words`` words (whitespace-separated; a
-    word is about 1.3 tokens of a BPE vocabulary), consecutive chunks of one document sharing their
-    boundary sentences up to ``overlap`` words, so a fact stated across a boundary is whole in one of
-    them. A document that fits is one chunk, unchanged."""
-    return [chunk for chunk, _ in chunks_of(documents, words, overlap)]
-
-
-def chunks_of(documents: list[str], words: int = CHUNK_WORDS, overlap: int = OVERLAP_WORDS) -> list[tuple[str, int]]:
-    """``chunk_context``'s chunks, each with the index of the document it comes from."""
-    if words < 1 or not 0 <= overlap < words:
-        raise ConfigError(f"chunks need chunk_words >= 1 and 0 <= overlap_words < chunk_words, got {words}/{overlap}")
-    chunks: list[tuple[str, int]] = []
-    for index, document in enumerate(documents):
-        if _words(document) <= words:
-            chunks.append((document.strip(), index))
-            continue
-        current: list[str] = []
-        for piece in _pieces(document, words):
-            if current and sum(map(_words, current)) + _words(piece) > words:
-                chunks.append((" ".join(current), index))
-                carried: list[str] = []
-                for kept in reversed(current):  # the boundary sentences the next chunk repeats
-                    if sum(map(_words, carried)) + _words(kept) > overlap:
-                        break
-                    carried.insert(0, kept)
-                while carried and sum(map(_words, carried)) + _words(piece) > words:
-                    carried.pop(0)
-                current = carried
-            current.append(piece)
-        if current:
-            chunks.append((" ".join(current), index))
-    return chunks
 
 
 def nearest_chunks(embedder: Embedder, units: list[str], chunks: list[str], k: int) -> list[list[int]]:
@@ -183,7 +130,7 @@ def units(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[d
         return {"units": given, "events": []}
     plan_calls(config, 1)
     text = state.get("text") or " ".join(given)
-    ask = Ask(setup.judge, DECOMPOSE, {"text": text}, {"max_tokens": 2 * _words(text) + 100})
+    ask = Ask(setup.judge, DECOMPOSE, {"text": text}, {"max_tokens": 2 * len(text.split()) + 100})
     reply = yield Calls(setup.gateway, ask)
     if reply.ok and reply.parsed:
         return {"units": list(reply.parsed), "events": []}

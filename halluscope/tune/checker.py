@@ -40,10 +40,10 @@ from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError
 from halluscope.hub import sha256_of
 from halluscope.labelled import jsonl_rows, load_labelled
-from halluscope.methods import grounded
-from halluscope.methods.grounded import chunk_context
 from halluscope.readers import read_file
+from halluscope.runtime import registry
 from halluscope.runtime.contract import start
+from halluscope.text import chunk_context
 from halluscope.text import sentences as split_sentences
 from halluscope.version import __version__
 
@@ -135,10 +135,11 @@ def taught_pairs(
     asks p(Yes) of it, a whole answer's checks together), through the gateway, so cached, and an
     interrupted labelling resumes from the cache."""
     ctx = start(gateway, stats if stats is not None else CallStats())
-    check = grounded.METHOD.scorer(grounded.Options(model=teacher, top_k=1), ctx)
+    grounded = registry.get("grounded")  # the method through the registry, as every door reaches it
+    check = grounded.scorer(grounded.options(model=teacher, top_k=1), ctx)
     pairs = []
     for documents, sentences, question in progress(unlabelled_rows(path)):
-        for unit in check(grounded.Inputs(sentences=sentences, context=documents, question=question)).units:
+        for unit in check(grounded.inputs(sentences=sentences, context=documents, question=question)).units:
             assert unit.score is not None  # grounded scores every unit (an unreadable reply: support 0.5)
             support = 1.0 - float(unit.score)
             pairs.append(Pair(unit.evidence["best_chunk_text"], unit.text, support >= 0.5, soft=support))
