@@ -195,9 +195,10 @@ def _from_wrapper(wrapper: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def problems(name: str, record: Any) -> list[str]:
-    """What keeps a record from being one: each run must say how it was made; each figure quoted from a
-    paper (docs/results/papers.json) names its table and where it was read."""
+def problems(name: str, record: Any, commits: bool = True) -> list[str]:
+    """What keeps a record from being one: each run must say how it was made (its command one that could
+    have made it; with ``commits``, its commit one of this repository's history); each figure quoted from
+    a paper (docs/results/papers.json) names its table and where it was read."""
     if isinstance(record, dict) and "papers" in record:
         return [
             f"{name} / {paper} / {table}: no rows, or no 'read_from'"
@@ -221,7 +222,7 @@ def problems(name: str, record: Any) -> list[str]:
             found.append(f"{name} / {label}: recorded is not true or false")
         if "backfilled" in run and (run["backfilled"] is not True or run["recorded"] is not True):
             found.append(f"{name} / {label}: backfilled is true of a recorded run, or absent")
-        if run["commit"] is not None and not commit_exists(str(run["commit"]).removesuffix("+dirty")):
+        if commits and run["commit"] is not None and not commit_exists(str(run["commit"]).removesuffix("+dirty")):
             found.append(f"{name} / {label}: commit {run['commit']} is not in this repository's history")
         wrong = command_problem(run["command"]) if isinstance(run["command"], str) else None
         if wrong:
@@ -230,6 +231,14 @@ def problems(name: str, record: Any) -> list[str]:
 
 
 _COMMITS: dict[str, bool] = {}
+
+
+def history() -> str | None:
+    """Why this checkout cannot say which commits exist (None: it can): not a git repository, or a shallow clone."""
+    found = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
+    if found.returncode != 0:
+        return "this checkout is not a git repository"
+    return "this checkout is a shallow clone" if found.stdout.strip() == "true" else None
 
 
 def commit_exists(sha: str) -> bool:

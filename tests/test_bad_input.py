@@ -313,7 +313,8 @@ def test_retries_count_against_the_budget(gateway: halluscope.Gateway) -> None:
         stub.fail_next(503, 100)
         spec = f"openai-compatible:{stub.base_url}/v1#m"
         det = halluscope.detector("direct-question", model=spec, gateway=gateway, max_calls=2)
-        with pytest.raises(BudgetError, match=r"plans 3 model calls \(1 of them retries of failed requests\)"):
+        # the two sentences' requests fail at once: the first retry or both are counted before one raises
+        with pytest.raises(BudgetError, match=r"plans (3|4) model calls \((1|2) of them retries of failed requests\)"):
             det.detect(text="Ada wrote a program. It ran on an engine.", prompt="Who was Ada?")
         assert len(stub.requests) <= 2  # never more requests than the limit, retries included
 
