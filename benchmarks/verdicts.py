@@ -31,7 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from records import read, write  # noqa: E402
 
-from halluscope.metrics import PairedDifference, paired_difference, paired_mean_difference  # noqa: E402
+from halluscope.metrics import (  # noqa: E402
+    MIN_BOOTSTRAP_GROUPS,
+    PairedDifference,
+    paired_difference,
+    paired_mean_difference,
+)
 
 NONFACT = ("minor_inaccurate", "major_inaccurate", "not_entailment", "1", 1)  # a unit labelled so is positive
 
@@ -57,9 +62,13 @@ def paired(
     verdict = found.verdict(margin)
     shown = f"{measure}, {what_a} minus {what_b}: {found.difference:+.1f} {ci(found.interval)}"
     against = f"the margin {margin:+g}" if margin else "zero"
+    few = ""
+    if found.groups < MIN_BOOTSTRAP_GROUPS:  # the interval is shown, and decides nothing on so few
+        exact = f"; exact McNemar p = {found.exact_p:.3f}" if found.exact_p is not None else ""
+        few = f"; on fewer than {MIN_BOOTSTRAP_GROUPS} {unit} the interval decides nothing{exact}"
     text = (
         f"**{verdict}** ({claim}: {shown}, paired over {found.groups} {unit}, "
-        f"{found.level:.0%} interval, against {against})"
+        f"{found.level:.0%} interval, against {against}{few})"
     )
     return {**found.as_record(margin), "claim": claim, "text": text}
 
@@ -516,9 +525,9 @@ def unigram_peer_no_unseen(load: Callable[[str], dict[str, Any]]) -> dict[str, A
     return fact(peer["unseen_token_sentences"] == 0, "no sentence has an unseen token", shown)
 
 
-def framing_within_3(model: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
-    """grounded.support@2 (the sentence as quoted data) within 3 points of @1 on RTE validation, one model,
-    paired by pair."""
+def framing_against_v1(model: str, margin: float) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """grounded.support@2 (the sentence as quoted data) against @1 on RTE validation, one model, paired by
+    pair: within ``-margin`` points of it, or better (margin 0)."""
 
     def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
         runs = load("grounded-framing")["runs"]
@@ -526,11 +535,14 @@ def framing_within_3(model: str) -> Callable[[Callable[[str], dict[str, Any]]], 
             runs[f"grounded.support@2 on {model}"], runs[f"grounded.support@1 on {model}"]
         )
         found = paired_difference(labels, two, one, groups)
-        claim = f"grounded.support@2 within 3 points of @1 on RTE validation, {model}"
-        return paired(found, "AUC-ROC", "@2", "@1", -3.0, claim, "pairs")
+        near = f"within {-margin:g} points of" if margin else "better than"
+        claim = f"grounded.support@2 {near} @1 on RTE validation, {model}"
+        return paired(found, "AUC-ROC", "@2", "@1", margin, claim, "pairs")
 
     return decide
 
+
+QWEN15, QWEN05 = "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b"
 
 CLAIMS = (
     Claim("probes", "accuracy probe goal", probe_goal(PROBE_SE)),
@@ -545,8 +557,10 @@ CLAIMS = (
     Claim("token-logprob", "own log-probs against the proxy", token_own_vs_proxy),
     Claim("token-logprob", "own max-nll against direct question", token_dq_vs_own),
     Claim("grounded", "top_k=1 against every chunk", grounded_top1),
-    Claim("grounded-framing", "@2 within 3 points of @1, 1.5B", framing_within_3("local:qwen2.5-coder-1.5b")),
-    Claim("grounded-framing", "@2 within 3 points of @1, 0.5B", framing_within_3("local:qwen2.5-coder-0.5b")),
+    Claim("grounded-framing", "@2 within 3 points of @1, 1.5B", framing_against_v1(QWEN15, -3.0)),
+    Claim("grounded-framing", "@2 within 3 points of @1, 0.5B", framing_against_v1(QWEN05, -3.0)),
+    Claim("grounded-framing", "@2 against @1, 1.5B", framing_against_v1(QWEN15, 0.0)),
+    Claim("grounded-framing", "@2 against @1, 0.5B", framing_against_v1(QWEN05, 0.0)),
     Claim("grounded", "small models flag every pair", grounded_small_models_flag_all),
     Claim("grounded", "the smollm2 rerun has the earlier metrics", grounded_earlier_smollm),
     Claim("grounded", "openevals flags every sentence", grounded_openevals_flags_all),
