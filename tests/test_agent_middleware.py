@@ -301,12 +301,25 @@ def test_a_judge_that_raises_a_plain_exception_never_crashes_the_agent(
         assert record["action"] == "blocked" and state["messages"][-1].text != FALSE
 
 
+class SpellingAgent(Agent):
+    """An agent's model whose answer carries its token log-probs and a reasoning text: both spell it out."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        result = super()._generate(messages, *args, **kwargs)
+        message = result.generations[0].message
+        if isinstance(message, AIMessage) and not message.tool_calls:
+            message.response_metadata["logprobs"] = {"content": [{"token": " Sydney", "logprob": -0.1}]}
+            message.additional_kwargs["reasoning_content"] = "It lies in Sydney, I think."
+        return result
+
+
 def test_block_keeps_the_flagged_text_out_of_the_message_a_client_reads(
     guard: Callable[..., HallucinationMiddleware],
 ) -> None:
-    state = run(Agent(answers=[FALSE]), guard(on_flag="block"))
+    state = run(SpellingAgent(answers=[FALSE]), guard(on_flag="block"))
     message = state["messages"][-1]
     assert "Sydney" not in json.dumps(message.response_metadata) and "Sydney" not in message.text
+    assert "Sydney" not in json.dumps(message.additional_kwargs)
     shown = message.response_metadata["halluscope"]
     assert shown["action"] == "blocked" and [u["position"] for u in shown["flagged"]] == [1]
     assert state["hallucination"]["blocked"] == FALSE  # the operator's record keeps it

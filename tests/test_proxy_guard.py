@@ -126,7 +126,7 @@ def test_a_base_url_with_a_query_keeps_it_after_the_route(blocking: Served, upst
 
 def test_block_withholds_a_flagged_answers_text_from_the_client_both_ways(blocking: Served) -> None:
     body = {"model": "m", "messages": MESSAGES}
-    reply = post(blocking, body)
+    reply = post(blocking, {**body, "logprobs": True})  # the answer's tokens would spell it out too
     assert reply.headers["x-halluscope-verdict"] == "blocked"
     verdict = reply.json()["halluscope"]
     assert verdict["action"] == "blocked" and verdict["reason"] == "flagged"

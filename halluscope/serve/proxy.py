@@ -317,11 +317,13 @@ class Proxy:
         return 200, json.dumps(body).encode(), {**kind, VERDICT_HEADER: worst}
 
     async def choice_checked(self, choice: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-        """One choice's answer checked; blocked, its text replaced by the fallback."""
+        """One choice's answer checked; blocked, its message replaced by the fallback alone (no other field
+        of it, nor its token log-probs, which spell the blocked text)."""
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         checked = self.acted(await self.verdict(_text(message.get("content")), request))
         if checked["action"] == "blocked":
-            message["content"] = self.proxy.fallback
+            choice["message"] = {"role": message.get("role", "assistant"), "content": self.proxy.fallback}
+            choice["logprobs"] = None
         return checked
 
     async def stream(self, request: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[Part]:

@@ -294,10 +294,13 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         """The answer (same id: it replaces the model's in the state) with the verdict in its metadata;
         a blocked answer's flagged units without their text."""
         shown = {k: record.get(k) for k in ("method", "action", "threshold", "on", "risk", "flagged", "error")}
-        if record.get("action") == "blocked":
+        kept = dict(answer.response_metadata)
+        update: dict[str, Any] = {"content": content}
+        if record.get("action") == "blocked":  # nothing that spells the blocked text: its units, log-probs, extras
             shown["flagged"] = [{k: v for k, v in u.items() if k != "text"} for u in shown["flagged"] or []]
-        metadata = {**answer.response_metadata, "halluscope": shown}
-        return answer.model_copy(update={"content": content, "response_metadata": metadata})
+            kept.pop("logprobs", None)
+            update["additional_kwargs"] = {}
+        return answer.model_copy(update={**update, "response_metadata": {**kept, "halluscope": shown}})
 
     def _watcher(self, state: dict[str, Any]) -> _Watcher | None:
         """A watcher of the model's stream, where the method checks a sentence alone and there are documents."""
