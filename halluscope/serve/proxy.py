@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from halluscope.errors import ConfigError, HalluscopeError, redact_credentials, redact_secrets
+from halluscope.errors import MIN_SECRET, REDACTED, ConfigError, HalluscopeError, redact_credentials, redact_secrets
 from halluscope.serve.service import RequestTimeout, ServerSettings
 from halluscope.streaming import STREAMED
 from halluscope.text import unicode_text
@@ -137,8 +137,8 @@ def scrubbed(data: bytes, secrets: tuple[str, ...], shapes: bool) -> bytes:
     body) whatever looks like a credential too."""
     if shapes:
         return redact_secrets(data.decode("utf-8", "replace"), secrets).encode()
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        data = data.replace(secret.encode(), b"***")
+    for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True):
+        data = data.replace(secret.encode(), REDACTED.encode())
     return data
 
 
