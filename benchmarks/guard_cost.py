@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import halluscope  # noqa: E402
 from benchmarks.token_logprob_guard import generated_logprobs  # noqa: E402
 from halluscope.backends.gateway import Gateway  # noqa: E402
-from halluscope.backends.logprobs import LlamaCppLogProbModel  # noqa: E402
+from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel  # noqa: E402
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import markdown_table, write_json  # noqa: E402

@@ -52,7 +52,7 @@ def bench_model(name: str, queue: Any) -> None:
     from halluscope.backends.entailment import LLMEntailment
     from halluscope.backends.gateway import Gateway
     from halluscope.backends.local import load_llama, model_file
-    from halluscope.backends.logprobs import LlamaCppLogProbModel
+    from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
 
     path = model_file(name)
     start = time.perf_counter()

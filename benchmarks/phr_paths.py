@@ -26,7 +26,7 @@ import halluscope
 from halluscope.backends.cache import CallCache
 from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel
+from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
 from halluscope.bench.papers.icl import balanced_context, load_icl_task
 from halluscope.bench.provenance import envelope
 

@@ -27,7 +27,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 import halluscope
 from halluscope.backends.gateway import Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel, common_prefix, log_softmax
+from halluscope.backends.logprobs import common_prefix, log_softmax
+from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.bench.provenance import provenance
 from halluscope.bench.report import markdown_table, write_json

@@ -28,7 +28,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 import halluscope
-from halluscope.backends.gateway import Gateway, ModelLike
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.models import ModelLike
 from halluscope.tools import GuardState, hallucination_guard
 from halluscope.tools.guard import OnFlag
 

@@ -36,7 +36,8 @@ from tqdm import tqdm
 import halluscope
 from halluscope.backends.cache import open_cache
 from halluscope.backends.embeddings import default_embedder
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.models import ModelLike
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.provenance import provenance
 from halluscope.bench.wikibio import load_wikibio

@@ -15,8 +15,9 @@ from typing import TextIO
 from tqdm import tqdm
 
 from halluscope.backends.entailment import LLMEntailment
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.local import default_spec
+from halluscope.backends.models import ModelLike
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.detectors import detector
 from halluscope.methods import semantic_entropy

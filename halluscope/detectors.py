@@ -28,7 +28,8 @@ from tqdm.auto import tqdm
 
 from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.chat import message_logprobs
-from halluscope.backends.gateway import DEFAULT_TIMEOUT, ModelLike, model_name
+from halluscope.backends.gateway import DEFAULT_TIMEOUT
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.calibration import FORCED, Calibration
 from halluscope.checks import check_arguments, check_value
 from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials

@@ -176,7 +176,8 @@ def test_a_damaged_database_is_one_clear_error_and_cache_clear_moves_it_aside(
 _ASKER = """
 import sys, time
 from halluscope.backends.cache import open_cache
-from halluscope.backends.gateway import Ask, Gateway
+from halluscope.backends.fanout import Ask
+from halluscope.backends.gateway import Gateway
 from halluscope.prompts.registry import PromptRegistry
 
 location, spec, start = sys.argv[1], sys.argv[2], float(sys.argv[3])

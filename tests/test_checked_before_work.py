@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from halluscope.backends.gateway import UNREADABLE_STATES, Gateway, _packed, _rounded, _state_rows
+from halluscope.backends import readings
+from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import LogProbModel, Reading, TokenStat
+from halluscope.backends.readings import UNREADABLE_STATES, _packed, _rounded, _state_rows
 from halluscope.backends.stats import CallStats
 from halluscope.errors import ConfigError
 from tests.test_choose import answers, judge
@@ -69,12 +71,13 @@ def rows_of(layer_values: np.ndarray) -> dict[str, Any]:
 )
 def test_a_cache_row_that_is_not_what_was_written_is_read_again_and_counted(tmp_path: Path, damage: str) -> None:
     from halluscope.backends.cache import open_cache
-    from halluscope.backends.gateway import HIDDEN_STATES, call_key
+    from halluscope.backends.cache import call_key
+    from halluscope.backends.readings import HIDDEN_STATES
 
     gateway = Gateway(cache=open_cache(str(tmp_path / "cache")))
     reader = Reader()
     stats = CallStats()
-    gateway.hidden_states(reader, "Q:", "Paris is in France.", [0, 19], [12], stats)
+    readings.hidden_states(gateway, reader, "Q:", "Paris is in France.", [0, 19], [12], stats)
     assert reader.reads == 1
     messages = [{"role": "prompt", "content": "Q:"}, {"role": "text", "content": "Paris is in France."}]
     key = call_key(reader.name, {"read": HIDDEN_STATES}, messages, 0)
@@ -97,11 +100,11 @@ def test_a_cache_row_that_is_not_what_was_written_is_read_again_and_counted(tmp_
         entry["layers"]["12"] = {"shape": [2, WIDTH], "float64": entry["layers"]["12"]["float16"]}
     gateway.cache.set(key, entry)
     stats = CallStats()
-    found = gateway.hidden_states(reader, "Q:", "Paris is in France.", [0, 19], [12], stats)
+    found = readings.hidden_states(gateway, reader, "Q:", "Paris is in France.", [0, 19], [12], stats)
     assert reader.reads == 2 and np.array_equal(found[12], good)  # read again, not handed on
     assert stats.events == {UNREADABLE_STATES: 1}
     assert stats.meta("probe").events[UNREADABLE_STATES] == 1
-    gateway.hidden_states(reader, "Q:", "Paris is in France.", [0, 19], [12], stats)
+    readings.hidden_states(gateway, reader, "Q:", "Paris is in France.", [0, 19], [12], stats)
     assert reader.reads == 2  # the row written again is read back
 
 

@@ -15,7 +15,7 @@ from huggingface_hub import constants as hub_constants
 
 from halluscope.backends import entailment, local
 from halluscope.backends.checkpoints import CHECKPOINTS, RECORD, checkpoint_dir, checkpoint_path
-from halluscope.backends.logprobs import hf_directory
+from halluscope.backends.providers.transformers import hf_directory
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.hub import HUB_ENV, sha256_of
@@ -149,7 +149,7 @@ def test_a_sentencepiece_tokenizer_without_sentencepiece_names_the_install(
 ) -> None:
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "spm.model").write_bytes(b"\0")
-    monkeypatch.setattr("halluscope.backends.logprobs.find_spec", lambda name: None)
+    monkeypatch.setattr("halluscope.backends.providers.transformers.find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r"SentencePiece model \(spm.model\), which needs sentencepiece"):
         hf_directory(tmp_path, None, "the NLI backend")
 

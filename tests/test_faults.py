@@ -16,7 +16,7 @@ from langchain_openai import ChatOpenAI
 from halluscope.backends import providers
 from halluscope.backends.cache import CallCache
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
+from halluscope.backends.providers.openai import OpenAICompatibleLogProbModel
 from halluscope.backends.retry import RetryPolicy, is_transient, retry_after
 from halluscope.bench.report import write_json
 from halluscope.errors import ConfigError, ModelUnavailableError

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from halluscope.backends import readings
 from halluscope.backends.cache import CallCache
-from halluscope.backends.gateway import CallStats, Gateway, ModelLimiter
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.limits import ModelLimiter
 from halluscope.errors import ConfigError, ModelSpecError, ModelUnavailableError, PromptError
 from halluscope.prompts.registry import PromptRegistry
 from tests.conftest import FAST_RETRY
@@ -383,7 +385,7 @@ def test_forward_passes_go_through_the_limit_and_are_counted(gateway: Gateway) -
         return -1.5
 
     stats = CallStats()
-    assert gateway.forward(model, "three word prompt", compute, stats) == -1.5
+    assert readings.forward(gateway, model, "three word prompt", compute, stats) == -1.5
     assert seen == [1] and limiter.in_use == 0  # held during the pass, given back after
     assert stats.calls == stats.forward_passes == 1 and stats.prompt_tokens > 0 and stats.models == {"logprob:fake"}
 

@@ -181,3 +181,61 @@ def test_the_architecture_page_names_every_module() -> None:
         and p.stem not in text
     ]
     assert not unnamed, f"docs/architecture.md names none of {unnamed}"
+
+
+def test_the_gateway_sends_calls_and_its_readings_and_fan_out_live_apart() -> None:
+    lines = len((PACKAGE / "backends" / "gateway.py").read_text().splitlines())
+    assert lines < 450, f"backends/gateway.py has {lines} lines: readings and fan-out belong in their own modules"
+    gateway = ast.parse((PACKAGE / "backends" / "gateway.py").read_text())
+    methods = {f.name for c in gateway.body if isinstance(c, ast.ClassDef) for f in c.body if hasattr(f, "name")}
+    assert not methods & {"token_stats", "hidden_states", "forward", "complete", "_sample_together"}, methods
+
+
+SPEC_PREFIXES = ("nli:", "local:")
+DECLARING = {"option", "Flag", "arg", "add_argument"}  # an option's default or help may show a spec
+
+
+def _spec_literals(path: Path) -> list[str]:
+    """String literals (plain or f-strings) of ``path`` that begin with a provider prefix, outside docstrings
+    and option declarations: a spec written by hand rather than by its provider's function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            skip.add(id(body[0].value))
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in DECLARING or name in {"model", "judge", "samples"}:  # runtime.options' declarations too
+                skip |= {id(n) for n in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        text = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            text = str(node.values[0].value)
+            skip |= {id(v) for v in node.values}
+        if text is not None and text.startswith(SPEC_PREFIXES):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {text[:40]!r}")
+    return found
+
+
+def test_no_spec_prefix_is_written_outside_the_backends() -> None:
+    """A judge or model spec is built by its provider's function (``local_spec``, ``nli_spec``,
+    ``default_spec``) and read by ``judge_target``; outside backends/ only docstrings and option
+    declarations write one."""
+    found = [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "backends" not in path.relative_to(PACKAGE).parts
+        for hit in _spec_literals(path)
+    ]
+    assert not found, found

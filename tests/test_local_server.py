@@ -17,7 +17,7 @@ import halluscope
 from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.local import model_file
-from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
+from halluscope.backends.providers.openai import OpenAICompatibleLogProbModel
 from tests.stub_servers import free_port
 
 SCGP = "selfcheck.prompt"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from halluscope.backends.chat import load_logprob_model
-from halluscope.backends.logprobs import LlamaCppLogProbModel, TransformersLogProbModel
+from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
+from halluscope.backends.providers.transformers import TransformersLogProbModel
 from halluscope.errors import ConfigError, ModelSpecError
 
 FRANCE = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
@@ -128,7 +129,7 @@ def _echo(tokens: list[tuple[str, float, float]]) -> dict[str, object]:
 
 
 def test_echoed_logprobs_sum_over_the_continuation_tokens() -> None:
-    from halluscope.backends.logprobs import OpenAICompatibleLogProbModel
+    from halluscope.backends.providers.openai import OpenAICompatibleLogProbModel
     from tests.stub_servers import StubAPI
 
     with StubAPI() as stub:
@@ -141,7 +142,8 @@ def test_echoed_logprobs_sum_over_the_continuation_tokens() -> None:
 
 
 def test_a_server_whose_echo_contradicts_its_top_rows_is_refused() -> None:
-    from halluscope.backends.logprobs import LogProbMismatchError, OpenAICompatibleLogProbModel
+    from halluscope.backends.logprobs import LogProbMismatchError
+    from halluscope.backends.providers.openai import OpenAICompatibleLogProbModel
     from tests.stub_servers import StubAPI
 
     with StubAPI() as stub:  # the numbers seen from llama-cpp-python 0.3.36's server

@@ -16,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from halluscope.backends import readings
 from halluscope.backends.cache import CallCache
 from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel, LogProbModel, Sample
+from halluscope.backends.logprobs import LogProbModel, Sample
+from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
 from halluscope.bench.papers.icl import balanced_context, load_icl_task, phr_plan
 from halluscope.bench.runner import BenchResult
 from halluscope.bench.runner import run as bench
@@ -173,17 +175,17 @@ def test_sampled_responses_estimate_what_the_distribution_gives_exactly(gw: Gate
 def test_completions_are_cached_by_sample_index_with_the_prompts_parser(gw: Gateway) -> None:
     model = DirichletICL(positive_pairs)
     stats = CallStats()
-    first = [gw.complete(model, "phr.example", "ctx", sample_index=i, stats=stats, seed=7) for i in range(2)]
+    first = [readings.complete(gw, model, "phr.example", "ctx", sample_index=i, stats=stats, seed=7) for i in range(2)]
     assert [r.parsed for r in first] == [{"x": "imagined 7", "y": "positive"}, {"x": "imagined 8", "y": "positive"}]
-    again = gw.complete(model, "phr.example", "ctx", sample_index=1, stats=stats, seed=7)
+    again = readings.complete(gw, model, "phr.example", "ctx", sample_index=1, stats=stats, seed=7)
     assert again.cached and again.text == first[1].text and (stats.calls, stats.cache_hits) == (2, 1)
     assert first[0].prompt_ref.startswith("phr.example@1#") and first[0].logprobs == [
         {"token": first[0].text, "logprob": -1.0}
     ]
     with pytest.raises(PromptError, match="chat prompt"):
-        gw.complete(model, "semantic_entropy.answer", "ctx")
+        readings.complete(gw, model, "semantic_entropy.answer", "ctx")
     with pytest.raises(ConfigError, match="unknown call parameter"):
-        gw.complete(model, "phr.example", "ctx", temprature=1.0)
+        readings.complete(gw, model, "phr.example", "ctx", temprature=1.0)
 
 
 def test_bad_input_and_models_without_log_probs_are_clear_errors(gw: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:

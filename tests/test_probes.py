@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import halluscope
+from halluscope.backends import readings
 from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import Gateway
-from halluscope.backends.logprobs import TransformersLogProbModel
+from halluscope.backends.providers.transformers import TransformersLogProbModel
 from halluscope.backends.stats import CallStats
 from halluscope.cli import main
 from halluscope.errors import ConfigError
@@ -139,20 +140,20 @@ def test_hidden_states_are_read_once_then_replayed_from_the_cache(tmp_path: Path
     text = "Paris is the capital of France. It has the Eiffel Tower."
     prompt = lm.chat_prompt([{"role": "user", "content": "Tell me about Paris."}])
     stats = CallStats()
-    fresh = gateway.hidden_states(lm, prompt, text, [0, 31, len(text)], [lm.n_layers], stats)
+    fresh = readings.hidden_states(gateway, lm, prompt, text, [0, 31, len(text)], [lm.n_layers], stats)
     assert stats.forward_passes == 1 and fresh[30].shape == (3, 576)
-    again = gateway.hidden_states(lm, prompt, text, [len(text), 31], [30], stats)
+    again = readings.hidden_states(gateway, lm, prompt, text, [len(text), 31], [30], stats)
     assert stats.forward_passes == 1 and stats.cache_hits == 1  # no forward pass: read back
     assert np.array_equal(again[30], fresh[30][[2, 1]])
     # the same pass cached the text's token statistics: token-logprob reads them without a pass
-    gateway.token_stats(lm, prompt, text, stats)
+    readings.token_stats(gateway, lm, prompt, text, stats)
     assert stats.forward_passes == 1 and stats.cache_hits == 2
     # a position not asked before: one more pass, the union kept
-    gateway.hidden_states(lm, prompt, text, [5], [30], stats)
-    gateway.hidden_states(lm, prompt, text, [0, 5, len(text)], [30], stats)
+    readings.hidden_states(gateway, lm, prompt, text, [5], [30], stats)
+    readings.hidden_states(gateway, lm, prompt, text, [0, 5, len(text)], [30], stats)
     assert stats.forward_passes == 2 and stats.cache_hits == 3
     with pytest.raises(ConfigError, match="gives the last layer's hidden state only \\(layer 30\\)"):
-        gateway.hidden_states(lm, prompt, text, [0], [12])
+        readings.hidden_states(gateway, lm, prompt, text, [0], [12])
 
 
 @pytest.mark.slow
@@ -161,9 +162,9 @@ def test_transformers_reads_any_layer_and_its_last_is_llama_cpps(smollm2_hf_dir:
     gateway = _gateway(tmp_path)
     hf = TransformersLogProbModel(smollm2_hf_dir, threads=1)
     text = "Dogs are mammals. Ice is frozen water."
-    states = gateway.hidden_states(hf, "", text, [17, len(text)], [8, 30])
+    states = readings.hidden_states(gateway, hf, "", text, [17, len(text)], [8, 30])
     assert set(states) == {8, 30} and states[8].shape == (2, 576)
-    local = gateway.hidden_states(SMOL, "", text, [17, len(text)], [30])
+    local = readings.hidden_states(gateway, SMOL, "", text, [17, len(text)], [30])
     for row in range(2):
         assert np.corrcoef(states[30][row], local[30][row])[0, 1] > 0.99
     assert hf.file_hash != gateway.logprob_model(SMOL).file_hash
@@ -173,7 +174,7 @@ def test_transformers_reads_any_layer_and_its_last_is_llama_cpps(smollm2_hf_dir:
 def test_a_probe_fitted_on_a_few_labelled_sentences_separates_them(tmp_path: Path) -> None:
     gateway = _gateway(tmp_path)
     lm = gateway.logprob_model(SMOL)
-    rows = [gateway.hidden_states(lm, "", s, [len(s)], [30])[30][0] for s in TRUE + FALSE]
+    rows = [readings.hidden_states(gateway, lm, "", s, [len(s)], [30])[30][0] for s in TRUE + FALSE]
     labels = [0] * len(TRUE) + [1] * len(FALSE)
     probe = fit_probe(
         {30: np.array(rows)},
@@ -242,7 +243,7 @@ def test_a_probe_is_calibrated_stacked_and_chosen_like_any_sentence_method(tmp_p
 
     gateway = _gateway(tmp_path)
     lm = gateway.logprob_model(SMOL)
-    rows = [gateway.hidden_states(lm, "", s, [len(s)], [30])[30][0] for s in TRUE + FALSE]
+    rows = [readings.hidden_states(gateway, lm, "", s, [len(s)], [30])[30][0] for s in TRUE + FALSE]
     labels = [0] * len(TRUE) + [1] * len(FALSE)
     groups = [f"fact {i % len(TRUE)}" for i in range(len(labels))]
     probe = fit_probe(
@@ -336,7 +337,7 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
 
 def test_hidden_states_beyond_float16_are_kept_as_float32_never_infinite() -> None:
     """Some layers carry a few massive activations: rounded to float16 they would read back as inf."""
-    from halluscope.backends.gateway import _packed, _rounded, _state_rows
+    from halluscope.backends.readings import _packed, _rounded, _state_rows
 
     massive = np.array([[1.5, 70000.0], [2.0, -3.0]], dtype=np.float32)
     ordinary = np.array([[1.5, 7.0]], dtype=np.float32)

@@ -18,7 +18,8 @@ from langchain_core.messages import AIMessage
 import halluscope
 from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import Gateway
-from halluscope.backends.logprobs import LlamaCppLogProbModel, TransformersLogProbModel
+from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
+from halluscope.backends.providers.transformers import TransformersLogProbModel
 from halluscope.cli import main
 from halluscope.errors import ConfigError
 from halluscope.methods import token_logprob
@@ -238,7 +239,7 @@ def test_the_proxy_reads_each_text_once_and_the_cache_serves_it_again(gateway: G
 
 
 def test_a_cached_entry_that_is_not_rows_of_numbers_is_read_as_a_miss(gateway: Gateway) -> None:
-    from halluscope.backends.gateway import _token_rows
+    from halluscope.backends.readings import _token_rows
 
     assert _token_rows({"tokens": [[0, -1.0, 2.0]]}) == [TokenStat(0, -1.0, 2.0)]
     assert _token_rows({"tokens": [[0, "x", 2.0]]}) == [] and _token_rows({"tokens": "no"}) == []

@@ -24,8 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from halluscope.backends.checkpoints import checkpoint_path
-from halluscope.backends.gateway import INSTANCE, Ask, CallStats, ChatReply, Gateway, ModelLike, default_gateway
-from halluscope.backends.logprobs import hf_directory
+from halluscope.backends.fanout import Ask
+from halluscope.backends.gateway import CallStats, ChatReply, Gateway, default_gateway
+from halluscope.backends.local import default_spec
+from halluscope.backends.models import INSTANCE, ModelLike
+from halluscope.backends.providers import get as declared_provider
+from halluscope.backends.providers.nli import nli_spec
+from halluscope.backends.providers.transformers import hf_directory
 from halluscope.backends.steps import Step
 from halluscope.errors import ConfigError
 from halluscope.hub import sha256_of
@@ -424,7 +429,6 @@ class LLMZeroShot(ZeroShot):
         return [Ask(self.model, self.prompt, {"premise": premise, "hypothesis": h}) for premise, h in pairs]
 
 
-NLI_PREFIX = "nli:"  # a judge spec naming a local NLI checkpoint: a pulled one's name, or a directory
 _checkpoints: dict[str, NLIEntailment] = {}
 _checkpoints_lock = threading.Lock()
 
@@ -436,21 +440,22 @@ def nli_checkpoint(path: str | Path) -> NLIEntailment:
     key = str(path)  # as given: its name (nli:NAME or nli:PATH) is what results and calibrations record
     with _checkpoints_lock:
         if key not in _checkpoints:
-            _checkpoints[key] = NLIEntailment(checkpoint_path(key), name=f"{NLI_PREFIX}{key}")
+            _checkpoints[key] = NLIEntailment(checkpoint_path(key), name=nli_spec(key))
         return _checkpoints[key]
 
 
 def judge_target(judge: str | None, kind: str) -> tuple[bool, str]:
-    """(is it an NLI checkpoint, its path or model spec) for a judge named by a string; None names the
-    strongest installed local model."""
+    """The one reading of a judge spec: (is it an NLI checkpoint, its path or model spec), as its
+    provider's adapter declares it (``entails``: it judges pairs itself); None names the strongest
+    installed local model."""
     if judge is None:
-        from halluscope.backends.local import default_spec
-
         return False, default_spec()
     if not isinstance(judge, str):
-        raise ConfigError(f"a judge is a model spec, nli:PATH or {kind}, got {type(judge).__name__}")
-    if judge.startswith(NLI_PREFIX):
-        return True, judge[len(NLI_PREFIX) :]
+        raise ConfigError(f"a judge is a model spec, an NLI checkpoint's spec or {kind}, got {type(judge).__name__}")
+    prefix, _, rest = judge.strip().partition(":")
+    declared = declared_provider(prefix)
+    if declared is not None and declared.entails:
+        return True, rest
     return False, judge
 
 

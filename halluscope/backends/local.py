@@ -330,10 +330,15 @@ def default_local_model() -> str:
     )
 
 
+def local_spec(name: str) -> str:
+    """The model spec of a registry model's name or a GGUF file's path, as its provider reads it."""
+    return f"local:{name}"
+
+
 def default_spec() -> str:
     """The model spec of the strongest installed local model: every default model and judge (a check, the
     demo, FEWL's reference, Studio's form) is this one, named in this one place."""
-    return f"local:{default_local_model()}"
+    return local_spec(default_local_model())
 
 
 def registry_rows() -> list[dict[str, Any]]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.backends.gateway import CallStats, Gateway, model_name
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.models import model_name
 from halluscope.bench import wikibio
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file

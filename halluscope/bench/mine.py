@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, unit_spans

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, option
 from halluscope.bench.report import write_text
 from halluscope.bench.runner import BenchResult, Plan, run

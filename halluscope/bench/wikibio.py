@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.entailment import Entailment, entailment_judge
-from halluscope.backends.gateway import CallStats, model_name
+from halluscope.backends.gateway import CallStats
+from halluscope.backends.models import model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.failures import failure_paragraph

@@ -30,8 +30,10 @@ from halluscope.backends.local import (
     default_local_model,
     default_spec,
     is_installed,
+    local_spec,
     pull,
 )
+from halluscope.backends.providers.nli import nli_spec
 from halluscope.bench.datasets import DATA_ENV, chosen_data_dir, list_datasets, source_summary
 from halluscope.bench.sources import READERS, SOURCES, fetch, presence
 from halluscope.checks import key_values
@@ -223,21 +225,21 @@ def cmd_models_pull(args: argparse.Namespace) -> int:
         if name in CHECKPOINTS:
             folder, what = pull_checkpoint(name, force=args.force, report=lambda line: print(line, file=sys.stderr))
             done = "downloaded and recorded" if what == "downloaded" else "present, sha256 checked"
-            print(f"nli:{name} {done}: {folder}")
+            print(f"{nli_spec(name)} {done}: {folder}")
             continue
         model = REGISTRY[name]
         if model.hub is not None and (args.force or not is_installed(name)):
-            print(f"local:{name}: {model.hub.size / 1e6:.0f} MB from {model.hub.url}", file=sys.stderr)
+            print(f"{local_spec(name)}: {model.hub.size / 1e6:.0f} MB from {model.hub.url}", file=sys.stderr)
         path, what = pull(name, force=args.force)
         if what == "installed":
             packages = model.parts[0][0] + (f" and {len(model.parts) - 1} more" if model.split else "")
             print(
-                f"local:{name} already installed from its pip package ({packages}): nothing downloaded "
+                f"{local_spec(name)} already installed from its pip package ({packages}): nothing downloaded "
                 "(--force downloads the Hub's file into the model cache)"
             )
         else:
             done = "downloaded and checked" if what == "downloaded" else "already present, sha256 checked"
-            print(f"local:{name} {done}: {path}")
+            print(f"{local_spec(name)} {done}: {path}")
     return 0
 
 
@@ -249,10 +251,10 @@ def _pull_with_ollama(names: list[str]) -> int:
         raise ConfigError(f"{', '.join(missing)} has no Ollama tag: pull it from the Hub without --via ollama")
     for name, tag in tags.items():
         assert tag is not None
-        print(f"local:{name}: ollama:{tag} through the Ollama server at {ollama.server_url()}", file=sys.stderr)
+        print(f"{local_spec(name)}: ollama:{tag} through the Ollama server at {ollama.server_url()}", file=sys.stderr)
         with _LayerBars() as bars:
             ollama.pull(tag, bars.show)
-        print(f"local:{name} pulled by Ollama: run it as --model ollama:{tag}")
+        print(f"{local_spec(name)} pulled by Ollama: run it as --model ollama:{tag}")
     return 0
 
 

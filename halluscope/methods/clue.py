@@ -30,7 +30,9 @@ from typing_extensions import TypedDict  # a state pydantic reads (Studio's sche
 
 from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.entailment import Scored, ZeroShot, zero_shot_judge
-from halluscope.backends.gateway import Ask, Calls, CallStats, Gateway, ModelLike, default_gateway
+from halluscope.backends.fanout import Ask, Calls
+from halluscope.backends.gateway import CallStats, Gateway, default_gateway
+from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps, finish
 from halluscope.checks import finite_number
 from halluscope.errors import ConfigError

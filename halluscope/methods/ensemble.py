@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from halluscope.backends.gateway import ModelLike, model_name
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.backends.steps import Steps
 from halluscope.calibration import Calibration, fitted_score
 from halluscope.errors import ConfigError

@@ -34,8 +34,10 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.embeddings import Embedder, default_embedder
-from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway, model_name
+from halluscope.backends.fanout import Ask, Calls
+from halluscope.backends.gateway import Gateway, default_gateway
 from halluscope.backends.local import default_spec
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, Unit

@@ -30,7 +30,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
-from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway
+from halluscope.backends.fanout import Ask, Calls
+from halluscope.backends.gateway import Gateway, default_gateway
+from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.methods import selfcheck_prompt

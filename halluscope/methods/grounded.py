@@ -29,7 +29,9 @@ from typing_extensions import TypedDict  # a state pydantic reads (Studio's sche
 
 from halluscope.backends.embeddings import Embedder, default_embedder
 from halluscope.backends.entailment import Entailment, Judged, judge_target, nli_checkpoint, yes_probability
-from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike
+from halluscope.backends.fanout import Ask, Calls
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.prompts.parsers import numbered, one_call_max_tokens, one_call_verdicts

@@ -36,7 +36,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
+from halluscope.backends import readings
 from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.local import local_spec
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
@@ -111,7 +113,8 @@ class TextICL:
         for _ in range(count):
             text = self.render([*context, *pairs])
             for attempt in range(IMAGINE_ATTEMPTS):
-                reply = self.gateway.complete(
+                reply = readings.complete(
+                    self.gateway,
                     self.model,
                     self.example,
                     text,
@@ -144,8 +147,8 @@ class TextICL:
             first = self._draws[prompt]
             self._draws[prompt] += k
         return [
-            self.gateway.complete(
-                self.model, self.query, prompt, sample_index=first + i, stats=self.stats, seed=self.seed
+            readings.complete(
+                self.gateway, self.model, self.query, prompt, sample_index=first + i, stats=self.stats, seed=self.seed
             ).text
             for i in range(k)
         ]
@@ -158,7 +161,7 @@ class TextICL:
 
     def _forward(self, prompt: str, compute: Callable[[], T]) -> T:
         """A forward pass over the prompt, through the gateway: limited and counted (never cached)."""
-        return self.gateway.forward(self.model, prompt, compute, self.stats)
+        return readings.forward(self.gateway, self.model, prompt, compute, self.stats)
 
     def forget(self) -> None:
         """Drop the distributions kept for one query (each is a vocabulary-sized vector)."""
@@ -303,7 +306,7 @@ def build(
     return graph.compile(name=NAME)
 
 
-DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"  # fast and gives log-probs: the model of the PHR runs
+DEFAULT_MODEL = local_spec("qwen2.5-coder-0.5b")  # fast and gives log-probs: the model of the PHR runs
 
 
 @dataclass(frozen=True, kw_only=True)

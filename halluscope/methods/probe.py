@@ -20,6 +20,7 @@ from functools import partial
 
 import numpy as np
 
+from halluscope.backends import readings
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import LogProbModel, reading_prompt
 from halluscope.backends.steps import Blocking, Steps
@@ -138,7 +139,9 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
     scores: Iterator[float] = iter([])
     if wanted:  # no sentence found in the text: nothing to read
         ctx.plan(1)
-        states = yield Blocking(partial(ctx.gateway.hidden_states, reader, before, text, wanted, [probe.layer]))
+        states = yield Blocking(
+            partial(readings.hidden_states, ctx.gateway, reader, before, text, wanted, [probe.layer])
+        )
         scores = iter(probe.probabilities(features(probe.kind, states, probe.layer)).tolist())
     if probe.kind in SENTENCE_KINDS:
         units = [

@@ -9,7 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from halluscope.backends.entailment import Entailment, Judged, Mode, equivalent
-from halluscope.backends.gateway import Ask, Calls, ChatReply, Gateway, ModelLike, samples
+from halluscope.backends.fanout import Ask, Calls, samples
+from halluscope.backends.gateway import ChatReply, Gateway
+from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.scoring import ClusterRule, cluster_steps, length_normalised

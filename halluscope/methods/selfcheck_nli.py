@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from halluscope.backends.entailment import NLIEntailment, judge_target, nli_checkpoint
-from halluscope.backends.gateway import ModelLike
+from halluscope.backends.models import ModelLike
+from halluscope.backends.providers.nli import nli_spec
 from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
 from halluscope.methods.sampling import sampled_passage
@@ -57,8 +58,8 @@ def classifier(judge: NLIEntailment | str | None) -> NLIEntailment:
     if nli:
         return nli_checkpoint(target)
     raise ConfigError(
-        f"SelfCheck-NLI needs an NLI classifier: judge='nli:{SELFCHECKGPT_NLI}' (SelfCheckGPT's, after `halluscope "
-        f"models pull {SELFCHECKGPT_NLI}`) or 'nli:PATH', a checkpoint directory, got {judge!r}"
+        f"SelfCheck-NLI needs an NLI classifier: judge='{nli_spec(SELFCHECKGPT_NLI)}' (SelfCheckGPT's, after "
+        f"`halluscope models pull {SELFCHECKGPT_NLI}`) or '{nli_spec('PATH')}', a checkpoint directory, got {judge!r}"
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from halluscope.backends.gateway import ModelLike
+from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.methods.sampling import sampled_passage
 from halluscope.results import DetectionResult, Unit

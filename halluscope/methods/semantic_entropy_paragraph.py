@@ -36,7 +36,9 @@ from langgraph.types import Send
 from typing_extensions import TypedDict  # a state pydantic reads (Studio's schemas) on Python 3.11
 
 from halluscope.backends.entailment import Entailment, Mode, entailment_judge
-from halluscope.backends.gateway import Ask, Calls, Gateway, ModelLike, default_gateway
+from halluscope.backends.fanout import Ask, Calls
+from halluscope.backends.gateway import Gateway, default_gateway
+from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.methods.sampling import answer_ask, clustering, read_answer

@@ -26,6 +26,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from halluscope.backends import readings
 from halluscope.backends.chat import message_logprobs
 from halluscope.backends.logprobs import LogProbModel, reading_prompt
 from halluscope.backends.steps import Blocking, Steps
@@ -243,7 +244,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         ctx.plan(1)
         prompt = reading_prompt(reader, inputs.question, opts.chat)
         # one forward pass, or the text's cached statistics
-        stats = yield Blocking(partial(ctx.gateway.token_stats, reader, prompt, text))
+        stats = yield Blocking(partial(readings.token_stats, ctx.gateway, reader, prompt, text))
         source, over = "proxy", WHOLE_VOCABULARY
     text, given, _ = checked_passage(text, inputs.sentences, None)
     found = given or split_sentences(text or "")

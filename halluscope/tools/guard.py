@@ -32,7 +32,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from halluscope.backends.gateway import Gateway, ModelLike, default_gateway
+from halluscope.backends.gateway import Gateway, default_gateway
+from halluscope.backends.models import ModelLike
 from halluscope.detectors import Detector
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.results import DetectionResult

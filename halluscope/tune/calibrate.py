@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from halluscope.backends.gateway import Gateway, ModelLike, model_name
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench import mine
 from halluscope.bench.provenance import provenance
 from halluscope.bench.runner import BenchResult, run

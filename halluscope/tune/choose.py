@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halluscope.backends.gateway import Gateway, ModelLike, model_name
+from halluscope.backends.gateway import Gateway
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench import mine
 from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json, write_text

@@ -28,9 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from halluscope.backends import readings
 from halluscope.backends.budget import MAX_CALLS, BudgetError
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LogProbModel
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench.grounded import UNSUPPORTED, load_rte
 from halluscope.bench.papers.qa import GREEDY_TEMPERATURE, is_correct, load_qa
 from halluscope.bench.papers.truthfulqa import load_truthfulqa
@@ -252,7 +254,7 @@ def read_states(
                 missing += 1
                 continue
             wanted, ex_labels = [0, len(ex.text)], list(ex.labels)
-        states = gateway.hidden_states(reader, before, ex.text, wanted, layers, stats)
+        states = readings.hidden_states(gateway, reader, before, ex.text, wanted, layers, stats)
         for layer in layers:
             rows[layer].append(probe.features(kind, states, layer))
         labels += ex_labels

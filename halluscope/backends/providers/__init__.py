@@ -16,12 +16,14 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from halluscope.backends.retry import BadReplyError, RetryPolicy
 from halluscope.errors import ConfigError, ModelSpecError, redact_credentials
 
 if TYPE_CHECKING:
@@ -29,10 +31,20 @@ if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
     from halluscope.backends.logprobs import LogProbModel
-    from halluscope.backends.retry import RetryPolicy
+
+CALL_PARAMS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
+
+
+def check_call_params(params: Iterable[str]) -> None:
+    """The parameters a call may carry to any provider (each adapter maps them to its client's); any other
+    is a misspelling, refused before the call is keyed."""
+    unknown = set(params) - set(CALL_PARAMS)
+    if unknown:
+        raise ConfigError(f"unknown call parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(CALL_PARAMS)}")
+
 
 ENTRY_POINTS = "halluscope.providers"  # the group a package declares its providers under
-BUILTIN = ("openai", "anthropic", "llama_cpp", "transformers", "langchain")  # this package's modules, in order
+BUILTIN = ("openai", "anthropic", "llama_cpp", "transformers", "nli", "langchain")  # this package's modules, in order
 LOGPROB_METHODS = "PHR, likelihood semantic entropy, Direct Question probabilities and CLUE's offline scorer"
 
 
@@ -62,6 +74,8 @@ class Provider:
     name: str = ""  # the spec's prefix: 'NAME:model'
     about: str = ""  # one line: what it is and what it needs
     key_variable: str | None = None  # the variable its API key is read from (named when the key is refused)
+    chats: bool = True  # it writes chat answers (an NLI checkpoint only judges pairs)
+    entails: bool = False  # it judges (premise, hypothesis) pairs itself, with no prompt (an NLI checkpoint)
     chat_logprobs: bool = False  # its chat replies carry token log-probs when asked for them
     empty_reply_is_answer: bool = False  # an empty reply is the model's answer, not a fault to retry
     halluscopes_own: bool = True  # False: a route through LangChain's init_chat_model
@@ -224,3 +238,30 @@ def require_env(name: str, spec: ModelSpec) -> str:
     if not value:
         raise ConfigError(f"{spec.key} needs an API key: set {name} in the environment")
     return value
+
+
+@contextmanager
+def bad_replies(provider: Provider) -> Iterator[None]:
+    """A 200 with an empty ``choices`` list surfaces as LangChain's IndexError on ``generations[0]``, and
+    one its client could not read (``{}``, no ``choices`` or ``content``) as the error its provider's
+    adapter recognises (``Provider.bad_reply``, raised inside its integration): a bad reply (retried),
+    not a crash. The same errors raised anywhere else are left alone."""
+    try:
+        yield
+    except IndexError as exc:
+        if _raised_in(exc, "langchain_core"):
+            raise BadReplyError("sent a reply with no choices") from exc
+        raise
+    except TypeError as exc:
+        what = provider.bad_reply(exc)
+        if what is not None and provider.integration and _raised_in(exc, provider.integration):
+            raise BadReplyError(what) from exc
+        raise
+
+
+def _raised_in(exc: BaseException, package: str) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is ``package``'s code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and package in tb.tb_frame.f_code.co_filename

@@ -28,7 +28,9 @@ import numpy as np
 
 from halluscope.backends.embeddings import Embedder
 from halluscope.backends.entailment import ZeroShot, zero_shot_judge
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.local import local_spec
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench.benchmark import Benchmark, Settings, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
@@ -368,7 +370,7 @@ def _correlation_plot(path: Path, summary: dict[str, Any]) -> None:
 class ClueSettings(Settings):
     dataset: str = option("qnli", "the QA data", "--dataset", choices=("qnli",))
     limit: int | None = option(None, "only the first K questions", "--limit", type=int)
-    model: str = option("local:qwen2.5-coder-1.5b", "model that answers and extracts concepts", "--model")
+    model: str = option(local_spec("qwen2.5-coder-1.5b"), "model that answers and extracts concepts", "--model")
     judge: str | None = option(
         None,
         "zero-shot scorer: a model spec, or nli:PATH (nli:NAME once pulled; default: local model)",

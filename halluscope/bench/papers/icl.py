@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from halluscope.backends.local import local_spec
 from halluscope.backends.logprobs import LogProbModel
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, context_sizes, option, switch
 from halluscope.bench.datasets import dataset_dir
@@ -37,6 +38,7 @@ from halluscope.scoring.phr import Pair
 if TYPE_CHECKING:
     from halluscope.backends.gateway import CallStats
 
+PHR_MODEL = local_spec("qwen2.5-coder-0.5b")  # Section 3.2's runs here: fast, and gives log-probs
 MAX_QUERY_TOKENS = 116
 HELD_OUT = 0.2  # share of a single-file dataset kept for queries (never a demonstration)
 
@@ -285,7 +287,7 @@ def score_query(rate: Callable[[Any], Any], stats: CallStats, item: ICLQuery) ->
 
 def phr_plan(
     task_name: str,
-    model: str | LogProbModel = "local:qwen2.5-coder-0.5b",
+    model: str | LogProbModel = PHR_MODEL,
     ns: Sequence[int] = (2, 4, 8, 16),
     contexts: int = 50,
     queries: int = 10,
@@ -304,7 +306,7 @@ def phr_plan(
     """The Section 3.2 protocol (defaults the paper's: 50 contexts x 10 queries, M = ``m`` = 10,
     K = 50, N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75; here n is the context size)."""
     from halluscope.backends.gateway import CallStats, default_gateway
-    from halluscope.backends.logprobs import LlamaCppLogProbModel
+    from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
     from halluscope.methods import phr
     from halluscope.runtime.contract import start
 
@@ -435,7 +437,7 @@ class ICLSettings(Settings):
         help="low (vs MHR) and high (vs error) epsilon",
         flags=(Flag(("--epsilon",), listed=True, type=float),),
     )
-    model: str = option("local:qwen2.5-coder-0.5b", "a log-prob model spec (local:, transformers:)", "--model")
+    model: str = option(PHR_MODEL, "a log-prob model spec (local:, transformers:)", "--model")
     draws: bool = switch("K draws from the next-token distribution, not exact", "--draws")
     sampled: bool = switch("K sampled responses scored by teacher forcing", "--sampled")
     no_prefix_reuse: bool = switch("evaluate every prompt from its first token", "--no-prefix-reuse")

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from halluscope.backends.entailment import Entailment, entailment_judge
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text

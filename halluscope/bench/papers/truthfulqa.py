@@ -22,9 +22,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from halluscope.backends import readings
 from halluscope.backends.chat import runs_in_process
 from halluscope.backends.embeddings import Embedder
-from halluscope.backends.gateway import CallStats, Gateway, ModelLike, model_name
+from halluscope.backends.gateway import CallStats, Gateway
+from halluscope.backends.models import ModelLike, model_name
 from halluscope.bench.benchmark import REQUIRED, Benchmark, Settings, listed, option
 from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import markdown_table, write_text
@@ -300,7 +302,7 @@ def mc1_pick(
     if mode == "logprobs":
         lm = gateway.logprob_model(str(model))
         prompt = lm.chat_prompt(gateway.registry.get(fewl.ANSWER).render(question=question))
-        scores = gateway.forward(lm, prompt, partial(lm.score_many, prompt, texts), stats)
+        scores = readings.forward(gateway, lm, prompt, partial(lm.score_many, prompt, texts), stats)
         pick: int | None = int(np.argmax(scores))
     else:
         order = np.random.default_rng([seed, k]).permutation(len(texts))
