@@ -77,29 +77,13 @@ def calibrate_wikibio(
     ``limit_passages`` keeps the first K passages of each split (a quick first look). A fit that fails
     its own held-out check (``quality_problems``) is refused, unless ``force``: then it is written with
     its report saying so."""
-    if limit_passages is not None:
-        if limit_passages < 1:
-            raise ConfigError(f"--limit-passages must be at least 1, got {limit_passages}")
-        fit_passages = fit_passages[:limit_passages]
-        test_passages = test_passages[:limit_passages]
-    if set(fit_passages) & set(test_passages):
-        raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
-    if not 0 < target_precision <= 1:
-        raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
+    fit_passages, test_passages = _held_out_splits(fit_passages, test_passages, limit_passages, target_precision)
     path = Path(out)
     chosen = set(fit_passages) | set(test_passages)
     runs = path.parent / f"{path.stem}.runs"
     results = run_bench(methods, runs, data, None, n, progress, model, gateway, only=chosen)
     passages = {p.index: p for p in load_wikibio(data) if p.index in chosen}
-    by_method = {
-        r.params["method"]: dict(zip((rec["index"] for rec in r.records), sentence_scores(r), strict=True))
-        for r in results
-    }
-    kept = sorted(set.intersection(*(set(scores) for scores in by_method.values())))
-    fit_split = Split.of(methods, by_method, passages, [i for i in kept if i in fit_passages])
-    test_split = Split.of(methods, by_method, passages, [i for i in kept if i in test_passages])
-    if not test_split.labels.size:
-        raise ConfigError("no test passage was scored")
+    fit_split, test_split, kept = _scored_splits(methods, results, passages, fit_passages, test_passages)
     fitted_kind, params = fit(fit_split.scores, fit_split.labels, kind)
     calibration = Calibration(
         kind=fitted_kind,
@@ -108,26 +92,17 @@ def calibrate_wikibio(
         prompts=sorted({p for r in results for p in r.meta.prompts}),
         params=params,
         settings={r.params["method"]: _settings(r.params) for r in results},
-        data={
-            "bench": "wikibio",
-            "positive": "minor or major inaccurate (NonFact)",
-            "fit_passages": [fit_passages.start, fit_passages.stop - 1],
-            "test_passages": [test_passages.start, test_passages.stop - 1],
-            "passages_left_out": sorted(set(passages) - set(kept)),
-            "n": results[0].params["n"],
-            "runs": str(runs),
-        },
+        data=_wikibio_data(
+            fit_passages, test_passages, sorted(set(passages) - set(kept)), results[0].params["n"], runs
+        ),
     )
     calibration.report = held_out_report(calibration, fit_split, test_split, target_precision, force)
     calibration.threshold = calibration.report["threshold"]  # a check decides at it unless given another
-    calibration.report["calls"] = sum(r.meta.calls for r in results)
-    calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
-    problems = calibration.report["quality"]["problems"]
-    if problems and not force:
-        raise ConfigError(
-            f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: fit it on more or "
-            "other passages (a split with both accurate and inaccurate sentences), or keep it anyway with --force"
-        )
+    calibration.report |= {
+        "calls": sum(r.meta.calls for r in results),
+        "cache_hits": sum(r.meta.cache_hits for r in results),
+    }
+    _refuse_a_poor_fit(path, calibration.report["quality"]["problems"], force)
     reliability_diagram(
         path.with_suffix(".reliability.png"),
         test_split.labels,
@@ -136,6 +111,59 @@ def calibrate_wikibio(
     )
     calibration.save(path)
     return calibration
+
+
+def _scored_splits(
+    methods: list[str], results: list[BenchResult], passages: dict[int, Any], fit: range, test: range
+) -> tuple[Split, Split, list[int]]:
+    """The fit and test splits of the passages every method scored, and those passages."""
+    by_method = {
+        r.params["method"]: dict(zip((rec["index"] for rec in r.records), sentence_scores(r), strict=True))
+        for r in results
+    }
+    kept = sorted(set.intersection(*(set(scores) for scores in by_method.values())))
+    fit_split = Split.of(methods, by_method, passages, [i for i in kept if i in fit])
+    test_split = Split.of(methods, by_method, passages, [i for i in kept if i in test])
+    if not test_split.labels.size:
+        raise ConfigError("no test passage was scored")
+    return fit_split, test_split, kept
+
+
+def _held_out_splits(
+    fit_passages: range, test_passages: range, limit_passages: int | None, target_precision: float
+) -> tuple[range, range]:
+    """The two splits (their first ``limit_passages`` each), checked disjoint, and the target checked."""
+    if limit_passages is not None:
+        if limit_passages < 1:
+            raise ConfigError(f"--limit-passages must be at least 1, got {limit_passages}")
+        fit_passages, test_passages = fit_passages[:limit_passages], test_passages[:limit_passages]
+    if set(fit_passages) & set(test_passages):
+        raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
+    if not 0 < target_precision <= 1:
+        raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
+    return fit_passages, test_passages
+
+
+def _wikibio_data(fit: range, test: range, left_out: list[int], n: Any, runs: Path) -> dict[str, Any]:
+    """What a WikiBio calibration was fitted and reported on, as its JSON records it."""
+    return {
+        "bench": "wikibio",
+        "positive": "minor or major inaccurate (NonFact)",
+        "fit_passages": [fit.start, fit.stop - 1],
+        "test_passages": [test.start, test.stop - 1],
+        "passages_left_out": left_out,
+        "n": n,
+        "runs": str(runs),
+    }
+
+
+def _refuse_a_poor_fit(path: Path, problems: list[str], force: bool) -> None:
+    """A fit that fails its own held-out check is not written, unless forced."""
+    if problems and not force:
+        raise ConfigError(
+            f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: fit it on more or "
+            "other passages (a split with both accurate and inaccurate sentences), or keep it anyway with --force"
+        )
 
 
 FOLDS = 5
@@ -249,8 +277,10 @@ def fitted_on_answers(
     )
     calibration.report = cross_validated_report(calibration, split, out_of_fold, target_precision)
     calibration.threshold = calibration.report["threshold"]  # a check decides at it unless given another
-    calibration.report["calls"] = sum(r.meta.calls for r in results)
-    calibration.report["cache_hits"] = sum(r.meta.cache_hits for r in results)
+    calibration.report |= {
+        "calls": sum(r.meta.calls for r in results),
+        "cache_hits": sum(r.meta.cache_hits for r in results),
+    }
     return calibration, split, out_of_fold
 
 

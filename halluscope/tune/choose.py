@@ -246,6 +246,47 @@ def choose(
     """Run, calibrate and compare each candidate method on the labelled answers ``data``; write
     OUT/choose.json (with how it was made and what it cost: a record), OUT/choose.md and the
     recommended candidate's calibration (OUT/calibration.json)."""
+    _check_choose_settings(methods, target, max_calls_per_answer)
+    began = time.perf_counter()
+    labelled = data if isinstance(data, LabelledData) else load_labelled(data)
+    check_fit_inputs(labelled, folds)
+    out = Path(out)
+    ran, spending, rows = _run_candidates(labelled, methods, out, model, gateway, options, progress)
+    fitted: dict[str, Fitted] = {}
+    for name, result in ran.items():
+        rows.append(_scored(name, [name], [result], spending, labelled, model, folds, fitted))
+    singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
+    best_single = singles[0].auc_roc if singles else None
+    above_chance = [r for r in singles if r.auc_roc_interval is None or r.auc_roc_interval[0] > CHANCE]
+    for size in STACK_OF:
+        if len(above_chance) >= size:
+            members = [r.name for r in above_chance[:size]]
+            results = [ran[m] for m in members]
+            stack = _scored("+".join(members), members, results, spending, labelled, model, folds, fitted)
+            if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
+                rows.append(_costed_against(stack, above_chance[0], fitted))
+    for row in rows:
+        row.over_budget = max_calls_per_answer is not None and (row.calls_per_answer or 0) > max_calls_per_answer
+    choice = _recommend(labelled, rows, fitted, target, out)
+    choice.nested = nested_selection(ran, rows, labelled, target, folds)
+    write_text(out / "choose.md", report(choice))
+    made = envelope(
+        models=sorted({m for r in ran.values() for m in (*r.meta.models, r.params.get("model")) if m}),
+        items=len(labelled.rows),
+        item="answer",
+        calls=sum(r.meta.calls for r in ran.values()),
+        seconds=time.perf_counter() - began,
+        cache_hits=sum(r.meta.cache_hits for r in ran.values()),
+        prompt_tokens=sum(r.meta.tokens.prompt for r in ran.values()),
+    )
+    write_json(out / "choose.json", {**made, **asdict(choice)})
+    return choice
+
+
+def _check_choose_settings(
+    methods: Sequence[str], target: tuple[str, float], max_calls_per_answer: float | None
+) -> None:
+    """What can be refused before any answer is scored: no method, an unknown one, a bad target or budget."""
     if len(methods) < 1:
         raise ConfigError("choose compares methods: give at least one with --method")
     if target[0] not in ("precision", "recall") or not 0 < target[1] <= 1:
@@ -256,10 +297,19 @@ def choose(
         raise ConfigError(f"--max-calls-per-answer takes a number of at least 0, got {max_calls_per_answer}")
     for name in methods:
         registry.get(registry.configured(name)[0])  # unknown: refused now, not listed as one that cannot run
-    began = time.perf_counter()
-    labelled = data if isinstance(data, LabelledData) else load_labelled(data)
-    check_fit_inputs(labelled, folds)
-    out = Path(out)
+
+
+def _run_candidates(
+    labelled: LabelledData,
+    methods: Sequence[str],
+    out: Path,
+    model: ModelLike | None,
+    gateway: Gateway | None,
+    options: Mapping[str, Any] | None,
+    progress: bool,
+) -> tuple[dict[str, BenchResult], dict[str, Spent], list[Candidate]]:
+    """Each candidate run on the answers (its own folder, resumable), what it spent, and a row for each
+    that cannot run on these rows or could not run at all (the others go on)."""
     ran: dict[str, BenchResult] = {}
     spending: dict[str, Spent] = {}
     rows: list[Candidate] = []
@@ -277,39 +327,7 @@ def choose(
             rows.append(Candidate(name, [name], skipped=redact_credentials(f"{type(exc).__name__}: {exc}")))
             continue
         spending[name] = spent(folder, before, ran[name], len(labelled.rows))
-    fitted: dict[str, Fitted] = {}
-    for name, result in ran.items():
-        rows.append(_scored(name, [name], [result], spending, labelled, model, folds, fitted))
-    singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
-    best_single = singles[0].auc_roc if singles else None
-    above_chance = [r for r in singles if r.auc_roc_interval is None or r.auc_roc_interval[0] > CHANCE]
-    for size in STACK_OF:
-        if len(above_chance) >= size:
-            members = [r.name for r in above_chance[:size]]
-            results = [ran[m] for m in members]
-            stack = _scored("+".join(members), members, results, spending, labelled, model, folds, fitted)
-            if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
-                rows.append(_costed_against(stack, above_chance[0], fitted))
-    for row in rows:
-        row.over_budget = (
-            max_calls_per_answer is not None
-            and row.calls_per_answer is not None
-            and row.calls_per_answer > max_calls_per_answer
-        )
-    choice = _recommend(labelled, rows, fitted, target, out)
-    choice.nested = nested_selection(ran, rows, labelled, target, folds)
-    write_text(out / "choose.md", report(choice))
-    made = envelope(
-        models=sorted({m for r in ran.values() for m in (*r.meta.models, r.params.get("model")) if m}),
-        items=len(labelled.rows),
-        item="answer",
-        calls=sum(r.meta.calls for r in ran.values()),
-        seconds=time.perf_counter() - began,
-        cache_hits=sum(r.meta.cache_hits for r in ran.values()),
-        prompt_tokens=sum(r.meta.tokens.prompt for r in ran.values()),
-    )
-    write_json(out / "choose.json", {**made, **asdict(choice)})
-    return choice
+    return ran, spending, rows
 
 
 class Inner(NamedTuple):

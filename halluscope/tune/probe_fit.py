@@ -337,15 +337,7 @@ def fit(
     )
     if not examples:
         raise ConfigError(f"no examples in {data}{'' if items is None else f' items {items.start}-{items.stop - 1}'}")
-    threshold = None
-    if kind == "sep":
-        threshold = best_split([ex.entropy for ex in examples if ex.entropy is not None])
-        examples = [
-            Example(ex.group, ex.text, ex.question, ex.sentences, (int(ex.entropy >= threshold),), ex.entropy)
-            if ex.entropy is not None
-            else ex
-            for ex in examples
-        ]
+    threshold, examples = entropy_labels(examples) if kind == "sep" else (None, examples)
     check_balance(examples, force)
     features, labels, groups, missing = read_states(examples, kind, reader, tried, gateway, stats, progress)
     fitted = fit_probe(
@@ -357,18 +349,36 @@ def fit(
         model_file=reader.file_hash,
         prompt=probe.prompt_ref(kind, gateway),
         threshold=threshold,
-        data={
-            "source": data if data in (*SENTENCE_DATA, *GROUNDED_DATA, *QA_DATA) else Path(data).name,
-            "items": None if items is None else f"{items.start}-{items.stop - 1}",
-            "examples": len(examples),
-            "not_read": missing,
-            **({"answerer": model_name(answerer or model)} if kind not in SENTENCE_KINDS else {}),
-            **({"n": n, "judge": getattr(judge, "name", judge)} if kind == "sep" else {}),
-        },
+        data=_fitted_on(kind, data, items, len(examples), missing, answerer or model, n, judge),
     )
     if not force:
         check_better_than_chance(fitted)
     return fitted, examples
+
+
+def entropy_labels(examples: list[Example]) -> tuple[float, list[Example]]:
+    """Semantic Entropy Probes' labels: each answer's entropy split at the best threshold (high: 1)."""
+    threshold = best_split([ex.entropy for ex in examples if ex.entropy is not None])
+    return threshold, [
+        Example(ex.group, ex.text, ex.question, ex.sentences, (int(ex.entropy >= threshold),), ex.entropy)
+        if ex.entropy is not None
+        else ex
+        for ex in examples
+    ]
+
+
+def _fitted_on(
+    kind: Kind, data: str, items: range | None, examples: int, missing: int, answerer: ModelLike, n: int, judge: Any
+) -> dict[str, Any]:
+    """What a probe was fitted on, as its JSON records it."""
+    return {
+        "source": data if data in (*SENTENCE_DATA, *GROUNDED_DATA, *QA_DATA) else Path(data).name,
+        "items": None if items is None else f"{items.start}-{items.stop - 1}",
+        "examples": examples,
+        "not_read": missing,
+        **({"answerer": model_name(answerer)} if kind not in SENTENCE_KINDS else {}),
+        **({"n": n, "judge": getattr(judge, "name", judge)} if kind == "sep" else {}),
+    }
 
 
 CHANCE = 50.0  # AUC-ROC of a random ranking
