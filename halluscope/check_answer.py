@@ -15,7 +15,7 @@ from halluscope.backends.budget import MAX_CALLS
 from halluscope.backends.local import default_spec
 from halluscope.calibration import Calibration
 from halluscope.checks import check_value
-from halluscope.detectors import Detector, deployed, detector
+from halluscope.detectors import Detector, bound, deployed, loaded
 from halluscope.errors import ConfigError
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, DetectionResult
 from halluscope.runtime import registry
@@ -56,39 +56,33 @@ def deployable(
     threshold: float | None = None,
     prior: float | None = None,
     max_calls: int | None = MAX_CALLS,
+    force_calibration: bool = False,
     **options: Any,
 ) -> tuple[Detector, float]:
-    """The detector a check runs and the threshold it decides at (a calibration's p >= 0.5 where it
-    has no operating point of its own), resolved once (``check`` per answer;
-    the agent middleware once for every answer it guards): the method named, or grounded where the
-    answer comes with documents (``grounded``) and Direct Question where not; with a calibration, the
-    method or stack it was fitted for, its options, model and threshold, unless given."""
+    """The one resolution of a deployment (``check`` per answer, the stream, the agent middleware and
+    the proxy once for every answer they guard): the detector and the threshold it decides at (a
+    calibration's p >= 0.5 where it has no operating point of its own). The method named, or grounded
+    where the answer comes with documents (``grounded``) and Direct Question where not; with a
+    calibration, loaded once, the method or stack it was fitted for with its options, model and
+    threshold (its prior applied once), unless given."""
     check_value("check", "calibration", calibration, str | Path | Calibration | None)
-    if calibration is None:
-        name = chosen_method(method, True if grounded else None)
-    else:
-        calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
-        name, _ = deployed(calibration)  # detector() gives it the options it was fitted with
+    fitted, corrected = loaded(calibration, prior)
+    name, settings = deployed(fitted) if fitted is not None else (chosen_method(method, True if grounded else None), {})
+    if fitted is not None:
         if method is not None and registry.name_of(method) != name:
             raise ConfigError(
-                f"this calibration was fitted for {'+'.join(calibration.methods)}, not {method}: leave the method "
+                f"this calibration was fitted for {'+'.join(fitted.methods)}, not {method}: leave the method "
                 "out to run it as it was fitted"
             )
-        model = model if model is not None else calibration.model
-        if threshold is None:
-            threshold = (calibration.with_prior(prior) if prior is not None else calibration).decides_at()
+        model = model if model is not None else fitted.model
+        threshold = corrected.decides_at() if threshold is None and corrected is not None else threshold
     spec = registry.get(name)
-    if (
-        model is None
-        and spec.model_field is not None
-        and spec.model_field not in options
-        and spec.needs_input(spec.model_field)
-    ):
-        model = default_spec()  # the strongest local model here, as `check --help` says
+    if model is None and spec.model_field is not None and spec.model_field not in options | settings:
+        model = default_spec() if spec.needs_input(spec.model_field) else model  # as `check --help` says
     if spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
-    decided_at = default_threshold(name, threshold, calibration is not None)
-    det = detector(name, model, calibration, max_calls=max_calls, prior=prior, **options)
+    decided_at = default_threshold(name, threshold, fitted is not None)
+    det = bound(name, model, corrected, name, settings, max_calls, force_calibration, options)
     return det, DEFAULT_PROBABILITY_THRESHOLD if decided_at is None else decided_at
 
 
@@ -114,17 +108,19 @@ def check(
     threshold: float | None = None,
     prior: float | None = None,
     max_calls: int | None = MAX_CALLS,
+    force_calibration: bool = False,
     **options: Any,
 ) -> DetectionResult:
     """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
     its score, its probability where calibrated, its evidence; ``result.meta`` the cost). ``context``:
     the documents the answer should rest on (a text, texts or LangChain Documents, whose metadata travels
     into the evidence); ``question``: what the answer answers; ``prior``: your base rate, to which a
-    calibration's probabilities are corrected; ``options``: the method's own keywords (``gateway``,
+    calibration's probabilities are corrected; ``force_calibration``: run a calibration with settings it was
+    not fitted with, warning instead of refusing; ``options``: the method's own keywords (``gateway``,
     ``n``, ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
     det, decided_at = deployable(
-        context is not None, method, model, calibration, threshold, prior, max_calls, **options
+        context is not None, method, model, calibration, threshold, prior, max_calls, force_calibration, **options
     )
     result = det.detect(**check_item(det, answer, context, question))
     result.decide(decided_at)

@@ -424,6 +424,20 @@ class _ClusterBudget(CallBudget):
         self.check(*scale.ray_module().get(self.actor.plan.remote(calls, retry)))
 
 
+def loaded(
+    calibration: str | Path | Calibration | None, prior: float | None
+) -> tuple[Calibration | None, Calibration | None]:
+    """A calibration loaded once, as fitted and with its probabilities corrected to ``prior`` (the same
+    where none is given); a prior with no calibration is refused."""
+    if calibration is not None and not isinstance(calibration, Calibration):
+        calibration = Calibration.load(calibration)
+    if prior is not None and calibration is None:
+        raise ConfigError("prior corrects a calibration's probabilities: give a calibration too")
+    return calibration, (
+        calibration.with_prior(prior) if calibration is not None and prior is not None else calibration
+    )
+
+
 def deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
     """What a calibration runs, as it was fitted: its one method with the options it was fitted with (a
     preset's among them, top_k, n ...), or the ensemble of its methods (which runs each member with the
@@ -470,21 +484,32 @@ def detector(
     use it, to which the calibration's probabilities are corrected from the base rate it was fitted at.
     ``max_calls``: a run that plans more model calls is refused before its first (default 10,000);
     ``yes=True`` lifts the limit."""
-    spec = registry.get(method)
     check_value("detector", "calibration", calibration, str | Path | Calibration | None)
     check_value("detector", "yes", yes, bool)
+    fitted, corrected = loaded(calibration, prior)
+    runs, settings = deployed(fitted) if fitted is not None else (None, {})
+    return bound(method, model, corrected, runs, settings, None if yes else max_calls, force_calibration, options)
+
+
+def bound(
+    method: str,
+    model: Any,
+    calibration: Calibration | None,
+    fitted_for: str | None,
+    fitted: Mapping[str, Any],
+    max_calls: int | None,
+    force_calibration: bool,
+    options: dict[str, Any],
+) -> Detector:
+    """The detector of a deployment resolved once (``detector``, ``check_answer.deployable``): its model
+    and options bound, a calibration (its prior applied) run with the options it was fitted with where
+    none is given (``fitted``, for the method ``fitted_for``), the ensemble's stacking handed to it."""
+    spec = registry.get(method)
     check_value("detector", "force_calibration", force_calibration, bool)
     if model is not None:
         options[spec.model_field] = [model] if spec.takes_list(spec.model_field) else model
-    if calibration is not None and not isinstance(calibration, Calibration):
-        calibration = Calibration.load(calibration)
-    if calibration is not None:  # run as it was fitted: its options where none is given
-        name, fitted = deployed(calibration)
-        options = {**fitted, **options} if name == spec.name else options
-    if prior is not None:
-        if calibration is None:
-            raise ConfigError("prior corrects a calibration's probabilities: give a calibration too")
-        calibration = calibration.with_prior(prior)
+    if fitted_for == spec.name:  # run as it was fitted: its options where none is given
+        options = {**fitted, **options}
     if calibration is not None and "calibration" in spec.option_names:  # the ensemble's own stacking
         options["calibration"], calibration = calibration, None
-    return Detector(method, options, calibration, None if yes else max_calls, force_calibration)
+    return Detector(method, options, calibration, max_calls, force_calibration)

@@ -497,3 +497,40 @@ def test_a_stacks_flagged_unit_comes_with_the_document_text_it_was_checked_again
     brief = result.brief()
     assert [u["position"] for u in brief["flagged"]] == [1]
     assert brief["flagged"][0]["evidence"] == ["It lies in the Australian Capital Territory."]
+
+
+def test_a_check_resolves_its_calibration_once_load_and_prior_alike(
+    gateway: Gateway, scripted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check -> deployable loaded the file, detector() loaded it again, and each applied the prior: one
+    resolution now (check_answer.deployable), every door reading the same detector and threshold."""
+    from tests.test_grounded import judge
+
+    grounded_judge = judge([])
+    stack = Calibration(
+        kind="stacked", methods=["grounded", "direct-question"], model=None, prompts=[],
+        params={"coef": [4.0, 0.1], "intercept": -2.0, "cap": {"grounded": 1.0, "direct-question": 1.0}},
+        report={"base_rate_fit": 0.2},
+    )  # fmt: skip
+    path = tmp_path / "stack.json"
+    stack.save(path)
+    counts = {"load": 0, "with_prior": 0}
+    load, with_prior = Calibration.load, Calibration.with_prior
+
+    def counted_load(cls: type[Calibration], *args: Any, **kwargs: Any) -> Calibration:
+        counts["load"] += 1
+        return load(*args, **kwargs)
+
+    def counted_prior(self: Calibration, prior: float | None) -> Calibration:
+        counts["with_prior"] += 1
+        return with_prior(self, prior)
+
+    monkeypatch.setattr(Calibration, "load", classmethod(counted_load))
+    monkeypatch.setattr(Calibration, "with_prior", counted_prior)
+    model = scripted(lambda prompt, params: grounded_judge(prompt, params) if "Context: " in prompt else "Yes")
+    docs = ["Canberra is the capital city of Australia. It lies in the Australian Capital Territory."]
+    result = halluscope.check(
+        "It lies in Melbourne.", context=docs, calibration=str(path), prior=0.5, model=model, gateway=gateway
+    )
+    assert counts == {"load": 1, "with_prior": 1}
+    assert result.units and result.units[0].probability is not None

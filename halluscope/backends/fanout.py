@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,41 +44,14 @@ class Sends(Protocol):
 
     concurrency: int
 
-    def call(
-        self,
-        model: ModelLike,
-        prompt: str | PromptTemplate,
-        variables: Mapping[str, Any] | None = None,
-        *,
-        sample_index: int = 0,
-        stats: CallStats | None = None,
-        **params: Any,
-    ) -> ChatReply: ...
-
-    async def acall(
-        self,
-        model: ModelLike,
-        prompt: str | PromptTemplate,
-        variables: Mapping[str, Any] | None = None,
-        *,
-        sample_index: int = 0,
-        stats: CallStats | None = None,
-        **params: Any,
-    ) -> ChatReply: ...
+    call: Callable[..., ChatReply]  # Gateway.call
+    acall: Callable[..., Awaitable[ChatReply]]  # Gateway.acall
 
     def provider(self, model: ModelLike) -> Provider: ...
 
     def limiter(self, key: str) -> Limiter: ...
 
-    def begin(
-        self,
-        model: ModelLike,
-        prompt: str | PromptTemplate,
-        variables: Mapping[str, Any] | None,
-        params: Mapping[str, Any],
-        sample_index: int,
-        stats: CallStats | None,
-    ) -> ChatReply | Any: ...
+    begin: Callable[..., ChatReply | Any]  # Gateway.begin: the cached reply, or the request to send
 
     def flight(self, req: Any, stats: CallStats | None) -> ChatReply | object | None: ...
 

@@ -43,6 +43,19 @@ class Sample:
         return float(sum(self.token_logprobs))
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How ``LogProbModel.sample`` draws: n continuations of at most max_tokens, at temperature and top_p,
+    cut at the first of ``stop``, seeded (sample i with seed + i) or not."""
+
+    n: int
+    max_tokens: int
+    temperature: float
+    top_p: float
+    stop: tuple[str, ...]
+    seed: int | None
+
+
 class LogProbMismatchError(ModelUnavailableError):
     """A server whose reported log-probs contradict themselves; its numbers must not be used."""
 
@@ -79,7 +92,6 @@ class LogProbModel(ABC):
     name: str
     any_layer = False  # its hidden states can be read at any layer (else the last only)
 
-    @abstractmethod
     def sample(
         self,
         prompt: str,
@@ -91,6 +103,13 @@ class LogProbModel(ABC):
         seed: int | None = None,
     ) -> list[Sample]:
         """n continuations of a raw prompt, each with the raw log-prob of every sampled token."""
+        check_n(n)
+        return self.draw(prompt, Sampling(n, max_tokens, temperature, top_p, tuple(stop), seed))
+
+    def draw(self, prompt: str, how: Sampling) -> list[Sample]:
+        """``sample``'s work, its settings checked and held in one value (a model implements this, or
+        ``sample`` itself)."""
+        raise NotImplementedError(f"{type(self).__name__} samples nothing: it implements neither draw nor sample")
 
     @abstractmethod
     def score_many(self, prompt: str, continuations: Sequence[str]) -> list[float]:

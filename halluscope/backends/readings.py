@@ -44,21 +44,8 @@ class Reads(Protocol):
     @property
     def registry(self) -> PromptRegistry: ...
 
-    def cached(
-        self, key: str, model_key: str, tpl: PromptTemplate, sample_index: int, logprobs: bool, stats: CallStats | None
-    ) -> ChatReply | None: ...
-
-    def answered(
-        self,
-        key: str,
-        model_key: str,
-        tpl: PromptTemplate,
-        sample_index: int,
-        data: dict[str, Any],
-        logprobs: bool,
-        seconds: float,
-        stats: CallStats | None,
-    ) -> ChatReply: ...
+    cached: Callable[..., ChatReply | None]  # Gateway.cached: a call's cached answer, or None
+    answered: Callable[..., ChatReply]  # Gateway.answered: a fresh answer, cached when real
 
 
 def forward(

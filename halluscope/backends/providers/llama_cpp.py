@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import astuple
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,7 +14,7 @@ import numpy as np
 from halluscope.backends.logprobs import (
     LogProbModel,
     Sample,
-    check_n,
+    Sampling,
     common_prefix,
     files_sha256,
     log_softmax,
@@ -185,24 +186,15 @@ class LlamaCppLogProbModel(LogProbModel):
     def count_tokens(self, text: str) -> int:
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def sample(
-        self,
-        prompt: str,
-        n: int = 1,
-        max_tokens: int = 64,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: Sequence[str] = (),
-        seed: int | None = None,
-    ) -> list[Sample]:
+    def draw(self, prompt: str, how: Sampling) -> list[Sample]:
         """Sampling through llama.cpp's sampler; each chosen token's log-prob is read from the raw logit
         row that produced it (llama-cpp-python's completion log-probs sort the whole vocabulary in
         Python for every token: 3.7 instead of ~20 tokens/s on the 1.5B)."""
+        n, max_tokens, temperature, top_p, stop, seed = astuple(how)
         import llama_cpp
 
         from halluscope.backends.local import PLAIN_SAMPLING
 
-        check_n(n)
         llama = self._llama
         prompt_ids = self._encode(prompt)
         samples = []

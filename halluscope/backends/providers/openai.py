@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import astuple
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -14,7 +15,7 @@ from halluscope.backends.logprobs import (
     LogProbMismatchError,
     LogProbModel,
     Sample,
-    check_n,
+    Sampling,
 )
 from halluscope.backends.providers import ModelSpec, Provider, require_env, sdk_errors, split_query
 from halluscope.backends.retry import BadReplyError, Faults, RetryPolicy, call_with_retries
@@ -177,17 +178,8 @@ class OpenAICompatibleLogProbModel(LogProbModel):
             out.append(total)
         return out
 
-    def sample(
-        self,
-        prompt: str,
-        n: int = 1,
-        max_tokens: int = 64,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: Sequence[str] = (),
-        seed: int | None = None,
-    ) -> list[Sample]:
-        check_n(n)
+    def draw(self, prompt: str, how: Sampling) -> list[Sample]:
+        n, max_tokens, temperature, top_p, stop, seed = astuple(how)
         samples = []
         for i in range(n):
             resp = self._complete(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import astuple
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from halluscope.backends.logprobs import (
     WEIGHT_FILES,
     LogProbModel,
     Sample,
-    check_n,
+    Sampling,
     common_prefix,
     files_sha256,
     stop_cut,
@@ -162,18 +163,9 @@ class TransformersLogProbModel(LogProbModel):
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def sample(
-        self,
-        prompt: str,
-        n: int = 1,
-        max_tokens: int = 64,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: Sequence[str] = (),
-        seed: int | None = None,
-    ) -> list[Sample]:
+    def draw(self, prompt: str, how: Sampling) -> list[Sample]:
+        n, max_tokens, temperature, top_p, stop, seed = astuple(how)
         torch = self._torch
-        check_n(n)
         prompt_ids = torch.tensor([self._encode(prompt)], device=self.device)
         greedy = temperature <= 0
         with self._lock, torch.inference_mode():
