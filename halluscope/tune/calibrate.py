@@ -85,23 +85,10 @@ def calibrate_wikibio(
     passages = {p.index: p for p in load_wikibio(data) if p.index in chosen}
     fit_split, test_split, kept = _scored_splits(methods, results, passages, fit_passages, test_passages)
     fitted_kind, params = fit(fit_split.scores, fit_split.labels, kind)
-    calibration = Calibration(
-        kind=fitted_kind,
-        methods=methods,
-        model=model_name(model) if model is not None else None,
-        prompts=sorted({p for r in results for p in r.meta.prompts}),
-        params=params,
-        settings={r.params["method"]: _settings(r.params) for r in results},
-        data=_wikibio_data(
-            fit_passages, test_passages, sorted(set(passages) - set(kept)), results[0].params["n"], runs
-        ),
-    )
-    calibration.report = held_out_report(calibration, fit_split, test_split, target_precision, force)
-    calibration.threshold = calibration.report["threshold"]  # a check decides at it unless given another
-    calibration.report |= {
-        "calls": sum(r.meta.calls for r in results),
-        "cache_hits": sum(r.meta.cache_hits for r in results),
-    }
+    data = _wikibio_data(fit_passages, test_passages, sorted(set(passages) - set(kept)), results[0].params["n"], runs)
+    settings = {r.params["method"]: _settings(r.params) for r in results}
+    calibration = _fitted(fitted_kind, methods, model, results, params, settings, data)
+    _reported(calibration, held_out_report(calibration, fit_split, test_split, target_precision, force), results)
     _refuse_a_poor_fit(path, calibration.report["quality"]["problems"], force)
     reliability_diagram(
         path.with_suffix(".reliability.png"),
@@ -127,6 +114,38 @@ def _scored_splits(
     if not test_split.labels.size:
         raise ConfigError("no test passage was scored")
     return fit_split, test_split, kept
+
+
+def _fitted(
+    kind: str,
+    methods: list[str],
+    model: ModelLike | None,
+    results: list[BenchResult],
+    params: dict[str, Any],
+    settings: dict[str, Any],
+    data: dict[str, Any],
+) -> Calibration:
+    """A fitted calibration with what it was fitted for: the methods, their model, prompts and settings."""
+    return Calibration(
+        kind=kind,
+        methods=methods,
+        model=model_name(model) if model is not None else None,
+        prompts=sorted({p for r in results for p in r.meta.prompts}),
+        params=params,
+        settings=settings,
+        data=data,
+    )
+
+
+def _reported(calibration: Calibration, report: dict[str, Any], results: list[BenchResult]) -> None:
+    """The held-out report kept on the calibration, its operating point as the threshold a check decides
+    at unless given another, and what the runs cost."""
+    calibration.report = report
+    calibration.threshold = report["threshold"]
+    calibration.report |= {
+        "calls": sum(r.meta.calls for r in results),
+        "cache_hits": sum(r.meta.cache_hits for r in results),
+    }
 
 
 def _held_out_splits(
@@ -259,28 +278,17 @@ def fitted_on_answers(
     fitted_kind, params = fit(split.scores, split.labels, kind)
     own = registry.own_model(methods[0]) if len(methods) == 1 else None
     model = own if own is not None else model  # 'grounded[model=nli:DIR]' was scored, and runs, on its own
-    calibration = Calibration(
-        kind=fitted_kind,
-        methods=methods,
-        model=model_name(model) if model is not None else None,
-        prompts=sorted({p for r in results for p in r.meta.prompts}),
-        params=params,
-        settings={r.params["method"]: option_settings(r.params["method"], r.params["options"]) for r in results},
-        data={
-            "bench": "mine",
-            "source": labelled.source,
-            "positive": "label 1 (hallucinated)",
-            "units": "sentences" if labelled.per_sentence else "answers (each scored by its riskiest unit)",
-            "answers": int(np.unique(split.groups).size),
-            "held_out": f"{folds}-fold cross-validation by answer",
-        },
-    )
-    calibration.report = cross_validated_report(calibration, split, out_of_fold, target_precision)
-    calibration.threshold = calibration.report["threshold"]  # a check decides at it unless given another
-    calibration.report |= {
-        "calls": sum(r.meta.calls for r in results),
-        "cache_hits": sum(r.meta.cache_hits for r in results),
+    settings = {r.params["method"]: option_settings(r.params["method"], r.params["options"]) for r in results}
+    data = {
+        "bench": "mine",
+        "source": labelled.source,
+        "positive": "label 1 (hallucinated)",
+        "units": "sentences" if labelled.per_sentence else "answers (each scored by its riskiest unit)",
+        "answers": int(np.unique(split.groups).size),
+        "held_out": f"{folds}-fold cross-validation by answer",
     }
+    calibration = _fitted(fitted_kind, methods, model, results, params, settings, data)
+    _reported(calibration, cross_validated_report(calibration, split, out_of_fold, target_precision), results)
     return calibration, split, out_of_fold
 
 
