@@ -161,6 +161,17 @@ def _kind(run: dict[str, Any]) -> str:
     return "dirty" if "+dirty" in str(run["commit"]) else "recorded"
 
 
+USEFUL_RECALL = 0.05  # an operating point that finds fewer of the inaccurate sentences is none to use
+
+
+def operating_point(run: dict[str, Any]) -> str:
+    """A calibration's held-out operating point as a table cell: its threshold and precision / recall, or
+    "none useful" where it has none or finds almost nothing (decided here, never in a template)."""
+    if run["held_out_precision"] is None or run["held_out_recall"] < USEFUL_RECALL:
+        return "none useful"
+    return f"p >= {run['threshold']:.3f}: {run['held_out_precision']:.3f} / {run['held_out_recall']:.3f}"
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -168,7 +179,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals.update(record=load_record, how_made=how_made, verdict=verdict)
+    env.globals.update(record=load_record, how_made=how_made, verdict=verdict, operating_point=operating_point)
     env.filters.update(
         f=fixed,
         n=thousands,

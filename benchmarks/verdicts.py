@@ -499,6 +499,22 @@ def choose_against_best_single(name: str) -> Callable[..., dict[str, Any]]:
     return decide
 
 
+def clue_ordering(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """CLUE's Table 2 ordering of mean correlations, D_R < D_L < D_I: the run kept only each split's mean
+    over its questions, so no interval can say whether the order is more than chance."""
+    corr = load("clue")["runs"]["qnli theta 0.6 / 0.2"]["metrics"]["correlation"]
+    means = {split: corr[split]["mean"] for split in ("D_R", "D_L", "D_I")}
+    questions = min(corr[split]["questions"] for split in means)
+    order = " < ".join(sorted(means, key=means.__getitem__))
+    listed = ", ".join(f"{k} {v:+.3f}" for k, v in means.items())
+    shown = f"means {listed}, in the order {order}, over {questions} questions"
+    why = (
+        f"the run kept no per-question correlations to resample, and {questions} questions are fewer than "
+        f"{MIN_BOOTSTRAP_GROUPS}: a larger run with its rows decides it"
+    )
+    return not_decided("the paper's ordering D_R < D_L < D_I", why, shown)
+
+
 def phr_tracks_definition(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     rows = load("phr")["runs"]["synthetic"]["metrics"]["rows"]
     worst = max(r["abs_error"] for r in rows)
@@ -739,6 +755,7 @@ CLAIMS = (
         for name in ("choose-rte", "choose-wikibio", "stack-wikibio", "choose-wikibio-checker")
     ),
     Claim("phr", "algorithm 1 tracks definition 4", phr_tracks_definition),
+    Claim("clue", "the paper's ordering D_R < D_L < D_I", clue_ordering),
     Claim("phr-icl", "follows sst-2, misses rte", phr_icl_follows),
     Claim("peers/selfcheckgpt-unigram", "no unseen token", unigram_peer_no_unseen),
 )

@@ -184,8 +184,57 @@ def test_a_claim_is_printed_from_its_verdict_never_decided_in_a_template() -> No
         render.verdict("grounded", "a claim nobody decided")
     assert render.fixed(84.2779, 1) == "84.3" and render.thousands(42697) == "42,697"
     assert render.interval([79.31, 88.94], 1) == "[79.3, 88.9]" and render.minutes(640.5) == "10.7"
-    for template in render.templates():
-        assert "holds(" not in template.read_text(encoding="utf-8"), template.name
+    decided = {t.name: decisions(t.read_text(encoding="utf-8")) for t in render.templates()}
+    assert {name: found for name, found in decided.items() if found} == {}
+
+
+ORDERING = {"lt", "gt", "lteq", "gteq"}  # a comparison of two figures decides which is more
+VERDICT_WORDS = re.compile(r"\b(holds?|better|worse|beats?|met|ahead|behind|wins?|useful|outperforms?)\b", re.I)
+
+
+def decisions(source: str) -> list[str]:
+    """What a template decides rather than prints: an ordering comparison of values, or a verdict word
+    chosen by a condition on values (``"holds" if ordered else ...``, ``{% if a == b %}met{% endif %}``).
+    A section shown where its record has the run (``{% if on_qnli %}``) decides nothing and may say anything."""
+    from jinja2 import Environment, nodes
+
+    tree = Environment().parse(source)
+    found = [f"line {c.lineno}: a comparison" for c in tree.find_all(nodes.Compare) if {o.op for o in c.ops} & ORDERING]
+    on_values = [b for b in tree.find_all(nodes.If) if any(_compares_values(c) for c in _compares(b.test))]
+    chosen = [*tree.find_all(nodes.CondExpr), *on_values]
+    for branch in chosen:
+        texts = [n.value for n in branch.find_all(nodes.Const) if isinstance(n.value, str)]
+        texts += [n.data for n in branch.find_all(nodes.TemplateData)]
+        found += [f"line {branch.lineno}: {t.strip()[:40]!r} chosen" for t in texts if VERDICT_WORDS.search(t)]
+    return found
+
+
+def _compares(test: Any) -> list[Any]:
+    from jinja2 import nodes
+
+    return [test] * isinstance(test, nodes.Compare) + list(test.find_all(nodes.Compare))
+
+
+def _compares_values(compare: Any) -> bool:
+    """A comparison of values (a < b, a == b), not a record's membership test (``"1.5b" in judges``)."""
+    return any(o.op not in ("in", "notin") for o in compare.ops)
+
+
+def test_a_decision_in_a_template_is_caught() -> None:
+    """The check above can fail: clue.md.j2 as it stood, and the operating point token-logprob.md.j2 chose."""
+    ordered = '{%- set ordered = m.D_R < m.D_L %}{{ "The paper\'s ordering holds" if ordered else "it does not hold" }}'
+    assert decisions(ordered) == [
+        "line 1: a comparison",
+        'line 1: "The paper\'s ordering holds" chosen',
+        "line 1: 'it does not hold' chosen",
+    ]
+    assert decisions("{% if run.recall < 0.05 %}none useful{% else %}{{ run.p }}{% endif %}") == [
+        "line 1: a comparison",
+        "line 1: 'none useful' chosen",
+    ]
+    assert (
+        decisions("{{ verdict('clue', 'x') }} over {{ runs | length }} runs{% if not loop.last %}, {% endif %}") == []
+    )
 
 
 def test_a_records_commit_and_command_are_checked_against_the_repository() -> None:
