@@ -252,3 +252,21 @@ def test_a_records_commit_and_command_are_checked_against_the_repository() -> No
     assert "not in the repository" in str(records.command_problem("benchmarks/nothing_here.py --model m"))
     assert "refused by the CLI" in str(records.command_problem("halluscope bench grounded --no-such-flag"))
     assert records.command_problem("bash -c 'halluscope demo --json > out/demo.json'") is None
+
+
+def test_a_speed_ratio_divides_only_two_runs_of_one_commit_each_made_alone() -> None:
+    """'139 times less time a pair' divided a checker run by a judge run of other code made under load."""
+    verdicts = load("verdicts")
+    fast = {"commit": "abc", "load": 0.2, "seconds": 10.0, "items": 100}
+    slow = {"commit": "abc", "load": 0.4, "seconds": 400.0, "items": 100}
+    per_item = verdicts.seconds_a_pair
+    held = verdicts.speed_ratio(fast, slow, per_item, "20 times faster", "{ratio} times less time")
+    assert held["verdict"] == "holds" and held["ratio"] == 40.0
+    assert verdicts.speed_ratio(fast, slow, per_item, "c", "{ratio}", goal=50)["verdict"] == "falls short"
+    for other, why in (
+        ({**slow, "commit": "def"}, "different code"),
+        ({**slow, "load": 1.7}, "under load"),
+        ({k: v for k, v in slow.items() if k != "load"}, "recorded no load"),
+    ):
+        found = verdicts.speed_ratio(fast, other, per_item, "20 times faster", "{ratio} times less time")
+        assert found["verdict"] == "not decided" and why in found["text"] and "40.0 times less time" in found["text"]

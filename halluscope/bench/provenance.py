@@ -20,7 +20,8 @@ from halluscope.version import __version__
 def provenance(argv: list[str] | None = None, program: str | None = None) -> dict[str, Any]:
     """The command that is running (``program`` and ``argv``, credentials redacted), the commit of the
     checkout halluscope runs from (None outside a git checkout; ``+dirty`` when it has uncommitted
-    changes to tracked files), halluscope's version, the machine and the start time (UTC)."""
+    changes to tracked files), halluscope's version, the machine, its 1-minute load as the run starts (a
+    speed ratio divides only runs made alone) and the start time (UTC)."""
     args = sys.argv[1:] if argv is None else argv
     name = program or _program()
     return {
@@ -28,6 +29,7 @@ def provenance(argv: list[str] | None = None, program: str | None = None) -> dic
         "commit": commit(),
         "halluscope": __version__,
         "machine": machine(),
+        "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,  # others at work: was it alone
         "python": platform.python_version(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
