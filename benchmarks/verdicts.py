@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from records import read, write  # noqa: E402
 
+from halluscope.bench.grounded import QNLI_SPLIT  # noqa: E402
 from halluscope.metrics import (  # noqa: E402
     MIN_BOOTSTRAP_GROUPS,
     PairedDifference,
@@ -421,8 +422,30 @@ def on_wikibio(run: str, other: str, what: str, other_what: str, margin: float) 
 
 
 def on_qnli(run: str, other: str, what: str, other_what: str, margin: float) -> Callable[..., dict[str, Any]]:
-    """``fast_against`` on QNLI's test part, paired by pair."""
-    return fast_against(run, other, what, other_what, margin, "QNLI's test part", "pairs")
+    """``fast_against`` on QNLI's test part, paired by pair, where both runs tested the current split."""
+    paired_on_qnli = fast_against(run, other, what, other_what, margin, "QNLI's test part", "pairs")
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        found = paired_on_qnli(load)
+        return found if on_current_qnli_split(load("checker")["runs"], run, other) else earlier_qnli_split(found)
+
+    return decide
+
+
+def on_current_qnli_split(runs: dict[str, Any], *names: str) -> bool:
+    """Whether every run tested QNLI's current test part (its questions and sentences apart from the fit part's)."""
+    return all(runs[name].get("params", {}).get("qnli_parts") == QNLI_SPLIT for name in names)
+
+
+def earlier_qnli_split(found: dict[str, Any]) -> dict[str, Any]:
+    """A QNLI verdict of runs made on the earlier split by question alone: a sentence of the test part
+    could be in the fit part too, so it decides nothing (what the runs showed is kept in its text)."""
+    why = (
+        "made on the earlier split by question alone, whose test pairs shared sentences with the fit part: "
+        "a rerun on the current split (by question and sentence) decides it"
+    )
+    shown = found["text"].split("(", 1)[1].rsplit(")", 1)[0]
+    return not_decided(found["claim"], why, shown)
 
 
 def faster_on_wikibio(run: str, what: str) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:

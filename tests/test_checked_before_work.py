@@ -70,8 +70,7 @@ def rows_of(layer_values: np.ndarray) -> dict[str, Any]:
     ],
 )
 def test_a_cache_row_that_is_not_what_was_written_is_read_again_and_counted(tmp_path: Path, damage: str) -> None:
-    from halluscope.backends.cache import open_cache
-    from halluscope.backends.cache import call_key
+    from halluscope.backends.cache import call_key, open_cache
     from halluscope.backends.readings import HIDDEN_STATES
 
     gateway = Gateway(cache=open_cache(str(tmp_path / "cache")))

@@ -85,6 +85,7 @@ def test_the_data_never_fits_on_what_is_tested(data_dir: Path) -> None:
     fit, test = qnli_pairs(data_dir, "fit"), qnli_pairs(data_dir, "test")
     assert len(fit) + len(test) == 5463 and 0.15 < len(test) / 5463 < 0.25
     assert not {p.claim for p in fit} & {p.claim for p in test}  # a question's pairs stay in one part
+    assert not {p.context for p in fit} & {p.context for p in test}  # and so do a sentence's
     tested = load_qnli_pairs(data_dir)  # what `bench grounded --dataset qnli` checks: the test part
     assert [(p.premise, p.hypothesis) for p in tested] == [(p.context, p.claim) for p in test]
     wikibio = training_pairs("wikibio", range(2), data_dir)

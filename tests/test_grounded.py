@@ -21,7 +21,7 @@ import halluscope
 from halluscope.backends.entailment import NLIEntailment, nli_checkpoint
 from halluscope.backends.gateway import Gateway
 from halluscope.bench import grounded as grounded_bench
-from halluscope.bench.grounded import grounded_plans, load_qnli_pairs, load_rte, qnli_part, rte_metrics
+from halluscope.bench.grounded import grounded_plans, load_qnli_pairs, load_rte, qnli_parts, rte_metrics
 from halluscope.bench.html import write_html_report
 from halluscope.bench.planted import BIOGRAPHIES
 from halluscope.bench.runner import run as run_plan
@@ -397,7 +397,8 @@ def test_the_qnli_bench_checks_its_test_part_the_part_a_checker_never_fits_on(
     assert result.bench == "grounded-qnli" and result.params["dataset"] == "qnli" and result.params["split"] == "test"
     tested = load_qnli_pairs(data_dir, 3)
     assert [i.record["texts"] for i in result.items] == [[p.hypothesis] for p in tested] and len(seen) == 3
-    assert all(qnli_part(p.hypothesis) == "test" for p in load_qnli_pairs(data_dir))
+    fit = load_qnli_pairs(data_dir, part="fit")
+    assert not {p.hypothesis for p in fit} & {p.hypothesis for p in load_qnli_pairs(data_dir)}
     grounded_bench.write_report([result], tmp_path / "qnli")
     assert (tmp_path / "qnli" / "report.md").read_text().startswith("# Grounded checking on QNLI")
 
@@ -541,3 +542,14 @@ def test_a_grounded_guard_revises_from_the_documents(gateway: Gateway, scripted:
     assert f"{FENCE}{DOCS[0]}{FENCE}" in revise and "not supported by the documents" in revise
     assert state["hallucination"]["action"] == "pass" and state["revisions"] == 1
     assert state["messages"][-1].text == "The capital of Australia is Canberra."
+
+
+def test_qnli_questions_that_share_a_sentence_stay_in_one_part() -> None:
+    """Split by question alone, a sentence asked about twice could be fitted on and tested on."""
+    pairs = [("q1", "s1"), ("q2", "s1"), ("q3", "s2"), ("q2", "s3"), ("q4", "s3")]
+    parts = qnli_parts(pairs)
+    assert parts[0] == parts[1] == parts[3] == parts[4]  # q1, q2 and q4 are joined through s1 and s3
+    many = [(f"question {i}", f"sentence {i // 3}") for i in range(600)]  # three questions a sentence
+    found = qnli_parts(many)
+    assert all(len({found[j] for j in range(i, i + 3)}) == 1 for i in range(0, 600, 3))
+    assert 0.1 < found.count("test") / 600 < 0.3
