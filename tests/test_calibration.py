@@ -25,8 +25,9 @@ from halluscope.calibration import (
     threshold_for_recall,
 )
 from halluscope.cli import main
+from halluscope.cli.flags import passage_range
 from halluscope.errors import ConfigError, HalluscopeWarning
-from halluscope.tune.calibrate import calibrate_wikibio, describe, passage_range, quality_problems
+from halluscope.tune.calibrate import calibrate_wikibio, describe, quality_problems
 from tests.calibrations import line
 from tests.scripted import AsyncOnly
 

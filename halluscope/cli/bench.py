@@ -21,7 +21,7 @@ from halluscope.calibration import KINDS, Calibration
 from halluscope.checks import finite_number, key_values
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import data_option, gateway_of, print_json, registry, report_failures
-from halluscope.cli.flags import ListFlag, add_fields, finite, label_of, read_fields
+from halluscope.cli.flags import ListFlag, add_fields, finite, label_of, passage_range, read_fields
 from halluscope.errors import ConfigError
 from halluscope.labelled import load_labelled
 from halluscope.prompts.registry import parse_ref
@@ -200,8 +200,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
     calibration = calibrate.calibrate_wikibio(
         args.method,
-        calibrate.passage_range(args.fit, "--fit"),
-        calibrate.passage_range(args.test, "--test"),
+        passage_range(args.fit, "--fit"),
+        passage_range(args.test, "--test"),
         args.out,
         model=args.model,
         gateway=gateway_of(args),

@@ -15,8 +15,8 @@ from tqdm import tqdm
 
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
+from halluscope.cli.flags import passage_range
 from halluscope.errors import ConfigError
-from halluscope.tune.calibrate import passage_range
 from halluscope.tune.checker import DATASETS, FitSettings, fit_checker, taught_pairs, training_pairs
 
 

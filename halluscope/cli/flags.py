@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
-from halluscope.checks import finite_number
+from halluscope.checks import finite_number, numbers
 from halluscope.errors import ConfigError
 from halluscope.runtime.contract import Flag, Method, Option, options_of
 
@@ -123,3 +123,14 @@ def read_fields(declared: Declared, args: argparse.Namespace, names: Collection[
 
 
 finite = _typed(finite_number)  # a finite number, as a flag's type: 'inf' is refused naming the value
+
+
+def passage_range(text: str, flag: str) -> range:
+    """'0-119' as passages 0 to 119 inclusive."""
+    first, sep, last = text.partition("-")
+    bounds = numbers(f"{first},{last}" if sep else first, flag, int)
+    if len(bounds) == 1:
+        bounds *= 2
+    if len(bounds) != 2 or bounds[0] < 0 or bounds[1] < bounds[0]:
+        raise ConfigError(f"{flag} must be a passage range FIRST-LAST (e.g. 0-119), got {text!r}")
+    return range(bounds[0], bounds[1] + 1)

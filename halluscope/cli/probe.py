@@ -13,9 +13,9 @@ from tqdm import tqdm
 from halluscope.checks import numbers
 from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
+from halluscope.cli.flags import passage_range
 from halluscope.probing import KINDS
 from halluscope.readers import check_writable
-from halluscope.tune.calibrate import passage_range
 from halluscope.tune.probe_fit import GROUNDED_DATA, QA_DATA, SENTENCE_DATA, fit, summary
 
 

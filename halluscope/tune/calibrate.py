@@ -35,7 +35,6 @@ from halluscope.calibration import (
     threshold_for_precision,
     threshold_for_recall,
 )
-from halluscope.checks import numbers
 from halluscope.errors import ConfigError
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import auc_pr, auc_roc, auc_roc_resampled, both_classes, resample_counts
@@ -43,17 +42,6 @@ from halluscope.readers import check_writable
 from halluscope.runtime import registry
 
 TARGET_PRECISION = 0.8
-
-
-def passage_range(text: str, flag: str) -> range:
-    """'0-119' as passages 0 to 119 inclusive."""
-    first, sep, last = text.partition("-")
-    bounds = numbers(f"{first},{last}" if sep else first, flag, int)
-    if len(bounds) == 1:
-        bounds *= 2
-    if len(bounds) != 2 or bounds[0] < 0 or bounds[1] < bounds[0]:
-        raise ConfigError(f"{flag} must be a passage range FIRST-LAST (e.g. 0-119), got {text!r}")
-    return range(bounds[0], bounds[1] + 1)
 
 
 def calibrate_wikibio(
