@@ -43,7 +43,6 @@ class Local(Provider):
         return LocalChatModel(model_path=str(model_file(spec.model)), model_id=spec.key)
 
     def warm(self, chat: BaseChatModel) -> None:
-
         from halluscope.backends.local import LocalChatModel, load_llama
 
         if isinstance(chat, LocalChatModel):  # the context p(Yes) and log-probs read (grounded's and DQ's)
@@ -70,9 +69,9 @@ class LlamaCppLogProbModel(LogProbModel):
     a prompt prefix reuse its KV cache (K samples or continuations of one prompt pay for it once)."""
 
     def __init__(self, name_or_path: str, n_ctx: int | None = None) -> None:
-        from halluscope.backends.local import load_llama, model_file
+        from halluscope.backends.local import load_llama, local_spec, model_file
 
-        self.name = f"local:{name_or_path}"
+        self.name = local_spec(name_or_path)
         self._loaded = load_llama(model_file(name_or_path), logits_all=True, n_ctx=n_ctx)
         self._llama = self._loaded.llama
         # Tokens whose logit rows this scorer evaluated itself, at context epoch _epoch. Rows left by
