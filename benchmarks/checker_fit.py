@@ -25,8 +25,8 @@ from halluscope.backends.embeddings import default_model_dir
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.stats import CallStats
 from halluscope.bench.provenance import envelope
+from halluscope.cli.flags import passage_range
 from halluscope.prompts.registry import PromptRegistry
-from halluscope.tune.calibrate import passage_range
 from halluscope.tune.checker import FitSettings, fit_checker, taught_pairs, training_pairs
 
 

@@ -22,8 +22,8 @@ from halluscope.backends.cache import open_cache
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.stats import CallStats
 from halluscope.bench.provenance import envelope
+from halluscope.cli.flags import passage_range
 from halluscope.prompts.registry import PromptRegistry
-from halluscope.tune.calibrate import passage_range
 from halluscope.tune.probe_fit import fit, summary
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from halluscope.bench.grounded import UNSUPPORTED, load_rte  # noqa: E402
 from halluscope.bench.wikibio import load_wikibio  # noqa: E402
-from halluscope.tune.calibrate import passage_range  # noqa: E402
+from halluscope.cli.flags import passage_range  # noqa: E402
 
 
 def rte_rows(split: str) -> list[dict[str, object]]:

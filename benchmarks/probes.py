@@ -58,10 +58,11 @@ from halluscope.bench.planted import BIOGRAPHIES, riskiest  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import write_json  # noqa: E402
 from halluscope.bench.wikibio import load_wikibio  # noqa: E402
+from halluscope.cli.flags import passage_range  # noqa: E402
 from halluscope.prompts.registry import PromptRegistry  # noqa: E402
 from halluscope.runtime import registry
 from halluscope.tune import probe_fit as probes  # noqa: E402
-from halluscope.tune.calibrate import calibrate_labelled, passage_range  # noqa: E402
+from halluscope.tune.calibrate import calibrate_labelled  # noqa: E402
 from halluscope.tune.choose import choose  # noqa: E402
 
 SETS: dict[str, dict[str, Any]] = {
