@@ -20,7 +20,7 @@ from halluscope.backends.local import default_spec
 from halluscope.backends.models import ModelLike
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
 from halluscope.detectors import detector
-from halluscope.methods import semantic_entropy
+from halluscope.prompts import short_answer
 from halluscope.results import DetectionResult, RunMeta, Unit
 
 QUESTIONS = (
@@ -104,7 +104,7 @@ def run_demo(
     chosen: ModelLike = model if model is not None else default_spec()
     model_key = gateway.model(chosen).key  # a missing model or key fails here, before any progress
     entail = LLMEntailment(
-        judge if judge is not None else chosen, gateway=gateway, prompt=semantic_entropy.ENTAILMENT, with_probs=False
+        judge if judge is not None else chosen, gateway=gateway, prompt=short_answer.ENTAILMENT, with_probs=False
     )
     # one step per question and per biography, so the bar has a total and an ETA (a question's judge
     # calls are not known before its answers are clustered); the calls so far ride along

@@ -235,3 +235,27 @@ def test_no_spec_prefix_is_written_outside_the_backends() -> None:
         for hit in _spec_literals(path)
     ]
     assert not found, found
+
+
+# the modules outside methods/ that read one method's own internals, each with why (at most these)
+READS_A_METHOD = {
+    ("halluscope.bench.papers.clue", "halluscope.methods.clue"): "the CLUE paper's protocol: its merge "
+    "threshold and zero-shot prompt, as the paper's ablations vary them",
+    ("halluscope.bench.papers.truthfulqa", "halluscope.methods.fewl"): "the FEWL paper's protocol: its "
+    "reference answers and multiple-choice scoring, drawn as the method draws them",
+    ("halluscope.tune.probe_fit", "halluscope.methods.probe"): "the probe's fit reads the features the "
+    "probe itself reads at check time",
+}
+
+
+def test_a_method_is_reached_through_the_registry() -> None:
+    """Outside methods/, a method is what ``registry.get`` returns; what methods and benches share (the
+    short-answer prompt, semantic entropy's estimates) sits below them, in prompts/ or scoring/."""
+    found = {
+        (module, imported)
+        for module, imports in _graph().items()
+        if _room(module) != "methods"
+        for imported in imports
+        if imported.startswith("halluscope.methods.")
+    }
+    assert found <= set(READS_A_METHOD), sorted(found - set(READS_A_METHOD))

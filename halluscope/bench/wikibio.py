@@ -32,7 +32,6 @@ from halluscope.bench.failures import failure_paragraph
 from halluscope.bench.runner import BenchResult, Plan, run, unit_spans
 from halluscope.calibration import fitted_score
 from halluscope.errors import ConfigError, DataError, unknown
-from halluscope.methods import semantic_entropy_paragraph
 from halluscope.metrics import (
     auc_pr_resampled,
     auc_roc_resampled,
@@ -40,6 +39,7 @@ from halluscope.metrics import (
     pearson_resampled,
     spearman_resampled,
 )
+from halluscope.prompts import short_answer
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
 from halluscope.runtime.contract import Method, start
@@ -273,7 +273,7 @@ def _plan(
     stats = CallStats()
     ctx = start(gateway, stats)
     if "judge" in method.option_names and judge is None and Entailment in typing.get_args(method.hints["judge"]):
-        judge = entailment_judge(None, ctx.gateway, prompt=semantic_entropy_paragraph.ENTAILMENT)
+        judge = entailment_judge(None, ctx.gateway, prompt=short_answer.ENTAILMENT)
         options["judge"] = judge  # one judge for every passage (and the params)
     scorer = method.scorer(method.options(**options), ctx)
 
@@ -451,7 +451,7 @@ class WikiBioSettings(Settings):
 def _plans(settings: WikiBioSettings, gateway: Callable[[], Any]) -> list[Plan]:
     gw = gateway()
     judge = settings.method_options.get("judge")
-    judged = entailment_judge(judge, gw, prompt=semantic_entropy_paragraph.ENTAILMENT) if judge else None
+    judged = entailment_judge(judge, gw, prompt=short_answer.ENTAILMENT) if judge else None
     return wikibio_plans(settings.method, settings.data, settings.limit, settings.n, settings.model, gw, judged)
 
 
@@ -460,7 +460,7 @@ BENCHMARK = Benchmark(
     help="WikiBio GPT-3 hallucination (SelfCheckGPT/FIBE protocol)",
     description="Sentence scores of the 238 GPT-3 passages against their human labels, per method.",
     settings=WikiBioSettings,
-    fields_of=(semantic_entropy_paragraph.METHOD, ("judge",)),
+    fields_of=(registry.get("semantic-entropy-paragraph"), ("judge",)),
     plans=_plans,
     describe=lambda results, _settings: describe(results),
     finish=write_report,

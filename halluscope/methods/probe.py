@@ -26,6 +26,7 @@ from halluscope.backends.logprobs import LogProbModel, reading_prompt
 from halluscope.backends.steps import Blocking, Steps
 from halluscope.errors import ConfigError
 from halluscope.probing import SENTENCE_KINDS, Probe, load_probe
+from halluscope.prompts import short_answer
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
 from halluscope.runtime.contract import Documents, Flag, Method, Need, RunContext, arg, checked_documents
@@ -38,7 +39,6 @@ SUMMARY = (
     "a linear probe on one forward pass's hidden states (sentence, grounded, accuracy or semantic entropy "
     "probe, Kossen et al. 2024), fitted by `halluscope probe fit`"
 )
-ANSWER_PROMPT = "semantic_entropy.answer"  # the prompt short answers are sampled with, and read after
 CONTEXT_PROMPT = "probe.grounded"  # the context (and question) a grounded probe reads the answer after
 NO_QUESTION = "(not given)"
 
@@ -60,14 +60,14 @@ def framing(
         return reader.chat_prompt(rendered), tpl.ref
     if not question:
         raise ConfigError(f"a {kind} probe reads the question before the answer: give question")
-    tpl = gateway.registry.get(ANSWER_PROMPT)
+    tpl = gateway.registry.get(short_answer.ANSWER)
     return reader.chat_prompt(tpl.render(question=question)), tpl.ref
 
 
 def prompt_ref(kind: str, gateway: Gateway) -> str | None:
     if kind == "sentence":
         return None
-    return gateway.registry.get(CONTEXT_PROMPT if kind == "grounded" else ANSWER_PROMPT).ref
+    return gateway.registry.get(CONTEXT_PROMPT if kind == "grounded" else short_answer.ANSWER).ref
 
 
 def sentence_ends(text: str, sentences: Sequence[str]) -> list[int | None]:

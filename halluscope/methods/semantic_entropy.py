@@ -30,6 +30,7 @@ from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.methods.sampling import answer_ask, clustering, read_answer
+from halluscope.prompts.short_answer import ANSWER, ANSWER_MAX_TOKENS, ENTAILMENT
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
 from halluscope.runtime.contract import Method, Need, RunContext, Streamed, arg
@@ -41,13 +42,11 @@ from halluscope.scoring import (
     naive_predictive_entropy,
     predictive_entropy_rao,
 )
+from halluscope.scoring.semantic_entropy import ESTIMATES
 from halluscope.text import checked_text
 
 NAME = "semantic-entropy"
 SUMMARY = "semantic entropy of sampled answers to a short question (Farquhar et al., Nature 2024)"
-ANSWER = "semantic_entropy.answer"
-ENTAILMENT = "semantic_entropy.entailment"  # the prompt an LLM entailment judge asks
-ANSWER_MAX_TOKENS = 64  # one brief sentence
 
 
 class Sampled(TypedDict):
@@ -80,10 +79,6 @@ class SEOutput(TypedDict, total=False):
 
 class SEState(SEInput, SEOutput, total=False):
     sampled: Annotated[list[Sampled], operator.add]
-
-
-# the estimates of one run, in each result's unit evidence
-ESTIMATES = ("semantic_entropy", "n_clusters", "likelihood_semantic_entropy", "naive_entropy")
 
 
 def entropies(

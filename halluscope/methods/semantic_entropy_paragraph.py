@@ -42,7 +42,7 @@ from halluscope.backends.models import ModelLike
 from halluscope.backends.steps import Steps
 from halluscope.errors import ConfigError
 from halluscope.methods.sampling import answer_ask, clustering, read_answer
-from halluscope.methods.semantic_entropy import ENTAILMENT
+from halluscope.prompts.short_answer import ENTAILMENT
 from halluscope.results import DetectionResult, Unit
 from halluscope.runtime import contract, options
 from halluscope.runtime.contract import Method, Need, RunContext, Streamed, arg

@@ -11,6 +11,9 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Literal, TypeVar
 
 T = TypeVar("T")
+
+# the estimates of one run, in each result's unit evidence
+ESTIMATES = ("semantic_entropy", "n_clusters", "likelihood_semantic_entropy", "naive_entropy")
 ClusterRule = Literal["paper", "official"]
 CLUSTER_RULES: tuple[ClusterRule, ...] = ("paper", "official")
 

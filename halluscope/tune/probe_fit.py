@@ -39,9 +39,11 @@ from halluscope.bench.papers.truthfulqa import load_truthfulqa
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.labelled import load_labelled
-from halluscope.methods import probe, semantic_entropy
+from halluscope.methods import probe
 from halluscope.probing import SENTENCE_KINDS, Kind, Probe, best_split, fit_probe, validation_groups
+from halluscope.prompts import short_answer
 from halluscope.readers import read_lines
+from halluscope.runtime import registry
 from halluscope.runtime.contract import start
 
 SENTENCE_DATA = ("wikibio", "truthfulqa")
@@ -189,8 +191,9 @@ def answered_examples(
         return _labelled_examples(data, items)
     entropy = None
     if kind == "sep":
-        options = semantic_entropy.Options(model=answerer, judge=judge, n=n)
-        entropy = semantic_entropy.METHOD.scorer(options, start(gateway, stats))
+        semantic_entropy = registry.get("semantic-entropy")
+        options = semantic_entropy.options(model=answerer, judge=judge, n=n)
+        entropy = semantic_entropy.scorer(options, start(gateway, stats))
     examples = []
     questions = _questions(data, items, data_dir)
     if kind == "accuracy" and any(gold is None for _, _, gold in questions):
@@ -201,11 +204,11 @@ def answered_examples(
         try:
             reply = gateway.call(
                 answerer,
-                semantic_entropy.ANSWER,
+                short_answer.ANSWER,
                 {"question": question},
                 stats=stats,
                 temperature=GREEDY_TEMPERATURE,
-                max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+                max_tokens=short_answer.ANSWER_MAX_TOKENS,
                 seed=0,
             )
             answer = reply.text.strip()
@@ -214,7 +217,7 @@ def answered_examples(
                 examples.append(Example(group, answer, question, (answer,), (int(not is_correct(answer, gold)),)))
             else:
                 assert entropy is not None
-                score = entropy(semantic_entropy.Inputs(question=question)).units[0].score
+                score = entropy(registry.get("semantic-entropy").inputs(question=question)).units[0].score
                 examples.append(Example(group, answer, question, (answer,), (), entropy=float(score or 0.0)))
         except BudgetError:  # the run's limit holds for every question alike: the fit cannot go on
             raise

@@ -32,6 +32,7 @@ from halluscope.bench.datasets import dataset_dir
 from halluscope.bench.report import markdown_table, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
+from halluscope.runtime import registry
 from halluscope.runtime.contract import Flag, arg
 from halluscope.scoring.phr import Pair
 
@@ -266,10 +267,9 @@ def _queries(
 
 def score_query(rate: Callable[[Any], Any], stats: CallStats, item: ICLQuery) -> dict[str, Any]:
     """One query's PHR record: the estimate's evidence (less its imagined datasets) and what it cost."""
-    from halluscope.methods import phr
-
     began, calls_before, tokens_before = time.perf_counter(), stats.calls, stats.prompt_tokens
-    result = rate(phr.Inputs(context=item.context, query=item.x, truth=item.truth, evaluation=item.evaluation))
+    query = registry.get("phr").inputs(context=item.context, query=item.x, truth=item.truth, evaluation=item.evaluation)
+    result = rate(query)
     est = {**result.units[0].evidence, "events": dict(result.meta.events)}
     est.pop("imagined")
     return {
@@ -307,7 +307,6 @@ def phr_plan(
     K = 50, N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75; here n is the context size)."""
     from halluscope.backends.gateway import CallStats, default_gateway
     from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
-    from halluscope.methods import phr
     from halluscope.runtime.contract import start
 
     if not ns or min(ns) < 1 or contexts < 1 or queries < 1:
@@ -321,15 +320,16 @@ def phr_plan(
         lm.reuse_prefix = reuse_prefix
     task = load_icl_task(task_name, data).filtered(_counter(lm))
     stats = CallStats()
-    options = phr.Options(
+    phr = registry.get("phr")
+    options = phr.options(
         model=lm, n=m, k=k, n_imagined=n_imagined, epsilon=epsilons, exact=exact, responses=responses, seed=seed
     )
-    rate = phr.METHOD.scorer(options, start(gw, stats))
+    rate = phr.scorer(options, start(gw, stats))
     low, high = (str(e) for e in epsilons)
 
     params = {
         "task": task_name,
-        "method": phr.NAME,
+        "method": phr.name,
         "model": lm.name,
         "protocol": "Jesson et al. 2024, Section 3.2 (response-balanced D_n, disjoint D_eval, queries <= 116 tokens)",
         "labels": list(task.labels),
@@ -350,7 +350,7 @@ def phr_plan(
     }
     return Plan(
         bench="phr",
-        method=phr.NAME,
+        method=phr.name,
         what="query",
         items=_queries(task, ns, contexts, queries, eval_size, seed),
         item_id=lambda item: item.id,

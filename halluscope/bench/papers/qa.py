@@ -27,10 +27,12 @@ from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan
 from halluscope.errors import ConfigError, DataError
-from halluscope.methods import semantic_entropy
 from halluscope.metrics import auc_roc, aurac, bootstrap_ci, fraction
+from halluscope.prompts import short_answer
 from halluscope.results import DetectionResult
+from halluscope.runtime import registry
 from halluscope.runtime.contract import start
+from halluscope.scoring.semantic_entropy import ESTIMATES
 
 GREEDY_TEMPERATURE = 0.1
 SCORES = (
@@ -39,6 +41,7 @@ SCORES = (
     ("naive_entropy", "naive entropy"),
     ("n_clusters", "number of clusters"),
 )
+SEMANTIC_ENTROPY = registry.get("semantic-entropy")  # the method this protocol scores, as the registry finds it
 SE_FLAGS = ("judge", "mode", "cluster_rule", "n")  # semantic entropy's options a QA run takes as flags
 CORRECTNESS_RULE = (
     "correct = after normalising (lower case, punctuation and the articles a/an/the removed, spaces squeezed) "
@@ -139,14 +142,14 @@ def _scored_question(
     entropy of its sampled answers (their clusters, every estimate)."""
     greedy = gateway.call(
         model,
-        semantic_entropy.ANSWER,
+        short_answer.ANSWER,
         {"question": item.question},
         stats=stats,
         temperature=GREEDY_TEMPERATURE,
-        max_tokens=semantic_entropy.ANSWER_MAX_TOKENS,
+        max_tokens=short_answer.ANSWER_MAX_TOKENS,
         seed=0,
     )
-    se = entropy(semantic_entropy.Inputs(question=item.question))
+    se = entropy(SEMANTIC_ENTROPY.inputs(question=item.question))
     evidence = se.units[0].evidence
     return {
         "index": item.index,
@@ -156,7 +159,7 @@ def _scored_question(
         "correct": is_correct(greedy.text, item.answers),
         "samples": evidence["answers"],
         "clusters": evidence["clusters"],
-        "scores": {name: evidence[name] for name in semantic_entropy.ESTIMATES},
+        "scores": {name: evidence[name] for name in ESTIMATES},
         "pairs_judged": se.meta.params["pairs_judged"],
     }
 
@@ -173,15 +176,15 @@ def qa_plan(
 ) -> Plan:
     """Per question: one graded answer at temperature 0.1 and semantic entropy of N more; ``options``
     are semantic entropy's own (``n``, ``mode``, ``cluster_rule`` ...), their defaults its own."""
-    se = semantic_entropy.Options(model=model, judge=judge, **options)
+    se = SEMANTIC_ENTROPY.options(model=model, judge=judge, **options)
     if se.n < 2:
         raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {se.n}")
     items = load_qa(dataset, data, limit)
     stats = CallStats()
-    entropy = semantic_entropy.METHOD.scorer(se, start(gateway, stats))
+    entropy = SEMANTIC_ENTROPY.scorer(se, start(gateway, stats))
     params = {
         "dataset": dataset,
-        "method": semantic_entropy.NAME,
+        "method": SEMANTIC_ENTROPY.name,
         "model": model_name(model),
         "judge": judge.name,
         "mode": se.mode,
@@ -193,7 +196,7 @@ def qa_plan(
     }
     return Plan(
         bench="qa",
-        method=semantic_entropy.NAME,
+        method=SEMANTIC_ENTROPY.name,
         what="question",
         items=items,
         item_id=lambda item: f"question {item.index}",
@@ -277,7 +280,7 @@ def _plans(settings: QASettings, gateway: Callable[[], Gateway]) -> list[Plan]:
         raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
     gw = gateway()
     options = dict(settings.method_options)
-    options["judge"] = entailment_judge(options.get("judge"), gw, prompt=semantic_entropy.ENTAILMENT)
+    options["judge"] = entailment_judge(options.get("judge"), gw, prompt=short_answer.ENTAILMENT)
     return [
         qa_plan(settings.dataset, model=settings.model, gateway=gw, data=settings.data, limit=settings.limit, **options)
     ]
@@ -289,7 +292,7 @@ BENCHMARK = Benchmark(
     description="Answer each question once at temperature 0.1 (graded against the dataset's answers) and "
     "M times at temperature 1 (scored by semantic entropy); report how well each score predicts wrong answers.",
     settings=QASettings,
-    fields_of=(semantic_entropy.METHOD, SE_FLAGS),
+    fields_of=(SEMANTIC_ENTROPY, SE_FLAGS),
     plans=_plans,
     describe=lambda results, _settings: describe(results[0]),
 )
