@@ -29,7 +29,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from langchain.agents import create_agent
@@ -51,6 +51,13 @@ from halluscope.text import sentences
 from halluscope.tools import HallucinationMiddleware
 
 INACCURATE = ("minor_inaccurate", "major_inaccurate")
+
+
+class Cost(NamedTuple):
+    """What one path's checks sent: its judge calls and their prompt tokens."""
+
+    calls: int
+    prompt_tokens: int
 
 
 class MiniLM(Embeddings):
@@ -88,8 +95,9 @@ class Replay(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.answers[person]))])
 
 
-def agent_scores(passages: list[Passage], model: str) -> tuple[list[list[float | None]], float, int, int]:
-    """Each answer's unit scores from the guarded agent, its seconds, judge calls, and right retrievals."""
+def agent_scores(passages: list[Passage], model: str) -> tuple[list[list[float | None]], float, Cost, int]:
+    """Each answer's unit scores from the guarded agent, its seconds, judge calls and prompt tokens, and
+    right retrievals."""
     store = InMemoryVectorStore(MiniLM())
     store.add_documents([Document(page_content=p.wiki_text, metadata={"person": p.concept}) for p in passages])
 
@@ -101,16 +109,17 @@ def agent_scores(passages: list[Passage], model: str) -> tuple[list[list[float |
 
     middleware = HallucinationMiddleware(model=model, gateway=Gateway(cache=None))
     agent = create_agent(Replay(answers={p.concept: p.text for p in passages}), tools=[search], middleware=[middleware])
-    scores, calls, right = [], 0, 0
+    scores, calls, tokens, right = [], 0, 0, 0
     started = time.perf_counter()
     for p in passages:
         state = agent.invoke({"messages": [HumanMessage(content=f"Tell me about {p.concept}")]})
         record = state["hallucination"]
         scores.append([u["score"] for u in record["units"]])
         calls += record["calls"]
+        tokens += record["prompt_tokens"]
         tool_docs = next(m for m in state["messages"] if isinstance(m, ToolMessage)).artifact
         right += tool_docs[0].metadata["person"] == p.concept
-    return scores, time.perf_counter() - started, calls, right
+    return scores, time.perf_counter() - started, Cost(calls, tokens), right
 
 
 class ReplayAPI(ThreadingHTTPServer):
@@ -162,8 +171,9 @@ def served_proxy(upstream: str, model: str) -> tuple[subprocess.Popen[str], str]
     raise RuntimeError(f"the proxy did not start (exit {process.wait()})")
 
 
-def proxy_verdicts(passages: list[Passage], model: str) -> tuple[list[dict[str, Any]], float, int]:
-    """Each answer's halluscope object from the agent through the proxy, the agent's seconds, judge calls."""
+def proxy_verdicts(passages: list[Passage], model: str) -> tuple[list[dict[str, Any]], float, Cost]:
+    """Each answer's halluscope object from the agent through the proxy, the agent's seconds, judge calls
+    and prompt tokens."""
     import httpx
     from langchain_openai import ChatOpenAI
 
@@ -196,7 +206,7 @@ def proxy_verdicts(passages: list[Passage], model: str) -> tuple[list[dict[str, 
         process.terminate()
         process.wait(timeout=60)
         upstream.shutdown()
-    return seen, seconds, sum(v["cost"]["calls"] for v in seen)
+    return seen, seconds, Cost(sum(v["cost"]["calls"] for v in seen), sum(v["cost"]["prompt_tokens"] for v in seen))
 
 
 def same_verdict(proxied: dict[str, Any], direct: list[float | None], threshold: float = 0.5) -> bool:
@@ -206,14 +216,15 @@ def same_verdict(proxied: dict[str, Any], direct: list[float | None], threshold:
     return [i for i, _ in shown] == flagged and all(direct[i] == score for i, score in shown)
 
 
-def direct_scores(passages: list[Passage], model: str) -> tuple[list[list[float | None]], float, int]:
+def direct_scores(passages: list[Passage], model: str) -> tuple[list[list[float | None]], float, Cost]:
     det = halluscope.detector("grounded", model, gateway=Gateway(cache=None))
-    started, scores, calls = time.perf_counter(), [], 0
+    started, scores, calls, tokens = time.perf_counter(), [], 0, 0
     for p in passages:
         result = det.detect(text=p.text, context=[p.wiki_text], question=f"Tell me about {p.concept}")
         scores.append([u.score for u in result.units])
         calls += result.meta.calls
-    return scores, time.perf_counter() - started, calls
+        tokens += result.meta.tokens.prompt
+    return scores, time.perf_counter() - started, Cost(calls, tokens)
 
 
 def sentence_auc(passages: list[Passage], scores: list[list[float | None]]) -> tuple[float | None, int]:
@@ -262,23 +273,24 @@ def main() -> None:
         "auc_roc_direct": direct_auc,
         "auc_roc_agent": agent_auc,
         "auc_passages": used,
-        "calls_direct": direct_calls,
-        "calls_agent": agent_calls,
+        "calls_direct": direct_calls.calls,
+        "calls_agent": agent_calls.calls,
         "seconds_per_answer_direct": round(direct_s / len(passages), 2),
         "seconds_per_answer_agent": round(agent_s / len(passages), 2),
         "answers_with_the_same_verdict_through_the_proxy": sum(
             same_verdict(v, d) for v, d in zip(proxied, direct, strict=True)
         ),
         "proxied_answers": len(proxied),
-        "calls_proxy": proxy_calls,
+        "calls_proxy": proxy_calls.calls,
         "seconds_per_answer_proxy": round(proxy_s / len(passages), 2),
     }
     print(json.dumps(row, indent=1))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    paths = (direct_calls, agent_calls, proxy_calls)
     made = envelope(
-        models=[args.model], items=len(passages), item="passage", calls=direct_calls + agent_calls + proxy_calls,
-        seconds=time.perf_counter() - began, cache_hits=0,
+        models=[args.model], items=len(passages), item="passage", calls=sum(c.calls for c in paths),
+        seconds=time.perf_counter() - began, cache_hits=0, prompt_tokens=sum(c.prompt_tokens for c in paths),
     )  # fmt: skip
     (out / "agent_guard.json").write_text(json.dumps({**made, **row}, indent=2))
     print(f"wrote {out / 'agent_guard.json'}")

@@ -94,6 +94,7 @@ def measure(method: str, way: str, level: int, items: list[dict[str, Any]], late
         "concurrency": level,
         "way": way,
         "calls": calls,
+        "prompt_tokens": sum(r.meta.tokens.prompt for r in results),
         "failed": sum(not r.ok for r in results),
         "wall_s": round(wall, 2),
         "peak_threads": threads.peak,
@@ -128,7 +129,11 @@ def main() -> None:
     path = Path(args.out) / "async_batch.json"
     stub = f"a scripted model that answers in {args.latency} s (tests/scripted.py)"
     calls = sum(r["calls"] for r in rows)
-    made = envelope(models=[stub], items=len(items), item="passage", calls=calls, seconds=time.perf_counter() - began)
+    tokens = sum(r["prompt_tokens"] for r in rows)  # the scripted model reports each message's words as its tokens
+    made = envelope(
+        models=[stub], items=len(items), item="passage", calls=calls, seconds=time.perf_counter() - began,
+        prompt_tokens=tokens,
+    )  # fmt: skip
     write_json(path, {**made, "latency_s": args.latency, "samples": SAMPLES, "passages": len(items), "rows": rows})
     print(f"wrote {path}")
 

@@ -110,7 +110,8 @@ def main() -> None:
     ]
     print(markdown_table(rows, [("command", "command"), *((label, label) for label in measured)]))
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
-    made = envelope(models=[], items=238, item="passage", calls=0, seconds=time.perf_counter() - began)
+    made = envelope(models=[], items=238, item="passage", calls=0, seconds=time.perf_counter() - began,
+                    prompt_tokens=0)  # fmt: skip
     sources_at = {label: _commit(source) for label, source in zip(measured, sources, strict=True)}
     write_json(
         Path(args.out) / "bench_overhead.json", {**made, "machine": machine, "sources": sources_at, "runs": measured}

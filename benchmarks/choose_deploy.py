@@ -88,7 +88,8 @@ def main() -> None:
         "deployed": deployed_difference(labelled, out),
         "use": choice.use,
     }
-    made = envelope(models=[], items=len(labelled), item="passage", calls=0, seconds=time.perf_counter() - began)
+    made = envelope(models=[], items=len(labelled), item="passage", calls=0, seconds=time.perf_counter() - began,
+                    prompt_tokens=0)  # fmt: skip
     path = Path(args.out) / "choose_deploy.json"
     write_json(path, {**made, **found})
     print(f"plain AUC-ROC {candidate.auc_roc:.1f}, nested {choice.nested['auc_roc']:.1f}" if choice.nested else "")

@@ -56,6 +56,7 @@ def main() -> None:
                     "concepts": len(pool),
                     "pairs_asked": asked,
                     "scorer_calls": stats.calls,
+                    "prompt_tokens": stats.prompt_tokens,
                     "seconds": round(time.perf_counter() - started, 1),
                     "kept": len(kept),
                     "merged": merged,
@@ -74,7 +75,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     calls = sum(r["scorer_calls"] for r in rows)
     made = envelope(models=[args.judge], items=len(questions), item="question", calls=calls,
-                    seconds=time.perf_counter() - began)  # fmt: skip
+                    seconds=time.perf_counter() - began,
+                    prompt_tokens=sum(r["prompt_tokens"] for r in rows))  # fmt: skip
     report = {**made, "judge": args.judge, "platform": platform.platform(), "rows": rows}
     (out / "clue_merge.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {out / 'clue_merge.json'}")

@@ -74,6 +74,7 @@ def main() -> None:
                 "stage_workers": workers or f"default ({min(32, (os.cpu_count() or 1) + 4)})",
                 "passages": len(items),
                 "calls": calls,
+                "prompt_tokens": sum(r.meta.tokens.prompt for r in results),
                 "failed": sum(not r.ok for r in results),
                 "wall_s": round(wall, 2),
                 "bound_s": round(bound, 2),
@@ -91,7 +92,11 @@ def main() -> None:
     path = Path(args.out) / "detect_many.json"
     stub = f"a scripted model that answers in {args.latency} s (tests/scripted.py)"
     calls = sum(r["calls"] for r in rows)
-    made = envelope(models=[stub], items=len(items), item="passage", calls=calls, seconds=time.perf_counter() - began)
+    tokens = sum(r["prompt_tokens"] for r in rows)  # the scripted model reports each message's words as its tokens
+    made = envelope(
+        models=[stub], items=len(items), item="passage", calls=calls, seconds=time.perf_counter() - began,
+        prompt_tokens=tokens,
+    )  # fmt: skip
     write_json(path, {**made, "latency_s": args.latency, "samples": SAMPLES, "rows": rows})
     print(f"wrote {path}")
 

@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
     began = time.perf_counter()
-    rows, calls = [], 0
+    rows, calls, tokens = [], 0, 0
     for model in args.models.split(","):
         stats = CallStats()
         judge = LLMEntailment(model, gateway=Gateway(cache=None), prompt="semantic_entropy.entailment")
@@ -40,6 +40,7 @@ def main() -> None:
         labels = [judge.judge(a, b, q, stats).label or "unreadable" for q, a, b, _ in PROBES]
         seconds = time.perf_counter() - started
         calls += stats.calls
+        tokens += stats.prompt_tokens
         right = sum(label == gold for label, (*_, gold) in zip(labels, PROBES, strict=True))
         rows.append(
             {
@@ -55,7 +56,7 @@ def main() -> None:
     print(markdown_table(rows, [(k, k) for k in rows[0]]))
     made = envelope(
         models=list(args.models.split(",")), items=len(PROBES), item="probe", calls=calls,
-        seconds=time.perf_counter() - began,
+        seconds=time.perf_counter() - began, prompt_tokens=tokens,
     )  # fmt: skip
     path = Path(args.out) / "entailment_probes.json"
     write_json(path, {**made, "rows": rows, **({"note": args.note} if args.note else {})})

@@ -80,6 +80,7 @@ def main() -> None:
                 "seconds_per_query": round(float(np.mean(seconds)), 2),
                 "calls": stats.calls,
                 "forward_passes": stats.forward_passes,
+                "prompt_tokens": stats.prompt_tokens,
                 "phr": [round(r, 4) for r in rates],
             }
         )
@@ -103,7 +104,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     passes = sum(r["forward_passes"] for r in rows)
     made = envelope(models=[args.model], items=args.queries, item="query", calls=sum(r["calls"] for r in rows),
-                    seconds=time.perf_counter() - began, forward_passes=passes)  # fmt: skip
+                    seconds=time.perf_counter() - began, forward_passes=passes,
+                    prompt_tokens=sum(r["prompt_tokens"] for r in rows))  # fmt: skip
     (out / "phr_paths.json").write_text(json.dumps({**made, "args": vars(args), "rows": rows}, indent=2) + "\n")
     print(f"wrote {out / 'phr_paths.json'}")
 

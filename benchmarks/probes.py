@@ -188,7 +188,7 @@ def costs(args: argparse.Namespace) -> None:
             options["judge"] = args.model
         detector = halluscope.detector(method, gateway=fresh, max_calls=None, **options)
         spec = registry.get(method)  # each names the question its own way (direct-question: prompt)
-        calls, seconds = [], []
+        calls, seconds, tokens = [], [], 0
         for ex in answered:
             item = {spec.question_field: ex.question}
             if spec.answer_field is not None:
@@ -197,12 +197,14 @@ def costs(args: argparse.Namespace) -> None:
             result = detector.detect(**item)
             seconds.append(time.perf_counter() - started)
             calls.append(result.meta.calls)
+            tokens += result.meta.tokens.prompt
         rows.append(
             {
                 "check": name,
                 "questions": len(answered),
                 "calls per question": sum(calls) / len(calls),
                 "seconds per question": sum(seconds) / len(seconds),
+                "prompt_tokens": tokens,
             }
         )
         last = rows[-1]
@@ -218,6 +220,7 @@ def costs(args: argparse.Namespace) -> None:
                 item="question",
                 calls=int(sum(r["calls per question"] * r["questions"] for r in rows)),
                 seconds=time.perf_counter() - began,
+                prompt_tokens=sum(r["prompt_tokens"] for r in rows),
             ),
             "test": f"{items.start}-{items.stop - 1}",
             "rows": rows,
@@ -312,6 +315,7 @@ def main() -> None:
             "intervals": {k: found["intervals"].get(k) for k in PER_RUN if k in found["intervals"]},
             "calls": found["meta"]["calls"],
             "cache_hits": found["meta"]["cache_hits"],
+            "prompt_tokens": found["meta"]["tokens"]["prompt"],
         }
         if name == "semantic-entropy" and samples:
             runs[name]["spread"] = entropy_spread(found, samples)
@@ -343,6 +347,7 @@ def main() -> None:
             calls=stats.calls + sum(r["calls"] for r in runs.values()),
             seconds=time.perf_counter() - began,
             cache_hits=stats.cache_hits + sum(r["cache_hits"] for r in runs.values()),
+            prompt_tokens=stats.prompt_tokens + sum(r["prompt_tokens"] for r in runs.values()),
         ),
         "dataset": args.dataset,
         "fit": f"{fit_items.start}-{fit_items.stop - 1}",

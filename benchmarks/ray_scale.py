@@ -91,6 +91,7 @@ def main() -> None:
                     "items": len(results),
                     "failed": sum(not r.ok for r in results),
                     "calls": calls,
+                    "prompt_tokens": sum(r.meta.tokens.prompt for r in results),
                     "wall_s": round(wall, 2),
                     "bound_s": round(bound, 2),
                     "wall_over_bound": round(wall / bound, 2) if bound else None,
@@ -125,7 +126,11 @@ def main() -> None:
     path = Path(args.out) / "ray_scale.json"
     stub = f"the stub OpenAI-compatible server at {args.latency} s a call (tests/stub_servers.py)"
     calls = sum(r["calls"] for r in rows)
-    made = envelope(models=[stub], items=args.items, item="item", calls=calls, seconds=time.perf_counter() - began)
+    tokens = sum(r["prompt_tokens"] for r in rows)  # as the stub server reports them in each reply's usage
+    made = envelope(
+        models=[stub], items=args.items, item="item", calls=calls, seconds=time.perf_counter() - began,
+        prompt_tokens=tokens,
+    )  # fmt: skip
     write_json(path, {**made, "ray": ray.__version__, "latency_s": args.latency, "limit": LIMIT, "rows": rows})
     print(f"wrote {path}")
 

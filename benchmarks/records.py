@@ -68,8 +68,8 @@ def script_run(
     item: str,
     calls: int,
     seconds: float,
+    prompt_tokens: int,
     cache_hits: int = 0,
-    prompt_tokens: int = 0,
     **figures: Any,
 ) -> dict[str, Any]:
     """A benchmark script's run as a record run: how it was made (this process's command, the checkout's
@@ -176,9 +176,16 @@ def made_run(data: dict[str, Any]) -> dict[str, Any]:
         "recorded": True,
         "models": models,
         "cache_hits": data.get("cache_hits", 0),
-        "prompt_tokens": data.get("prompt_tokens", 0),
+        "prompt_tokens": _sent(data),
         **{k: v for k, v in data.items() if k != "provenance"},
     }
+
+
+def _sent(data: dict[str, Any]) -> int | None:
+    """The prompt tokens a script's run says its calls sent (None where its ``unknown`` says why)."""
+    if "prompt_tokens" not in data:
+        raise SystemExit("this run's JSON records no prompt_tokens: it was made before its script counted them")
+    return data["prompt_tokens"]
 
 
 def _from_wrapper(wrapper: dict[str, Any]) -> dict[str, Any]:
@@ -218,6 +225,11 @@ def problems(name: str, record: Any, commits: bool = True) -> list[str]:
         unknown = [f for f in RUN_FIELDS if run[f] is None and (f in NEVER_UNKNOWN or not said.get(f))]
         if unknown:
             found.append(f"{name} / {label}: {', '.join(unknown)} unknown, and its 'unknown' does not say why")
+        if run["calls"] and run["prompt_tokens"] == 0:
+            found.append(
+                f"{name} / {label}: {run['calls']} calls sent 0 prompt tokens: record what they sent, or None "
+                "with why in its 'unknown'"
+            )
         if not isinstance(run["recorded"], bool):
             found.append(f"{name} / {label}: recorded is not true or false")
         if "backfilled" in run and (run["backfilled"] is not True or run["recorded"] is not True):

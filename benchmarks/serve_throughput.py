@@ -153,7 +153,8 @@ def main() -> None:
     print(markdown_table(rows, [(k, k) for k in rows[0]]))
     total = sum(r["requests"] for r in rows)
     stub = "a stub OpenAI-compatible judge (tests/stub_servers.py), every measured call answered from the cache"
-    made = envelope(models=[stub], items=total, item="request", calls=0, seconds=time.perf_counter() - began)
+    made = envelope(models=[stub], items=total, item="request", calls=0, seconds=time.perf_counter() - began,
+                    prompt_tokens=0)  # fmt: skip
     path = Path(args.out) / "serve_throughput.json"
     write_json(path, {**made, "request": REQUEST, "token": args.token, "rows": rows})
     print(f"wrote {path}")

@@ -129,6 +129,7 @@ def main() -> None:
     made = envelope(
         models=models, items=len(passages), item="passage", calls=sum(r["calls"] for r in rows),
         seconds=time.perf_counter() - began, cache_hits=0,
+        prompt_tokens=sum(r["prompt_tokens_sent"] for r in rows),
     )  # fmt: skip
     settings = {"passages": args.passages, "words_per_second": args.words_per_second, "top_k": 1}
     (out / "stream_latency.json").write_text(json.dumps({**made, "settings": settings, "rows": rows}, indent=2))

@@ -30,7 +30,7 @@ from halluscope.backends.gateway import Gateway
 from halluscope.backends.logprobs import common_prefix, log_softmax
 from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
 from halluscope.bench.planted import BIOGRAPHIES, Biography, riskiest
-from halluscope.bench.provenance import provenance
+from halluscope.bench.provenance import envelope
 from halluscope.bench.report import markdown_table, write_json
 from halluscope.tools import hallucination_guard
 
@@ -69,7 +69,13 @@ def guarded(det: halluscope.Detector, bio: Biography, message: AIMessage, gatewa
     if record.get("error"):
         raise SystemExit(f"{det.method} on {bio.person}: {record['error']}")
     scores = [u["score"] for u in record["units"]]
-    return {"hit": riskiest(scores) == [bio.planted], "seconds": seconds, "calls": record["calls"], "scores": scores}
+    return {
+        "hit": riskiest(scores) == [bio.planted],
+        "seconds": seconds,
+        "calls": record["calls"],
+        "prompt_tokens": record["prompt_tokens"],
+        "scores": scores,
+    }
 
 
 def main() -> None:
@@ -124,13 +130,16 @@ def main() -> None:
     write_json(
         path,
         {
-            "provenance": provenance(),
+            **envelope(
+                models=[args.model],
+                items=len(BIOGRAPHIES),
+                item="biography",
+                calls=sum(r["calls"] for found in runs.values() for r in found),  # the guards' own, every one sent
+                seconds=time.perf_counter() - began,
+                prompt_tokens=sum(r["prompt_tokens"] for found in runs.values() for r in found),
+            ),
             "model": args.model,
             "platform": platform.platform(),
-            "items": len(BIOGRAPHIES),
-            "item": "biography",
-            "calls": sum(r["calls"] for found in runs.values() for r in found),  # the guards' own, every one sent
-            "seconds": round(time.perf_counter() - began, 1),
             "rows": rows,
             "per_biography": per_biography,
         },

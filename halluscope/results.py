@@ -218,7 +218,12 @@ class DetectionResult(BaseModel):
             {"position": i, "score": u.score, "probability": u.probability, "spans": [list(span) for span in u.spans]}
             for i, u in enumerate(self.units)
         ]
-        cost = {"calls": self.meta.calls, "cache_hits": self.meta.cache_hits, "seconds": self.meta.seconds}
+        cost = {
+            "calls": self.meta.calls,
+            "cache_hits": self.meta.cache_hits,
+            "prompt_tokens": self.meta.tokens.prompt,
+            "seconds": self.meta.seconds,
+        }
         verdict = self.verdict.model_dump() if self.verdict is not None else None
         brief = {"method": self.method, "units": len(self.units), "verdict": verdict, "scored": scored}
         return brief | {"flagged": shown, "cost": cost} | ({"error": self.error} if self.error else {})

@@ -7,6 +7,7 @@ demo's record here and against the cold demo by .ci/run."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from halluscope.bench.provenance import envelope
 from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,6 +254,29 @@ def test_a_records_commit_and_command_are_checked_against_the_repository() -> No
     assert "not in the repository" in str(records.command_problem("benchmarks/nothing_here.py --model m"))
     assert "refused by the CLI" in str(records.command_problem("halluscope bench grounded --no-such-flag"))
     assert records.command_problem("bash -c 'halluscope demo --json > out/demo.json'") is None
+
+
+def test_a_run_that_made_calls_says_what_they_sent() -> None:
+    """Twelve runs recorded 0 prompt tokens for hundreds of calls: the record check refuses that, a
+    script's envelope turns an uncounted 0 into None with why, and every script passes its count."""
+    records = load("records")
+    run = {"command": "benchmarks/injection_flip.py --model local:x", "commit": "0" * 12, "recorded": True}
+    run |= {"models": ["local:x"], "items": 1, "calls": 3, "cache_hits": 0, "prompt_tokens": 0, "seconds": 1.0}
+    assert records.problems("x", {"runs": {"a": run}}, commits=False) == [
+        "x / a: 3 calls sent 0 prompt tokens: record what they sent, or None with why in its 'unknown'"
+    ]
+    made = envelope(models=["m"], items=1, item="answer", calls=3, seconds=1.0, prompt_tokens=0)
+    assert made["prompt_tokens"] is None and "no token usage" in made["unknown"]["prompt_tokens"]
+    assert envelope(models=[], items=1, item="answer", calls=0, seconds=1.0, prompt_tokens=0)["prompt_tokens"] == 0
+    silent = [
+        f"{path.name}:{call.lineno}"
+        for path in sorted((REPO / "benchmarks").glob("*.py")) + [REPO / "halluscope" / "tune" / "choose.py"]
+        for call in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(call, ast.Call)
+        and getattr(call.func, "id", None) == "envelope"
+        and "prompt_tokens" not in {k.arg for k in call.keywords}
+    ]
+    assert not silent, f"envelope() without the prompt tokens the run sent: {silent}"
 
 
 def test_a_speed_ratio_divides_only_two_runs_of_one_commit_each_made_alone() -> None:

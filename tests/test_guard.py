@@ -241,6 +241,7 @@ def test_a_hosts_run_counters_see_the_guards_calls_as_they_come(gateway: Gateway
     calls = out["hallucination"]["calls"]
     assert calls > 0 and len(replies) == calls == host.calls  # every reply, on the host's hook and counters
     assert totals and totals[-1] == host.planned == calls  # planned before made: the bar's total
+    assert out["hallucination"]["prompt_tokens"] == host.prompt_tokens > 0  # what the check sent, beside its calls
 
 
 def test_a_host_whose_state_would_drop_the_guards_record_is_refused_at_build(gateway: Gateway, scripted: Any) -> None:

@@ -58,6 +58,7 @@ async def exercise(session: ClientSession) -> None:
     [flagged] = checked["flagged"]  # brief: the flagged sentence and the document sentence closest to it
     assert flagged["text"] == "It lies in Sydney." and flagged["evidence"] == [DOCS[0]] and "units" not in flagged
     assert len(json.dumps(checked)) < 1000 and checked["cost"]["calls"] == 2
+    assert checked["cost"]["prompt_tokens"] > 0  # what the check sent: a user counts its cost
     whole = payload(await session.call_tool("check", {"answer": ANSWER, "context": DOCS, "full": True}))
     assert [u["text"] for u in whole["units"]] == ["Canberra is the capital of Australia.", "It lies in Sydney."]
     detected = payload(

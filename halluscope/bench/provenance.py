@@ -67,15 +67,33 @@ def _program() -> str:
     return str(first) if first.suffix == ".py" else first.name
 
 
-def envelope(*, models: list[str], items: int, item: str, calls: int, seconds: float, **cost: Any) -> dict[str, Any]:
+def envelope(
+    *,
+    models: list[str],
+    items: int,
+    item: str,
+    calls: int,
+    seconds: float,
+    prompt_tokens: int | None,
+    unknown: dict[str, str] | None = None,
+    **cost: Any,
+) -> dict[str, Any]:
     """What a benchmark script's JSON says of itself, so that it can be committed as a record run
-    (benchmarks/records.py add): how it was made, what it rests on and what it cost."""
+    (benchmarks/records.py add): how it was made, what it rests on and what it cost. Every run says what
+    its calls sent (``prompt_tokens``, its CallStats' count) or, as None, why that is not known
+    (``unknown``, by field, as a record says it); calls whose models reported no usage say so, never 0."""
+    said = dict(unknown or {})
+    if calls and not prompt_tokens:
+        prompt_tokens = None
+        said.setdefault("prompt_tokens", f"the models reported no token usage for these {calls} calls")
     return {
         "provenance": provenance(),
         "models": models,
         "items": items,
         "item": item,
         "calls": calls,
+        "prompt_tokens": prompt_tokens,
+        **({"unknown": said} if said else {}),
         "seconds": round(seconds, 1),
         **cost,
     }

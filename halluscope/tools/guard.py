@@ -163,7 +163,7 @@ def check(guard: Guard, state: GuardState, config: RunnableConfig) -> dict[str, 
     except HalluscopeError as exc:  # an unchecked answer is said so (a bug still raises)
         error = f"{type(exc).__name__}: {exc}"
         return {"hallucination": {**record, "action": "unchecked", "error": error}, "revisions": revisions}
-    summary = {k: version[k] for k in ("risk", "units", "flagged", "calls")}
+    summary = {k: version[k] for k in ("risk", "units", "flagged", "calls", "prompt_tokens")}
     flagged = bool(version["flagged"])
     return {
         "hallucination": {
@@ -224,6 +224,7 @@ def version_of(
             "units": [u.evidence for u in result.units],
         },
         "calls": result.meta.calls,
+        "prompt_tokens": result.meta.tokens.prompt,  # what the check sent, beside its calls
     }
 
 

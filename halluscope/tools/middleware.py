@@ -257,7 +257,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             if self.on_error == "block":
                 return self._blocked(answer, record)
             return {"hallucination": record}
-        record |= {k: version[k] for k in ("risk", "units", "flagged", "calls")}
+        record |= {k: version[k] for k in ("risk", "units", "flagged", "calls", "prompt_tokens")}
         record["versions"] = [*record["versions"], version]
         unscored = [u["position"] for u in version["units"] if u["score"] is None]
         if unscored and not version["flagged"] and self.on_error == "block":  # a sentence whose check failed
