@@ -246,8 +246,8 @@ class Calibration(BaseModel):
             return None
         if not force:
             raise ConfigError(
-                f"{problem}; fit it again with these settings, or force it (force_calibration=True, "
-                "--force-calibration)"
+                f"{problem}; fit it again with these settings, or force it (force_calibration=True)",
+                settings=("force_calibration=True",),
             )
         return problem + FORCED
 

@@ -18,7 +18,13 @@ class HalluscopeWarning(UserWarning):
 
 
 class ConfigError(HalluscopeError):
-    """Something the user must set or install: a key, a provider name, a path."""
+    """Something the user must set or install: a key, a provider name, a path. ``settings``: the keywords
+    its message names as a Python caller spells them (``folds``, ``force=True``); the command line shows
+    each as its flag (``--folds``, ``--force``), so no message below the CLI names a flag."""
+
+    def __init__(self, *args: object, settings: tuple[str, ...] = ()) -> None:
+        super().__init__(*args)
+        self.settings = settings
 
 
 class ModelSpecError(ConfigError):

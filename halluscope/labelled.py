@@ -82,8 +82,8 @@ def load_labelled(data: Any, *, limit: int | None = None) -> LabelledData:
     if isinstance(data, str | Path):
         path = str(data)
         if not path.endswith((".csv", ".jsonl", ".json")):
-            raise ConfigError(f"--data {path}: give a .csv or .jsonl file (one row an answer)")
-        text = read_file(path, "--data")
+            raise ConfigError(f"data {path}: give a .csv or .jsonl file (one row an answer)", settings=("data",))
+        text = read_file(path, "data")
         if path.endswith(".csv"):
             return _from_records(path, _csv_rows(path, text), limit, cells_are_text=True)
         return _from_records(path, [row for _, row in jsonl_rows(path, text)], limit)
@@ -110,20 +110,25 @@ def _csv_rows(path: str, text: str) -> list[dict[str, Any]]:
     try:
         header = next(reader, None)
         if not header:
-            raise ConfigError(f"--data {path} has no header row")
+            raise ConfigError(f"data {path} has no header row", settings=("data",))
         repeated = sorted({name for name in header if header.count(name) > 1})
         if repeated:
-            raise ConfigError(f"--data {path}: the header names {', '.join(map(repr, repeated))} more than once")
+            raise ConfigError(
+                f"data {path}: the header names {', '.join(map(repr, repeated))} more than once", settings=("data",)
+            )
         rows = []
         for cells in reader:
             if len(cells) > len(header):
                 raise ConfigError(
-                    f"--data {path}, line {reader.line_num}: {len(cells)} cells under a header of {len(header)}"
+                    f"data {path}, line {reader.line_num}: {len(cells)} cells under a header of {len(header)}",
+                    settings=("data",),
                 )
             if cells:  # a row's missing cells are missing values, as csv.DictReader reads them
                 rows.append(dict(zip(header, [*cells, *[None] * (len(header) - len(cells))], strict=True)))
     except csv.Error as exc:
-        raise ConfigError(f"--data {path}, line {reader.line_num}: not readable as CSV ({exc})") from None
+        raise ConfigError(
+            f"data {path}, line {reader.line_num}: not readable as CSV ({exc})", settings=("data",)
+        ) from None
     return rows
 
 

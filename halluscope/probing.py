@@ -126,7 +126,7 @@ class Probe(BaseModel):
 
 def load_probe(path: str | Path) -> Probe:
     """A probe from its JSON file: read as JSON, checked, never unpickled."""
-    text = read_file(str(path), "--probe")
+    text = read_file(str(path), "probe")
     try:
         found = Probe.model_validate(json.loads(text))
     except RecursionError:

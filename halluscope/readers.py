@@ -20,15 +20,16 @@ def read_file(path: str, flag: str) -> str:
     try:
         raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read {flag} {path}: {exc}") from exc
+        raise ConfigError(f"cannot read {flag} {path}: {exc}", settings=(flag,)) from exc
     if b"\x00" in raw:
-        raise ConfigError(f"{flag} {path} is a binary file, not text")
+        raise ConfigError(f"{flag} {path} is a binary file, not text", settings=(flag,))
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{flag} {path} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); "
-            "convert it, e.g. iconv -f latin1 -t utf-8"
+            "convert it, e.g. iconv -f latin1 -t utf-8",
+            settings=(flag,),
         ) from exc
 
 
@@ -38,9 +39,11 @@ def load_json(text: str, flag: str, path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{flag} {path} is not valid JSON: {exc}") from exc
+        raise ConfigError(f"{flag} {path} is not valid JSON: {exc}", settings=(flag,)) from exc
     except RecursionError as exc:
-        raise ConfigError(f"{flag} {path} is JSON nested too deeply to read: give a list of texts") from exc
+        raise ConfigError(
+            f"{flag} {path} is JSON nested too deeply to read: give a list of texts", settings=(flag,)
+        ) from exc
 
 
 def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
@@ -56,7 +59,8 @@ def _json_list_or_text(path: str, flag: str) -> tuple[Any, str]:
         keys = ", ".join(map(repr, list(found)[:3])) if isinstance(found, dict) else ""
         raise ConfigError(
             f"{flag} {path} holds a JSON object ({keys or 'no keys'}), not a list: give a JSON list, or texts "
-            "separated by '---' lines"
+            "separated by '---' lines",
+            settings=(flag,),
         )
     if opening != "[":
         return None, text
@@ -68,14 +72,14 @@ def read_texts(path: str, flag: str, what: str = "texts", one_per_line: bool = F
     texts, text = _json_list_or_text(path, flag)
     if texts is not None:
         if not isinstance(texts, list) or not all(isinstance(x, str) for x in texts):
-            raise ConfigError(f"{flag} {path} must hold a JSON list of strings")
+            raise ConfigError(f"{flag} {path} must hold a JSON list of strings", settings=(flag,))
     elif one_per_line:
         texts = text.splitlines()
     else:
         texts = re.split(r"^---\s*$", text, flags=re.MULTILINE)
     texts = [x.strip() for x in texts if x.strip()]
     if not texts:
-        raise ConfigError(f"{flag} {path} holds no {what}")
+        raise ConfigError(f"{flag} {path} holds no {what}", settings=(flag,))
     return texts
 
 
@@ -92,10 +96,12 @@ def read_pairs(path: str, flag: str) -> list[tuple[str, str]]:
     pairs = []
     for i, row in enumerate(rows if isinstance(rows, list) else [rows]):
         if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) and x.strip() for x in row)):
-            raise ConfigError(f"{flag} {path}: example {i + 1} is not an (input, label) pair of texts: {row!r}")
+            raise ConfigError(
+                f"{flag} {path}: example {i + 1} is not an (input, label) pair of texts: {row!r}", settings=(flag,)
+            )
         pairs.append((row[0].strip(), row[1].strip()))
     if not pairs:
-        raise ConfigError(f"{flag} {path} holds no example")
+        raise ConfigError(f"{flag} {path} holds no example", settings=(flag,))
     return pairs
 
 
@@ -106,11 +112,11 @@ def check_writable(path: str | Path, flag: str) -> None:
 
     target = Path(path)
     if target.is_dir():
-        raise ConfigError(f"{flag} {path} is a folder; give a file's path")
+        raise ConfigError(f"{flag} {path} is a folder; give a file's path", settings=(flag,))
     folder = target.parent
     while not folder.exists() and folder != folder.parent:  # the folders it would make
         folder = folder.parent
     if not folder.is_dir():
-        raise ConfigError(f"cannot write {flag} {path}: {folder} is a file, not a folder")
+        raise ConfigError(f"cannot write {flag} {path}: {folder} is a file, not a folder", settings=(flag,))
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise ConfigError(f"cannot write {flag} {path}: permission denied")
+        raise ConfigError(f"cannot write {flag} {path}: permission denied", settings=(flag,))

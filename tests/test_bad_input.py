@@ -194,7 +194,7 @@ def test_a_bench_into_a_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp
     taken = tmp_path / "results"
     taken.write_text("not a directory")
     assert main(["bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "1", "--out", str(taken)]) == 2
-    assert f"{taken} is a file; give another --out" in _one_line(capsys.readouterr().err)
+    assert f"{taken} is a file; write somewhere else" in _one_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(

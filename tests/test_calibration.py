@@ -130,7 +130,7 @@ def test_limit_passages_scores_only_the_first_passages_of_each_split(tmp_path: P
     assert run.params["passages"] == [0, 1, 2, 100, 101, 102]
     with pytest.raises(ConfigError, match="there is no passage 238"):
         calibrate_wikibio(["selfcheck-unigram"], range(0, 3), range(236, 240), path, data=data_dir, progress=False)
-    with pytest.raises(ConfigError, match="--limit-passages must be at least 1"):
+    with pytest.raises(ConfigError, match="limit_passages must be at least 1"):
         calibrate_wikibio(["selfcheck-unigram"], range(0, 3), range(3, 6), path, data=data_dir, limit_passages=0)
 
 

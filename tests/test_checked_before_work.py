@@ -165,7 +165,7 @@ def test_a_sep_fit_past_the_call_limit_is_refused_before_any_call(tmp_path: Path
 
     questions = tmp_path / "q.txt"
     questions.write_text("Who wrote Hamlet?\n")
-    with pytest.raises(ConfigError, match="--samples takes 1 to 9,999"):
+    with pytest.raises(ConfigError, match="n takes 1 to 9,999"):
         fit("sep", str(questions), "local:nowhere", Gateway(cache=None), n=1_000_000)
 
 
@@ -211,10 +211,10 @@ def test_a_deeply_nested_probe_file_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"max_calls_per_answer": -1}, "--max-calls-per-answer takes a number of at least 0"),
+        ({"max_calls_per_answer": -1}, "max_calls_per_answer takes a number of at least 0"),
         ({"methods": ["grounded", "groundd"]}, "unknown method 'groundd'"),
-        ({"folds": 0}, "--folds is between 2 and 20, got 0"),
-        ({"folds": 50}, "--folds is between 2 and 20, got 50"),
+        ({"folds": 0}, "folds is between 2 and 20, got 0"),
+        ({"folds": 50}, "folds is between 2 and 20, got 50"),
         ({"data": [{**row, "labels": [0, 0]} for row in answers()]}, "are labelled 0: a fit needs both"),
     ],
 )
@@ -242,8 +242,8 @@ def test_choose_refuses_what_cannot_work_before_its_first_call(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"folds": 0}, "--folds is between 2 and 20, got 0"),
-        ({"folds": 50}, "--folds is between 2 and 20, got 50"),
+        ({"folds": 0}, "folds is between 2 and 20, got 0"),
+        ({"folds": 50}, "folds is between 2 and 20, got 50"),
         ({"data": [{**row, "labels": [0, 0]} for row in answers()]}, "are labelled 0: a fit needs both"),
         ({"out": "BLOCKED/cal.json"}, "is a file, not a folder"),
     ],

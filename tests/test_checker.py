@@ -98,7 +98,7 @@ def test_the_data_never_fits_on_what_is_tested(data_dir: Path) -> None:
         fit_checker([Pair("a", "b", True)] * 3, "never-written")
     both = training_pairs("rte,qnli", range(3), data_dir)
     assert both == training_pairs("rte", range(3), data_dir) + training_pairs("qnli", range(3), data_dir)
-    with pytest.raises(ConfigError, match="--data takes"):
+    with pytest.raises(ConfigError, match="data takes"):
         training_pairs("mnli")
 
 

@@ -64,7 +64,7 @@ def test_demo_on_a_local_model_twice_second_run_replays_from_the_cache(capsys: p
         (["prompts", "list", "--prompt", "fibe.create@9"], "has no version 9"),
         (
             ["bench", "wikibio", "--method", "selfcheck-unigram", "--limit", "1"],
-            "pass --data DIR, set HALLUSCOPE_DATA, or download a dataset with `halluscope data fetch NAME`",
+            "give --data DIR, set HALLUSCOPE_DATA, or download a dataset with `halluscope data fetch NAME`",
         ),
     ],
 )
@@ -226,7 +226,7 @@ def test_bench_wikibio_writes_results_report_and_curves(
         (["--method", "selfcheck-unigram", "--samples", "21"], "between 1 and 20"),
         (
             ["--method", "fibe,fibe+dq", "--model", "local:smollm2-135m", "--samples", "20"],
-            "fibe takes --samples 1 to 10, got 20",
+            "fibe takes --samples from 1 to 10, got 20",
         ),
     ],
 )
@@ -431,7 +431,7 @@ def test_bench_truthfulqa_names_unknown_variants(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--dataset", "triviaqa"], "bench qa needs --model"),
+        (["--dataset", "triviaqa"], "bench qa needs a model to answer the questions (--model SPEC"),
         (["--dataset", "triviaqa", "--model", "local:smollm2-135m", "--limit", "0"], "--limit must be at least 1"),
         (["--dataset", "squad", "--model", "local:smollm2-135m", "--samples", "1"], "at least 2 sampled answers"),
     ],
@@ -782,3 +782,23 @@ def test_csv_cells_a_spreadsheet_would_run_are_escaped() -> None:
     lines = csv_text(rows).splitlines()
     assert lines[1].startswith("'=cmd|' /C calc'!A0,-1.5") and lines[2] == "'+1,0.5" and lines[3] == "'@SUM(A1),"
     assert csv_text([{"text": "-dash"}, {"text": "plain"}]).splitlines()[1:] == ["'-dash", "plain"]
+
+
+def test_an_error_names_the_flag_on_the_command_line_and_the_keyword_in_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Below cli/ an error names what a Python caller passed (folds, force=True); the command line says
+    the flag the user typed."""
+    from halluscope.errors import ConfigError
+    from halluscope.tune.choose import choose
+
+    data = tmp_path / "answers.jsonl"
+    rows = [{"id": f"a{i}", "text": f"Paris is in France {i}.", "labels": [i % 2]} for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["choose", "--data", str(data), "--method", "selfcheck-unigram", "--folds", "1", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "halluscope: error: --folds is between 2 and 20, got 1" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"^folds is between 2 and 20, got 1$"):
+        choose(str(data), ["selfcheck-unigram"], tmp_path, folds=1, progress=False)
+    assert main([*argv[:-4], "--folds", "9", "--out", str(tmp_path)]) == 2
+    assert "--folds 9 is more than the 6 answers" in capsys.readouterr().err

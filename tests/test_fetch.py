@@ -221,7 +221,7 @@ def test_models_pull_via_ollama_without_a_server_names_the_way_out(
     assert main(["models", "pull", "smollm2-135m", "--via", "ollama"]) == 2
     err = capsys.readouterr().err
     assert f"no Ollama server answers at http://127.0.0.1:{port}" in err and "`ollama serve`" in err
-    assert "without --via ollama" in err and "Traceback" not in err
+    assert "or pull from the Hugging Face Hub instead" in err and "Traceback" not in err
 
 
 def test_a_stalled_ollama_pull_is_named_as_one(

@@ -325,7 +325,7 @@ def test_mc1_accuracy_by_asking_shuffles_and_reads_letters(gateway: Gateway, scr
         scripted(lambda p, k: "I am not sure", "scripted:unsure"), questions, options, gateway, mode="ask"
     )
     assert unsure["accuracy"] == 0.0 and unsure["unreadable"] == 4
-    with pytest.raises(ConfigError, match="--mc"):
+    with pytest.raises(ConfigError, match="mc must be one of"):
         mc1_accuracy(scripted(knows), questions, options, gateway, mode="guess")  # type: ignore[arg-type]
 
 

@@ -5,6 +5,7 @@ of its own)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,38 @@ def test_a_method_is_reached_through_the_registry() -> None:
         if imported.startswith("halluscope.methods.")
     }
     assert found <= set(READS_A_METHOD), sorted(found - set(READS_A_METHOD))
+
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _flags_in_raised_messages(path: Path) -> list[str]:
+    """Each ``--flag`` in the text of an exception ``path`` raises, outside backquoted commands (a
+    command to run, such as `halluscope models pull NAME --force`, is spelled as typed)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        inside = set()  # an f-string's pieces, read as the one text they make
+        for part in ast.walk(node.exc):
+            text = None
+            if isinstance(part, ast.JoinedStr):
+                inside |= {id(v) for v in part.values}
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in part.values)
+            elif isinstance(part, ast.Constant) and isinstance(part.value, str) and id(part) not in inside:
+                text = part.value
+            for flag in FLAG.findall(re.sub(r"`[^`]*`", "", text or "")):
+                found.append(f"{path.relative_to(ROOT)}:{part.lineno} {flag}")
+    return found
+
+
+def test_no_error_below_the_cli_names_a_flag() -> None:
+    """A library caller never typed --folds: an error below cli/ names the keyword ('folds', 'force=True')
+    in its ``settings``, and the command line shows it as the flag (cli/flags.as_flags)."""
+    found = [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "cli" not in path.relative_to(PACKAGE).parts
+        for hit in _flags_in_raised_messages(path)
+    ]
+    assert not found, found

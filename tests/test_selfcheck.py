@@ -155,7 +155,7 @@ def test_bench_runs_scgp_on_the_datasets_samples(
     assert not (tmp_path / "results.json").exists()  # several methods: one results.json each
     assert [r["params"]["method"] for r in summary] == ["selfcheck-prompt", "selfcheck-unigram"]
     assert "| selfcheck-prompt |" in (tmp_path / "report.md").read_text()
-    with pytest.raises(ConfigError, match="needs --model"):
+    with pytest.raises(ConfigError, match="needs a model"):
         run_bench(["selfcheck-prompt"], tmp_path, data_dir, limit=1, progress=False)
 
 

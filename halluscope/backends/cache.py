@@ -220,7 +220,7 @@ class RedisCache:
         except (*self._server_errors, ValueError) as exc:
             raise CacheError(
                 f"cannot {action} the call cache at {self.location} ({type(exc).__name__}: {exc}); start the "
-                "server, or run with --no-cache or another --cache"
+                "server, or run without the cache (cache=None; HALLUSCOPE_NO_CACHE=1) or with another one"
             ) from exc
 
     @property

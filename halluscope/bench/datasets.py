@@ -32,8 +32,9 @@ def data_root(explicit: str | Path | None = None) -> Path:
     root, origin = chosen_data_dir(explicit)
     if origin == "the default data directory" and not root.is_dir():
         raise DataError(
-            f"no benchmark data directory: pass --data DIR, set {DATA_ENV}, or download a dataset with "
-            "`halluscope data fetch NAME`"
+            f"no benchmark data directory: give data=DIR, set {DATA_ENV}, or download a dataset with "
+            "`halluscope data fetch NAME`",
+            settings=("data=",),
         )
     if not root.is_dir():
         raise DataError(f"benchmark data directory {root} (from {origin}) does not exist")

@@ -319,7 +319,9 @@ class GroundedSettings(Settings):
 
 def _plans(settings: GroundedSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
     if settings.split != "val" and settings.dataset != "rte":
-        raise ConfigError("--split chooses RTE's pairs; QNLI is tested on its test part, WikiBio on its passages")
+        raise ConfigError(
+            "split chooses RTE's pairs; QNLI is tested on its test part, WikiBio on its passages", settings=("split",)
+        )
     return grounded_plans(
         settings.dataset,
         settings.method,

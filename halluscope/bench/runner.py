@@ -358,7 +358,7 @@ def checked_out(out: str | Path) -> Path:
     for folder in (path, *path.parents):
         if folder.exists():
             if not folder.is_dir():
-                raise ConfigError(f"cannot write the results into {path}: {folder} is a file; give another --out")
+                raise ConfigError(f"cannot write the results into {path}: {folder} is a file; write somewhere else")
             break
     return path
 
@@ -403,7 +403,7 @@ class Journal:
         self.records: dict[str, Record] = {}
         self._seal = _digest(header)
         if path.exists() and not path.is_file():
-            raise ConfigError(f"the resume journal {path} is not a file: move it away, or give another --out")
+            raise ConfigError(f"the resume journal {path} is not a file: move it away, or write somewhere else")
         lines = path.read_bytes().split(b"\n") if path.is_file() else []
         if lines and (fresh or _line(lines[0]) != header):
             aside = _aside(path, "old")

@@ -216,11 +216,15 @@ def wikibio_plans(
     if missing:
         raise ConfigError(unknown("bench method", missing[0], bench_methods()))
     if n is not None and not 1 <= n <= DATASET_SAMPLES:
-        raise ConfigError(f"--samples must be between 1 and 20 (the dataset has 20 per passage), got {n}")
+        raise ConfigError(
+            f"n must be between 1 and 20 (the dataset has 20 samples a passage), got {n}", settings=("n",)
+        )
     specs = {m: registry.get(registry.configured(m)[0]) for m in methods}
     needs_model = [m for m in methods if _needs_model(specs[m])]
     if needs_model and model is None:
-        raise ConfigError(f"{', '.join(needs_model)} needs --model (e.g. local:qwen2.5-coder-1.5b)")
+        raise ConfigError(
+            f"{', '.join(needs_model)} needs a model (model=SPEC, e.g. local:qwen2.5-coder-1.5b)", settings=("model=",)
+        )
     passages = load_wikibio(data)[:limit] if limit else load_wikibio(data)
     if only is not None:
         missing = sorted(set(only) - {p.index for p in passages})
@@ -241,7 +245,7 @@ def _options(
     most = method.most("n") or DATASET_SAMPLES
     samples = min(n or DATASET_SAMPLES, most) if "n" in method.option_names else (n or DATASET_SAMPLES)
     if n is not None and n > most:
-        raise ConfigError(f"{name} takes --samples 1 to {most}, got {n}")
+        raise ConfigError(f"{name} takes n from 1 to {most}, got {n}", settings=("n",))
     if "n" in method.option_names:
         options["n"] = samples
     uses_model = _needs_model(method) or (model is not None and "samples" not in method.input_names)

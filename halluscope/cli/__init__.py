@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from halluscope.cli.commands import COMMANDS
-from halluscope.errors import HalluscopeError, HalluscopeWarning, redact_credentials, unknown
+from halluscope.errors import ConfigError, HalluscopeError, HalluscopeWarning, redact_credentials, unknown
 from halluscope.version import __version__
 
 DESCRIPTION = "Measure and detect LLM hallucinations with published methods."
@@ -115,7 +115,8 @@ def _main(argv: Sequence[str] | None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in COMMANDS:  # --help, --version, or an unknown command: argparse says which
         _top_parser().parse_args(argv)
-    args = build_parser(command).parse_args(argv)
+    parser = build_parser(command)
+    args = parser.parse_args(argv)
     from halluscope.cli.common import check_counts, check_models
 
     try:
@@ -123,7 +124,12 @@ def _main(argv: Sequence[str] | None) -> int:
         check_models(args)
         return int(args.func(args))
     except HalluscopeError as exc:
-        print(f"halluscope: error: {redact_credentials(str(exc))}", file=sys.stderr)
+        said = str(exc)
+        if isinstance(exc, ConfigError) and exc.settings:
+            from halluscope.cli.flags import as_flags, flags_of
+
+            said = as_flags(said, exc.settings, flags_of(parser, argv))
+        print(f"halluscope: error: {redact_credentials(said)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("halluscope: interrupted; finished calls are in the cache", file=sys.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from halluscope.checks import finite_number, numbers
@@ -134,3 +134,41 @@ def passage_range(text: str, flag: str) -> range:
     if len(bounds) != 2 or bounds[0] < 0 or bounds[1] < bounds[0]:
         raise ConfigError(f"{flag} must be a passage range FIRST-LAST (e.g. 0-119), got {text!r}")
     return range(bounds[0], bounds[1] + 1)
+
+
+def flags_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, str]:
+    """Each setting's flag (by its dest, a declared field's '.N' index dropped: its first long option
+    string) in the parser of the command ``argv`` runs, its sub-commands' parsers followed as argv names
+    them."""
+    found: dict[str, str] = {}
+    while True:
+        sub = None
+        for action in parser._actions:  # argparse keeps its actions there, and nowhere public
+            if isinstance(action, argparse._SubParsersAction):
+                sub = action
+            elif action.option_strings:
+                long = [o for o in action.option_strings if o.startswith("--")] or action.option_strings
+                found.setdefault(action.dest.split(".")[0], long[0])
+        chosen = next((a for a in argv if sub is not None and a in sub.choices), None)
+        if sub is None or chosen is None:
+            return found
+        parser, argv = sub.choices[chosen], argv[list(argv).index(chosen) + 1 :]
+        found = {}  # the sub-command's own flags name its settings
+
+
+def as_flags(message: str, settings: Sequence[str], flags: Mapping[str, str]) -> str:
+    """A ConfigError's message as the command line says it: each setting it names spelled as its flag,
+    in the form the setting gives: 'force=True' as '--force', 'folds=' (before a value) as '--folds ',
+    a bare 'folds' as '--folds' its first time only (a word such as 'data' may recur as a word). A
+    setting is found by its flag's dest, or the one dest that ends with it ('key_env' is serve's
+    'upstream_key_env'); one with no flag stays as it is."""
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        form = sep + value  # '', '=' or '=True'
+        ending = [flag for dest, flag in flags.items() if dest.endswith(f"_{name}")]
+        flag = flags.get(name) or (ending[0] if len(ending) == 1 else None)
+        if flag is None:
+            continue
+        spelled = re.compile(rf"(?<![\w-]){re.escape(name + form)}" + ("" if form else r"(?![\w-])"))
+        message = spelled.sub(flag + (" " if form == "=" else ""), message, count=0 if form else 1)
+    return message

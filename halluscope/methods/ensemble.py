@@ -33,7 +33,9 @@ DEFAULT_N = 5  # a member's samples where neither the run nor its calibration sa
 
 def _calibration(calibration: str | Path | Calibration | None, methods: Sequence[str]) -> Calibration:
     if calibration is None:
-        raise ConfigError("the ensemble needs a calibration fitted for its methods: halluscope calibrate --method A,B")
+        raise ConfigError(
+            "the ensemble needs a calibration fitted for its methods (`halluscope calibrate --method A,B`)"
+        )
     cal = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
     if list(methods) and list(methods) != cal.methods:
         raise ConfigError(f"this calibration stacks {', '.join(cal.methods)}, not {', '.join(methods)}")
@@ -130,7 +132,7 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         if not samples and spec.draws_samples is not None and opts.model is None:
             raise ConfigError(
                 f"{member} reads {n} samples an answer and none came with it: give the model that draws them "
-                "(model=..., --model), or the samples"
+                "(model=...), or the samples"
             )
         if not samples and spec.draws_samples is not None:
             draw = spec.draws_samples(given)  # members that would draw alike share one draw

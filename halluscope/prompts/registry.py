@@ -213,7 +213,7 @@ class PromptRegistry:
         for d in extra_dirs:
             path = Path(d)
             if not path.is_dir():
-                raise PromptError(f"prompt directory {path} does not exist (from --prompts or {PROMPTS_ENV})")
+                raise PromptError(f"prompt directory {path} does not exist (from prompts_dir or {PROMPTS_ENV})")
             self._load_dir(path, packaged=False)
         for ref in selections:
             self.select(ref)
@@ -279,7 +279,7 @@ class PromptRegistry:
     def select(self, ref: str) -> PromptTemplate:
         prompt_id, version = parse_ref(ref)
         if version is None:
-            raise PromptError(f"--prompt needs ID@VERSION, got {ref!r}")
+            raise PromptError(f"a prompt selection needs ID@VERSION, got {ref!r}")
         prompt = self.get(f"{prompt_id}@{version}")
         self._selected[prompt_id] = version
         return prompt

@@ -68,11 +68,14 @@ class HttpSettings:
             raise ConfigError("a serve token takes at least 16 characters (e.g. `openssl rand -hex 32`)")
         if not self.loopback and self.token is None:
             raise ConfigError(
-                f"serving on {self.host}, beyond this machine, needs a token: set {TOKEN_ENV} (or --token), "
-                "and clients send 'Authorization: Bearer <token>'; or bind 127.0.0.1"
+                f"serving on {self.host}, beyond this machine, needs a token: set {TOKEN_ENV} (or token), "
+                "and clients send 'Authorization: Bearer <token>'; or bind 127.0.0.1",
+                settings=("token",),
             )
         if self.max_body < 1:
-            raise ConfigError(f"--max-body takes a number of bytes of at least 1, got {self.max_body}")
+            raise ConfigError(
+                f"max_body takes a number of bytes of at least 1, got {self.max_body}", settings=("max_body",)
+            )
 
     @property
     def loopback(self) -> bool:

@@ -65,22 +65,25 @@ class ProxySettings:
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
-            raise ConfigError(f"--proxy takes the upstream's base URL (http:// or https://), got {self.upstream!r}")
+            raise ConfigError(f"the proxy's upstream takes a base URL (http:// or https://), got {self.upstream!r}")
         base, sep, query = self.upstream.partition("?")  # a query (Azure's ?api-version=) follows every route
         object.__setattr__(self, "upstream", base.rstrip("/") + sep + query)
         unknown = sorted(set(self.context_from) - set(CONTEXT_ROLES))
         if unknown or not self.context_from:
-            raise ConfigError(f"--context-from takes some of {', '.join(CONTEXT_ROLES)}, got {','.join(unknown)}")
+            raise ConfigError(
+                f"context_from takes some of {', '.join(CONTEXT_ROLES)}, got {','.join(unknown)}",
+                settings=("context_from",),
+            )
         if self.on_flag not in ("annotate", "block"):
-            raise ConfigError(f"--on-flag takes annotate or block, got {self.on_flag!r}")
+            raise ConfigError(f"on_flag takes annotate or block, got {self.on_flag!r}", settings=("on_flag",))
         if self.on_error is None:
             object.__setattr__(self, "on_error", "block" if self.on_flag == "block" else "pass")
         if self.on_error not in ("pass", "block"):
-            raise ConfigError(f"--on-error takes pass or block, got {self.on_error!r}")
+            raise ConfigError(f"on_error takes pass or block, got {self.on_error!r}", settings=("on_error",))
         if not math.isfinite(self.idle_timeout) or self.idle_timeout <= 0:
-            raise ConfigError(f"--stream-idle-timeout takes a number of seconds above 0, got {self.idle_timeout:g}")
+            raise ConfigError(f"idle_timeout takes a number of seconds above 0, got {self.idle_timeout:g}")
         if self.key_env is not None and not os.environ.get(self.key_env):
-            raise ConfigError(f"--upstream-key-env names {self.key_env}, which is not set")
+            raise ConfigError(f"key_env names {self.key_env}, which is not set", settings=("key_env",))
 
     def url(self, route: str) -> str:
         """The upstream's URL of ``route`` ('chat/completions'), the base's query after the path."""
@@ -97,8 +100,9 @@ class ProxySettings:
         the token, which must never reach the upstream)."""
         if token is not None and self.key_env is None:
             raise ConfigError(
-                "a proxy with a token needs the upstream's key from the operator: --upstream-key-env NAME "
-                "(its clients' Authorization is the proxy's token, which is never forwarded)"
+                "a proxy with a token needs the upstream's key from the operator: key_env=NAME "
+                "(its clients' Authorization is the proxy's token, which is never forwarded)",
+                settings=("key_env=",),
             )
         return self
 

@@ -142,7 +142,7 @@ def _held_out_splits(
     """The two splits (their first ``limit_passages`` each), checked disjoint, and the target checked."""
     if limit_passages is not None:
         if limit_passages < 1:
-            raise ConfigError(f"--limit-passages must be at least 1, got {limit_passages}")
+            raise ConfigError(f"limit_passages must be at least 1, got {limit_passages}", settings=("limit_passages",))
         fit_passages, test_passages = fit_passages[:limit_passages], test_passages[:limit_passages]
     if set(fit_passages) & set(test_passages):
         raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
@@ -169,7 +169,8 @@ def _refuse_a_poor_fit(path: Path, problems: list[str], force: bool) -> None:
     if problems and not force:
         raise ConfigError(
             f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: fit it on more or "
-            "other passages (a split with both accurate and inaccurate sentences), or keep it anyway with --force"
+            "other passages (a split with both accurate and inaccurate sentences), or keep it anyway (force=True)",
+            settings=("force=True",),
         )
 
 
@@ -199,7 +200,7 @@ def calibrate_labelled(
         raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
     check_fit_inputs(labelled, folds)
-    check_writable(out, "--out")
+    check_writable(out, "out")
     path = Path(out)
     runs = path.parent / f"{path.stem}.runs"
     plans = mine.mine_plans(labelled, methods, model, gateway, options=options)
@@ -213,7 +214,8 @@ def calibrate_labelled(
     if problems and not force:
         raise ConfigError(
             f"refused to write {path}: {'; '.join(problems)}. Its probabilities would mislead: label more answers "
-            "(both supported and hallucinated ones), or keep it anyway with --force"
+            "(both supported and hallucinated ones), or keep it anyway (force=True)",
+            settings=("force=True",),
         )
     reliability_diagram(
         path.with_suffix(".reliability.png"),
@@ -229,11 +231,12 @@ def check_fit_inputs(labelled: LabelledData, folds: int) -> None:
     """What a fit on a user's answers needs, checked before any answer is scored: 2 to 20 folds, no more
     than the answers, and both labels among the units it fits on."""
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 20:
-        raise ConfigError(f"--folds is between 2 and 20, got {folds}")
+        raise ConfigError(f"folds is between 2 and 20, got {folds}", settings=("folds",))
     independent = len({row.group or row.id for row in labelled.rows})
     if folds > independent:
         raise ConfigError(
-            f"--folds {folds} is more than the {independent} answers (or groups): each fold holds out whole ones"
+            f"folds={folds} is more than the {independent} answers (or groups): each fold holds out whole ones",
+            settings=("folds=",),
         )
     units = "sentences" if labelled.per_sentence else "answers"
     labels = [x for row in labelled.rows for x in (row.labels if labelled.per_sentence else (row.answer_label,))]
@@ -258,7 +261,7 @@ def fitted_on_answers(
     the calibration (its report the out-of-fold numbers and quality problems), its units and their
     out-of-fold probabilities."""
     if not 2 <= folds <= 20:
-        raise ConfigError(f"--folds is between 2 and 20, got {folds}")
+        raise ConfigError(f"folds is between 2 and 20, got {folds}", settings=("folds",))
     split = Split.of_answers(methods, results, labelled.per_sentence)
     if not split.labels.size:
         raise ConfigError("no answer was scored by every method")
@@ -300,7 +303,10 @@ def cross_validated(split: Split, kind: str, folds: int) -> np.ndarray:
             continue
         train = {m: np.asarray(v, dtype=np.float64)[kept].tolist() for m, v in split.scores.items()}
         if split.labels[kept].all() or not split.labels[kept].any():
-            raise ConfigError(f"fold {k + 1} of {folds} trains on one class only: label more answers, or fewer --folds")
+            raise ConfigError(
+                f"fold {k + 1} of {folds} trains on one class only: label more answers, or fewer folds",
+                settings=("folds",),
+            )
         fitted_kind, params = fit(train, split.labels[kept], kind)
         part = Calibration(kind=fitted_kind, methods=list(split.scores), model=None, prompts=[], params=params)
         out[held] = part.probabilities(

@@ -109,7 +109,7 @@ def unlabelled_rows(path: str) -> list[tuple[list[str], list[str], str | None]]:
     """A JSON Lines file of answers with their documents, labels not needed: (documents, sentences,
     question) per row, the sentences given or split from its text."""
     rows = []
-    for number, row in jsonl_rows(path, read_file(path, "--unlabelled")):
+    for number, row in jsonl_rows(path, read_file(path, "unlabelled")):
         context = row.get("context")
         found = (row.get("sentences") or split_sentences(str(row.get("text") or ""))) if context else []
         if not context or not found:
@@ -200,7 +200,9 @@ def training_pairs(data: str, items: range | None = None, data_dir: str | Path |
     if data == "wikibio":
         return wikibio_pairs(data_dir, items if items is not None else range(120))
     if not data.endswith((".csv", ".jsonl", ".json")):
-        raise ConfigError(f"--data takes {', '.join(DATASETS)} or a labelled .csv/.jsonl file, got {data!r}")
+        raise ConfigError(
+            f"data takes {', '.join(DATASETS)} or a labelled .csv/.jsonl file, got {data!r}", settings=("data",)
+        )
     return labelled_pairs(data, items)
 
 
@@ -331,7 +333,7 @@ class Fit:
             raise ValueError("state.json holds no object")
         if {k: state.get(k) for k in ("settings", "data", "base")} != self._state_json():
             raise ConfigError(
-                f"{where} holds an interrupted fit of other data or settings: remove it, or --out another folder"
+                f"{where} holds an interrupted fit of other data or settings: remove it, or write to another folder"
             )
         self.model.load_state_dict(load_file(str(where / "weights.safetensors")))
         moments = load_file(str(where / "adam.safetensors"))

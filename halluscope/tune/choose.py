@@ -288,13 +288,16 @@ def _check_choose_settings(
 ) -> None:
     """What can be refused before any answer is scored: no method, an unknown one, a bad target or budget."""
     if len(methods) < 1:
-        raise ConfigError("choose compares methods: give at least one with --method")
+        raise ConfigError("choose compares methods: give at least one")
     if target[0] not in ("precision", "recall") or not 0 < target[1] <= 1:
         raise ConfigError(f"the operating point's target is precision or recall in (0, 1], got {target}")
     if max_calls_per_answer is not None and not (
         isinstance(max_calls_per_answer, int | float) and 0 <= max_calls_per_answer < math.inf
     ):
-        raise ConfigError(f"--max-calls-per-answer takes a number of at least 0, got {max_calls_per_answer}")
+        raise ConfigError(
+            f"max_calls_per_answer takes a number of at least 0, got {max_calls_per_answer}",
+            settings=("max_calls_per_answer",),
+        )
     for name in methods:
         registry.get(registry.configured(name)[0])  # unknown: refused now, not listed as one that cannot run
 

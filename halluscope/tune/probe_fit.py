@@ -150,7 +150,7 @@ def _questions(data: str, items: range | None, data_dir: str | Path | None) -> l
             if items is None or q.index in items
         ]
     if Path(data).suffix == ".txt":
-        lines = read_lines(data, "--data")
+        lines = read_lines(data, "data")
         return [(f"question {i}", line, None) for i, line in enumerate(lines) if items is None or i in items]
     rows = load_labelled(data).rows
     return [(row.id, str(row.inputs["question"]), None) for i, row in enumerate(rows) if items is None or i in items]
@@ -322,7 +322,9 @@ def fit(
     ranks its held-out rows no better than chance (AUC-ROC at or below 50, or none) is refused unless
     ``force``."""
     if kind == "sep" and not 1 <= n < MAX_CALLS:
-        raise ConfigError(f"--samples takes 1 to {MAX_CALLS - 1:,} answers a question (a run's call limit), got {n:,}")
+        raise ConfigError(
+            f"n takes 1 to {MAX_CALLS - 1:,} answers a question (a run's call limit), got {n:,}", settings=("n",)
+        )
     stats = stats if stats is not None else CallStats()
     reader = gateway.logprob_model(model)
     tried = list(layers) if layers else default_layers(reader)
@@ -394,7 +396,8 @@ def check_better_than_chance(fitted: Probe) -> None:
         shown = "cannot be computed" if held_out is None else f"is {held_out:.1f}"
         raise ConfigError(
             f"the probe's held-out AUC-ROC {shown} (chance is 50) on {fitted.validation['rows']} rows: it would "
-            "rank no better than chance; fit on more data, or write it anyway with --force"
+            "rank no better than chance; fit on more data, or write it anyway (force=True)",
+            settings=("force=True",),
         )
 
 
@@ -413,10 +416,11 @@ def check_balance(examples: Sequence[Example], force: bool = False) -> None:
     for part, name in ((~held, "fitted on"), (held, "held out to choose the layer")):
         found = {label for label, keep in zip(labels, part, strict=True) if keep}
         if len(found) < 2 and not (force and part is held):
-            or_force = " (or --force: a probe with no held-out AUC-ROC)" if part is held else ""
+            or_force = " (or force=True: a probe with no held-out AUC-ROC)" if part is held else ""
             raise ConfigError(
                 f"the {int(part.sum())} rows {name} ({len(set(groups))} groups in all) hold one label only: "
-                f"give more data{or_force}"
+                f"give more data{or_force}",
+                settings=("force=True",),
             )
 
 

@@ -23,7 +23,7 @@ class NLI(Provider):
     def chat_model(self, spec: ModelSpec, timeout: float) -> BaseChatModel:
         raise ModelSpecError(
             f"{spec.key} is an NLI checkpoint: it judges (premise, hypothesis) pairs as a method's judge "
-            "(grounded's --model, semantic entropy's or SelfCheck-NLI's --judge), and writes no chat answer"
+            "(grounded's model, semantic entropy's or SelfCheck-NLI's judge), and writes no chat answer"
         )
 
 

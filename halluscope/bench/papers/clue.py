@@ -184,7 +184,7 @@ def clue_plan(
     concept_labels([], theta_h, theta_l)  # bad thresholds fail before any model call
     items = load_qnli(data, limit)
     if not items:
-        raise ConfigError("no QNLI question to run (--limit must be at least 1)")
+        raise ConfigError("no QNLI question to run (limit must be at least 1)", settings=("limit",))
     stats = CallStats()
     options = clue.Options(model=model, judge=scorer, n=n, prefilter=prefilter, embedder=embedder)
     concepts = clue.METHOD.scorer(options, start(gateway, stats))

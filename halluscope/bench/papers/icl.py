@@ -310,7 +310,7 @@ def phr_plan(
     from halluscope.runtime.contract import start
 
     if not ns or min(ns) < 1 or contexts < 1 or queries < 1:
-        raise ConfigError("need context sizes >= 1, --contexts >= 1 and --queries >= 1")
+        raise ConfigError("need context sizes >= 1, contexts >= 1 and queries >= 1", settings=("contexts", "queries"))
     if len(epsilons) != 2:
         raise ConfigError(f"give two epsilons, the low one for MHR and the high one for the error rate: {epsilons}")
     eval_size = n_imagined if eval_size is None else eval_size

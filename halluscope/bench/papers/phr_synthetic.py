@@ -69,9 +69,11 @@ def phr_synthetic_plan(
     if not ns or any(n < 0 for n in ns):
         raise ConfigError(f"context sizes must be non-negative, got {list(ns)}")
     if problems < 1 or m < 1 or k < 2 or n_imagined < 0:
-        raise ConfigError("need --problems >= 1, --M >= 1, --K >= 2 and --imagined >= 0")
+        raise ConfigError(
+            "need problems >= 1, M >= 1, K >= 2 and imagined >= 0", settings=("problems", "M", "K", "imagined")
+        )
     if not 0 < epsilon < 1:
-        raise ConfigError(f"--epsilon must lie in (0, 1), got {epsilon}")
+        raise ConfigError(f"epsilon must lie in (0, 1), got {epsilon}", settings=("epsilon",))
     blr = BayesianLinearRegression()
 
     def score(item: tuple[int, int]) -> dict[str, Any]:

@@ -178,7 +178,9 @@ def qa_plan(
     are semantic entropy's own (``n``, ``mode``, ``cluster_rule`` ...), their defaults its own."""
     se = SEMANTIC_ENTROPY.options(model=model, judge=judge, **options)
     if se.n < 2:
-        raise ConfigError(f"semantic entropy needs at least 2 sampled answers per question, got --samples {se.n}")
+        raise ConfigError(
+            f"semantic entropy needs at least 2 sampled answers per question, got n={se.n}", settings=("n=",)
+        )
     items = load_qa(dataset, data, limit)
     stats = CallStats()
     entropy = SEMANTIC_ENTROPY.scorer(se, start(gateway, stats))
@@ -277,7 +279,10 @@ class QASettings(Settings):
 
 def _plans(settings: QASettings, gateway: Callable[[], Gateway]) -> list[Plan]:
     if not settings.model:
-        raise ConfigError("bench qa needs --model to answer the questions (e.g. local:qwen2.5-coder-0.5b)")
+        raise ConfigError(
+            "bench qa needs a model to answer the questions (model=SPEC, e.g. local:qwen2.5-coder-0.5b)",
+            settings=("model=",),
+        )
     gw = gateway()
     options = dict(settings.method_options)
     options["judge"] = entailment_judge(options.get("judge"), gw, prompt=short_answer.ENTAILMENT)

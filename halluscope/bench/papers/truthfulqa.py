@@ -110,7 +110,7 @@ def load_mc1(data: str | Path | None = None) -> dict[str, list[tuple[str, bool]]
 
 def _limited(questions: list[TruthfulQuestion], limit: int | None) -> list[TruthfulQuestion]:
     if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {limit}")
+        raise ConfigError(f"limit must be at least 1, got {limit}", settings=("limit",))
     return questions[:limit] if limit else questions
 
 
@@ -273,7 +273,7 @@ def mc1_mode(model: ModelLike, mode: Literal["auto", "logprobs", "ask"]) -> str:
     """How a model's MC1 choice is read: 'auto' reads the log-probs of a model that runs in the process
     (llama.cpp, transformers) and asks the others."""
     if mode not in MC_MODES:
-        raise ConfigError(f"--mc must be one of {', '.join(MC_MODES)}, got {mode!r}")
+        raise ConfigError(f"mc must be one of {', '.join(MC_MODES)}, got {mode!r}", settings=("mc",))
     if mode == "auto":
         return "logprobs" if runs_in_process(model) else "ask"
     return mode
@@ -513,7 +513,7 @@ def rank_plan(
     """Per question: every model answers, FEWL scores the answers, and every model's MC1 choice is read;
     the models are then ranked by mean FEWL and by MC1 accuracy (Kendall's tau between the two)."""
     if len(set(models)) < 2:
-        raise ConfigError(f"--models needs at least two different models, got {list(models)}")
+        raise ConfigError(f"models needs at least two different models, got {list(models)}", settings=("models",))
     modes = {m: mc1_mode(m, mc) for m in models}
     everything = load_truthfulqa(data)
     questions = _limited(everything, limit)
@@ -595,7 +595,9 @@ def _rank_report(result: BenchResult) -> str:
 def _variant_list(chosen: list[str]) -> list[str]:
     unknown = [m for m in chosen if m not in VARIANTS]
     if unknown or not chosen:
-        raise ConfigError(f"unknown --method {', '.join(unknown) or '(none)'}; known: {', '.join(VARIANTS)}")
+        raise ConfigError(
+            f"unknown method {', '.join(unknown) or '(none)'}; known: {', '.join(VARIANTS)}", settings=("method",)
+        )
     return chosen
 
 
