@@ -13,6 +13,9 @@ its values: ``f(1)`` fixed decimals, ``n`` thousands separators, ``ci(1)`` an in
 run did not record itself: transcribed from an earlier document (``recorded`` false), given their
 command and commit afterwards (``backfilled``), or made from a dirty checkout. ``verdict(name, claim)``
 prints the verdict ``benchmarks/verdicts.py`` decided and wrote into the record: templates decide none.
+``page(name)`` is the rows a page prints, prepared in ``benchmarks/pages.py`` (which runs a table holds,
+derived figures), and ``rows | by("check")`` looks a record's rows up by a field: a template builds no
+list and composes no record key (tests/test_docs.py).
 A record's ``runs`` say how each was made: ``benchmarks/records.py check`` checks them.
 """
 
@@ -29,6 +32,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pages import PAGES  # noqa: E402 - beside this script: the rows each page prints
 from verdicts import rows_paired, units_of  # noqa: E402 - beside this script: one reading of a run's rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,6 +176,16 @@ def operating_point(run: dict[str, Any]) -> str:
     return f"p >= {run['threshold']:.3f}: {run['held_out_precision']:.3f} / {run['held_out_recall']:.3f}"
 
 
+def by(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
+    """A record's rows by one of their fields (``candidates | by("name")``): a lookup, not a new figure."""
+    return {row[key]: row for row in rows}
+
+
+def page(name: str) -> dict[str, Any]:
+    """The rows a page prints, prepared from its records (``benchmarks/pages.py``)."""
+    return PAGES[name](load_record)
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -179,8 +193,11 @@ def environment() -> Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals.update(record=load_record, how_made=how_made, verdict=verdict, operating_point=operating_point)
+    env.globals.update(
+        record=load_record, page=page, how_made=how_made, verdict=verdict, operating_point=operating_point
+    )
     env.filters.update(
+        by=by,
         f=fixed,
         n=thousands,
         ci=interval,

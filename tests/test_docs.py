@@ -256,6 +256,49 @@ def test_a_records_commit_and_command_are_checked_against_the_repository() -> No
     assert records.command_problem("bash -c 'halluscope demo --json > out/demo.json'") is None
 
 
+def assembly(source: str) -> list[str]:
+    """What a template assembles rather than prints: a list or dict it builds (``.append``, ``.update``),
+    or a record key it composes (``ck["fit on " ~ on]``, ``("qnli test, " ~ on) in ck``). The rows a page
+    prints are prepared in benchmarks/pages.py; a template loops over them."""
+    from jinja2 import Environment, nodes
+
+    tree = Environment().parse(source)
+    found = [
+        f"line {c.lineno}: builds with .{c.node.attr}"
+        for c in tree.find_all(nodes.Call)
+        if isinstance(c.node, nodes.Getattr) and c.node.attr in ("append", "extend", "update", "insert")
+    ]
+
+    def composed(node: Any) -> bool:
+        return isinstance(node, nodes.Concat) or any(True for _ in node.find_all(nodes.Concat))
+
+    found += [f"line {g.lineno}: composes a key" for g in tree.find_all(nodes.Getitem) if composed(g.arg)]
+    found += [
+        f"line {c.lineno}: composes a key"
+        for c in tree.find_all(nodes.Compare)
+        if any(o.op in ("in", "notin") for o in c.ops) and composed(c.expr)
+    ]
+    found += [
+        f"line {c.lineno}: composes a key"
+        for c in tree.find_all(nodes.Call)
+        if isinstance(c.node, nodes.Getattr) and c.node.attr == "get" and any(composed(a) for a in c.args)
+    ]
+    return found
+
+
+def test_no_template_builds_its_rows_or_composes_a_record_key() -> None:
+    assembled = {
+        path.name: assembly(path.read_text(encoding="utf-8"))
+        for path in sorted((REPO / "docs" / "templates").rglob("*.j2"))
+    }
+    assert {name: found for name, found in assembled.items() if found} == {}
+    caught = assembly(
+        "{%- set fitted_on = [] -%}{% for label in ck %}{% set _ = fitted_on.append(label[7:]) %}{% endfor -%}"
+        '{{ ck["fit on " ~ fitted_on[0]].command }}{% if ("qnli test, " ~ on) in ck %}x{% endif %}'
+    )
+    assert caught == ["line 1: builds with .append", "line 1: composes a key", "line 1: composes a key"]
+
+
 def test_a_run_that_made_calls_says_what_they_sent() -> None:
     """Twelve runs recorded 0 prompt tokens for hundreds of calls: the record check refuses that, a
     script's envelope turns an uncounted 0 into None with why, and every script passes its count."""
