@@ -68,9 +68,9 @@ class HttpSettings:
             raise ConfigError("a serve token takes at least 16 characters (e.g. `openssl rand -hex 32`)")
         if not self.loopback and self.token is None:
             raise ConfigError(
-                f"serving on {self.host}, beyond this machine, needs a token: set {TOKEN_ENV} (or token), "
+                f"serving on {self.host}, beyond this machine, needs a token: set {TOKEN_ENV} (or token=TOKEN), "
                 "and clients send 'Authorization: Bearer <token>'; or bind 127.0.0.1",
-                settings=("token",),
+                settings=("token=",),
             )
         if self.max_body < 1:
             raise ConfigError(
