@@ -802,3 +802,16 @@ def test_an_error_names_the_flag_on_the_command_line_and_the_keyword_in_python(
         choose(str(data), ["selfcheck-unigram"], tmp_path, folds=1, progress=False)
     assert main([*argv[:-4], "--folds", "9", "--out", str(tmp_path)]) == 2
     assert "--folds 9 is more than the 6 answers" in capsys.readouterr().err
+
+
+def test_a_setting_is_spelled_as_its_flag_in_the_form_the_error_gives() -> None:
+    """'force=True' is the flag, 'folds=' the flag before its value, a bare name its first time only, a
+    keyword found by the one dest ending with it; one the command has no flag for stays."""
+    from halluscope.cli.flags import as_flags
+
+    flags = {"folds": "--folds", "force": "--force", "data": "--data", "upstream_key_env": "--upstream-key-env"}
+    assert as_flags("data x.csv: label more data", ("data",), flags) == "--data x.csv: label more data"
+    assert as_flags("keep it anyway (force=True)", ("force=True",), flags) == "keep it anyway (--force)"
+    assert as_flags("folds=9 is more than 6", ("folds=",), flags) == "--folds 9 is more than 6"
+    assert as_flags("needs key_env=NAME", ("key_env=",), flags) == "needs --upstream-key-env NAME"
+    assert as_flags("n takes 1 to 5", ("n",), flags) == "n takes 1 to 5"
