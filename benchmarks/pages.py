@@ -21,15 +21,9 @@ def checker(record: Callable[[str], Any]) -> dict[str, Any]:
     grounded probe's fits."""
     ck, judges = record("checker")["runs"], record("grounded")["runs"]
     fitted_on = [label.removeprefix("fit on ") for label in ck if label.startswith("fit on ")]
-    fits = [
-        {
-            "on": on,
-            "fit": ck[f"fit on {on}"],
-            "rte": ck[f"rte val, fitted on {on}"],
-            "rte_s": ck[f"rte val, fitted on {on}"]["seconds"] / ck[f"rte val, fitted on {on}"]["items"],
-        }
-        for on in fitted_on
-    ]
+    fits = [{"on": on, "fit": ck[f"fit on {on}"], "rte": ck[f"rte val, fitted on {on}"]} for on in fitted_on]
+    for row in fits:
+        row["rte_s"] = row["rte"]["seconds"] / row["rte"]["items"]
     rte_judges = [{"size": s, "run": judges[f"rte qwen2.5-coder-{s}"]} for s in JUDGES]
     qnli = [
         {"on": on, "run": ck[f"qnli test, fitted on {on}"]} for on in fitted_on if f"qnli test, fitted on {on}" in ck

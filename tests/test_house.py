@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,16 @@ def test_the_gateway_sends_calls_and_its_readings_and_fan_out_live_apart() -> No
     assert not methods & {"token_stats", "hidden_states", "forward", "complete", "_sample_together"}, methods
 
 
+def _hits_outside(room: str, scan: Callable[[Path], list[str]]) -> list[str]:
+    """What ``scan`` finds in every module of the package outside ``room``."""
+    return [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if room not in path.relative_to(PACKAGE).parts
+        for hit in scan(path)
+    ]
+
+
 SPEC_PREFIXES = ("nli:", "local:")
 DECLARING = {"option", "Flag", "arg", "add_argument"}  # an option's default or help may show a spec
 
@@ -229,12 +240,7 @@ def test_no_spec_prefix_is_written_outside_the_backends() -> None:
     """A judge or model spec is built by its provider's function (``local_spec``, ``nli_spec``,
     ``default_spec``) and read by ``judge_target``; outside backends/ only docstrings and option
     declarations write one."""
-    found = [
-        hit
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if "backends" not in path.relative_to(PACKAGE).parts
-        for hit in _spec_literals(path)
-    ]
+    found = _hits_outside("backends", _spec_literals)
     assert not found, found
 
 
@@ -288,10 +294,5 @@ def _flags_in_raised_messages(path: Path) -> list[str]:
 def test_no_error_below_the_cli_names_a_flag() -> None:
     """A library caller never typed --folds: an error below cli/ names the keyword ('folds', 'force=True')
     in its ``settings``, and the command line shows it as the flag (cli/flags.as_flags)."""
-    found = [
-        hit
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if "cli" not in path.relative_to(PACKAGE).parts
-        for hit in _flags_in_raised_messages(path)
-    ]
+    found = _hits_outside("cli", _flags_in_raised_messages)
     assert not found, found
