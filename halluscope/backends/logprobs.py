@@ -126,7 +126,8 @@ class LogProbModel(ABC):
         """log p(token | prompt) for every token of the vocabulary, from one forward pass: every
         single-token response's log-prob at once, and K samples of it for free."""
         raise ConfigError(
-            f"{self.name} gives no whole next-token distribution; sample the responses instead (PHR: sampled=True)"
+            f"{self.name} gives no whole next-token distribution; sample the responses instead (PHR: sampled=True)",
+            settings=("sampled=True",),
         )
 
     def _encode(self, text: str) -> list[int]:

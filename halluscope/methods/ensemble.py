@@ -132,7 +132,8 @@ def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionR
         if not samples and spec.draws_samples is not None and opts.model is None:
             raise ConfigError(
                 f"{member} reads {n} samples an answer and none came with it: give the model that draws them "
-                "(model=...), or the samples"
+                "(model=...), or the samples",
+                settings=("model=",),
             )
         if not samples and spec.draws_samples is not None:
             draw = spec.draws_samples(given)  # members that would draw alike share one draw
