@@ -31,7 +31,7 @@ from halluscope.bench.runner import BenchResult
 from halluscope.bench.wikibio import load_wikibio, score_list
 from halluscope.calibration import Calibration
 from halluscope.checks import numbers
-from halluscope.tune.choose import choose
+from halluscope.tune.choose import ChooseSettings, choose
 
 METHOD = "selfcheck-unigram"
 
@@ -77,7 +77,7 @@ def main() -> None:
     began = time.perf_counter()
     labelled = rows(args.data, first, last)
     out = Path(args.out) / "choose-deploy"
-    choice = choose(labelled, [METHOD], out, folds=args.folds, progress=False)
+    choice = choose(labelled, ChooseSettings(methods=[METHOD], folds=args.folds), out, progress=False)
     [candidate] = choice.candidates
     found = {
         "passages": f"{first}-{last}",

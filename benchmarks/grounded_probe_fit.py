@@ -24,7 +24,7 @@ from halluscope.backends.stats import CallStats
 from halluscope.bench.provenance import envelope
 from halluscope.cli.flags import passage_range
 from halluscope.prompts.registry import PromptRegistry
-from halluscope.tune.probe_fit import fit, summary
+from halluscope.tune.probe_fit import ProbeFitSettings, fit, summary
 
 
 def main() -> None:
@@ -40,12 +40,14 @@ def main() -> None:
     stats = CallStats()
     gateway = Gateway(cache=open_cache(args.cache), registry=PromptRegistry())
     probe, examples = fit(
-        "grounded",
-        args.data,
-        args.model,
+        ProbeFitSettings(
+            kind="grounded",
+            data=args.data,
+            model=args.model,
+            items=passage_range(args.items, "--items") if args.items else None,
+            data_dir=args.data_dir,
+        ),
         gateway,
-        items=passage_range(args.items, "--items") if args.items else None,
-        data_dir=args.data_dir,
         stats=stats,
         progress=lambda it: tqdm(list(it), desc="grounded probe", file=sys.stderr),
     )

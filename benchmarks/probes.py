@@ -63,7 +63,7 @@ from halluscope.prompts.registry import PromptRegistry  # noqa: E402
 from halluscope.runtime import registry
 from halluscope.tune import probe_fit as probes  # noqa: E402
 from halluscope.tune.calibrate import calibrate_labelled  # noqa: E402
-from halluscope.tune.choose import choose  # noqa: E402
+from halluscope.tune.choose import ChooseSettings, choose  # noqa: E402
 
 SETS: dict[str, dict[str, Any]] = {
     "wikibio": {
@@ -268,17 +268,17 @@ def main() -> None:
         return tqdm(list(it), file=sys.stderr, leave=False)
 
     layers = [int(x) for x in args.layer.split(",")] if args.layer else None
-    fitted, _ = probes.fit(
-        setup["kind"],
-        data,
-        args.model,
-        gateway,
+    sep = setup["kind"] == "sep" and entropy
+    settings = probes.ProbeFitSettings(
+        kind=setup["kind"],
+        data=data,
+        model=args.model,
         layers=layers,
         items=fit_items,
-        stats=stats,
-        progress=bar,
-        **(entropy if setup["kind"] == "sep" else {}),
+        **({"n": samples} if sep else {}),
     )
+    judge = {"judge": entropy["judge"]} if sep else {}
+    fitted, _ = probes.fit(settings, gateway, stats=stats, progress=bar, **judge)
     probe_path = out / "probe.json"
     fitted.save(probe_path)
     print(probes.summary(fitted))
@@ -301,11 +301,10 @@ def main() -> None:
     rows = test_rows(data, test_items, held)
     choice = choose(
         rows,
-        ["probe", *against],
+        ChooseSettings(methods=["probe", *against], options={"probe": str(probe_path), **entropy}),
         out / "choose",
         model=args.model,
         gateway=gateway,
-        options={"probe": str(probe_path), **entropy},
     )
     runs: dict[str, Any] = {}
     for name in ["probe", *against]:

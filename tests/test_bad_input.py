@@ -132,7 +132,7 @@ def test_a_calibration_for_the_ensemble_runs_from_the_command_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
 ) -> None:
     """`detect ensemble --calibration FILE` once passed the file twice (TypeError for any file)."""
-    from halluscope.tune.calibrate import calibrate_wikibio
+    from halluscope.tune.calibrate import WikiBioCalibrationSettings, calibrate_wikibio
     from tests.stub_servers import StubAPI
 
     with StubAPI(answer="Yes") as stub:
@@ -140,7 +140,12 @@ def test_a_calibration_for_the_ensemble_runs_from_the_command_line(
         path = tmp_path / "stack.json"
         methods = ["selfcheck-unigram", "direct-question"]
         calibrate_wikibio(  # forced: a stub judge's fit is plumbing, not a calibration to keep
-            methods, range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False, force=True
+            WikiBioCalibrationSettings(
+                methods=methods, fit_passages=range(0, 4), test_passages=range(4, 6), data=data_dir, force=True
+            ),
+            path,
+            model=spec,
+            progress=False,
         )
         samples = tmp_path / "samples.json"
         samples.write_text(json.dumps(["Ada Lovelace was a poet.", "She wrote notes."] * 10))  # fitted on 20

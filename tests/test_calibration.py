@@ -27,7 +27,7 @@ from halluscope.calibration import (
 from halluscope.cli import main
 from halluscope.cli.flags import passage_range
 from halluscope.errors import ConfigError, HalluscopeWarning
-from halluscope.tune.calibrate import calibrate_wikibio, describe, quality_problems
+from halluscope.tune.calibrate import WikiBioCalibrationSettings, calibrate_wikibio, describe, quality_problems
 from tests.calibrations import line
 from tests.scripted import AsyncOnly
 
@@ -88,7 +88,13 @@ def test_a_calibration_round_trip_from_the_benchmark_into_a_detector(tmp_path: P
     """SelfCheck-Unigram needs no model: fit on passages 0-9, report on 10-19, then a detector with
     the file gives each unit the probability of its score."""
     path = tmp_path / "cal.json"
-    cal = calibrate_wikibio(["selfcheck-unigram"], range(0, 10), range(10, 20), path, data=data_dir, progress=False)
+    cal = calibrate_wikibio(
+        WikiBioCalibrationSettings(
+            methods=["selfcheck-unigram"], fit_passages=range(0, 10), test_passages=range(10, 20), data=data_dir
+        ),
+        path,
+        progress=False,
+    )
     assert cal.kind == "isotonic" and cal.data["fit_passages"] == [0, 9] and cal.report["test"]["units"] > 0
     assert {"auc_roc", "auc_pr", "brier", "ece"} <= cal.report["test"].keys()
     assert path.with_suffix(".reliability.png").read_bytes()[:4] == b"\x89PNG"
@@ -105,7 +111,13 @@ def test_a_calibration_round_trip_from_the_benchmark_into_a_detector(tmp_path: P
     assert cal.probability({"selfcheck-unigram": math.inf}) == cal.probability({"selfcheck-unigram": cap})
     assert all(0.0 <= (u.probability or 0.0) <= 1.0 for u in result.units) and "p=" in result.report()
     with pytest.raises(ConfigError, match="overlap"):
-        calibrate_wikibio(["selfcheck-unigram"], range(0, 10), range(5, 15), path, data=data_dir, progress=False)
+        calibrate_wikibio(
+            WikiBioCalibrationSettings(
+                methods=["selfcheck-unigram"], fit_passages=range(0, 10), test_passages=range(5, 15), data=data_dir
+            ),
+            path,
+            progress=False,
+        )
     assert passage_range("120-237", "--test") == range(120, 238)
     with pytest.raises(ConfigError, match="FIRST-LAST"):
         passage_range("9-3", "--fit")
@@ -115,23 +127,40 @@ def test_limit_passages_scores_only_the_first_passages_of_each_split(tmp_path: P
     """--limit-passages 3 on 0-9 / 100-109 scores six passages, not the 110 up to the last split's end."""
     path = tmp_path / "cal.json"
     cal = calibrate_wikibio(  # forced: three passages a split is a look at the plumbing, not a fit to keep
-        ["selfcheck-unigram"],
-        range(0, 10),
-        range(100, 110),
+        WikiBioCalibrationSettings(
+            methods=["selfcheck-unigram"],
+            fit_passages=range(0, 10),
+            test_passages=range(100, 110),
+            data=data_dir,
+            limit_passages=3,
+            force=True,
+        ),
         path,
-        data=data_dir,
         progress=False,
-        limit_passages=3,
-        force=True,
     )
     assert cal.data["fit_passages"] == [0, 2] and cal.data["test_passages"] == [100, 102]
     run = BenchResult.read(tmp_path / "cal.runs" / "selfcheck-unigram")
     assert [item.id for item in run.items] == [f"passage {i}" for i in (0, 1, 2, 100, 101, 102)]
     assert run.params["passages"] == [0, 1, 2, 100, 101, 102]
     with pytest.raises(ConfigError, match="there is no passage 238"):
-        calibrate_wikibio(["selfcheck-unigram"], range(0, 3), range(236, 240), path, data=data_dir, progress=False)
+        calibrate_wikibio(
+            WikiBioCalibrationSettings(
+                methods=["selfcheck-unigram"], fit_passages=range(0, 3), test_passages=range(236, 240), data=data_dir
+            ),
+            path,
+            progress=False,
+        )
     with pytest.raises(ConfigError, match="limit_passages must be at least 1"):
-        calibrate_wikibio(["selfcheck-unigram"], range(0, 3), range(3, 6), path, data=data_dir, limit_passages=0)
+        calibrate_wikibio(
+            WikiBioCalibrationSettings(
+                methods=["selfcheck-unigram"],
+                fit_passages=range(0, 3),
+                test_passages=range(3, 6),
+                data=data_dir,
+                limit_passages=0,
+            ),
+            path,
+        )
 
 
 def test_a_calibration_for_another_method_model_or_prompt_version_is_refused(
@@ -193,7 +222,13 @@ def test_a_calibration_refuses_the_settings_it_was_not_fitted_with(tmp_path: Pat
     """Fitted with the dataset's 20 samples, asked for 3: refused before any work when the option says
     so, on the result when the samples given do; forced, the result carries one warning."""
     path = tmp_path / "cal.json"
-    calibrate_wikibio(["selfcheck-unigram"], range(0, 10), range(10, 20), path, data=data_dir, progress=False)
+    calibrate_wikibio(
+        WikiBioCalibrationSettings(
+            methods=["selfcheck-unigram"], fit_passages=range(0, 10), test_passages=range(10, 20), data=data_dir
+        ),
+        path,
+        progress=False,
+    )
     with pytest.raises(ConfigError, match="fitted on scores made with n=20, and these are made with n=3"):
         halluscope.detector("selfcheck-unigram", calibration=path, n=3)
     text = "Einstein was born in Ulm. He played the violin in Paris."
@@ -247,7 +282,11 @@ def test_calibrate_says_when_the_base_rate_already_meets_the_precision_target(da
     """On passages 0-9 most sentences are inaccurate, so flagging all of them reaches precision 0.8: the
     report says so instead of recommending p >= 0, and lists the operating points."""
     cal = calibrate_wikibio(
-        ["selfcheck-unigram"], range(0, 10), range(10, 20), tmp_path / "c.json", data=data_dir, progress=False
+        WikiBioCalibrationSettings(
+            methods=["selfcheck-unigram"], fit_passages=range(0, 10), test_passages=range(10, 20), data=data_dir
+        ),
+        tmp_path / "c.json",
+        progress=False,
     )
     assert cal.report["base_rate_fit"] >= 0.8
     text = describe(cal)
@@ -278,7 +317,13 @@ def test_the_learned_ensemble_stacks_its_members_with_their_calibration(
     path = tmp_path / "stack.json"
     methods = ["selfcheck-unigram", "direct-question"]
     cal = calibrate_wikibio(
-        methods, range(0, 10), range(10, 20), path, model=model, gateway=gateway, data=data_dir, progress=False
+        WikiBioCalibrationSettings(
+            methods=methods, fit_passages=range(0, 10), test_passages=range(10, 20), data=data_dir
+        ),
+        path,
+        model=model,
+        gateway=gateway,
+        progress=False,
     )
     assert cal.kind == "stacked" and cal.methods == methods and cal.model == "scripted:dq"
     assert set(cal.report["raw_scores_test"]) == set(methods)

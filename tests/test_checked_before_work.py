@@ -161,12 +161,12 @@ def test_probe_fit_refuses_one_class_and_a_held_out_share_of_one_class(tmp_path:
 
 
 def test_a_sep_fit_past_the_call_limit_is_refused_before_any_call(tmp_path: Path) -> None:
-    from halluscope.tune.probe_fit import fit
+    from halluscope.tune.probe_fit import ProbeFitSettings, fit
 
     questions = tmp_path / "q.txt"
     questions.write_text("Who wrote Hamlet?\n")
     with pytest.raises(ConfigError, match="n takes 1 to 9,999"):
-        fit("sep", str(questions), "local:nowhere", Gateway(cache=None), n=1_000_000)
+        fit(ProbeFitSettings(kind="sep", data=str(questions), model="local:nowhere", n=1_000_000), Gateway(cache=None))
 
 
 def test_a_probe_no_better_than_chance_is_refused_unless_forced(
@@ -178,8 +178,14 @@ def test_a_probe_no_better_than_chance_is_refused_unless_forced(
     monkeypatch.setattr(Gateway, "logprob_model", lambda self, model: _Named())
     data = labelled_sentences(tmp_path / "d.jsonl", [("Paris is in France. Lyon is in Spain.", [0, 1])] * 20)
     with pytest.raises(ConfigError, match=r"held-out AUC-ROC (is \d+\.\d|cannot be computed) \(chance is 50\)"):
-        probes.fit("sentence", str(data), "test:reader", Gateway(cache=None), layers=[3])
-    fitted, _ = probes.fit("sentence", str(data), "test:reader", Gateway(cache=None), layers=[3], force=True)
+        probes.fit(
+            probes.ProbeFitSettings(kind="sentence", data=str(data), model="test:reader", layers=[3]),
+            Gateway(cache=None),
+        )
+    fitted, _ = probes.fit(
+        probes.ProbeFitSettings(kind="sentence", data=str(data), model="test:reader", layers=[3], force=True),
+        Gateway(cache=None),
+    )
     assert fitted.layer == 3
 
 
@@ -221,21 +227,14 @@ def test_a_deeply_nested_probe_file_is_one_line(tmp_path: Path) -> None:
 def test_choose_refuses_what_cannot_work_before_its_first_call(
     tmp_path: Path, gateway: Gateway, scripted: Any, kwargs: dict[str, Any], message: str
 ) -> None:
-    from halluscope.tune.choose import choose
+    from halluscope.tune.choose import ChooseSettings, choose
 
     asked: list[str] = []
     model = scripted(lambda prompt, params: asked.append(prompt) or judge(prompt, params))
     given = {"data": answers(), "methods": ["grounded"], **kwargs}
-    with pytest.raises(ConfigError, match=message):
-        choose(
-            given.pop("data"),
-            given.pop("methods"),
-            tmp_path / "out",
-            model=model,
-            gateway=gateway,
-            progress=False,
-            **given,
-        )
+    with pytest.raises(ConfigError, match=message):  # the settings refuse some as they are made, choose the rest
+        data = given.pop("data")
+        choose(data, ChooseSettings(**given), tmp_path / "out", model=model, gateway=gateway, progress=False)
     assert asked == []
 
 
@@ -275,6 +274,7 @@ def test_a_candidate_that_cannot_run_is_listed_and_the_others_go_on(
 ) -> None:
     from halluscope.backends.budget import BudgetError
     from halluscope.tune import choose as choosing
+    from halluscope.tune.choose import ChooseSettings
 
     real = choosing.run
 
@@ -286,11 +286,10 @@ def test_a_candidate_that_cannot_run_is_listed_and_the_others_go_on(
     monkeypatch.setattr(choosing, "run", run)
     choice = choosing.choose(
         answers(),
-        ["direct-question", "grounded"],
+        ChooseSettings(methods=["direct-question", "grounded"], folds=3),
         tmp_path,
         model=scripted(judge),
         gateway=gateway,
-        folds=3,
         progress=False,
     )
     rows = {c.name: c for c in choice.candidates}

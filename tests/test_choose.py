@@ -17,7 +17,7 @@ from halluscope.bench.runner import BenchResult
 from halluscope.calibration import Calibration
 from halluscope.cli import main
 from halluscope.errors import ConfigError
-from halluscope.tune.choose import choose
+from halluscope.tune.choose import ChooseSettings, choose
 from tests.calibrations import line
 
 CAPITALS = [
@@ -65,7 +65,14 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
 ) -> None:
     model = scripted(judge)
     methods = ["grounded", "direct-question", "selfcheck-unigram", "selfcheck-nli"]
-    choice = choose(answers(), methods, tmp_path / "all", model=model, gateway=gateway, folds=3, progress=False)
+    choice = choose(
+        answers(),
+        ChooseSettings(methods=methods, folds=3),
+        tmp_path / "all",
+        model=model,
+        gateway=gateway,
+        progress=False,
+    )
     rows = {c.name: c for c in choice.candidates}
     assert "selfcheck-nli needs --opt judge=" in (rows["selfcheck-nli"].skipped or "")  # listed, not dropped
     assert rows["grounded"].auc_roc == 100.0 and rows["grounded"].calls_per_answer == 2.0
@@ -85,15 +92,20 @@ def test_choose_ranks_the_candidates_and_recommends_within_the_budget(
     assert all("+" not in name for name in rows)  # no stack can beat the best single's 100: none is kept
     written = json.loads((tmp_path / "all" / "choose.json").read_text())
     assert written["recommended"] == "grounded" and (tmp_path / "all" / "choose.md").is_file()
-    cheap = choose(
-        answers(), methods, tmp_path / "cheap", model=model, gateway=gateway, folds=3, progress=False,
-        max_calls_per_answer=1,
-    )  # fmt: skip
+    budget = ChooseSettings(methods=methods, folds=3, max_calls_per_answer=1)
+    cheap = choose(answers(), budget, tmp_path / "cheap", model=model, gateway=gateway, progress=False)
     assert {c.name: c.over_budget for c in cheap.candidates} == {
         "grounded": True, "direct-question": True, "selfcheck-unigram": True, "selfcheck-nli": False
     }  # fmt: skip  # selfcheck-nli did not run
     assert cheap.recommended is None  # the file's samples do not make selfcheck-unigram free
-    again = choose(answers(), ["grounded"], tmp_path / "all", model=model, gateway=gateway, folds=3, progress=False)
+    again = choose(
+        answers(),
+        ChooseSettings(methods=["grounded"], folds=3),
+        tmp_path / "all",
+        model=model,
+        gateway=gateway,
+        progress=False,
+    )
     [resumed] = again.candidates  # every answer resumed from the journal: its costs are those the first run kept
     assert resumed.auc_roc == 100.0 and resumed.costed_answers == 30 and resumed.calls_per_answer == 2.0
 
@@ -139,7 +151,14 @@ def test_choose_after_bench_mine_prices_the_calls_bench_mine_made(
 
     model = scripted(judge)
     run(mine_plans(answers(), ["grounded"], model, gateway)[0], tmp_path / "mine", progress=False)
-    choice = choose(answers(), ["grounded"], tmp_path / "choose", model=model, gateway=gateway, folds=3, progress=False)
+    choice = choose(
+        answers(),
+        ChooseSettings(methods=["grounded"], folds=3),
+        tmp_path / "choose",
+        model=model,
+        gateway=gateway,
+        progress=False,
+    )
     [grounded] = choice.candidates
     assert (
         grounded.calls_per_answer == 2.0 and grounded.prompt_tokens_per_answer and grounded.prompt_tokens_per_answer > 0
@@ -169,7 +188,14 @@ def test_answers_of_one_group_are_held_out_and_resampled_together(
     for group in set(split.groups.tolist()):
         assert len(set(folds[split.groups == group].tolist())) == 1  # a question's answers in one fold
     with pytest.raises(Exception, match="more than the 10 answers"):
-        choose(rows, ["grounded"], tmp_path / "c", model=scripted(judge), gateway=gateway, folds=11, progress=False)
+        choose(
+            rows,
+            ChooseSettings(methods=["grounded"], folds=11),
+            tmp_path / "c",
+            model=scripted(judge),
+            gateway=gateway,
+            progress=False,
+        )
 
 
 # ---------------------------------------------------------------- from choice to guard (issue 59, part 1)
@@ -361,7 +387,14 @@ def test_a_candidate_with_its_own_judge_is_chosen_among_the_others_and_deployed_
     own = f"grounded[model=nli:{checker}]"
     calls: list[str] = []
     model = scripted(lambda prompt, params: calls.append(prompt) or judge(prompt, params))
-    choice = choose(answers(), ["grounded", own], tmp_path / "c", model=model, gateway=gateway, folds=3, progress=False)
+    choice = choose(
+        answers(),
+        ChooseSettings(methods=["grounded", own], folds=3),
+        tmp_path / "c",
+        model=model,
+        gateway=gateway,
+        progress=False,
+    )
     rows = {c.name: c for c in choice.candidates}
     assert set(rows) >= {"grounded", own} and rows[own].auc_roc is not None and not rows[own].skipped
     folder = tmp_path / "c" / "runs" / own.replace("/", "_").replace("[", "_").replace("]", "_")
@@ -378,7 +411,14 @@ def test_a_candidate_with_its_own_judge_is_chosen_among_the_others_and_deployed_
     )  # fmt: skip
     assert result.method == "grounded" and result.meta.models == [f"nli:{checker}"] and len(calls) == asked
     with pytest.raises(ConfigError, match=r"'nope=1' is not KEY=VALUE of one of its options"):
-        choose(answers(), ["grounded[nope=1]"], tmp_path / "d", model=model, gateway=gateway, progress=False)
+        choose(
+            answers(),
+            ChooseSettings(methods=["grounded[nope=1]"]),
+            tmp_path / "d",
+            model=model,
+            gateway=gateway,
+            progress=False,
+        )
 
 
 def test_bracketed_candidates_keep_their_commas_on_the_command_line() -> None:

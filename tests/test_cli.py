@@ -790,7 +790,7 @@ def test_an_error_names_the_flag_on_the_command_line_and_the_keyword_in_python(
     """Below cli/ an error names what a Python caller passed (folds, force=True); the command line says
     the flag the user typed."""
     from halluscope.errors import ConfigError
-    from halluscope.tune.choose import choose
+    from halluscope.tune.choose import ChooseSettings, choose
 
     data = tmp_path / "answers.jsonl"
     rows = [{"id": f"a{i}", "text": f"Paris is in France {i}.", "labels": [i % 2]} for i in range(6)]
@@ -799,7 +799,7 @@ def test_an_error_names_the_flag_on_the_command_line_and_the_keyword_in_python(
     assert main(argv) == 2
     assert "halluscope: error: --folds is between 2 and 20, got 1" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=r"^folds is between 2 and 20, got 1$"):
-        choose(str(data), ["selfcheck-unigram"], tmp_path, folds=1, progress=False)
+        choose(str(data), ChooseSettings(methods=["selfcheck-unigram"], folds=1), tmp_path, progress=False)
     assert main([*argv[:-4], "--folds", "9", "--out", str(tmp_path)]) == 2
     assert "--folds 9 is more than the 6 answers" in capsys.readouterr().err
 

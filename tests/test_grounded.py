@@ -451,14 +451,19 @@ def test_grounded_calibrates_on_wikibio_and_stacks_in_the_ensemble(data_dir: Pat
     """calibrate reads each passage's Wikipedia text as the context; the ensemble hands its own context
     to the grounded member and refuses a run whose chunking differs from the fit's."""
     from halluscope.calibration import Calibration
-    from halluscope.tune.calibrate import calibrate_wikibio
+    from halluscope.tune.calibrate import WikiBioCalibrationSettings, calibrate_wikibio
 
     with StubAPI(answer="No") as stub:
         stub.answers_by_content["was born"] = "Yes"
         spec = f"openai-compatible:{stub.base_url}/v1#m"
         path = tmp_path / "stack.json"
         calibrate_wikibio(  # forced: a stub judge's fit is plumbing, not a calibration to keep
-            ["grounded"], range(0, 4), range(4, 6), path, model=spec, data=data_dir, progress=False, force=True
+            WikiBioCalibrationSettings(
+                methods=["grounded"], fit_passages=range(0, 4), test_passages=range(4, 6), data=data_dir, force=True
+            ),
+            path,
+            model=spec,
+            progress=False,
         )
         calibration = Calibration.load(path)
         assert calibration.settings["grounded"]["chunk_words"] == grounded.CHUNK_WORDS

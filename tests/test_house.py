@@ -15,8 +15,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "halluscope"
 LONGEST = 60  # lines, docstring included
 LONGER = {  # the named exceptions (at most two), each with why it stands as one function for now
-    "halluscope/bench/papers/icl.py phr_plan": "the Section 3.2 protocol's fifteen settings, each named once in "
-    "its signature and once in its record",
     "halluscope/scale.py ray_map": "the actor pool's life cycle (start, feed, collect, replace a lost actor, "
     "stop) as one loop over one set of futures",
 }
@@ -129,6 +127,35 @@ def test_a_runs_settings_travel_as_arguments_not_context_variables() -> None:
         if "ContextVar" in line
     ]
     assert not found, found
+
+
+# the long runs below the command line, and the one parameter of each that holds what the run is
+TYPED_RUNS = {
+    "halluscope.tune.calibrate:calibrate_wikibio": "settings",
+    "halluscope.tune.choose:choose": "settings",
+    "halluscope.tune.probe_fit:fit": "settings",
+    "halluscope.bench.papers.icl:phr_plan": "settings",
+}
+RUNTIME = {"data", "out", "model", "gateway", "progress", "answerer", "judge", "stats"}  # with what, not what
+
+
+@pytest.mark.parametrize("where", sorted(TYPED_RUNS))
+def test_a_long_run_takes_its_settings_as_one_checked_dataclass(where: str) -> None:
+    """What a run is (methods, splits, folds, targets, budgets) travels as one frozen dataclass that
+    checks itself when made; the other parameters say only what it runs with (data, model, gateway)."""
+    import dataclasses
+    import importlib
+    import inspect
+    import typing
+
+    module, name = where.split(":")
+    run = getattr(importlib.import_module(module), name)
+    hints = typing.get_type_hints(run)
+    settings = hints[TYPED_RUNS[where]]
+    assert dataclasses.is_dataclass(settings) and settings.__dataclass_params__.frozen, where
+    assert callable(getattr(settings, "__post_init__", None)), f"{settings.__name__} checks nothing when made"
+    others = set(inspect.signature(run).parameters) - {TYPED_RUNS[where]}
+    assert others <= RUNTIME, f"{where} takes settings one by one: {sorted(others - RUNTIME)}"
 
 
 def test_argparse_lives_in_the_cli_alone() -> None:

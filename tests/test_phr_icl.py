@@ -22,7 +22,7 @@ from halluscope.backends.chat import load_logprob_model
 from halluscope.backends.gateway import CallStats, Gateway
 from halluscope.backends.logprobs import LogProbModel, Sample
 from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
-from halluscope.bench.papers.icl import balanced_context, load_icl_task, phr_plan
+from halluscope.bench.papers.icl import ICLSettings, balanced_context, load_icl_task, phr_plan
 from halluscope.bench.runner import BenchResult
 from halluscope.bench.runner import run as bench
 from halluscope.errors import ConfigError, PromptError
@@ -288,7 +288,8 @@ def test_contexts_are_response_balanced(data_dir: Path) -> None:
 
 def test_bench_phr_writes_the_table_records_and_plot(data_dir: Path, gw: Gateway, tmp_path: Path) -> None:
     model = DirichletICL(positive_pairs)
-    plan = phr_plan("sst2", model=model, ns=(2, 4), contexts=2, queries=3, m=2, data=data_dir, gateway=gw)
+    settings = ICLSettings(task="sst2", model=model, sizes=(2, 4), contexts=2, queries=3, M=2, data=str(data_dir))
+    plan = phr_plan(settings, gw)
     result = bench(plan, tmp_path, progress=False)
     assert [r["n"] for r in result.metrics["rows"]] == [2, 4] and len(result.records) == 12
     assert sum(r["calls"] for r in result.records) == result.meta.calls

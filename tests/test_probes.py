@@ -239,7 +239,7 @@ def test_a_probe_is_calibrated_stacked_and_chosen_like_any_sentence_method(tmp_p
     """The doors a labelled-data user goes through: `calibrate` stacks the probe with token-logprob,
     the ensemble reads the probe file it is given, and `choose` ranks it among the candidates."""
     from halluscope.tune.calibrate import calibrate_labelled
-    from halluscope.tune.choose import choose
+    from halluscope.tune.choose import ChooseSettings, choose
 
     gateway = _gateway(tmp_path)
     lm = gateway.logprob_model(SMOL)
@@ -278,12 +278,10 @@ def test_a_probe_is_calibrated_stacked_and_chosen_like_any_sentence_method(tmp_p
     assert found.units[0].probability is not None and set(found.units[0].evidence["scores"]) == set(members)
     choice = choose(
         data,
-        members,
+        ChooseSettings(methods=members, options={"probe": path}, folds=2),
         tmp_path / "choose",
         model=SMOL,
         gateway=gateway,
-        options={"probe": path},
-        folds=2,
         progress=False,
     )
     assert {c.name for c in choice.candidates} >= set(members)
@@ -305,7 +303,7 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     """An accuracy probe fitted on a labelled file of questions and answers, and a SEP on unlabelled
     questions (their semantic entropy split as the paper does), each read at the question's last token
     and the answer's, the question framed by semantic entropy's answer prompt."""
-    from halluscope.tune.probe_fit import fit
+    from halluscope.tune.probe_fit import ProbeFitSettings, fit
 
     gateway = _gateway(tmp_path)
     data = tmp_path / "answers.jsonl"
@@ -313,7 +311,9 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     rows = [{"question": q, "text": a, "label": 0} for q, a in zip(QUESTIONS, answers, strict=True)]
     rows += [{"question": q, "text": a, "label": 1} for q, a in zip(QUESTIONS, reversed(answers), strict=True)]
     data.write_text("\n".join(json.dumps({"id": str(i), **r}) for i, r in enumerate(rows)) + "\n")
-    accuracy, examples = fit("accuracy", str(data), SMOL, gateway, force=True)  # 12 answers: too few to hold out
+    accuracy, examples = fit(
+        ProbeFitSettings(kind="accuracy", data=str(data), model=SMOL, force=True), gateway
+    )  # 12 answers: too few to hold out
     assert accuracy.positions == ["question", "answer"] and len(accuracy.weights) == 2 * 576
     assert accuracy.prompt == gateway.registry.get("semantic_entropy.answer").ref and len(examples) == 12
     detector = halluscope.detector("probe", probe=accuracy, gateway=gateway)
@@ -325,13 +325,17 @@ def test_accuracy_and_sep_probes_read_the_question_and_the_answer(tmp_path: Path
     questions = tmp_path / "questions.txt"
     questions.write_text("\n".join(QUESTIONS) + "\n")
     stats = CallStats()
-    sep, examples = fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats, force=True)
+    sep, examples = fit(
+        ProbeFitSettings(kind="sep", data=str(questions), model=SMOL, n=3, force=True), gateway, judge=SMOL, stats=stats
+    )
     entropies = [ex.entropy for ex in examples]
     assert sep.threshold == best_split(entropies)
     assert [ex.labels[0] for ex in examples] == [int(e >= sep.threshold) for e in entropies]
     assert sep.data["n"] == 3 and sep.kind == "sep"
     calls = stats.calls
-    fit("sep", str(questions), SMOL, gateway, n=3, judge=SMOL, stats=stats, force=True)  # all from the cache
+    fit(
+        ProbeFitSettings(kind="sep", data=str(questions), model=SMOL, n=3, force=True), gateway, judge=SMOL, stats=stats
+    )  # all from the cache
     assert stats.calls == calls
 
 
@@ -352,7 +356,7 @@ def test_a_question_whose_answer_fails_is_left_out_of_the_fit_not_the_whole_fit(
     """TriviaQA's questions answered by a scripted model (right on even questions, wrong on odd ones,
     failing for good on one): that question is counted as not read, the others are fitted."""
     from halluscope.bench.papers.qa import load_qa
-    from halluscope.tune.probe_fit import fit
+    from halluscope.tune.probe_fit import ProbeFitSettings, fit
     from tests.scripted import ScriptedChatModel
 
     questions = {q.question: q for q in load_qa("triviaqa", data_dir) if q.index < 12}
@@ -366,7 +370,9 @@ def test_a_question_whose_answer_fails_is_left_out_of_the_fit_not_the_whole_fit(
     answerer = ScriptedChatModel(respond=respond)
     with pytest.warns(UserWarning, match="question 5 left out of the fit"):
         probe, examples = fit(
-            "accuracy", "triviaqa", SMOL, _gateway(tmp_path), items=range(12), data_dir=data_dir, answerer=answerer
+            ProbeFitSettings(kind="accuracy", data="triviaqa", model=SMOL, items=range(12), data_dir=data_dir),
+            _gateway(tmp_path),
+            answerer=answerer,
         )
     assert len(examples) == 12 and probe.data["not_read"] == 1 and probe.data["rows"] == 11
     assert [ex.labels for ex in examples[:2]] == [(0,), (1,)]
@@ -413,7 +419,7 @@ def test_a_grounded_probe_reads_the_answer_after_its_context_when_fitted_and_whe
 
 
 def test_grounded_probe_data_rte_hypotheses_after_their_premises_and_refusals(tmp_path: Path, data_dir: Path) -> None:
-    from halluscope.tune.probe_fit import fit, grounded_examples
+    from halluscope.tune.probe_fit import ProbeFitSettings, fit, grounded_examples
 
     rte = grounded_examples("rte", range(10), data_dir)
     assert len(rte) == 10 and all(len(ex.context) == 1 and ex.sentences == (ex.text,) for ex in rte)
@@ -426,8 +432,8 @@ def test_grounded_probe_data_rte_hypotheses_after_their_premises_and_refusals(tm
         grounded_examples(str(no_context), None, data_dir)
     gateway = _gateway(tmp_path)
     with pytest.raises(ConfigError, match="truthfulqa has no context"):
-        fit("grounded", "truthfulqa", SMOL, gateway, data_dir=data_dir)
+        fit(ProbeFitSettings(kind="grounded", data="truthfulqa", model=SMOL, data_dir=data_dir), gateway)
     with pytest.raises(ConfigError, match="fit a grounded probe on it"):
-        fit("sentence", "rte", SMOL, gateway, data_dir=data_dir)
+        fit(ProbeFitSettings(kind="sentence", data="rte", model=SMOL, data_dir=data_dir), gateway)
     with pytest.raises(ConfigError, match="rte labels sentences: fit a grounded probe"):
-        fit("accuracy", "rte", SMOL, gateway, data_dir=data_dir)
+        fit(ProbeFitSettings(kind="accuracy", data="rte", model=SMOL, data_dir=data_dir), gateway)

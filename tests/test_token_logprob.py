@@ -304,20 +304,17 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
     """calibrate reads each passage through the proxy once; the ensemble of it and the unigram (which
     costs no call) runs on a new answer, and a calibration refuses another variant."""
     from halluscope.calibration import Calibration
-    from halluscope.tune.calibrate import calibrate_wikibio
+    from halluscope.tune.calibrate import WikiBioCalibrationSettings, calibrate_wikibio
 
     path = tmp_path / "stack.json"
     methods = ["token-logprob", "selfcheck-unigram"]
     calibrate_wikibio(  # forced: five passages and SmolLM2 make plumbing, not a calibration to keep
-        methods,
-        range(0, 3),
-        range(3, 5),
+        WikiBioCalibrationSettings(
+            methods=methods, fit_passages=range(0, 3), test_passages=range(3, 5), n=2, data=data_dir, force=True
+        ),
         path,
         model="local:smollm2-135m",
-        n=2,
-        data=data_dir,
         progress=False,
-        force=True,
     )
     calibration = Calibration.load(path)
     assert calibration.settings["token-logprob"]["variant"] == "max-nll"  # the default
@@ -327,14 +324,12 @@ def test_token_logprob_calibrates_on_wikibio_and_stacks_with_the_unigram(data_di
     assert set(result.units[0].evidence["scores"]) == set(methods)
     one = tmp_path / "one.json"
     calibrate_wikibio(
-        ["token-logprob"],
-        range(0, 3),
-        range(3, 5),
+        WikiBioCalibrationSettings(
+            methods=["token-logprob"], fit_passages=range(0, 3), test_passages=range(3, 5), data=data_dir, force=True
+        ),
         one,
         model="local:smollm2-135m",
-        data=data_dir,
         progress=False,
-        force=True,
     )
     with pytest.raises(ConfigError, match="variant"):
         halluscope.detector("token-logprob", model="local:smollm2-135m", calibration=one, variant="max-entropy").detect(

@@ -156,17 +156,16 @@ def cmd_choose(args: argparse.Namespace) -> int:
         if args.target_recall is not None
         else ("precision", args.target_precision or 0.8)
     )
-    choice = choose.choose(
-        load_labelled(args.data, limit=args.limit),
-        args.method,
-        args.out,
-        model=args.model,
-        gateway=gateway_of(args),
+    settings = choose.ChooseSettings(
+        methods=args.method,
         max_calls_per_answer=args.max_calls_per_answer,
         target=target,
         folds=args.folds,
         options=key_values(args.opt, "--opt", typed=True),
-        progress=not args.json,
+    )
+    labelled = load_labelled(args.data, limit=args.limit)
+    choice = choose.choose(
+        labelled, settings, args.out, model=args.model, gateway=gateway_of(args), progress=not args.json
     )
     if args.json:
         print_json(dataclasses.asdict(choice))
@@ -198,20 +197,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(
             "calibrate on WikiBio needs --fit and --test passage ranges (or --data FILE: your own answers)"
         )
-    calibration = calibrate.calibrate_wikibio(
-        args.method,
-        passage_range(args.fit, "--fit"),
-        passage_range(args.test, "--test"),
-        args.out,
-        model=args.model,
-        gateway=gateway_of(args),
+    settings = calibrate.WikiBioCalibrationSettings(
+        methods=args.method,
+        fit_passages=passage_range(args.fit, "--fit"),
+        test_passages=passage_range(args.test, "--test"),
         n=args.n,
         kind=args.kind,
         target_precision=args.target_precision,
         data=args.data,
-        progress=not args.json,
         limit_passages=args.limit_passages,
         force=args.force,
+    )
+    calibration = calibrate.calibrate_wikibio(
+        settings, args.out, model=args.model, gateway=gateway_of(args), progress=not args.json
     )
     return _print_calibration(calibration, args)
 

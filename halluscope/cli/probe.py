@@ -16,26 +16,28 @@ from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.cli.flags import passage_range
 from halluscope.probing import KINDS
 from halluscope.readers import check_writable
-from halluscope.tune.probe_fit import GROUNDED_DATA, QA_DATA, SENTENCE_DATA, fit, summary
+from halluscope.tune.probe_fit import GROUNDED_DATA, QA_DATA, SENTENCE_DATA, ProbeFitSettings, fit, summary
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
     check_specs([args.model, args.answer_model, args.judge])
     check_writable(args.out, "--out")
-    layers = numbers(args.layer, "--layer", int) if args.layer else None
-    fitted, examples = fit(
-        args.kind,
-        args.data,
-        args.model,
-        gateway_of(args),
-        layers=layers,
+    settings = ProbeFitSettings(
+        kind=args.kind,
+        data=args.data,
+        model=args.model,
+        layers=numbers(args.layer, "--layer", int) if args.layer else None,
         items=passage_range(args.items, "--items") if args.items else None,
         data_dir=args.data_dir,
-        answerer=args.answer_model,
         n=args.samples,
+        force=args.force,
+    )
+    fitted, examples = fit(
+        settings,
+        gateway_of(args),
+        answerer=args.answer_model,
         judge=args.judge,
         progress=lambda it: tqdm(list(it), desc=f"{args.kind} probe", file=sys.stderr, disable=args.json, leave=False),
-        force=args.force,
     )
     fitted.save(args.out)
     if args.json:

@@ -44,40 +44,76 @@ from halluscope.runtime import registry
 TARGET_PRECISION = 0.8
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WikiBioCalibrationSettings:
+    """What a WikiBio calibration fits and reports on, checked when made (before any passage is scored):
+    ``methods`` (one, or several to stack), the ``fit_passages`` and held-out ``test_passages`` (disjoint;
+    their first ``limit_passages`` each, a quick first look), ``n`` samples, the fit's ``kind``, the
+    reported threshold's ``target_precision``, the benchmark ``data`` directory, and ``force``: write a
+    fit that fails its own held-out check, its report saying so."""
+
+    methods: tuple[str, ...]
+    fit_passages: range
+    test_passages: range
+    n: int | None = None
+    kind: str = "isotonic"
+    target_precision: float = TARGET_PRECISION
+    data: str | Path | None = None
+    limit_passages: int | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", tuple(self.methods))
+        if not self.methods:
+            raise ConfigError(
+                "calibrate fits one method, or several to stack: give at least one", settings=("methods",)
+            )
+        if self.limit_passages is not None and self.limit_passages < 1:
+            raise ConfigError(
+                f"limit_passages must be at least 1, got {self.limit_passages}", settings=("limit_passages",)
+            )
+        fit_passages, test_passages = self.splits()
+        if set(fit_passages) & set(test_passages):
+            raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
+        if not 0 < self.target_precision <= 1:
+            raise ConfigError(
+                f"the target precision is in (0, 1], got {self.target_precision}", settings=("target_precision",)
+            )
+
+    def splits(self) -> tuple[range, range]:
+        """The fit and test passages scored: the first ``limit_passages`` of each split, else all."""
+        k = self.limit_passages
+        return (self.fit_passages, self.test_passages) if k is None else (self.fit_passages[:k], self.test_passages[:k])
+
+
 def calibrate_wikibio(
-    methods: list[str],
-    fit_passages: range,
-    test_passages: range,
+    settings: WikiBioCalibrationSettings,
     out: str | Path,
     *,
     model: ModelLike | None = None,
     gateway: Gateway | None = None,
-    n: int | None = None,
-    kind: str = "isotonic",
-    target_precision: float = TARGET_PRECISION,
-    data: str | Path | None = None,
     progress: bool = True,
-    limit_passages: int | None = None,
-    force: bool = False,
 ) -> Calibration:
-    """Score the passages of both splits with each method, fit on ``fit_passages``, report on
-    ``test_passages``; writes ``out`` (the calibration JSON), the runs beside it and a reliability PNG.
-    ``limit_passages`` keeps the first K passages of each split (a quick first look). A fit that fails
-    its own held-out check (``quality_problems``) is refused, unless ``force``: then it is written with
-    its report saying so."""
-    fit_passages, test_passages = _held_out_splits(fit_passages, test_passages, limit_passages, target_precision)
+    """Score the passages of both splits with each method, fit on the fit passages, report on the test
+    passages; writes ``out`` (the calibration JSON), the runs beside it and a reliability PNG. A fit that
+    fails its own held-out check (``quality_problems``) is refused, unless ``settings.force``: then it is
+    written with its report saying so."""
+    s = settings
+    methods = list(s.methods)
+    fit_passages, test_passages = s.splits()
     path = Path(out)
     chosen = set(fit_passages) | set(test_passages)
     runs = path.parent / f"{path.stem}.runs"
-    results = run_bench(methods, runs, data, None, n, progress, model, gateway, only=chosen)
-    passages = {p.index: p for p in load_wikibio(data) if p.index in chosen}
+    results = run_bench(methods, runs, s.data, None, s.n, progress, model, gateway, only=chosen)
+    passages = {p.index: p for p in load_wikibio(s.data) if p.index in chosen}
     fit_split, test_split, kept = _scored_splits(methods, results, passages, fit_passages, test_passages)
-    fitted_kind, params = fit(fit_split.scores, fit_split.labels, kind)
+    fitted_kind, params = fit(fit_split.scores, fit_split.labels, s.kind)
     data = _wikibio_data(fit_passages, test_passages, sorted(set(passages) - set(kept)), results[0].params["n"], runs)
-    settings = {r.params["method"]: _settings(r.params) for r in results}
-    calibration = _fitted(fitted_kind, methods, model, results, params, settings, data)
-    _reported(calibration, held_out_report(calibration, fit_split, test_split, target_precision, force), results)
-    _refuse_a_poor_fit(path, calibration.report["quality"]["problems"], force)
+    method_settings = {r.params["method"]: _settings(r.params) for r in results}
+    calibration = _fitted(fitted_kind, methods, model, results, params, method_settings, data)
+    report = held_out_report(calibration, fit_split, test_split, s.target_precision, s.force)
+    _reported(calibration, report, results)
+    _refuse_a_poor_fit(path, calibration.report["quality"]["problems"], s.force)
     reliability_diagram(
         path.with_suffix(".reliability.png"),
         test_split.labels,
@@ -134,21 +170,6 @@ def _reported(calibration: Calibration, report: dict[str, Any], results: list[Be
         "calls": sum(r.meta.calls for r in results),
         "cache_hits": sum(r.meta.cache_hits for r in results),
     }
-
-
-def _held_out_splits(
-    fit_passages: range, test_passages: range, limit_passages: int | None, target_precision: float
-) -> tuple[range, range]:
-    """The two splits (their first ``limit_passages`` each), checked disjoint, and the target checked."""
-    if limit_passages is not None:
-        if limit_passages < 1:
-            raise ConfigError(f"limit_passages must be at least 1, got {limit_passages}", settings=("limit_passages",))
-        fit_passages, test_passages = fit_passages[:limit_passages], test_passages[:limit_passages]
-    if set(fit_passages) & set(test_passages):
-        raise ConfigError("the fit and test passages overlap: a held-out report needs disjoint splits")
-    if not 0 < target_precision <= 1:
-        raise ConfigError(f"the target precision is in (0, 1], got {target_precision}")
-    return fit_passages, test_passages
 
 
 def _wikibio_data(fit: range, test: range, left_out: list[int], n: Any, runs: Path) -> dict[str, Any]:

@@ -230,31 +230,56 @@ def _interval(values: np.ndarray) -> list[float] | None:
     return [float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5))] if kept.size else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChooseSettings:
+    """What `choose` compares and how, checked when made (before any answer is scored): the candidate
+    ``methods`` (methods and presets, each known to the registry), the call budget per answer, the
+    operating point's ``target`` (precision or recall, and its value in (0, 1]), the cross-validation
+    ``folds`` by answer and the method ``options`` given to each candidate that has them."""
+
+    methods: tuple[str, ...]
+    max_calls_per_answer: float | None = None
+    target: tuple[str, float] = ("precision", 0.8)
+    folds: int = FOLDS
+    options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", tuple(self.methods))
+        if not self.methods:
+            raise ConfigError("choose compares methods: give at least one", settings=("methods",))
+        kind, value = self.target
+        if kind not in ("precision", "recall") or not 0 < value <= 1:
+            raise ConfigError(f"the operating point's target is precision or recall in (0, 1], got {self.target}")
+        budget = self.max_calls_per_answer
+        if budget is not None and not (isinstance(budget, int | float) and 0 <= budget < math.inf):
+            raise ConfigError(
+                f"max_calls_per_answer takes a number of at least 0, got {budget}", settings=("max_calls_per_answer",)
+            )
+        for name in self.methods:
+            registry.get(registry.configured(name)[0])  # unknown: refused now, not listed as one that cannot run
+
+
 def choose(
     data: Any,
-    methods: Sequence[str],
+    settings: ChooseSettings,
     out: str | Path,
     *,
     model: ModelLike | None = None,
     gateway: Gateway | None = None,
-    max_calls_per_answer: float | None = None,
-    target: tuple[str, float] = ("precision", 0.8),
-    folds: int = FOLDS,
-    options: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> Choice:
     """Run, calibrate and compare each candidate method on the labelled answers ``data``; write
     OUT/choose.json (with how it was made and what it cost: a record), OUT/choose.md and the
     recommended candidate's calibration (OUT/calibration.json)."""
-    _check_choose_settings(methods, target, max_calls_per_answer)
+    s = settings
     began = time.perf_counter()
     labelled = data if isinstance(data, LabelledData) else load_labelled(data)
-    check_fit_inputs(labelled, folds)
+    check_fit_inputs(labelled, s.folds)
     out = Path(out)
-    ran, spending, rows = _run_candidates(labelled, methods, out, model, gateway, options, progress)
+    ran, spending, rows = _run_candidates(labelled, s.methods, out, model, gateway, s.options, progress)
     fitted: dict[str, Fitted] = {}
     for name, result in ran.items():
-        rows.append(_scored(name, [name], [result], spending, labelled, model, folds, fitted))
+        rows.append(_scored(name, [name], [result], spending, labelled, model, s.folds, fitted))
     singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
     best_single = singles[0].auc_roc if singles else None
     above_chance = [r for r in singles if r.auc_roc_interval is None or r.auc_roc_interval[0] > CHANCE]
@@ -262,13 +287,13 @@ def choose(
         if len(above_chance) >= size:
             members = [r.name for r in above_chance[:size]]
             results = [ran[m] for m in members]
-            stack = _scored("+".join(members), members, results, spending, labelled, model, folds, fitted)
+            stack = _scored("+".join(members), members, results, spending, labelled, model, s.folds, fitted)
             if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
                 rows.append(_costed_against(stack, above_chance[0], fitted))
     for row in rows:
-        row.over_budget = max_calls_per_answer is not None and (row.calls_per_answer or 0) > max_calls_per_answer
-    choice = _recommend(labelled, rows, fitted, target, out)
-    choice.nested = nested_selection(ran, rows, labelled, target, folds)
+        row.over_budget = s.max_calls_per_answer is not None and (row.calls_per_answer or 0) > s.max_calls_per_answer
+    choice = _recommend(labelled, rows, fitted, s.target, out)
+    choice.nested = nested_selection(ran, rows, labelled, s.target, s.folds)
     write_text(out / "choose.md", report(choice))
     made = envelope(
         models=sorted({m for r in ran.values() for m in (*r.meta.models, r.params.get("model")) if m}),
@@ -281,25 +306,6 @@ def choose(
     )
     write_json(out / "choose.json", {**made, **asdict(choice)})
     return choice
-
-
-def _check_choose_settings(
-    methods: Sequence[str], target: tuple[str, float], max_calls_per_answer: float | None
-) -> None:
-    """What can be refused before any answer is scored: no method, an unknown one, a bad target or budget."""
-    if len(methods) < 1:
-        raise ConfigError("choose compares methods: give at least one")
-    if target[0] not in ("precision", "recall") or not 0 < target[1] <= 1:
-        raise ConfigError(f"the operating point's target is precision or recall in (0, 1], got {target}")
-    if max_calls_per_answer is not None and not (
-        isinstance(max_calls_per_answer, int | float) and 0 <= max_calls_per_answer < math.inf
-    ):
-        raise ConfigError(
-            f"max_calls_per_answer takes a number of at least 0, got {max_calls_per_answer}",
-            settings=("max_calls_per_answer",),
-        )
-    for name in methods:
-        registry.get(registry.configured(name)[0])  # unknown: refused now, not listed as one that cannot run
 
 
 def _run_candidates(

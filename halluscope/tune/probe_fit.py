@@ -292,7 +292,6 @@ def examples_of(
 ) -> list[Example]:
     """A probe's examples by kind: labelled sentences (with their context for a grounded probe), or
     questions answered and graded or sampled (``answering``: ``answered_examples``' keywords)."""
-    check_data(kind, data)
     if kind == "sentence":
         return sentence_examples(data, items, data_dir)
     if kind == "grounded":
@@ -300,63 +299,74 @@ def examples_of(
     return answered_examples(kind, data, items, data_dir, **answering)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProbeFitSettings:
+    """What a probe is fitted on, checked when made (before the first forward pass): its ``kind``, the
+    ``data`` (a dataset name of the kind's or a labelled file) and its ``items``, the benchmark
+    ``data_dir``, the ``model`` whose hidden states it reads, the ``layers`` to choose among (default:
+    every fourth and the last), ``n`` answers a question for a ``sep`` probe's entropy, and ``force``:
+    keep a probe that ranks its held-out rows no better than chance."""
+
+    kind: Kind
+    data: str
+    model: str | LogProbModel
+    layers: tuple[int, ...] | None = None
+    items: range | None = None
+    data_dir: str | Path | None = None
+    n: int = 10
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.layers is not None:
+            object.__setattr__(self, "layers", tuple(self.layers))
+        if self.kind == "sep" and not 1 <= self.n < MAX_CALLS:
+            raise ConfigError(
+                f"n takes 1 to {MAX_CALLS - 1:,} answers a question (a run's call limit), got {self.n:,}",
+                settings=("n",),
+            )
+        check_data(self.kind, self.data)
+
+
 def fit(
-    kind: Kind,
-    data: str,
-    model: str,
+    settings: ProbeFitSettings,
     gateway: Gateway,
     *,
-    layers: Sequence[int] | None = None,
-    items: range | None = None,
-    data_dir: str | Path | None = None,
     answerer: ModelLike | None = None,
-    n: int = 10,
     judge: Any = None,
     stats: CallStats | None = None,
     progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
-    force: bool = False,
 ) -> tuple[Probe, list[Example]]:
-    """A probe of ``kind`` fitted on ``data`` with ``model``'s hidden states (the layer chosen on held-out
-    groups among ``layers``), and the examples it was fitted on. What can be checked before the first
-    forward pass is (the sample budget, both labels in the fit and in the held-out share); a probe that
-    ranks its held-out rows no better than chance (AUC-ROC at or below 50, or none) is refused unless
-    ``force``."""
-    if kind == "sep" and not 1 <= n < MAX_CALLS:
-        raise ConfigError(
-            f"n takes 1 to {MAX_CALLS - 1:,} answers a question (a run's call limit), got {n:,}", settings=("n",)
-        )
+    """A probe fitted as ``settings`` say (its layer chosen on held-out groups), and the examples it was
+    fitted on; ``answerer`` answers an accuracy or sep probe's questions (default: the probe's model),
+    ``judge`` clusters a sep probe's answers. The sample budget and both labels in the fit and in the
+    held-out share are checked before the first forward pass; a probe that ranks its held-out rows no
+    better than chance (AUC-ROC at or below 50, or none) is refused unless ``settings.force``."""
+    s = settings
     stats = stats if stats is not None else CallStats()
-    reader = gateway.logprob_model(model)
-    tried = list(layers) if layers else default_layers(reader)
-    examples = examples_of(
-        kind,
-        data,
-        items,
-        data_dir,
-        answerer=answerer if answerer is not None else model,
-        gateway=gateway,
-        stats=stats,
-        n=n,
-        judge=judge,
-        progress=progress,
-    )
+    reader = gateway.logprob_model(s.model)
+    tried = list(s.layers) if s.layers else default_layers(reader)
+    answerer = answerer if answerer is not None else s.model
+    answering = {"answerer": answerer, "gateway": gateway, "stats": stats, "n": s.n, "judge": judge}
+    examples = examples_of(s.kind, s.data, s.items, s.data_dir, progress=progress, **answering)
     if not examples:
-        raise ConfigError(f"no examples in {data}{'' if items is None else f' items {items.start}-{items.stop - 1}'}")
-    threshold, examples = entropy_labels(examples) if kind == "sep" else (None, examples)
-    check_balance(examples, force)
-    features, labels, groups, missing = read_states(examples, kind, reader, tried, gateway, stats, progress)
+        raise ConfigError(
+            f"no examples in {s.data}" + ("" if s.items is None else f" items {s.items.start}-{s.items.stop - 1}")
+        )
+    threshold, examples = entropy_labels(examples) if s.kind == "sep" else (None, examples)
+    check_balance(examples, s.force)
+    features, labels, groups, missing = read_states(examples, s.kind, reader, tried, gateway, stats, progress)
     fitted = fit_probe(
         features,
         labels,
         groups,
-        kind=kind,
+        kind=s.kind,
         model=reader.name,
         model_file=reader.file_hash,
-        prompt=probe.prompt_ref(kind, gateway),
+        prompt=probe.prompt_ref(s.kind, gateway),
         threshold=threshold,
-        data=_fitted_on(kind, data, items, len(examples), missing, answerer or model, n, judge),
+        data=_fitted_on(s.kind, s.data, s.items, len(examples), missing, answerer, s.n, judge),
     )
-    if not force:
+    if not s.force:
         check_better_than_chance(fitted)
     return fitted, examples
 

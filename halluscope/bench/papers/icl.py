@@ -285,79 +285,60 @@ def score_query(rate: Callable[[Any], Any], stats: CallStats, item: ICLQuery) ->
     }
 
 
-def phr_plan(
-    task_name: str,
-    model: str | LogProbModel = PHR_MODEL,
-    ns: Sequence[int] = (2, 4, 8, 16),
-    contexts: int = 50,
-    queries: int = 10,
-    m: int = 10,
-    k: int = 50,
-    n_imagined: int = 5,
-    epsilons: Sequence[float] = (0.05, 0.75),
-    eval_size: int | None = None,
-    exact: bool = True,
-    responses: str = "distribution",
-    reuse_prefix: bool = True,
-    seed: int = 0,
-    data: str | Path | None = None,
-    gateway: Any = None,
-) -> Plan:
-    """The Section 3.2 protocol (defaults the paper's: 50 contexts x 10 queries, M = ``m`` = 10,
-    K = 50, N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75; here n is the context size)."""
+def phr_plan(settings: ICLSettings, gateway: Any = None) -> Plan:
+    """The Section 3.2 protocol as ``settings`` give it (their defaults the paper's: 50 contexts x 10
+    queries, M = 10, K = 50, N - n = 5, PHR vs MHR at epsilon 0.05 and vs error at 0.75; n is the context
+    size); ``settings.model`` is a log-prob model spec, or the model itself."""
     from halluscope.backends.gateway import CallStats, default_gateway
     from halluscope.backends.providers.llama_cpp import LlamaCppLogProbModel
     from halluscope.runtime.contract import start
 
-    if not ns or min(ns) < 1 or contexts < 1 or queries < 1:
-        raise ConfigError("need context sizes >= 1, contexts >= 1 and queries >= 1", settings=("contexts", "queries"))
-    if len(epsilons) != 2:
-        raise ConfigError(f"give two epsilons, the low one for MHR and the high one for the error rate: {epsilons}")
-    eval_size = n_imagined if eval_size is None else eval_size
+    s = settings
     gw = gateway or default_gateway()
-    lm = gw.logprob_model(model)
+    lm = gw.logprob_model(s.model)
     if isinstance(lm, LlamaCppLogProbModel):
-        lm.reuse_prefix = reuse_prefix
-    task = load_icl_task(task_name, data).filtered(_counter(lm))
+        lm.reuse_prefix = not s.no_prefix_reuse
+    task = load_icl_task(s.task, s.data).filtered(_counter(lm))
     stats = CallStats()
     phr = registry.get("phr")
+    exact, responses = not s.draws and not s.sampled, "sampled" if s.sampled else "distribution"
     options = phr.options(
-        model=lm, n=m, k=k, n_imagined=n_imagined, epsilon=epsilons, exact=exact, responses=responses, seed=seed
+        model=lm, n=s.M, k=s.K, n_imagined=s.imagined, epsilon=s.epsilon, exact=exact, responses=responses, seed=s.seed
     )
     rate = phr.scorer(options, start(gw, stats))
-    low, high = (str(e) for e in epsilons)
-
+    low, high = (str(e) for e in s.epsilon)
+    eval_size = s.imagined if s.eval_size is None else s.eval_size
     params = {
-        "task": task_name,
+        "task": s.task,
         "method": phr.name,
         "model": lm.name,
         "protocol": "Jesson et al. 2024, Section 3.2 (response-balanced D_n, disjoint D_eval, queries <= 116 tokens)",
         "labels": list(task.labels),
         "pool": len(task.pool),
         "query_pool": len(task.queries),
-        "ns": list(ns),
-        "contexts": contexts,
-        "queries": queries,
-        "M": m,
-        "K": k,
-        "imagined": n_imagined,
+        "ns": list(s.sizes),
+        "contexts": s.contexts,
+        "queries": s.queries,
+        "M": s.M,
+        "K": s.K,
+        "imagined": s.imagined,
         "eval_size": eval_size,
-        "epsilons": list(epsilons),
+        "epsilons": list(s.epsilon),
         "exact": exact,
         "responses": responses,
-        "reuse_prefix": reuse_prefix,
-        "seed": seed,
+        "reuse_prefix": not s.no_prefix_reuse,
+        "seed": s.seed,
     }
     return Plan(
         bench="phr",
         method=phr.name,
         what="query",
-        items=_queries(task, ns, contexts, queries, eval_size, seed),
+        items=_queries(task, s.sizes, s.contexts, s.queries, eval_size, s.seed),
         item_id=lambda item: item.id,
         score=partial(score_query, rate, stats),
         summarise=lambda records: {
             "random_error": 1 - 1 / len(task.labels),
-            "rows": [summarise(records, n, low, high) for n in ns],
+            "rows": [summarise(records, n, low, high) for n in s.sizes],
         },
         params=params,
         report=_write_report,
@@ -437,22 +418,28 @@ class ICLSettings(Settings):
         help="low (vs MHR) and high (vs error) epsilon",
         flags=(Flag(("--epsilon",), listed=True, type=float),),
     )
-    model: str = option(PHR_MODEL, "a log-prob model spec (local:, transformers:)", "--model")
+    model: str | LogProbModel = option(PHR_MODEL, "a log-prob model spec (local:, transformers:)", "--model")
     draws: bool = switch("K draws from the next-token distribution, not exact", "--draws")
     sampled: bool = switch("K sampled responses scored by teacher forcing", "--sampled")
     no_prefix_reuse: bool = switch("evaluate every prompt from its first token", "--no-prefix-reuse")
     seed: int = option(0, "the seed of the contexts and queries drawn", "--seed", type=int)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(self.sizes))
+        object.__setattr__(self, "epsilon", tuple(self.epsilon))
+        if not self.sizes or min(self.sizes) < 1 or self.contexts < 1 or self.queries < 1:
+            raise ConfigError(
+                "need context sizes >= 1, contexts >= 1 and queries >= 1", settings=("sizes", "contexts", "queries")
+            )
+        if len(self.epsilon) != 2:
+            raise ConfigError(
+                f"give two epsilons, the low one for MHR and the high one for the error rate: {self.epsilon}",
+                settings=("epsilon",),
+            )
+
 
 def _plans(settings: ICLSettings, gateway: Callable[[], Any]) -> list[Plan]:
-    s = settings
-    return [phr_plan(
-        s.task, model=s.model, ns=s.sizes, contexts=s.contexts, queries=s.queries,
-        m=s.M, k=s.K, n_imagined=s.imagined, epsilons=s.epsilon,
-        eval_size=s.eval_size, exact=not s.draws and not s.sampled,
-        responses="sampled" if s.sampled else "distribution", reuse_prefix=not s.no_prefix_reuse,
-        seed=s.seed, data=s.data, gateway=gateway(),
-    )]  # fmt: skip
+    return [phr_plan(settings, gateway())]
 
 
 def _describe(results: Sequence[BenchResult], _settings: ICLSettings) -> str:
