@@ -104,20 +104,230 @@ def token_logprob(record: Callable[[str], Any]) -> dict[str, Any]:
         "planted": [
             {"variant": v, "run": planted[f"token-logprob:{v} qwen2.5-coder-1.5b"]} for v in TOKEN_LOGPROB_VARIANTS
         ],
+        "one_hit_points": _one_hit(planted["token-logprob:max-nll qwen2.5-coder-1.5b"]),
     }
 
 
 def probes(record: Callable[[str], Any]) -> dict[str, Any]:
-    """probes.md's figures that join two records: the SEP's semantic-entropy cost a question."""
-    sep = record("probes")["runs"][
-        "TriviaQA SEP (semantic entropy n=5, no gold answers), qwen2.5-coder-1.5b (local:, last layer)"
-    ]
+    """probes.md's figures that join two records or derive from a run's counts: the SEP's fit questions
+    on either side of its split, the questions semantic entropy's sampling had not reached and their
+    hours at its cost a question, and the ten-sample run's hours and unmeasured questions."""
+    runs = record("probes")["runs"]
+    sep = runs["TriviaQA SEP (semantic entropy n=5, no gold answers), qwen2.5-coder-1.5b (local:, last layer)"]
+    accuracy = runs["TriviaQA, qwen2.5-coder-1.5b (local:, last layer)"]
+    five = runs["TriviaQA against semantic entropy (n=5), qwen2.5-coder-1.5b (local:, last layer)"]
+    ten = runs["TriviaQA against semantic entropy (n=10), questions 600-674, qwen2.5-coder-1.5b (local:, last layer)"]
     cost = {row["check"]: row for row in next(iter(record("probe-cost")["runs"].values()))["rows"]}
-    return {"sep_entropy_seconds": cost[f"semantic-entropy n={sep['entropy_samples']}"]["seconds per question"]}
+    sep_seconds = cost[f"semantic-entropy n={sep['entropy_samples']}"]["seconds per question"]
+    ten_seconds = cost["semantic-entropy n=10"]["seconds per question"]
+    questions = five["methods"]["semantic-entropy"]["spread"]["questions"]
+    fit = sep["probe"]["data"]["groups"]
+    unsampled = accuracy["probe"]["data"]["groups"] - fit
+    return {
+        "sep_entropy_seconds": sep_seconds,
+        "unsampled_questions": unsampled,
+        "unsampled_hours": unsampled * sep_seconds / 3600,
+        "below_split": round(fit * (1 - sep["probe"]["base_rate"])),
+        "above_split": round(fit * sep["probe"]["base_rate"]),
+        "ten_samples_hours": ten_seconds * questions / 3600,
+        "ten_samples_unmeasured": questions - ten["methods"]["probe"]["metrics"]["n_answers"],
+    }
+
+
+def _one_hit(planted: dict[str, Any]) -> float:
+    """Points of the hit rate one biography moves on a planted run."""
+    return 100 / planted["metrics"]["biographies"]
+
+
+def calibrated_risk(record: Callable[[str], Any]) -> dict[str, Any]:
+    """calibrated-risk.md's held-out base rate, the Brier score of predicting it, and one planted hit."""
+    v1 = record("calibrated-risk")["runs"]["selfcheck-prompt isotonic fit 0-39"]
+    base = v1["test_inaccurate"] / v1["test_sentences"]
+    planted = record("planted")["runs"]["direct-question qwen2.5-coder-1.5b"]
+    return {"base_rate": base, "base_rate_brier": base * (1 - base), "one_hit_points": _one_hit(planted)}
+
+
+def clue(record: Callable[[str], Any]) -> dict[str, Any]:
+    """clue.md's cost a question of the QNLI run."""
+    run = record("clue")["runs"]["qnli theta 0.6 / 0.2"]
+    questions = run["metrics"]["questions"]
+    return {
+        "calls_per_question": round(run["calls"] / questions),
+        "minutes_per_question": run["seconds"] / 60 / questions,
+    }
+
+
+def delimit(record: Callable[[str], Any]) -> dict[str, Any]:
+    """delimit.md's calls on 40 passages (a sentence and sample each) and the passages the resumed v1 run scored."""
+    v40 = record("delimit")["runs"]["first 40, v1"]
+    return {
+        "calls_40": v40["metrics"]["n_sentences"] * v40["params"]["n"],
+        "scored_40": v40["items"] - v40["resumed_items"],
+    }
+
+
+FEWL_PAPER_ROWS = {  # our variant: its row of the paper's Table 3 (or 10)
+    "single": ("Table 3", "single + no penalty"),
+    "single+penalty": ("Table 3", "single + penalty"),
+    "multi": ("Table 3", "multi + no penalty"),
+    "fewl": ("Table 3", "FEWL"),
+    "fewl-uniform": ("Table 10", "FEWL (uniform lambda)"),
+}
+
+
+def fewl(record: Callable[[str], Any]) -> dict[str, Any]:
+    """fewl.md's paper column: the share of Table 3's questions where each variant's best answer is the
+    highest of all, for the GPT-3.5 and GPT-4 references."""
+    tables = record("papers")["papers"]["fewl"]["tables"]
+    questions = tables["Table 3"]["questions"]
+    paper = {}
+    for variant, (table, row) in FEWL_PAPER_ROWS.items():
+        counts = tables[table]["rows"][row]
+        paper[variant] = {ref: 100 * counts[ref] / questions for ref in ("gpt_3_5", "gpt_4")}
+    return {"paper": paper}
+
+
+def grounded(record: Callable[[str], Any]) -> dict[str, Any]:
+    """grounded.md's counts and rates derived from its runs: RTE's entailed pairs and those openevals did
+    not score, the SmolLM2 record's missing calls and their tokens, WikiBio's checks and resumed
+    sentences, and passages 0-59's inaccurate sentences, cost a check and hours for all 238 passages."""
+    g, cmp = record("grounded")["runs"], record("grounded-compared")["runs"]
+    rte, wb = cmp["rte"], cmp["wikibio 0-9"]
+    smol, earlier = g["rte smollm2-135m"], g["rte smollm2-135m, the earlier record"]
+    missing = earlier["items"] - earlier["calls"]
+    dq = g["wikibio 0-9 direct-question qwen2.5-coder-1.5b"]
+    g60 = g["wikibio 0-59 grounded top_k=1 qwen2.5-coder-1.5b"]
+    base = g60["metrics"]["random_auc_pr_nonfact"] / 100
+    return {
+        "rte_entailed": rte["items"] - rte["positives"],
+        "openevals_unscored": rte["items"] - rte["rows"]["openevals-continuous"]["scored_items"],
+        "smol_missing": missing,
+        "smol_missing_tokens": (smol["prompt_tokens"] - earlier["prompt_tokens"]) / missing,
+        "smol_tokens_per_call": smol["prompt_tokens"] / smol["calls"],
+        "dq_resumed": wb["items"] - dq["calls"] - dq["cache_hits"],
+        "wb_inaccurate_share": 100 * wb["positives"] / wb["items"],
+        "g60_inaccurate": g60["metrics"]["n_sentences"] * base,
+        "g60_base_rate": base,
+        "g60_seconds_per_check": g60["seconds"] / g60["calls"],
+        "g60_tokens_per_check": g60["prompt_tokens"] / g60["calls"],
+        "all_passages_hours": g60["seconds"] / g60["calls"] * ALL_WIKIBIO_SENTENCES / 3600,
+        "all_wikibio_sentences": ALL_WIKIBIO_SENTENCES,
+    }
+
+
+ALL_WIKIBIO_SENTENCES = 1908  # WikiBio's 238 passages (SOURCE.md)
+
+ONE_CALL_GAPS = {  # a method: its (version 1, one call) run pairs on the same items
+    "direct-question": [
+        (
+            "wikibio 40-79, direct-question, qwen2.5-coder-1.5b",
+            "wikibio 40-79, direct-question:batch, qwen2.5-coder-1.5b",
+        )
+    ],
+    "grounded": [
+        ("wikibio 0-59, grounded, qwen2.5-coder-1.5b", "wikibio 0-59, grounded:batch, qwen2.5-coder-1.5b"),
+        ("rte val, grounded, qwen2.5-coder-1.5b", "rte val, grounded:batch, qwen2.5-coder-1.5b"),
+    ],
+    "selfcheck-prompt:prob": [
+        (
+            "wikibio 40-79, selfcheck-prompt:prob, qwen2.5-coder-1.5b",
+            "wikibio 40-79, selfcheck-prompt:prob-batch, qwen2.5-coder-1.5b",
+        )
+    ],
+}
+POSITIONS = 6  # the first sentences of a passage, by position, in one-call.md's table
+
+
+def one_call(record: Callable[[str], Any]) -> dict[str, Any]:
+    """one-call.md's point differences (one call minus version 1, sentence AUC-ROC) and, by a sentence's
+    position in its passage, the sentences both Direct Question runs scored, the share inaccurate and
+    each run's mean score."""
+    oc = record("one-call")["runs"]
+    auc = {label: run["metrics"].get("sentence_auc_roc") for label, run in oc.items()}
+    gaps = {
+        method: [{"run": one.split(",")[0], "points": auc[one] - auc[v1]} for v1, one in pairs]
+        for method, pairs in ONE_CALL_GAPS.items()
+    }
+    [(v1_label, one_label)] = ONE_CALL_GAPS["direct-question"]
+    v1, one = oc[v1_label], oc[one_label]
+    positions = []
+    for p in range(POSITIONS):
+        key = f"unit {p}"
+        both = [
+            (row["labels"][p] != "0", row["scores"][key], other["scores"][key])
+            for row, other in zip(v1["rows"], one["rows"], strict=True)
+            if row["scores"].get(key) is not None and other["scores"].get(key) is not None
+        ]
+        n = len(both)
+        positions.append(
+            {
+                "position": p + 1,
+                "sentences": n,
+                "inaccurate_share": 100 * sum(b[0] for b in both) / n,
+                "v1_mean": sum(b[1] for b in both) / n,
+                "one_mean": sum(b[2] for b in both) / n,
+            }
+        )
+    return {"gaps": gaps, "positions": positions}
+
+
+def phr(record: Callable[[str], Any]) -> dict[str, Any]:
+    """phr.md's truncation at the largest n: how far Algorithm 1's PHR falls below Definition 4's and its
+    aleatoric entropy rises above the reference."""
+    last = record("phr")["runs"]["synthetic"]["metrics"]["rows"][-1]
+    return {
+        "phr_low_by": last["reference_phr"] - last["phr"],
+        "aleatoric_high_by": last["aleatoric"] - last["aleatoric_reference"],
+    }
+
+
+def ray_scale(record: Callable[[str], Any]) -> dict[str, Any]:
+    """ray-scale.md's calls an item."""
+    ray = next(iter(record("ray-scale")["runs"].values()))
+    return {"calls_per_item": ray["rows"][0]["calls"] / ray["items"]}
+
+
+def semantic_entropy(record: Callable[[str], Any]) -> dict[str, Any]:
+    """semantic-entropy.md's answers right, checks a passage of the paragraph runs, how far paragraph
+    semantic entropy's AUC-PR sits above random, and its rerun's hours."""
+    m = record("semantic-entropy")["runs"]["triviaqa qwen2.5-coder-0.5b"]["metrics"]
+    ten = record("wikibio-10")
+    se = ten["runs"]["semantic-entropy-paragraph"]
+    return {
+        "correct": round(m["accuracy"] * m["questions"]),
+        "checks_per_passage": {
+            name: round((run["calls"] + (run["cache_hits"] or 0)) / run["items"]) for name, run in ten["runs"].items()
+        },
+        "above_random": se["metrics"]["auc_pr_nonfact"] - ten["random"]["auc_pr_nonfact"],
+        "paragraph_rerun_hours": se["minutes_per_passage"] * se["items"] / 60,
+    }
+
+
+def wikibio_selfcheck_fibe(record: Callable[[str], Any]) -> dict[str, Any]:
+    """wikibio-selfcheck-fibe.md's passages where SelfCheckGPT's unigram agrees with ours, and the prefix
+    runs' seconds a generated token."""
+    peer = record("peers/selfcheckgpt-unigram")["runs"]["selfcheckgpt 0.1.7"]
+    prefix = record("fibe-prefix-reuse")["runs"]["qwen2.5-coder-1.5b"]
+    return {
+        "agreeing_passages": peer["passages"] - peer["differing_passages"],
+        "prefix_rows": [
+            {**row, "seconds_per_token": row["seconds_total"] / row["completion_tokens"]} for row in prefix["rows"]
+        ],
+    }
 
 
 PAGES: dict[str, Callable[[Callable[[str], Any]], dict[str, Any]]] = {
+    "calibrated-risk": calibrated_risk,
     "checker": checker,
-    "token-logprob": token_logprob,
+    "clue": clue,
+    "delimit": delimit,
+    "fewl": fewl,
+    "grounded": grounded,
+    "one-call": one_call,
+    "phr": phr,
     "probes": probes,
+    "ray-scale": ray_scale,
+    "semantic-entropy": semantic_entropy,
+    "token-logprob": token_logprob,
+    "wikibio-selfcheck-fibe": wikibio_selfcheck_fibe,
 }

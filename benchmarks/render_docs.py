@@ -7,9 +7,11 @@ prose documents are plain Markdown that link to these pages for figures.
 
 A template is ``docs/templates/results/X.md.j2`` (Jinja2) and renders ``docs/results/X.md``. In a
 template, ``record("grounded")`` is docs/results/grounded.json (``record("peers/grounded-rte")`` its
-peers/ file), and the filters format
-its values: ``f(1)`` fixed decimals, ``n`` thousands separators, ``ci(1)`` an interval ``[a, b]``,
-``minutes`` seconds as minutes. ``how_made(name)`` is what a document says of a record's runs that a
+peers/ file), and the filters format its values: ``f(1)`` fixed decimals, ``n`` thousands separators,
+``ci(1)`` an interval ``[a, b]``, ``minutes`` / ``hours`` seconds as minutes / hours, ``percent`` a share
+as a percentage, ``gib`` MiB as GiB, ``ms`` seconds as milliseconds, ``seconds_of_ms`` the reverse,
+``per_item`` a run's field over its items, ``checks`` its calls and cache hits: a template computes no
+figure (tests/test_docs.py). ``how_made(name)`` is what a document says of a record's runs that a
 run did not record itself: transcribed from an earlier document (``recorded`` false), given their
 command and commit afterwards (``backfilled``), or made from a dirty checkout. ``verdict(name, claim)``
 prints the verdict ``benchmarks/verdicts.py`` decided and wrote into the record: templates decide none.
@@ -80,6 +82,38 @@ def interval(pair: Iterable[Any], digits: int = 1) -> str:
 
 def minutes(seconds: Any, digits: int = 1) -> str:
     return fixed(float(seconds) / 60, digits)
+
+
+def percent(share: Any, digits: int = 1) -> str:
+    """A share (0 to 1) as a percentage's number."""
+    return fixed(100 * float(share), digits)
+
+
+def hours(seconds: Any, digits: int = 1) -> str:
+    return fixed(float(seconds) / 3600, digits)
+
+
+def gib(mib: Any, digits: int = 1) -> str:
+    return fixed(float(mib) / 1024, digits)
+
+
+def ms(seconds: Any, digits: int = 0) -> str:
+    """Seconds as milliseconds."""
+    return fixed(1000 * float(seconds), digits)
+
+
+def seconds_of_ms(milliseconds: Any, digits: int = 1) -> str:
+    return fixed(float(milliseconds) / 1000, digits)
+
+
+def per_item(run: dict[str, Any], field: str = "seconds") -> float:
+    """A run's ``field`` (its seconds, calls) over the items it scored."""
+    return float(run[field]) / run["items"]
+
+
+def checks(run: dict[str, Any]) -> int:
+    """The checks a run made: its calls sent and those answered from the cache."""
+    return int(run["calls"]) + int(run["cache_hits"] or 0)
 
 
 def per_item_minutes(run: dict[str, Any], digits: int = 2) -> str:
@@ -202,6 +236,13 @@ def environment() -> Environment:
         n=thousands,
         ci=interval,
         minutes=minutes,
+        hours=hours,
+        percent=percent,
+        gib=gib,
+        ms=ms,
+        seconds_of_ms=seconds_of_ms,
+        per_item=per_item,
+        checks=checks,
         per_item_minutes=per_item_minutes,
         accurate=accurate,
         balanced_accuracy=balanced_accuracy,

@@ -299,6 +299,27 @@ def test_no_template_builds_its_rows_or_composes_a_record_key() -> None:
     assert caught == ["line 1: builds with .append", "line 1: composes a key", "line 1: composes a key"]
 
 
+def computed(source: str) -> list[str]:
+    """Where a template computes a figure (``a / b``, ``100 * x``, ``a - b``, ``n + 1``) instead of printing
+    one benchmarks/pages.py prepared or a filter formats (``percent``, ``hours``, ``per_item``)."""
+    from jinja2 import Environment, nodes
+
+    arithmetic = (nodes.Add, nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod, nodes.Pow)
+    tree = Environment().parse(source)
+    return [f"line {n.lineno}: {type(n).__name__.lower()}" for n in tree.find_all(arithmetic)]
+
+
+def test_no_template_computes_a_figure() -> None:
+    found = {
+        path.name: computed(path.read_text(encoding="utf-8"))
+        for path in sorted((REPO / "docs" / "templates").rglob("*.j2"))
+    }
+    assert {name: lines for name, lines in found.items() if lines} == {}
+    caught = computed('{{ (run.seconds / run["items"]) | f(2) }} {{ (100 * x) | f(0) }}%\n{{ a - b }}{{ ns.n + 1 }}')
+    assert caught == ["line 1: div", "line 1: mul", "line 2: sub", "line 2: add"]
+    assert computed("{{ run | per_item | f(2) }} {{ x | percent(0) }}% {{ rows[-1].n }}") == []
+
+
 def test_a_run_that_made_calls_says_what_they_sent() -> None:
     """Twelve runs recorded 0 prompt tokens for hundreds of calls: the record check refuses that, a
     script's envelope turns an uncounted 0 into None with why, and every script passes its count."""
