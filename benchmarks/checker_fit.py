@@ -25,6 +25,7 @@ from halluscope.backends.embeddings import default_model_dir
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.stats import CallStats
 from halluscope.bench.provenance import envelope
+from halluscope.cli.checker import data_parts
 from halluscope.cli.flags import passage_range
 from halluscope.prompts.registry import PromptRegistry
 from halluscope.tune.checker import FitSettings, fit_checker, taught_pairs, training_pairs
@@ -32,7 +33,12 @@ from halluscope.tune.checker import FitSettings, fit_checker, taught_pairs, trai
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="rte", help="rte, qnli, wikibio, a labelled file, or none")
+    ap.add_argument(
+        "--data",
+        default="rte",
+        help="as checker fit's: mnli, fever, anli, factcg, wice, rte, qnli, wikibio or a labelled file, each with "
+        "its own FIRST-LAST and max=N (mnli:max=8000), comma-separated; or none",
+    )
     ap.add_argument(
         "--items", help="FIRST-LAST: the pairs, passages or rows, in each of several --data (WikiBio's default 0-119)"
     )
@@ -40,12 +46,16 @@ def main() -> None:
     ap.add_argument("--unlabelled", help="answers with their documents, no labels (JSON Lines)")
     ap.add_argument("--cache", help="the teacher's call cache (default: the user cache dir)")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-length", type=int, default=512)
+    ap.add_argument("--dev", type=float, default=0.05, help="the share of contexts held out to choose the epoch on")
+    ap.add_argument("--no-length-groups", action="store_true", help="batches in plain shuffled order")
     ap.add_argument("--data-dir", default=os.environ.get("HALLUSCOPE_DATA", "../shared/data"))
     ap.add_argument("--out", required=True, help="the checker's folder; its record is OUT.json")
     args = ap.parse_args()
     began = time.perf_counter()
     items = passage_range(args.items, "--items") if args.items else None
-    pairs = training_pairs(args.data, items, args.data_dir) if args.data != "none" else []
+    pairs = training_pairs(data_parts(args.data, items), data_dir=args.data_dir) if args.data != "none" else []
     described = {"data": args.data, "items": args.items}
     stats = CallStats()
     if args.teacher:
@@ -57,7 +67,13 @@ def main() -> None:
     fitted = fit_checker(
         pairs,
         args.out,
-        FitSettings(epochs=args.epochs),
+        FitSettings(
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            dev=args.dev,
+            group_by_length=not args.no_length_groups,
+        ),
         described=described,
         report=lambda line: print(line, file=sys.stderr),
     )

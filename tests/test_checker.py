@@ -14,7 +14,16 @@ from halluscope.backends.entailment import NLIEntailment
 from halluscope.bench.grounded import load_qnli_pairs
 from halluscope.cli import main
 from halluscope.errors import ConfigError
-from halluscope.tune.checker import FitSettings, Pair, fit_checker, qnli_pairs, training_pairs
+from halluscope.tune.checker import (
+    DataPart,
+    FitSettings,
+    Pair,
+    dev_split,
+    fit_checker,
+    qnli_pairs,
+    sources_of,
+    training_pairs,
+)
 
 TINY = FitSettings(epochs=2, batch_size=8, max_length=64)  # three batches an epoch on 24 pairs
 
@@ -99,7 +108,7 @@ def test_the_data_never_fits_on_what_is_tested(data_dir: Path) -> None:
     both = training_pairs("rte,qnli", range(3), data_dir)
     assert both == training_pairs("rte", range(3), data_dir) + training_pairs("qnli", range(3), data_dir)
     with pytest.raises(ConfigError, match="data takes"):
-        training_pairs("mnli")
+        training_pairs("mnli-train")
 
 
 def test_checker_fit_from_the_command_line(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -230,3 +239,98 @@ def test_a_labelled_file_fits_as_choose_reads_it_and_a_huge_cell_is_refused(tmp_
     path.write_text(json.dumps({**rows[0], "context": "x" * 300_000}) + "\n")
     with pytest.raises(ConfigError, match="its context holds 300,000 characters"):
         training_pairs(str(path))
+
+
+# the pairs nothing here tests on: counts and balance as each SOURCE.md states them
+SOURCE_COUNTS = {"mnli": (19647, 6942), "fever": (18209, 6393), "anli": (6400, 2140), "factcg": (2068, 1034)}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCE_COUNTS))
+def test_each_nli_dataset_reads_as_its_source_counts_it(name: str, data_dir: Path) -> None:
+    pairs = training_pairs(name, data_dir=data_dir)
+    assert (len(pairs), sum(p.supported for p in pairs)) == SOURCE_COUNTS[name]
+    assert all(p.source == name and p.context and p.claim for p in pairs)
+
+
+def test_wice_fits_on_dev_claims_only_and_a_part_takes_its_own_range_and_cap(data_dir: Path) -> None:
+    from halluscope.bench.nli_pairs import load_wice
+
+    wice = training_pairs("wice", data_dir=data_dir)
+    test_claims = {p.hypothesis for p in load_wice(data_dir, split="test")}
+    assert len(wice) == 1043 and not {p.claim for p in wice} & test_claims  # WiCE's test is held out
+    assert sum(p.supported for p in wice) == 342  # supported alone; partially supported is not
+    capped = training_pairs([DataPart("mnli", cap=500)], data_dir=data_dir)
+    every = training_pairs("mnli", data_dir=data_dir)
+    assert len(capped) == 500 and capped == training_pairs([DataPart("mnli", cap=500)], data_dir=data_dir)
+    position = {(p.context, p.claim): i for i, p in enumerate(every)}
+    kept = [position[(p.context, p.claim)] for p in capped]
+    assert kept == sorted(kept) and kept != list(range(500))  # a seeded sample, in file order, not the first 500
+    ranged = training_pairs([DataPart("rte", range(10, 20)), DataPart("wikibio", range(0, 1))], data_dir=data_dir)
+    assert ranged[:10] == training_pairs("rte", range(10, 20), data_dir)
+    with pytest.raises(ConfigError, match="max= keeps at least 1"):
+        DataPart("mnli", cap=0)
+
+
+def test_checker_json_lists_each_sources_pairs_balance_and_licence(data_dir: Path) -> None:
+    pairs = training_pairs([DataPart("anli", cap=40), DataPart("factcg", cap=40)], data_dir=data_dir)
+    found = sources_of(pairs)
+    assert list(found) == ["anli", "factcg"] and found["anli"]["pairs"] == 40
+    assert "non-commercial" in found["anli"]["licence"] and found["factcg"]["licence"].startswith("MIT")
+    assert found["factcg"]["supported"] == sum(p.supported for p in pairs if p.source == "factcg")
+
+
+def test_the_command_line_reads_each_parts_range_and_cap() -> None:
+    from halluscope.cli.checker import data_parts
+
+    assert data_parts("wikibio:0-119,mnli:max=200,rte:5-9:max=3,own.jsonl", range(0, 4)) == [
+        DataPart("wikibio", range(0, 120)),
+        DataPart("mnli", range(0, 4), 200),
+        DataPart("rte", range(5, 10), 3),
+        DataPart("own.jsonl", range(0, 4)),
+    ]
+    with pytest.raises(ConfigError, match=r"NAME\[:FIRST-LAST\]\[:max=N\]"):
+        data_parts("mnli:max=x", None)
+
+
+def test_a_context_is_held_out_whole_and_a_small_fit_holds_nothing_out(data_dir: Path) -> None:
+    pairs = training_pairs("qnli", data_dir=data_dir)
+    fitted, dev = dev_split(pairs, 0.05)
+    assert 0.02 < len(dev) / len(pairs) < 0.08 and len(fitted) + len(dev) == len(pairs)
+    assert not {p.context for p in fitted} & {p.context for p in dev}
+    assert dev_split(pairs[:24], 0.05) == (pairs[:24], [])  # under MIN_DEV pairs: nothing held out
+    assert dev_split(pairs, 0.0) == (pairs, [])
+
+
+def test_length_grouped_batches_see_every_pair_once_and_pad_less(data_dir: Path) -> None:
+    from halluscope.backends.embeddings import default_model_dir
+    from halluscope.tune.checker import Fit
+
+    pairs = training_pairs([DataPart("rte", cap=400)], data_dir=data_dir)
+    grouped = Fit(pairs, default_model_dir(), FitSettings(batch_size=8, max_length=128, dev=0), Path("unused"))
+    plain = Fit(
+        pairs,
+        default_model_dir(),
+        FitSettings(batch_size=8, max_length=128, dev=0, group_by_length=False),
+        Path("unused"),
+    )
+
+    def padded(fit: Fit, epoch: int) -> int:
+        return sum(len(b) * max(fit.lengths[i] for i in b) for b in fit.batches(epoch))
+
+    for fit in (grouped, plain):
+        assert sorted(i for b in fit.batches(0) for i in b) == list(range(400))
+        assert fit.batches(0) == fit.batches(0) and fit.batches(0) != fit.batches(1)  # seeded by the epoch
+    assert padded(grouped, 0) < 0.8 * padded(plain, 0)
+
+
+def test_the_epoch_the_dev_part_ranks_best_is_the_one_saved(data_dir: Path, tmp_path: Path) -> None:
+    pairs = training_pairs([DataPart("factcg", cap=300)], data_dir=data_dir)
+    said: list[str] = []
+    settings = FitSettings(epochs=2, batch_size=16, max_length=64, dev=0.2)
+    record = fit_checker(pairs, tmp_path, settings, threads=2, report=said.append, force=True)
+    dev = record["dev"]
+    assert dev["pairs"] > 0 and len(dev["auc_roc"]) == 2 and all(a is not None for a in dev["auc_roc"])
+    assert dev["chosen_epoch"] == 1 + max(range(2), key=lambda e: (dev["auc_roc"][e], -e))
+    assert any("held out to choose the epoch on" in line for line in said)
+    assert any("min left" in line for line in said) and any("dev AUC-ROC" in line for line in said)
+    assert record["sources"]["factcg"]["pairs"] == 300

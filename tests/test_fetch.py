@@ -261,9 +261,10 @@ def test_every_dataset_says_who_reads_it_with_which_loader_and_split() -> None:
 
     assert READERS.keys() == SOURCES.keys()
     for name, readers in READERS.items():
-        assert readers, name
+        assert readers and all(r.benches or r.fits for r in readers), name
         for reader in readers:
             module, _, function = reader.loader.partition(":")
             assert callable(getattr(importlib.import_module(module), function)), reader.loader
             assert set(reader.benches) <= BENCHMARKS.keys(), (name, reader.benches)
+            assert set(reader.fits) <= {"checker"}, (name, reader.fits)
     assert icl.HELD_OUT == 0.2  # the hold-out the readers' split says

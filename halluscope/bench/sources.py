@@ -38,11 +38,12 @@ class DatasetSource:
 @dataclass(frozen=True)
 class Reader:
     """How halluscope reads a dataset: the benchmarks that do, the loader ('module:function', imported
-    only when asked) and the split it takes."""
+    only when asked), the split it takes, and the fits that read it (``checker fit --data NAME``)."""
 
     benches: tuple[str, ...]
     loader: str
     split: str
+    fits: tuple[str, ...] = ()
 
 
 def _github(repo: str, commit: str, files: dict[str, tuple[str, int, str]]) -> tuple[RemoteFile, ...]:
@@ -314,6 +315,94 @@ SOURCES: dict[str, DatasetSource] = {
                 },
             ),
         ),
+        DatasetSource(
+            "nli_binary",
+            "Binary MNLI and FEVER-NLI (entailment / not_entailment), as Salesforce's DocNLI collects them",
+            "MNLI's own licence (mostly OANC and CC BY-SA genres) and FEVER's CC BY-SA 3.0; DocNLI is BSD-3-Clause",
+            _github(
+                "salesforce/DocNLI",
+                "492992a4d3fbf4bb96a7a48c4c6c95ee11c3234a",
+                {
+                    "mnli/dev.txt": (
+                        "Data/binary-MNLI/dev.txt",
+                        1250556,
+                        "61499a54b82fa8e03948c0aeed8933f962931624e2bb4cdacdba42f19a8a1205",
+                    ),
+                    "mnli/test.txt": (
+                        "Data/binary-MNLI/test.txt",
+                        2441701,
+                        "598389832fa655690ad0a1c321eabe537cb1ebd7a7bc50ca74e1668168a0c1ee",
+                    ),
+                    "fever/dev.txt": (
+                        "Data/binary-FEVER-NLI/dev.txt",
+                        3137935,
+                        "5a6d4171b189f2b91142b887e248803994dc32a770eaeaf43fa9912afbb94f92",
+                    ),
+                    "fever/test.txt": (
+                        "Data/binary-FEVER-NLI/test.txt",
+                        3836574,
+                        "5aa3fa72c9020ba3a66b0e859810cdb262918c38e176dfd455039cccf91f5340",
+                    ),
+                },
+            ),
+        ),
+        DatasetSource(
+            "anli",
+            "Adversarial NLI v1.0 (Nie et al. 2020), rounds 1-3, dev and test",
+            "CC BY-NC 4.0: non-commercial research use (a checker fitted on it inherits that)",
+            _github(
+                "eric11eca/curriculum-ling",
+                "6ed5500fa71c881faa802b5a0fd5bd4f4968cfa7",
+                {
+                    f"R{r}/{split}.jsonl": (f"data/anli_v1.0/R{r}/{split}.jsonl", size, sha256)
+                    for (r, split), (size, sha256) in {
+                        (1, "dev"): (705417, "4d6a01499b91046be7aa9daf1d1e716261b0c08698962b23389477c8400064e2"),
+                        (1, "test"): (706432, "11b257c63a3caa825b80ac86b6d895407c62616d56036482344344099e7d3fa5"),
+                        (2, "dev"): (687335, "7b90cd9c9cb7d8ff12bc31257a56bf219718704c5798faf3b295b9e94b14b889"),
+                        (2, "test"): (704696, "804dbe173fbe08e6e069db8811016ebe5e065dfd1c47ed741dac6d8816f4fadc"),
+                        (3, "dev"): (814872, "42eca71392a3c90ee0dc83bb2cedb45165279f903a9c706bf11337be11c469bd"),
+                        (3, "test"): (810487, "fe456c2935f71d7ffe49bd8d95c2b2355f7383f72423c3018fa40479992f0004"),
+                    }.items()
+                },
+            ),
+        ),
+        DatasetSource(
+            "factcg",
+            "FactCG CG2C-Doc (Lei et al., NAACL 2025): synthetic document-level grounding pairs",
+            "MIT (the repository's)",
+            _github(
+                "derenlei/FactCG",
+                "41f185413312ed9b3904ec03963fe899693498e0",
+                {
+                    "CG2C_doc.json": (
+                        "data/training_stage2/CG2C_doc.json",
+                        2375842,
+                        "0a16f6040a1ca00effcdeaa9d72cf7d3f20c40c7865e49c03c9dffa1282315ce",
+                    ),
+                },
+            ),
+        ),
+        DatasetSource(
+            "wice",
+            "WiCE (Kamoi et al., EMNLP 2023): Wikipedia claims against their cited pages, dev and test",
+            "CC BY-SA (the Wikipedia text); the cited pages come from Common Crawl (its terms of use)",
+            _github(
+                "ryokamoi/wice",
+                "ddeb6c183665e2a20c5f03c5aa07f03888b9870f",
+                {
+                    "dev.jsonl": (
+                        "code_and_resources/entailment_inputs/oracle_chunks/claim/dev.jsonl",
+                        2058627,
+                        "ae33170930d690cb96cd46f097ec5658daaf7fd6700d6d2bf97644e3a8dfb2f9",
+                    ),
+                    "test.jsonl": (
+                        "code_and_resources/entailment_inputs/oracle_chunks/claim/test.jsonl",
+                        2098277,
+                        "234bb8c2ca4511ca078e49e07c895a2db61a581d03237e7e1ecb7c48c8510a3e",
+                    ),
+                },
+            ),
+        ),
     )
 }
 
@@ -377,9 +466,11 @@ def offline_routes(spec: DatasetSource, folder: Path) -> str:
 
 _ICL = "halluscope.bench.papers.icl:load_icl_task"
 _HELD_OUT = "one file, held out 80/20 by a seeded shuffle (demonstrations / queries)"
+_NLI = "halluscope.bench.nli_pairs:"
+_FIT = ("checker",)  # read by `checker fit --data NAME` alone
 READERS: dict[str, tuple[Reader, ...]] = {  # each dataset of SOURCES: who reads it, and which part
     "wikibio_gpt3_hallucination": (
-        Reader(("wikibio", "grounded"), "halluscope.bench.wikibio:load_wikibio", "all 238 passages"),
+        Reader(("wikibio", "grounded"), "halluscope.bench.wikibio:load_wikibio", "all 238 passages", _FIT),
     ),
     "truthfulqa": (
         Reader(
@@ -392,7 +483,7 @@ READERS: dict[str, tuple[Reader, ...]] = {  # each dataset of SOURCES: who reads
     "agnews": (Reader(("phr",), _ICL, f"test.csv only; {_HELD_OUT}"),),
     "rte": (
         Reader(("phr",), _ICL, "demonstrations from train, queries from val"),
-        Reader(("grounded",), "halluscope.bench.grounded:load_rte", "val (277 pairs, reported) or train (2,490)"),
+        Reader(("grounded",), "halluscope.bench.grounded:load_rte", "val (277 pairs, reported) or train (2,490)", _FIT),
     ),
     "wnli": (Reader(("phr",), _ICL, "demonstrations from GLUE's train re-split, queries from dev"),),
     "medical_question_pairs": (Reader(("phr",), _ICL, f"{_HELD_OUT}, by pair of rows sharing a question"),),
@@ -400,5 +491,10 @@ READERS: dict[str, tuple[Reader, ...]] = {  # each dataset of SOURCES: who reads
     "squad": (Reader(("qa",), "halluscope.bench.papers.qa:load_qa", "dev, in file order"),),
     "qnli": (
         Reader(("clue",), "halluscope.bench.papers.clue:load_qnli", "dev: questions with both labels, file order"),
+        Reader(("grounded",), "halluscope.bench.grounded:load_qnli_pairs", "dev: its fit part or its test part", _FIT),
     ),
+    "nli_binary": (Reader((), f"{_NLI}load_nli_binary", "mnli or fever, dev then test: training pairs only", _FIT),),
+    "anli": (Reader((), f"{_NLI}load_anli", "rounds 1-3, dev then test: training pairs only", _FIT),),
+    "factcg": (Reader((), f"{_NLI}load_factcg", "CG2C-Doc, every pair: training pairs only", _FIT),),
+    "wice": (Reader((), f"{_NLI}load_wice", "dev to fit on; test held out", _FIT),),
 }

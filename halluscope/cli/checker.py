@@ -6,6 +6,7 @@ checker.json; use it as ``grounded --model nli:DIR`` (no LLM call)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -17,7 +18,30 @@ from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.cli.flags import passage_range
 from halluscope.errors import ConfigError
-from halluscope.tune.checker import DATASETS, FitSettings, fit_checker, taught_pairs, training_pairs
+from halluscope.tune.checker import (
+    DATASETS,
+    DataPart,
+    FitSettings,
+    fit_checker,
+    sources_of,
+    taught_pairs,
+    training_pairs,
+)
+
+PART = re.compile(r"(?P<name>[^:]+)(?::(?P<range>\d+-\d+))?(?::max=(?P<cap>\d+))?")
+
+
+def data_parts(data: str, items: range | None) -> list[DataPart]:
+    """--data's parts: NAME or FILE, each with its own FIRST-LAST and max=N (``wikibio:0-119``,
+    ``mnli:max=20000``, ``rte:0-999:max=500``); --items is the range of a part that gives none."""
+    parts = []
+    for piece in (p.strip() for p in data.split(",")):
+        found = PART.fullmatch(piece)
+        if found is None:
+            raise ConfigError(f"--data takes NAME[:FIRST-LAST][:max=N], comma-separated; got {piece!r}")
+        own = passage_range(found["range"], "--data") if found["range"] else items
+        parts.append(DataPart(found["name"], own, int(found["cap"]) if found["cap"] else None))
+    return parts
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -27,6 +51,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         max_length=args.max_length,
+        dev=args.dev,
+        group_by_length=not args.no_length_groups,
     )
     if args.data is None and args.unlabelled is None:
         raise ConfigError("checker fit needs --data (labelled pairs), --unlabelled with --teacher, or both")
@@ -34,7 +60,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise ConfigError("--teacher labels the answers of --unlabelled: give both, or neither")
     check_specs([args.teacher])
     items = passage_range(args.items, "--items") if args.items else None
-    pairs = training_pairs(args.data, items, args.data_dir) if args.data else []
+    pairs = training_pairs(data_parts(args.data, items), data_dir=args.data_dir) if args.data else []
     if args.limit is not None:
         pairs = pairs[: args.limit]
     described = {"data": args.data, "items": args.items, "limit": args.limit}
@@ -44,6 +70,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         pairs += taught
         described |= {"teacher": args.teacher, "unlabelled": Path(args.unlabelled).name, "taught": len(taught)}
     print(f"fitting on {len(pairs):,} pairs ({sum(p.supported for p in pairs):,} supported)", file=sys.stderr)
+    for name, row in sources_of(pairs).items():
+        balance = f"{row['pairs']:,} pairs, {row['supported']:,} supported"
+        print(f"  {name}: {balance}; licence {row['licence']}", file=sys.stderr)
     fitted = fit_checker(
         pairs,
         args.out,
@@ -61,6 +90,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
             f"fitted on {fitted['pairs']:,} pairs in {fitted['fit_seconds']:.0f} s "
             f"(peak memory {fitted['peak_memory_mib']:,.0f} MiB); last epoch's loss {fitted['losses'][-1]:.4f}"
         )
+        dev = fitted["dev"]
+        if dev["pairs"]:
+            aucs = ", ".join("-" if a is None else f"{a:.1f}" for a in dev["auc_roc"])
+            print(f"dev part: {dev['pairs']:,} pairs, AUC-ROC by epoch {aucs}: kept epoch {dev['chosen_epoch']}")
         print(f"wrote {args.out} (use it: halluscope check --model nli:{args.out} ... or grounded --model nli:...)")
     return 0
 
@@ -72,9 +105,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     f.add_argument(
         "--data",
         metavar="NAME|FILE",
-        help=f"{', '.join(DATASETS)} (RTE's training split, QNLI's fit part, WikiBio passages), or your labelled "
-        "CSV/JSONL file (a context and a label per sentence, or one label for a one-sentence answer, as `choose` "
-        "reads it); several, comma-separated",
+        help=f"{', '.join(DATASETS)} (binary MNLI and FEVER-NLI, ANLI, FactCG, WiCE's dev claims, RTE's training "
+        "split, QNLI's fit part, WikiBio passages), or your labelled CSV/JSONL file (a context and a label per "
+        "sentence, or one label for a one-sentence answer, as `choose` reads it); several, comma-separated, each "
+        "with its own range and cap: wikibio:0-119, mnli:max=20000",
     )
     f.add_argument(
         "--items",
@@ -98,6 +132,18 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     f.add_argument("--learning-rate", type=float, default=5e-5, metavar="LR", help="AdamW's peak rate (default 5e-5)")
     f.add_argument(
         "--max-length", type=int, default=512, metavar="TOKENS", help="a pair's tokens at most (default 512)"
+    )
+    f.add_argument(
+        "--dev",
+        type=float,
+        default=0.05,
+        metavar="SHARE",
+        help="the share of contexts held out to choose the epoch on (default 0.05; 0: keep the last epoch)",
+    )
+    f.add_argument(
+        "--no-length-groups",
+        action="store_true",
+        help="batches in plain shuffled order (default: pairs of like length batched together, less padding)",
     )
     f.add_argument("--seed", type=int, default=0, help="the head's initialisation, the order and dropout (default 0)")
     f.add_argument("--threads", type=int, metavar="N", help="torch's threads (default: every core)")

@@ -2,13 +2,17 @@
 (all-MiniLM-L6-v2 by default, with a new two-way head) fine-tuned on (context, sentence, supported?)
 pairs on the CPU, so that an answer is checked in milliseconds instead of an LLM judge's seconds.
 
-The pairs come from RTE's training split, QNLI's fit part (its questions hashed into a fit and a test
-part; `bench grounded --dataset qnli` tests on the other, so nothing tested is fitted on), WikiBio
-passages (each sentence with the chunk of its person's Wikipedia text that grounded would find
-nearest, the chunks cut as grounded cuts them) or a labelled file in `bench mine`'s format (context and
-a label per sentence). The fit is seeded (the head's initialisation, each epoch's order and its
-dropout), its thread count set, and it resumes from its last finished epoch: the weights and AdamW's
-moments are kept after each epoch as safetensors.
+The pairs come from datasets nothing here tests on (binary MNLI and FEVER-NLI, ANLI, FactCG's synthetic
+pairs, WiCE's dev claims: ``bench/nli_pairs.py``), RTE's training split, QNLI's fit part (its questions
+and sentences apart from the test part that `bench grounded --dataset qnli` reads), WikiBio passages
+(each sentence with the chunk of its person's Wikipedia text that grounded would find nearest, the
+chunks cut as grounded cuts them) or a labelled file in `bench mine`'s format (context and a label per
+sentence); each part with its own range and cap (``DataPart``), and its licence kept in checker.json.
+
+The fit is seeded (the head's initialisation, each epoch's order and its dropout), its thread count
+set; its batches group pairs of like length (a batch pads to its longest pair); a dev part of the
+contexts is held out and the epoch that ranks it best is the one saved; and it resumes from its last
+finished epoch: the weights and AdamW's moments are kept after each epoch as safetensors.
 
 It is saved as safetensors, config and tokenizer files beside ``checker.json`` (how it was fitted and the
 weights' sha256, which the NLI backend checks when it loads), never a pickle, and it loads as
@@ -35,11 +39,14 @@ from halluscope.backends.embeddings import default_embedder, default_model_dir
 from halluscope.backends.entailment import CHECKER_JSON, checker_files
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.stats import CallStats
+from halluscope.bench import nli_pairs
 from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte
+from halluscope.bench.sources import SOURCES
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError
 from halluscope.hub import sha256_of
 from halluscope.labelled import jsonl_rows, load_labelled
+from halluscope.metrics import auc_roc
 from halluscope.readers import read_file
 from halluscope.runtime import registry
 from halluscope.runtime.contract import start
@@ -47,7 +54,18 @@ from halluscope.text import chunk_context
 from halluscope.text import sentences as split_sentences
 from halluscope.version import __version__
 
-DATASETS = ("rte", "qnli", "wikibio")  # or a labelled file
+DATASETS = ("mnli", "fever", "anli", "factcg", "wice", "rte", "qnli", "wikibio")  # or a labelled file
+FOLDERS = {  # the data folder each is read from, whose licence (bench/sources.py) a checker fitted on it inherits
+    "mnli": "nli_binary",
+    "fever": "nli_binary",
+    "anli": "anli",
+    "factcg": "factcg",
+    "wice": "wice",
+    "rte": "rte",
+    "qnli": "qnli",
+    "wikibio": "wikibio_gpt3_hallucination",
+}
+WIKIBIO_FIT = range(120)  # the probes' fit split of WikiBio's passages, the default a checker fits on
 ID2LABEL = {0: "entailment", 1: "contradiction"}  # the two-way head the NLI backend reads: p(entailment) supports
 RESUME_DIR = ".fit"  # the last finished epoch's weights and optimizer moments, until the fit is done
 MAX_CELL = 200_000  # characters of a labelled file's context or text (a checker reads a 512-token window of it)
@@ -63,6 +81,7 @@ class Pair:
     claim: str
     supported: bool
     soft: float | None = None
+    source: str = ""  # the --data part it came from (not in the fingerprint: what is fitted is the text)
 
     def target(self) -> float:
         """The probability of support the fit learns: the teacher's, else the label's 1 or 0."""
@@ -80,12 +99,40 @@ class FitSettings:
     max_length: int = 512
     warmup: float = 0.1
     weight_decay: float = 0.01
+    dev: float = 0.05  # the share of contexts held out to choose the epoch on (none below MIN_DEV pairs)
+    group_by_length: bool = True  # batches of pairs of like length: less padding, the same pairs an epoch
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.max_length < 16:
             raise ConfigError("a checker fit needs epochs >= 1, batch size >= 1 and max length >= 16")
         if not 0 < self.learning_rate < 1 or not 0 <= self.warmup < 1:
             raise ConfigError("a checker fit needs 0 < learning rate < 1 and 0 <= warmup < 1")
+        if not 0 <= self.dev < 0.5:
+            raise ConfigError(f"dev is the share of pairs held out, in [0, 0.5), got {self.dev}", settings=("dev",))
+
+
+MIN_DEV = 50  # dev pairs (of both labels) below which the last epoch is kept, none chosen
+POOL = 50  # batches' worth of pairs sorted by length together: batches stay shuffled, each of like lengths
+
+
+@dataclass(frozen=True)
+class DataPart:
+    """One source of a fit's pairs as ``--data`` names it: a dataset of ``DATASETS`` or a labelled file,
+    the items of it (``wikibio:0-119``) and at most ``cap`` of them (``mnli:max=20000``: a seeded sample,
+    kept in file order)."""
+
+    name: str
+    items: range | None = None
+    cap: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in DATASETS and not self.name.endswith((".csv", ".jsonl", ".json")):
+            raise ConfigError(
+                f"data takes {', '.join(DATASETS)} or a labelled .csv/.jsonl file, got {self.name!r}",
+                settings=("data",),
+            )
+        if self.cap is not None and self.cap < 1:
+            raise ConfigError(f"{self.name}: max= keeps at least 1 pair, got {self.cap}", settings=("data",))
 
 
 def qnli_pairs(data_dir: str | Path | None, part: str) -> list[Pair]:
@@ -185,25 +232,76 @@ def labelled_pairs(path: str, items: range | None) -> list[Pair]:
     return nearest_chunk_pairs(rows)
 
 
-def training_pairs(data: str, items: range | None = None, data_dir: str | Path | None = None) -> list[Pair]:
-    """The pairs a checker fits on: RTE's training split, QNLI's fit part, WikiBio passages (``items``;
-    the probes' fit split 0-119 by default) or a labelled file's rows; several, comma-separated, one after
-    another (``items`` then applies to each)."""
-    if "," in data:
-        return [pair for name in data.split(",") for pair in training_pairs(name.strip(), items, data_dir)]
-    if data == "rte":
-        chosen = [p for p in load_rte(data_dir, split="train") if items is None or p.index in items]
-        return [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in chosen]
-    if data == "qnli":
-        pairs = qnli_pairs(data_dir, "fit")
-        return [p for i, p in enumerate(pairs) if items is None or i in items]
-    if data == "wikibio":
-        return wikibio_pairs(data_dir, items if items is not None else range(120))
-    if not data.endswith((".csv", ".jsonl", ".json")):
-        raise ConfigError(
-            f"data takes {', '.join(DATASETS)} or a labelled .csv/.jsonl file, got {data!r}", settings=("data",)
-        )
-    return labelled_pairs(data, items)
+def _read(part: DataPart, data_dir: str | Path | None) -> list[Pair]:
+    """A part's pairs before its cap: its range of the dataset (WikiBio: passages, else pairs in order)."""
+    items, name = part.items, part.name
+    if name == "wikibio":
+        return wikibio_pairs(data_dir, items if items is not None else WIKIBIO_FIT)
+    if name.endswith((".csv", ".jsonl", ".json")):
+        return labelled_pairs(name, items)
+    if name == "qnli":
+        read = qnli_pairs(data_dir, "fit")
+    else:
+        loaded = {
+            "rte": lambda: load_rte(data_dir, split="train"),
+            "mnli": lambda: nli_pairs.load_nli_binary("mnli", data_dir),
+            "fever": lambda: nli_pairs.load_nli_binary("fever", data_dir),
+            "anli": lambda: nli_pairs.load_anli(data_dir),
+            "factcg": lambda: nli_pairs.load_factcg(data_dir),
+            "wice": lambda: nli_pairs.load_wice(data_dir, split="dev"),
+        }[name]()
+        read = [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in loaded]
+    return [p for i, p in enumerate(read) if items is None or i in items]
+
+
+def part_pairs(part: DataPart, data_dir: str | Path | None = None) -> list[Pair]:
+    """One part's pairs, each marked with its source; ``cap`` keeps a seeded sample of them in file order."""
+    pairs = _read(part, data_dir)
+    if part.cap is not None and part.cap < len(pairs):
+        kept = np.sort(np.random.default_rng(0).choice(len(pairs), size=part.cap, replace=False))
+        pairs = [pairs[i] for i in kept]
+    return [Pair(p.context, p.claim, p.supported, p.soft, source=part.name) for p in pairs]
+
+
+def training_pairs(
+    data: str | Sequence[DataPart], items: range | None = None, data_dir: str | Path | None = None
+) -> list[Pair]:
+    """The pairs a checker fits on: each part's in turn. ``data`` is a list of parts, or names
+    comma-separated (``items`` then applies to each): RTE's training split, QNLI's fit part, WikiBio
+    passages (0-119 by default), binary MNLI and FEVER-NLI, ANLI, FactCG, WiCE's dev claims, or a
+    labelled file's rows."""
+    parts = [DataPart(name.strip(), items) for name in data.split(",")] if isinstance(data, str) else list(data)
+    return [pair for part in parts for pair in part_pairs(part, data_dir)]
+
+
+def sources_of(pairs: Sequence[Pair]) -> dict[str, dict[str, Any]]:
+    """What each source gave, as checker.json records it: its pairs, how many are supported (the class
+    balance) and the licence they carry (a checker inherits each: ANLI's is non-commercial)."""
+    found: dict[str, dict[str, Any]] = {}
+    for p in pairs:
+        name = p.source or ("a teacher's labels" if p.soft is not None else "given")
+        row = found.setdefault(name, {"pairs": 0, "supported": 0, "licence": _licence(p.source)})
+        row["pairs"] += 1
+        row["supported"] += p.supported
+    return found
+
+
+def _licence(source: str) -> str:
+    folder = FOLDERS.get(source)
+    return SOURCES[folder].licence if folder else "its owner's (a labelled file, or pairs given in Python)"
+
+
+def dev_split(pairs: Sequence[Pair], share: float) -> tuple[list[Pair], list[Pair]]:
+    """The pairs fitted on and the dev part the epoch is chosen on: a context's pairs go to one side, by
+    its hash (about ``share`` of the contexts held out). Fewer than ``MIN_DEV`` dev pairs, or one label
+    only, and nothing is held out."""
+    if share <= 0:
+        return list(pairs), []
+    held = [int(hashlib.sha256(p.context.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < share for p in pairs]
+    dev = [p for p, h in zip(pairs, held, strict=True) if h]
+    if len(dev) < MIN_DEV or len({p.supported for p in dev}) < 2:
+        return list(pairs), []
+    return [p for p, h in zip(pairs, held, strict=True) if not h], dev
 
 
 def fingerprint(pairs: Sequence[Pair]) -> str:
@@ -232,10 +330,35 @@ class Fit:
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay
         )
-        self.steps_per_epoch = math.ceil(len(self.pairs) / settings.batch_size)
+        self.fitted, self.dev = dev_split(self.pairs, settings.dev)
+        self.lengths = self.token_lengths(self.fitted)
+        self.steps_per_epoch = math.ceil(len(self.fitted) / settings.batch_size)
         self.done = 0  # epochs finished
         self.losses: list[float] = []  # each epoch's mean loss
+        self.dev_auc: list[float | None] = []  # each epoch's AUC-ROC on the dev part (x100)
         self.seconds = 0.0  # the finished epochs' time, over every process that fitted them
+
+    def token_lengths(self, pairs: Sequence[Pair]) -> list[int]:
+        """Each pair's tokens as the fit reads it (truncated to ``max_length``): what its batch pads to."""
+        found = self.tokenizer(
+            [p.context for p in pairs], [p.claim for p in pairs], truncation=True, max_length=self.settings.max_length
+        )
+        return [len(ids) for ids in found["input_ids"]]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This epoch's batches of fitted pairs, seeded: a shuffled order, and (``group_by_length``) each
+        run of ``POOL`` batches sorted by length before it is cut, the batches then shuffled again, so a
+        batch pads to a length near its pairs' own while every pair is still seen once an epoch."""
+        rng = np.random.default_rng(self.settings.seed * 1000 + epoch)
+        order = [int(i) for i in rng.permutation(len(self.fitted))]
+        size = self.settings.batch_size
+        if not self.settings.group_by_length:
+            return [order[b : b + size] for b in range(0, len(order), size)]
+        cut: list[list[int]] = []
+        for first in range(0, len(order), size * POOL):
+            pool = sorted(order[first : first + size * POOL], key=lambda i: self.lengths[i])
+            cut += [pool[b : b + size] for b in range(0, len(pool), size)]
+        return [cut[int(b)] for b in rng.permutation(len(cut))]
 
     def learning_rate(self, step: int) -> float:
         """Linear warm-up over the first ``warmup`` of the steps, then linear decay to 0."""
@@ -258,14 +381,15 @@ class Fit:
         )
 
     def epoch(self, report: Callable[[str], None]) -> None:
-        """One pass over the pairs in this epoch's seeded order; dropout seeded by the epoch too."""
+        """One pass over the fitted pairs in this epoch's seeded batches (dropout seeded by the epoch too),
+        then the dev part scored; the report says where it stands and about how long is left."""
         torch, settings, e = self.torch, self.settings, self.done
         torch.manual_seed(settings.seed * 1000 + e)
-        order = np.random.default_rng(settings.seed * 1000 + e).permutation(len(self.pairs))
         self.model.train()
         total, started = 0.0, time.perf_counter()
-        for b in range(self.steps_per_epoch):
-            chosen = [self.pairs[i] for i in order[b * settings.batch_size : (b + 1) * settings.batch_size]]
+        batches = self.batches(e)
+        for b, indices in enumerate(batches):
+            chosen = [self.fitted[i] for i in indices]
             if any(p.soft is not None for p in chosen):  # a teacher's probabilities, learned as they are
                 targets = torch.tensor([[p.target(), 1.0 - p.target()] for p in chosen])
             else:
@@ -278,15 +402,43 @@ class Fit:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.optimizer.step()
             total += loss.item()
-            if (b + 1) % 20 == 0 or b + 1 == self.steps_per_epoch:
+            if (b + 1) % 20 == 0 or b + 1 == len(batches):
                 pace = (time.perf_counter() - started) / (b + 1)
+                left = pace * (len(batches) - b - 1 + (settings.epochs - e - 1) * self.steps_per_epoch)
                 report(
-                    f"epoch {e + 1}/{settings.epochs}: {b + 1}/{self.steps_per_epoch} batches, "
-                    f"loss {total / (b + 1):.4f}, {pace:.2f} s a batch"
+                    f"epoch {e + 1}/{settings.epochs}: {b + 1}/{len(batches)} batches, "
+                    f"loss {total / (b + 1):.4f}, {pace:.2f} s a batch, about {left / 60:.0f} min left"
                 )
-        self.losses.append(total / self.steps_per_epoch)
+        self.losses.append(total / len(batches))
+        self.dev_auc.append(self.dev_score())
+        if self.dev_auc[-1] is not None:
+            report(f"epoch {e + 1}/{settings.epochs}: dev AUC-ROC {self.dev_auc[-1]:.1f} on {len(self.dev):,} pairs")
         self.seconds += time.perf_counter() - started
         self.done += 1
+
+    def dev_score(self) -> float | None:
+        """The dev part's AUC-ROC (x100) of p(not supported), read as the NLI backend reads it; None
+        without a dev part."""
+        if not self.dev:
+            return None
+        torch = self.torch
+        self.model.eval()
+        unsupported = []
+        order = sorted(range(len(self.dev)), key=lambda i: len(self.dev[i].context) + len(self.dev[i].claim))
+        with torch.no_grad():
+            for b in range(0, len(order), self.settings.batch_size * 2):
+                chosen = [self.dev[i] for i in order[b : b + self.settings.batch_size * 2]]
+                unsupported += torch.softmax(self.model(**self.batch(chosen)).logits, dim=-1)[:, 1].tolist()
+        self.model.train()
+        scores = np.empty(len(self.dev))
+        scores[order] = unsupported
+        found = auc_roc(np.array([not p.supported for p in self.dev]), scores)
+        return None if found is None else 100 * found
+
+    def best_epoch(self) -> int:
+        """The epoch (1-based) whose dev AUC-ROC is highest, the first of ties; the last without a dev part."""
+        scored = [(auc, -e) for e, auc in enumerate(self.dev_auc) if auc is not None]
+        return -max(scored)[1] + 1 if scored else self.done
 
     # -- resume: the last finished epoch, as safetensors and JSON
 
@@ -307,7 +459,10 @@ class Fit:
                 if key in state:
                     moments[f"{name}::{key}"] = self.torch.as_tensor(state[key]).contiguous()
         save_file(moments, str(where / "adam.safetensors"))
+        if self.dev_auc and self.best_epoch() == self.done:  # the best so far: the weights the checker may keep
+            shutil.copyfile(where / "weights.safetensors", where / "best.safetensors")
         state = {**self._state_json(), "epochs_done": self.done, "losses": self.losses, "seconds": self.seconds}
+        state["dev_auc"] = self.dev_auc
         (where / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
 
     def resume(self, report: Callable[[str], None]) -> bool:
@@ -345,10 +500,17 @@ class Fit:
                     "exp_avg_sq": moments[f"{name}::exp_avg_sq"],
                 }
         self.done, self.losses, self.seconds = int(state["epochs_done"]), list(state["losses"]), state["seconds"]
+        self.dev_auc = list(state.get("dev_auc") or [None] * self.done)
         return True
 
     def save(self, fitted: dict[str, Any]) -> dict[str, Any]:
-        """The checker's files (safetensors, config, tokenizer) and checker.json; the resume state goes."""
+        """The checker's files (safetensors, config, tokenizer) as of the epoch the dev part chose, and
+        checker.json; the resume state goes."""
+        from safetensors.torch import load_file
+
+        chosen = self.best_epoch()
+        if chosen < self.done:
+            self.model.load_state_dict(load_file(str(self.out / RESUME_DIR / "best.safetensors")))
         self.model.save_pretrained(self.out, safe_serialization=True)
         self.tokenizer.save_pretrained(self.out)
         shutil.rmtree(self.out / RESUME_DIR, ignore_errors=True)
@@ -358,9 +520,22 @@ class Fit:
             "files_sha256": checker_files(self.out),  # every file the loader reads, checked when it loads
             "id2label": {str(k): v for k, v in ID2LABEL.items()},
             "losses": self.losses,
+            "dev": {"pairs": len(self.dev), "auc_roc": self.dev_auc, "chosen_epoch": chosen},
         }
         (self.out / CHECKER_JSON).write_text(json.dumps(record, indent=2), encoding="utf-8")
         return record
+
+
+def _writable(target: Path) -> Path:
+    """``target``, made if need be, once a file can be written there (before minutes of fitting)."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe = target / ".halluscope-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"cannot save a checker in {target}: {exc.strerror or exc}") from None
+    return target
 
 
 def fit_checker(
@@ -384,17 +559,14 @@ def fit_checker(
     settings = settings or FitSettings()
     torch.set_num_threads(threads or os.cpu_count() or 1)
     root = Path(base) if base is not None else default_model_dir()
-    target = Path(out)
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        probe = target / ".halluscope-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(f"cannot save a checker in {target}: {exc.strerror or exc}") from None
+    target = _writable(Path(out))
     fit = Fit(pairs, root, settings, target)
     if fit.resume(report):
         report(f"resumed after epoch {fit.done} of {settings.epochs}")
+    report(
+        f"{len(fit.fitted):,} pairs to fit on"
+        + (f", {len(fit.dev):,} held out to choose the epoch on" if fit.dev else ", no dev part (too few pairs)")
+    )
     while fit.done < settings.epochs:
         fit.epoch(report)
         if fit.done < settings.epochs:
@@ -413,6 +585,7 @@ def fit_checker(
         "data": described or {},
         "pairs": len(pairs),
         "supported": sum(p.supported for p in pairs),
+        "sources": sources_of(pairs),
         "data_sha256": fingerprint(pairs),
         "settings": asdict(settings),
         "threads": torch.get_num_threads(),
