@@ -253,7 +253,7 @@ def test_each_nli_dataset_reads_as_its_source_counts_it(name: str, data_dir: Pat
 
 
 def test_wice_fits_on_dev_claims_only_and_a_part_takes_its_own_range_and_cap(data_dir: Path) -> None:
-    from halluscope.bench.nli_pairs import load_wice
+    from halluscope.bench.grounded import load_wice
 
     wice = training_pairs("wice", data_dir=data_dir)
     test_claims = {p.hypothesis for p in load_wice(data_dir, split="test")}

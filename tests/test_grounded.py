@@ -403,6 +403,24 @@ def test_the_qnli_bench_checks_its_test_part_the_part_a_checker_never_fits_on(
     assert (tmp_path / "qnli" / "report.md").read_text().startswith("# Grounded checking on QNLI")
 
 
+def test_the_wice_bench_checks_its_test_claims_as_llm_aggrefact_binarises_them(
+    data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
+) -> None:
+    from halluscope.bench.grounded import load_wice
+
+    claims = load_wice(data_dir)
+    assert len(claims) == 1070 and sum(p.label == "entailment" for p in claims) == 330  # supported alone
+    assert all("\n" in p.premise or p.premise for p in claims)
+    seen: list[str] = []
+    plans = grounded_plans("wice", ["grounded"], data_dir, limit=2, model=scripted(judge(seen)), gateway=gateway)
+    result = run_plan(plans[0], tmp_path / "wice", progress=False)
+    assert result.bench == "grounded-wice" and result.params["split"] == "test" and len(result.items) == 2
+    assert [i.record["texts"] for i in result.items] == [[p.hypothesis] for p in claims[:2]]
+    assert "balanced_accuracy" in result.metrics
+    with pytest.raises(ConfigError, match="WiCE has no split"):
+        load_wice(data_dir, split="train")
+
+
 def test_report_html_notes_where_a_claim_points_in_its_answer_and_leaves_a_sentence_alone(
     data_dir: Path, gateway: Gateway, scripted: Any, tmp_path: Path
 ) -> None:

@@ -36,11 +36,13 @@ from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_re
 from halluscope.runtime import registry
 from halluscope.runtime.contract import start
 
-DATASETS = ("rte", "qnli", "wikibio")
+DATASETS = ("rte", "qnli", "wice", "wikibio")
 RTE_LABELS = ("entailment", "not_entailment")
 QNLI_PARTS = ("fit", "test")  # QNLI's questions and sentences apart: a checker fits on one, is tested on the other
 QNLI_SPLIT = "by question and sentence"  # how the parts are drawn, as a run records it (earlier: by question)
 QNLI_TEST_EVERY = 5  # a question whose hash is 0 mod 5 is in the test part (about a fifth)
+WICE_SPLITS = ("dev", "test")  # a checker fits on dev; `--dataset wice` tests on test
+WICE_LABELS = ("supported", "partially_supported", "not_supported")  # supported alone counts (LLM-AggreFact)
 RTE_SPLITS = ("val", "train")  # train: where a decision threshold is fitted before it is applied to val
 UNSUPPORTED = ("not_entailment",)  # RTE's positive class: the text is not supported by the context
 DECISION = 0.5  # the judge's own decision: not supported when support < 0.5
@@ -77,6 +79,28 @@ def load_rte(data: str | Path | None = None, limit: int | None = None, split: st
             raise DataError(f"{path}, line {number}: not an RTE record ({exc})") from exc
         if pair.label not in RTE_LABELS:
             raise DataError(f"{path}, line {number}: label {pair.label!r} is not one of {', '.join(RTE_LABELS)}")
+        pairs.append(pair)
+    return pairs[:limit] if limit else pairs
+
+
+def load_wice(data: str | Path | None = None, split: str = "test", limit: int | None = None) -> list[Pair]:
+    """WiCE's claims against their cited evidence (its sentences, one a line), binary as LLM-AggreFact
+    scores it: supported is entailment, partially supported and not supported are not."""
+    if split not in WICE_SPLITS:
+        raise ConfigError(f"WiCE has no split {split!r}; available: {', '.join(WICE_SPLITS)}")
+    path = dataset_file("wice", f"{split}.jsonl", data)
+    pairs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            label, evidence = row["label"], "\n".join(str(sentence) for sentence in row["evidence"])
+            pair = Pair(len(pairs), evidence, str(row["claim"]), RTE_LABELS[0 if label == "supported" else 1])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}, line {number}: not a WiCE record ({exc})") from exc
+        if label not in WICE_LABELS:
+            raise DataError(f"{path}, line {number}: label {label!r} is not one of {', '.join(WICE_LABELS)}")
         pairs.append(pair)
     return pairs[:limit] if limit else pairs
 
@@ -289,9 +313,13 @@ def grounded_plans(
         raise ConfigError(f"not a grounded method: {', '.join(unknown)}; available: {', '.join(grounded_methods())}")
     if dataset == "wikibio":
         return wikibio.wikibio_plans(methods, data, limit, None, model, gateway, options=options)
-    if dataset not in ("rte", "qnli"):
+    if dataset not in ("rte", "qnli", "wice"):
         raise ConfigError(f"unknown grounded dataset {dataset!r}; available: {', '.join(DATASETS)}")
-    pairs = load_rte(data, limit, split) if dataset == "rte" else load_qnli_pairs(data, limit, "test")
+    pairs = {
+        "rte": lambda: load_rte(data, limit, split),
+        "qnli": lambda: load_qnli_pairs(data, limit, "test"),
+        "wice": lambda: load_wice(data, "test", limit),
+    }[dataset]()
     chosen = {**(options or {}), **({"model": model} if model is not None else {})}
     return [rte_plan(m, pairs, chosen, gateway, split if dataset == "rte" else "test", dataset) for m in methods]
 
@@ -300,7 +328,8 @@ def grounded_plans(
 class GroundedSettings(Settings):
     dataset: str = option(
         REQUIRED,
-        "rte: 277 labelled pairs; qnli: its test part (a fifth of its questions); wikibio: 1,908 sentences",
+        "rte: 277 labelled pairs; qnli: its test part (a fifth of its questions); wice: its 1,070 test claims; "
+        "wikibio: 1,908 sentences",
         "--dataset",
         choices=DATASETS,
     )
@@ -320,7 +349,8 @@ class GroundedSettings(Settings):
 def _plans(settings: GroundedSettings, gateway: Callable[[], Gateway]) -> list[Plan]:
     if settings.split != "val" and settings.dataset != "rte":
         raise ConfigError(
-            "split chooses RTE's pairs; QNLI is tested on its test part, WikiBio on its passages", settings=("split",)
+            "split chooses RTE's pairs; QNLI and WiCE are tested on their test parts, WikiBio on its passages",
+            settings=("split",),
         )
     return grounded_plans(
         settings.dataset,

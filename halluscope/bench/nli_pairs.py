@@ -1,8 +1,8 @@
 """The NLI and grounding datasets a checker fits on and nothing here tests on: binary MNLI and FEVER-NLI
-(DocNLI's dev and test files), ANLI rounds 1-3, FactCG's synthetic document-level pairs and WiCE's dev
-claims with their cited evidence (its test claims are held out for `bench grounded --dataset wice`).
-Each reads into ``grounded.Pair`` (premise, hypothesis, RTE's two labels), numbered in file order so
-that a range or a cap picks the same pairs every time."""
+(DocNLI's dev and test files), ANLI rounds 1-3 and FactCG's synthetic document-level pairs (WiCE's dev
+claims are read by ``grounded.load_wice``, beside the bench that tests on its test claims). Each reads
+into ``grounded.Pair`` (premise, hypothesis, RTE's two labels), numbered in file order so that a range
+or a cap picks the same pairs every time."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from halluscope.errors import DataError
 SUPPORTED, NOT_SUPPORTED = "entailment", "not_entailment"  # RTE's labels: UNSUPPORTED is the positive class
 NLI_BINARY_FILES = {"mnli": ("mnli/dev.txt", "mnli/test.txt"), "fever": ("fever/dev.txt", "fever/test.txt")}
 ANLI_FILES = tuple(f"R{r}/{split}.jsonl" for r in (1, 2, 3) for split in ("dev", "test"))
-WICE_SPLITS = ("dev", "test")  # a checker fits on dev; test is held out
 
 
 def _lines(name: str, relative: str, data: str | Path | None) -> Iterator[tuple[Path, int, str]]:
@@ -93,18 +92,3 @@ def load_factcg(data: str | Path | None = None) -> list[Pair]:
         return str(row["text_a"]), str(claim), SUPPORTED if row["orig_label"] == 1 else NOT_SUPPORTED
 
     return _pairs(_json_rows("factcg", ("CG2C_doc.json",), data), read)
-
-
-def load_wice(data: str | Path | None = None, split: str = "dev") -> list[Pair]:
-    """WiCE's claims against their evidence sentences (one per line), as LLM-AggreFact binarises them:
-    supported is supported, partially supported and not supported are not."""
-    if split not in WICE_SPLITS:
-        raise DataError(f"WiCE has no split {split!r}; available: {', '.join(WICE_SPLITS)}")
-
-    def read(row: dict[str, Any]) -> tuple[str, str, str]:
-        if row["label"] not in ("supported", "partially_supported", "not_supported"):
-            raise ValueError(f"label {row['label']!r}")
-        evidence = "\n".join(str(sentence) for sentence in row["evidence"])
-        return evidence, str(row["claim"]), SUPPORTED if row["label"] == "supported" else NOT_SUPPORTED
-
-    return _pairs(_json_rows("wice", (f"{split}.jsonl",), data), read)

@@ -496,5 +496,5 @@ READERS: dict[str, tuple[Reader, ...]] = {  # each dataset of SOURCES: who reads
     "nli_binary": (Reader((), f"{_NLI}load_nli_binary", "mnli or fever, dev then test: training pairs only", _FIT),),
     "anli": (Reader((), f"{_NLI}load_anli", "rounds 1-3, dev then test: training pairs only", _FIT),),
     "factcg": (Reader((), f"{_NLI}load_factcg", "CG2C-Doc, every pair: training pairs only", _FIT),),
-    "wice": (Reader((), f"{_NLI}load_wice", "dev to fit on; test held out", _FIT),),
+    "wice": (Reader(("grounded",), "halluscope.bench.grounded:load_wice", "test (1,070 claims); dev to fit on", _FIT),),
 }

@@ -306,7 +306,9 @@ def cmd_data_list(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"  {r['name']:<28} {r['state']:<8} {r['source']}")
         for reader in r["read_by"]:
-            print(f"  {'':<28} {'':<8} bench {', '.join(reader['benches'])}: {reader['split']}")
+            who = [f"bench {', '.join(reader['benches'])}"] * bool(reader["benches"])
+            who += [f"{fit} fit" for fit in reader["fits"]]
+            print(f"  {'':<28} {'':<8} {'; '.join(who)}: {reader['split']}")
     if any(r["state"] != "present" for r in rows):
         print("\nhalluscope data fetch NAME (or all) downloads a missing one, checked by sha256")
     return 0

@@ -40,7 +40,7 @@ from halluscope.backends.entailment import CHECKER_JSON, checker_files
 from halluscope.backends.gateway import Gateway
 from halluscope.backends.stats import CallStats
 from halluscope.bench import nli_pairs
-from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte
+from halluscope.bench.grounded import UNSUPPORTED, load_qnli_pairs, load_rte, load_wice
 from halluscope.bench.sources import SOURCES
 from halluscope.bench.wikibio import load_wikibio
 from halluscope.errors import ConfigError
@@ -248,7 +248,7 @@ def _read(part: DataPart, data_dir: str | Path | None) -> list[Pair]:
             "fever": lambda: nli_pairs.load_nli_binary("fever", data_dir),
             "anli": lambda: nli_pairs.load_anli(data_dir),
             "factcg": lambda: nli_pairs.load_factcg(data_dir),
-            "wice": lambda: nli_pairs.load_wice(data_dir, split="dev"),
+            "wice": lambda: load_wice(data_dir, split="dev"),
         }[name]()
         read = [Pair(p.premise, p.hypothesis, p.label not in UNSUPPORTED) for p in loaded]
     return [p for i, p in enumerate(read) if items is None or i in items]
