@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from halluscope.backends.gateway import Gateway
-from halluscope.bench import grounded, mine, planted, wikibio
+from halluscope.bench import grounded, mine, planted, ragtruth, wikibio
 from halluscope.bench.benchmark import Benchmark, Settings
 from halluscope.bench.distributed import OnRay
 from halluscope.bench.html import write_html_report
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         planted.BENCHMARK,
         grounded.BENCHMARK,
         mine.BENCHMARK,
+        ragtruth.BENCHMARK,
     )
 }
 LOCAL_CLUSTER = "local"  # --ray with no address: a Ray instance started on this machine

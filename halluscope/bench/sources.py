@@ -383,6 +383,32 @@ SOURCES: dict[str, DatasetSource] = {
             ),
         ),
         DatasetSource(
+            "ragtruth_test",
+            "RAGTruth's test split (Wu et al., ACL 2024) as Vectara's FaithJudge keeps it: 2,617 of 2,700 responses",
+            "MIT (RAGTruth's repository); a test set: never fitted, calibrated or chosen on",
+            _github(
+                "vectara/FaithJudge",
+                "ca35eb45d0d32cffd5ddc2d6513c4e8342cb9f5d",
+                {
+                    "ragtruth_qa.jsonl": (
+                        "eval_data/ragtruth_qa.jsonl",
+                        989651,
+                        "72db1847b6f5102102d55ed8094c14abcfeeebeca37bbee8ed72d1e0041c6b62",
+                    ),
+                    "ragtruth_summary.jsonl": (
+                        "eval_data/ragtruth_summary.jsonl",
+                        1307847,
+                        "18b34dfba2df8218dc2fe3f04296d9be136203f3f18a5bed23272f4d3ccd44ac",
+                    ),
+                    "ragtruth_data2txt.jsonl": (
+                        "eval_data/ragtruth_data2txt.jsonl",
+                        1628510,
+                        "85a791ea9b9eb85294fb68c148dc35488fdbde8a47adaa7ddd53afa41f44d75b",
+                    ),
+                },
+            ),
+        ),
+        DatasetSource(
             "wice",
             "WiCE (Kamoi et al., EMNLP 2023): Wikipedia claims against their cited pages, dev and test",
             "CC BY-SA (the Wikipedia text); the cited pages come from Common Crawl (its terms of use)",
@@ -495,6 +521,9 @@ READERS: dict[str, tuple[Reader, ...]] = {  # each dataset of SOURCES: who reads
     ),
     "nli_binary": (Reader((), f"{_NLI}load_nli_binary", "mnli or fever, dev then test: training pairs only", _FIT),),
     "anli": (Reader((), f"{_NLI}load_anli", "rounds 1-3, dev then test: training pairs only", _FIT),),
+    "ragtruth_test": (
+        Reader(("ragtruth",), "halluscope.bench.ragtruth:load_ragtruth", "every response of each task (test only)"),
+    ),
     "factcg": (Reader((), f"{_NLI}load_factcg", "CG2C-Doc, every pair: training pairs only", _FIT),),
     "wice": (Reader(("grounded",), "halluscope.bench.grounded:load_wice", "test (1,070 claims); dev to fit on", _FIT),),
 }
