@@ -14,11 +14,17 @@ the model believes is still flagged when the documents do not say it.
 
 Calls: one per (unit, chunk) pair checked (+1 with ``decompose``); an NLI judge runs one forward pass
 per batch of pairs instead.
+
+A cascade (``fast="nli:DIR"``): the fast check (a fitted checker) scores every unit first, and only a
+unit whose score falls in ``band`` (where the fast check is unsure) is checked again by the judge
+(``model``), whose score replaces it; each unit says whether it was escalated and what the fast check
+gave it, so its calls are the escalated units' pairs alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -60,6 +66,7 @@ SUPPORT = "grounded.support"
 SUPPORT_ALL = "grounded.support_all"  # batch: every unit against one chunk in one call
 DECOMPOSE = "semantic_entropy.decompose"  # paragraph semantic entropy's claim list, reused
 TOP_LOGPROBS = 10  # alternatives of the first answer token: Yes and No are among them
+BAND = (0.2, 0.8)  # a cascade escalates a unit whose fast score lies in [low, high] to the judge
 CHECK_MAX_TOKENS = 8
 NO_QUESTION = "(not given)"
 
@@ -101,6 +108,8 @@ class GroundedOutput(TypedDict, total=False):
     events: list[str]
     no_probability: int  # checks that asked for log-probs and got none (the discrete value stood in)
     asked_alone: list[list[int]]  # batch: the (unit, chunk) pairs the one-call reply gave no clean verdict for
+    fast_scores: list[float]  # a cascade: each unit's score from the fast check, before any escalation
+    escalated: list[int]  # a cascade: the units the judge checked again
 
 
 class GroundedState(GroundedInput, GroundedOutput, total=False):
@@ -121,6 +130,8 @@ class Setup:
     embedder: Embedder | None
     probability: dict[str, Any]  # what an LLM judge is asked for to give p(Yes): its log-probs
     batch: bool  # an LLM judge checks every unit against a chunk in one call
+    escalate_to: Setup | None = None  # a cascade: the judge's setup, for the units the fast check is unsure of
+    band: tuple[float, float] = BAND
 
 
 def units(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
@@ -233,6 +244,31 @@ def score(state: GroundedState) -> dict[str, Any]:
     return {"scores": scores, "best": best}
 
 
+def escalate(setup: Setup, state: GroundedState, config: RunnableConfig) -> Steps[dict[str, Any]]:
+    """A cascade's second step: the units whose fast score lies in the band, checked again by the judge
+    on the same pairs, their scores replaced by the judge's; the others keep the fast check's."""
+    judge, (low, high) = setup.escalate_to, setup.band
+    assert judge is not None  # the graph has this node only for a cascade
+    chosen = [u for u, value in enumerate(state["scores"]) if low <= value <= high]
+    if not chosen:
+        return {"fast_scores": state["scores"], "escalated": []}
+    pairs = [(u, c) for u, c in state["pairs"] if u in chosen]
+    if isinstance(judge.judge, Entailment):
+        plan_calls(config, judge.judge.replies_for(len(pairs)))
+    else:
+        plan_calls(config, len(pairs))
+    again = yield from check(judge, {**state, "pairs": pairs}, config)
+    checks = [c for c in state["checks"] if c["unit"] not in chosen] + again["checks"]
+    rescored = score({**state, "checks": checks})
+    return {
+        **again,
+        "checks": checks,
+        **rescored,
+        "fast_scores": state["scores"],
+        "escalated": chosen,
+    }
+
+
 def build(
     judge: ModelLike | Entailment,
     gateway: Gateway,
@@ -242,10 +278,13 @@ def build(
     top_k: int | None = None,
     embedder: Embedder | None = None,
     batch: bool = False,
+    fast: Entailment | None = None,
+    band: tuple[float, float] = BAND,
 ) -> CompiledStateGraph:
     """The grounded graph for one judge (an LLM spec or an NLI ``Entailment``); an LLM judge is asked
     for log-probs where it gives them (asked of one that does not, the gateway would retry an answer it
-    cannot have); ``batch``: an LLM judge checks every unit against a chunk in one call."""
+    cannot have); ``batch``: an LLM judge checks every unit against a chunk in one call. ``fast``: a
+    cascade, the fast check first and the judge for the units in ``band``."""
     nli = isinstance(judge, Entailment)
     if batch and nli:
         raise ConfigError(
@@ -253,6 +292,12 @@ def build(
         )
     if decompose and nli:
         raise ConfigError("grounded: decompose=True asks an LLM for the claims; an NLI judge cannot write them")
+    if fast is not None and (decompose or batch):
+        raise ConfigError("grounded: a cascade checks sentences pair by pair (no decompose, no batch)")
+    if not 0 <= band[0] <= band[1] <= 1:
+        raise ConfigError(
+            f"grounded: band is LOW,HIGH with 0 <= LOW <= HIGH <= 1, got {list(band)}", settings=("band",)
+        )
     if top_k is not None and (top_k < 1 or embedder is None):
         raise ConfigError(f"grounded: top_k takes a whole number >= 1 (and an embedder), got {top_k}")
     chunk_context(["x"], chunk_words, overlap_words)  # the chunk sizes checked now, not at the first item
@@ -260,6 +305,13 @@ def build(
         {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if not nli and gateway.gives_logprobs(judge) else {}
     )
     setup = Setup(judge, gateway, decompose, chunk_words, overlap_words, top_k, embedder, probability, batch)
+    if fast is not None:  # the fast check runs the graph; the judge's setup is kept for the units it escalates
+        setup = replace(setup, judge=fast, probability={}, escalate_to=setup, band=band)
+    return _graph(setup)
+
+
+def _graph(setup: Setup) -> CompiledStateGraph:
+    """units -> select -> check -> score (-> escalate, for a cascade)."""
     graph = StateGraph(GroundedState, input_schema=GroundedInput, output_schema=GroundedOutput)
     graph.add_node("units", node("units", partial(units, setup)))
     graph.add_node("select", partial(select, setup))
@@ -269,7 +321,12 @@ def build(
     graph.add_edge("units", "select")
     graph.add_edge("select", "check")
     graph.add_edge("check", "score")
-    graph.add_edge("score", END)
+    if setup.escalate_to is None:
+        graph.add_edge("score", END)
+    else:
+        graph.add_node("escalate", node("escalate", partial(escalate, setup)))
+        graph.add_edge("score", "escalate")
+        graph.add_edge("escalate", END)
     return graph.compile(name=NAME)
 
 
@@ -314,6 +371,17 @@ class Options:
         flags=(Flag(("--top-k",), type=int, metavar="K"),),
     )
     batch: bool = options.batch("an LLM judge checks every sentence against a chunk in one call (grounded.support_all)")
+    fast: ModelLike | Entailment | None = arg(
+        help="a cascade: this fast check (a fitted checker, nli:DIR) scores every sentence first, and the judge "
+        "(--model) checks again only a sentence whose fast score lies in --band",
+        flags=(Flag(("--fast",), metavar="nli:DIR"),),
+        refers="model",
+    )
+    band: tuple[float, float] | str = arg(
+        BAND,
+        help="a cascade escalates a sentence whose fast score (p not supported) lies in LOW,HIGH",
+        flags=(Flag(("--band",), listed=True, type=float, metavar="LOW,HIGH"),),
+    )
 
 
 def _judge(model: ModelLike | Entailment | None) -> ModelLike | Entailment:
@@ -331,10 +399,41 @@ def prepare(opts: Options, ctx: RunContext) -> Prepared:
     if not isinstance(judge, Entailment):
         ctx.gateway.model(judge)  # a bad spec or a missing key fails here, before any item
     embedder = default_embedder() if opts.top_k is not None else None
+    fast = _fast(opts.fast) if opts.fast is not None else None
     graph = build(
-        judge, ctx.gateway, opts.decompose, opts.chunk_words, opts.overlap_words, opts.top_k, embedder, opts.batch
+        judge,
+        ctx.gateway,
+        opts.decompose,
+        opts.chunk_words,
+        opts.overlap_words,
+        opts.top_k,
+        embedder,
+        opts.batch,
+        fast,
+        _band(opts.band),
     )
     return Prepared(graph, opts)
+
+
+def _fast(model: ModelLike | Entailment) -> Entailment:
+    """A cascade's fast check: an NLI checker (a fitted checker's nli:DIR), never an LLM."""
+    found = _judge(model)
+    if not isinstance(found, Entailment):
+        raise ConfigError(
+            f"grounded: fast takes a fitted checker or NLI model (nli:DIR), not {model!r}: the judge is --model",
+            settings=("fast",),
+        )
+    return found
+
+
+def _band(band: tuple[float, float] | Sequence[float] | str) -> tuple[float, float]:
+    """LOW,HIGH as given (a pair, or 'LOW,HIGH' from a configured name or --opt)."""
+    try:
+        values = [float(v) for v in (band.split(",") if isinstance(band, str) else band)]
+        low, high = values
+    except (TypeError, ValueError):
+        raise ConfigError(f"grounded: band is LOW,HIGH (two numbers), got {band!r}", settings=("band",)) from None
+    return low, high
 
 
 def run(prepared: Prepared, inputs: Inputs, ctx: RunContext) -> Steps[DetectionResult]:
@@ -373,6 +472,11 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
                     "chunks_checked": [check["chunk"] for check in mine],
                     "support": [check["support"] for check in mine],
                     "answers": [check["answer"] for check in mine],
+                    **(
+                        {"fast_score": out["fast_scores"][u], "escalated": u in out["escalated"]}
+                        if "escalated" in out
+                        else {}
+                    ),
                 },
             )
         )
@@ -396,6 +500,7 @@ def _result(out: dict[str, Any], ctx: RunContext, opts: Options, metadata: list[
         chunks=len(out["chunks"]),
         checks=len(checks),
         **({"batch": True} if opts.batch else {}),
+        **({"escalated": len(out["escalated"]), "band": list(_band(opts.band))} if "escalated" in out else {}),
     )
     return DetectionResult(method=NAME, units=units, meta=meta, evidence={"chunks": out["chunks"]})
 
