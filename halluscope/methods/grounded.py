@@ -420,8 +420,8 @@ def _fast(model: ModelLike | Entailment) -> Entailment:
     found = _judge(model)
     if not isinstance(found, Entailment):
         raise ConfigError(
-            f"grounded: fast takes a fitted checker or NLI model (nli:DIR), not {model!r}: the judge is --model",
-            settings=("fast",),
+            f"grounded: fast takes a fitted checker or NLI model (nli:DIR), not {model!r}: the judge is model",
+            settings=("fast", "model"),
         )
     return found
 
