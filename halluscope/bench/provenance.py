@@ -17,6 +17,15 @@ from halluscope.errors import redact_credentials
 from halluscope.version import __version__
 
 
+def _load() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+# a benchmark script imports this module as it starts: its envelope, written at its end, reports the load
+# and time of then, not of its own last minute of work
+SCRIPT_STARTED = {"load": _load(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def provenance(argv: list[str] | None = None, program: str | None = None) -> dict[str, Any]:
     """The command that is running (``program`` and ``argv``, credentials redacted), the commit of the
     checkout halluscope runs from (None outside a git checkout; ``+dirty`` when it has uncommitted
@@ -29,7 +38,7 @@ def provenance(argv: list[str] | None = None, program: str | None = None) -> dic
         "commit": commit(),
         "halluscope": __version__,
         "machine": machine(),
-        "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,  # others at work: was it alone
+        "load": _load(),  # others at work: was it alone
         "python": platform.python_version(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -81,13 +90,14 @@ def envelope(
     """What a benchmark script's JSON says of itself, so that it can be committed as a record run
     (benchmarks/records.py add): how it was made, what it rests on and what it cost. Every run says what
     its calls sent (``prompt_tokens``, its CallStats' count) or, as None, why that is not known
-    (``unknown``, by field, as a record says it); calls whose models reported no usage say so, never 0."""
+    (``unknown``, by field, as a record says it); calls whose models reported no usage say so, never 0.
+    Its provenance's load and start are the script's as it started (``SCRIPT_STARTED``), not its end's."""
     said = dict(unknown or {})
     if calls and not prompt_tokens:
         prompt_tokens = None
         said.setdefault("prompt_tokens", f"the models reported no token usage for these {calls} calls")
     return {
-        "provenance": provenance(),
+        "provenance": provenance() | SCRIPT_STARTED,  # the load and time as the script started
         "models": models,
         "items": items,
         "item": item,
