@@ -316,9 +316,79 @@ def wikibio_selfcheck_fibe(record: Callable[[str], Any]) -> dict[str, Any]:
     }
 
 
+NLI_MIX = "the nli mix"
+RAGTRUTH_TASKS = ("qa", "summary", "data2txt")
+
+
+def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
+    """checker-fit.md's rows: the fit's sources, its held-out runs beside the 1.5B judge and the earlier
+    checker on the same items, the batching run's two halves and RAGTruth's tasks."""
+    runs = record("checker-fit")["runs"]
+    fit = runs.get(f"fit on {NLI_MIX}")
+    earlier, judges = record("checker")["runs"], record("grounded")["runs"]
+    held = [
+        {"name": name, "run": run, "seconds": run["seconds"] / run["items"]}
+        for name, run in (
+            ("fitted checker, the NLI mix", runs.get(f"rte val, fitted on {NLI_MIX}")),
+            ("fitted checker, RTE and QNLI (earlier)", earlier["rte val, fitted on rte train and qnli fit part"]),
+            ("grounded, qwen2.5-coder-1.5b judge", judges["rte qwen2.5-coder-1.5b"]),
+        )
+        if run
+    ]
+    wikibio = [
+        {"name": name, "run": run, "seconds": run["seconds"] / (run["items"] - (run.get("resumed_items") or 0))}
+        for name, run in (
+            ("fitted checker, the NLI mix", runs.get(f"wikibio 120-237, fitted on {NLI_MIX}")),
+            (
+                "fitted checker, RTE and QNLI (earlier)",
+                earlier["wikibio 120-237, fitted on rte train and qnli fit part"],
+            ),
+            (
+                "grounded, qwen2.5-coder-1.5b judge",
+                earlier["wikibio 120-237, grounded with the qwen2.5-coder-1.5b judge"],
+            ),
+        )
+        if run
+    ]
+    ragtruth = runs.get(f"ragtruth test, fitted on {NLI_MIX}")
+    tasks = [
+        {"task": task, **{k: ragtruth["metrics"].get(f"{task}_{k}") for k in ("response_precision", "response_recall",
+                                                                          "response_f1", "auc_roc", "span_f1")}}
+        for task in RAGTRUTH_TASKS
+    ] if ragtruth else []  # fmt: skip
+    batching = runs["batches grouped by length against plain, one epoch"]
+    one_window = runs.get(f"ragtruth summaries, fitted on {NLI_MIX}, one window")
+    long_documents = [
+        {"what": what, "run": run, "auc_roc": run["metrics"][key], "interval": run["intervals"][key]}
+        for what, run, key in (
+            ("RAGTruth summaries, chunks (response AUC-ROC)", ragtruth, "summary_auc_roc"),
+            ("RAGTruth summaries, one truncated window (response AUC-ROC)", one_window, "summary_auc_roc"),
+            ("WikiBio 120-237, chunks (sentence AUC-ROC)", runs.get(f"wikibio 120-237, fitted on {NLI_MIX}"),
+             "sentence_auc_roc"),
+            ("WikiBio 120-237, one truncated window (sentence AUC-ROC)",
+             runs.get(f"wikibio 120-237, fitted on {NLI_MIX}, one window"), "sentence_auc_roc"),
+        )
+        if run
+    ]  # fmt: skip
+    return {
+        "long_documents": long_documents,
+        "fit": fit,
+        "sources": list((fit or {}).get("sources", {}).items()),
+        "rte": held,
+        "wikibio": wikibio,
+        "qnli": runs.get(f"qnli test, fitted on {NLI_MIX}"),
+        "wice": runs.get(f"wice test, fitted on {NLI_MIX}"),
+        "ragtruth": ragtruth,
+        "ragtruth_tasks": tasks,
+        "batching": batching,
+        "batching_rows": batching["rows"],
+    }
+
+
 PAGES: dict[str, Callable[[Callable[[str], Any]], dict[str, Any]]] = {
     "calibrated-risk": calibrated_risk,
     "checker": checker,
+    "checker-fit": checker_fit,
     "clue": clue,
     "delimit": delimit,
     "fewl": fewl,

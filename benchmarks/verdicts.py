@@ -620,9 +620,135 @@ def framing_against_v1(model: str, margin: float) -> Callable[[Callable[[str], d
     return decide
 
 
+NLI_MIX = "the nli mix"  # issue 72's checker: mnli, fever, factcg, wice dev, rte train and qnli fit part
+NLI_MIX_RTE = f"rte val, fitted on {NLI_MIX}"
+NLI_MIX_WIKIBIO = f"wikibio 120-237, fitted on {NLI_MIX}"
+MIX_WHAT = "the checker fitted on the NLI mix"
+NLI_MIX_RAGTRUTH = f"ragtruth test, fitted on {NLI_MIX}"
+NLI_MIX_ONE_WINDOW_RAGTRUTH = f"ragtruth summaries, fitted on {NLI_MIX}, one window"
+NLI_MIX_ONE_WINDOW_WIKIBIO = f"wikibio 120-237, fitted on {NLI_MIX}, one window"
+
+
+def across(
+    run: tuple[str, str], other: tuple[str, str], what: str, other_what: str, margin: float, where: str, unit: str
+) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """A run of one record against a run of another (each ``(record, label)``) on the same units, paired
+    by ``unit``: within ``-margin`` points of it, or better (margin 0)."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        groups, labels, a, b = rows_paired(load(run[0])["runs"][run[1]], load(other[0])["runs"][other[1]])
+        found = paired_difference(labels, a, b, groups)
+        near = f"within {-margin:g} points of" if margin else "better than"
+        return paired(found, "AUC-ROC", what, other_what, margin, f"{what} {near} {other_what} on {where}", unit)
+
+    return decide
+
+
+def responses_of(run: dict[str, Any]) -> tuple[list[str], list[int], list[float]]:
+    """A RAGTruth run's responses as units: each one's source (its group), label (it holds a labelled
+    span) and score (its riskiest sentence's)."""
+    rows = run["rows"]
+    return (
+        [str(r["group"]) for r in rows],
+        [int(r["answer_label"]) for r in rows],
+        [max(float(v) for v in r["scores"].values()) for r in rows],
+    )
+
+
+def one_window_on_ragtruth(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Point 3: a summary's article read as one truncated window against chunked as grounded reads it,
+    the same checker on the same responses, response AUC-ROC paired by source."""
+    runs = load("checker-fit")["runs"]
+    chunked = {r["id"]: r for r in runs[NLI_MIX_RAGTRUTH]["rows"] if r["task"] == "summary"}
+    window = runs[NLI_MIX_ONE_WINDOW_RAGTRUTH]
+    groups, labels, one = responses_of(window)
+    _, labels_b, chunks = responses_of({"rows": [chunked[r["id"]] for r in window["rows"]]})
+    if labels != labels_b:
+        raise SystemExit("the one-window and chunked RAGTruth runs must hold the same responses")
+    found = paired_difference(labels, one, chunks, groups)
+    claim = "one truncated window against chunks, on RAGTruth's summaries"
+    return paired(found, "response AUC-ROC", "one window", "chunks", 0.0, claim, "sources")
+
+
+def length_groups_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """One epoch with batches grouped by length against plain batches: the two halves of one run of one
+    commit, started alone, on the same pairs (their fit seconds)."""
+    run = load("checker-fit")["runs"]["batches grouped by length against plain, one epoch"]
+    plain, grouped = ({**run, "seconds": row["fit_seconds"], "items": 1} for row in run["rows"])
+    shown = "{ratio} times less time an epoch than plain batches, " + f"{run['items']:,} pairs, one run of both"
+    return speed_ratio(grouped, plain, seconds_a_pair, "batches grouped by length at least twice as fast", shown, 2.0)
+
+
 QWEN15, QWEN05 = "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b"
 
 CLAIMS = (
+    Claim("checker-fit", "length groups twice as fast", length_groups_faster),
+    Claim("checker-fit", "one window against chunks on ragtruth summaries", one_window_on_ragtruth),
+    Claim(
+        "checker-fit",
+        "one window against chunks on wikibio",
+        across(
+            ("checker-fit", NLI_MIX_ONE_WINDOW_WIKIBIO),
+            ("checker-fit", NLI_MIX_WIKIBIO),
+            "one window",
+            "chunks",
+            0.0,
+            WIKIBIO_SENTENCES,
+            "passages",
+        ),
+    ),
+    Claim(
+        "checker-fit",
+        "the nli mix within 3 points of the 1.5B judge on rte",
+        across(
+            ("checker-fit", NLI_MIX_RTE),
+            ("grounded", "rte qwen2.5-coder-1.5b"),
+            MIX_WHAT,
+            "the 1.5B judge",
+            -3.0,
+            "RTE",
+            "pairs",
+        ),
+    ),
+    Claim(
+        "checker-fit",
+        "the nli mix against rte and qnli on rte",
+        across(
+            ("checker-fit", NLI_MIX_RTE),
+            ("checker", CHECKER_RTE + " and qnli fit part"),
+            MIX_WHAT,
+            "the checker fitted on RTE and QNLI",
+            0.0,
+            "RTE",
+            "pairs",
+        ),
+    ),
+    Claim(
+        "checker-fit",
+        "the nli mix within 3 points of the 1.5B judge on wikibio",
+        across(
+            ("checker-fit", NLI_MIX_WIKIBIO),
+            ("checker", WIKIBIO_JUDGE),
+            MIX_WHAT,
+            "the 1.5B judge",
+            -3.0,
+            WIKIBIO_SENTENCES,
+            "passages",
+        ),
+    ),
+    Claim(
+        "checker-fit",
+        "the nli mix against rte and qnli on wikibio",
+        across(
+            ("checker-fit", NLI_MIX_WIKIBIO),
+            ("checker", CHECKER_WIKIBIO),
+            MIX_WHAT,
+            "the checker fitted on RTE and QNLI",
+            0.0,
+            WIKIBIO_SENTENCES,
+            "passages",
+        ),
+    ),
     Claim("probes", "accuracy probe goal", probe_goal(PROBE_SE)),
     Claim("probes", "sep goal", probe_goal(PROBE_SEP)),
     Claim("probes", "sep goal, ten samples", probe_goal(PROBE_SEP75, PROBE_SE10, samples=10)),

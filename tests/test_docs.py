@@ -334,7 +334,7 @@ def test_a_run_that_made_calls_says_what_they_sent() -> None:
     from halluscope.bench.provenance import SCRIPT_STARTED
 
     # written at a script's end, its load is the one the script started under, not that of its own work
-    assert {k: made["provenance"][k] for k in ("load", "started")} == SCRIPT_STARTED
+    assert {k: made["provenance"][k] for k in ("load", "started", "commit")} == SCRIPT_STARTED
     assert envelope(models=[], items=1, item="answer", calls=0, seconds=1.0, prompt_tokens=0)["prompt_tokens"] == 0
     silent = [
         f"{path.name}:{call.lineno}"

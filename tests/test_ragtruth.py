@@ -51,6 +51,8 @@ def test_a_stratified_subset_takes_k_a_task_spread_over_the_models(data_dir: Pat
     assert subset == stratified(responses, 50)  # seeded
     assert [r.id for r in subset] == [r.id for r in responses if r in subset]  # file order
     assert stratified(responses, None) == responses
+    summaries = stratified(load_ragtruth(data_dir, ("summary",)), 50)
+    assert summaries == [r for r in subset if r.task == "summary"]  # the same draw of a task alone
 
 
 def _record(task: str, label: int, scores: list[float], spans: list[list[int]], gold: list[list[int]]) -> dict:

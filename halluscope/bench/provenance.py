@@ -21,9 +21,9 @@ def _load() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
-# a benchmark script imports this module as it starts: its envelope, written at its end, reports the load
-# and time of then, not of its own last minute of work
-SCRIPT_STARTED = {"load": _load(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+# a benchmark script imports this module as it starts: its envelope, written at its end, reports the load,
+# time and commit of then, not its own last minute of work or an edit made while it ran
+SCRIPT_STARTED: dict[str, Any] = {"load": _load(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def provenance(argv: list[str] | None = None, program: str | None = None) -> dict[str, Any]:
@@ -63,9 +63,13 @@ def commit(where: Path | None = None) -> str | None:
     return f"{head}+dirty" if dirty else head
 
 
+
 def _git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True)
     return done.stdout.strip()
+
+
+SCRIPT_STARTED["commit"] = commit()  # the code the script runs: what was checked out as it started
 
 
 def _program() -> str:
@@ -91,13 +95,14 @@ def envelope(
     (benchmarks/records.py add): how it was made, what it rests on and what it cost. Every run says what
     its calls sent (``prompt_tokens``, its CallStats' count) or, as None, why that is not known
     (``unknown``, by field, as a record says it); calls whose models reported no usage say so, never 0.
-    Its provenance's load and start are the script's as it started (``SCRIPT_STARTED``), not its end's."""
+    Its provenance's commit, load and start are the script's as it started (``SCRIPT_STARTED``), not
+    its end's."""
     said = dict(unknown or {})
     if calls and not prompt_tokens:
         prompt_tokens = None
         said.setdefault("prompt_tokens", f"the models reported no token usage for these {calls} calls")
     return {
-        "provenance": provenance() | SCRIPT_STARTED,  # the load and time as the script started
+        "provenance": provenance() | SCRIPT_STARTED,  # the commit, load and time as the script started
         "models": models,
         "items": items,
         "item": item,

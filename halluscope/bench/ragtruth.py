@@ -120,9 +120,9 @@ def stratified(responses: Sequence[Response], per_task: int | None, seed: int = 
     in turn, so that each model writes about as many; returned in file order."""
     if per_task is None:
         return list(responses)
-    rng = np.random.default_rng(seed)
     kept: set[str] = set()
-    for task in TASKS:
+    for number, task in enumerate(TASKS):
+        rng = np.random.default_rng([seed, number])  # a task's draw is the same whichever tasks are loaded
         by_model: dict[str, list[Response]] = {}
         for r in responses:
             if r.task == task:

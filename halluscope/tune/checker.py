@@ -432,8 +432,7 @@ class Fit:
         self.model.train()
         scores = np.empty(len(self.dev))
         scores[order] = unsupported
-        found = auc_roc(np.array([not p.supported for p in self.dev]), scores)
-        return None if found is None else 100 * found
+        return auc_roc(np.array([not p.supported for p in self.dev]), scores)  # x100, as metrics gives it
 
     def best_epoch(self) -> int:
         """The epoch (1-based) whose dev AUC-ROC is highest, the first of ties; the last without a dev part."""
