@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,14 @@ def test_the_protocols_metrics_by_hand() -> None:
     assert m["n_responses"] == 4 and m["n_hallucinated"] == 2 and m["model m response_f1"] == pytest.approx(50.0)
     twice = resampled_metrics(records, np.array([[2, 2, 2, 2], [1, 1, 1, 1]]), 0.5)
     assert twice["response_f1"] == pytest.approx([50.0, 50.0])  # weights scale counts, not the F1
+    assert set(summarise(records, 0.5)) - {"n_responses", "n_hallucinated", "n_sources"} == set(twice)
+    from halluscope.metrics import bootstrap_metrics
+
+    # the run's intervals: every figure summarise gives is one the resampled metrics give (a KeyError once)
+    found = bootstrap_metrics(
+        partial(summarise, threshold=0.5), records * 3, 50, resampled=partial(resampled_metrics, threshold=0.5)
+    )
+    assert "response_f1" in found and "model m response_f1" in found
 
 
 def _judge(prompt: str, _params: dict[str, Any]) -> str:

@@ -165,12 +165,13 @@ def _f1(tp: np.ndarray, predicted: np.ndarray, actual: np.ndarray) -> dict[str, 
 
 
 def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray, threshold: float) -> dict[str, np.ndarray]:
-    """The protocol's metrics on each resample (a row of counts per response), overall and per task."""
+    """The protocol's metrics on each resample (a row of counts per response), overall, per task and
+    (response-level F1) per source model."""
     y = np.array([r["answer_label"] for r in records], dtype=bool)
     s = finite_scores(np.array([riskiest(r["scores"]) for r in records], dtype=np.float64))
     flagged = s >= threshold
     chars = np.array([char_counts(r, threshold) for r in records], dtype=np.float64).reshape(-1, 3)
-    task = np.array([r["task"] for r in records])
+    task, model = np.array([r["task"] for r in records]), np.array([r["model"] for r in records])
     out: dict[str, np.ndarray] = {}
     for name, keep in [("", np.ones(len(records), dtype=bool))] + [(f"{t}_", task == t) for t in TASKS]:
         if not keep.any():
@@ -181,17 +182,17 @@ def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray, thresho
         out |= {f"{name}response_{k}": v for k, v in response.items()}
         out |= {f"{name}span_{k}": v for k, v in spans.items()}
         out[f"{name}auc_roc"] = auc_roc_resampled(y[keep], s[keep], w) * 100
+    for name in sorted(set(model)):  # each source model's response-level F1
+        keep = model == name
+        w = counts[:, keep]
+        out[f"model {name} response_f1"] = _f1(w @ (flagged & y)[keep], w @ flagged[keep], w @ y[keep])["f1"]
     return out
 
 
 def summarise(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
-    """The metrics on every response, each task's and each source model's response-level F1, and counts."""
+    """The metrics on every response (each task's, each source model's response-level F1) and counts."""
     values = resampled_metrics(records, np.ones((1, len(records))), threshold)
     metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
-    for model in sorted({r["model"] for r in records}):
-        mine = [r for r in records if r["model"] == model]
-        found = resampled_metrics(mine, np.ones((1, len(mine))), threshold)["response_f1"][0]
-        metrics[f"model {model} response_f1"] = float(found) if np.isfinite(found) else None
     metrics["n_responses"] = len(records)
     metrics["n_hallucinated"] = sum(bool(r["answer_label"]) for r in records)
     metrics["n_sources"] = len({r["group"] for r in records})
