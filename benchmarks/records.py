@@ -111,6 +111,7 @@ def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
         "commit": made.get("commit"),
         "recorded": True,
         "machine": made.get("machine"),
+        "load": made.get("load"),  # the 1-minute load as it started: a speed ratio divides runs made alone
         "models": meta.get("models", []),
         "items": len(results["items"]) + len(results["failures"]),
         "item": results.get("item"),
@@ -135,7 +136,7 @@ def bench_run(results: dict[str, Any], keep_items: bool) -> dict[str, Any]:
     return run
 
 
-ROW_FIELDS = ("id", "index", "labels", "scores")  # what a paired verdict reads of an item: not its texts
+ROW_FIELDS = ("id", "index", "labels", "answer_label", "group", "task", "scores")  # what a paired verdict reads
 
 
 def kept_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +173,7 @@ def made_run(data: dict[str, Any]) -> dict[str, Any]:
     made = data["provenance"]
     models = data.get("models") or ([data["model"]] if data.get("model") else [])
     return {
-        **{k: made.get(k) for k in ("command", "commit", "machine")},
+        **{k: made.get(k) for k in ("command", "commit", "machine", "load")},
         "recorded": True,
         "models": models,
         "cache_hits": data.get("cache_hits", 0),

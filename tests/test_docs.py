@@ -37,6 +37,7 @@ ALLOWED = {
     "grounded.md.j2": {"35", "500", "300", "238", "1,908"},  # the issue; an HTTP status; chunk words; dataset size
     "one-call.md.j2": {"277"},  # RTE's validation pairs
     "phr.md.j2": {"500", "200", "3.2", "116", "0.05", "0.75"},  # N - n; max tokens; section; query length; epsilons
+    "checker-fit.md.j2": {"72", "16", "512", "300"},  # the issue; the batch size, the window, a chunk's words
     "probes.md.j2": {"2024", "2406.15927"},  # the citation
     "semantic-entropy.md.j2": {"3,000", "18"},  # the protocol's questions; calls a claim
     "token-logprob.md.j2": {"36"},  # the issue

@@ -63,7 +63,6 @@ def commit(where: Path | None = None) -> str | None:
     return f"{head}+dirty" if dirty else head
 
 
-
 def _git(root: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True)
     return done.stdout.strip()
