@@ -63,23 +63,36 @@ class Pair:
     label: str
 
 
-def load_rte(data: str | Path | None = None, limit: int | None = None, split: str = "val") -> list[Pair]:
-    """RTE's validation (or training) pairs (SuperGLUE's jsonl: premise, hypothesis, label, idx)."""
-    if split not in RTE_SPLITS:
-        raise ConfigError(f"RTE has no split {split!r}; available: {', '.join(RTE_SPLITS)}")
-    path = dataset_file("rte", f"{split}.jsonl", data)
-    pairs = []
+def _jsonl_pairs(
+    path: Path, what: str, labels: Sequence[str], read: Callable[[dict[str, Any], int], Pair]
+) -> list[Pair]:
+    """A JSON Lines file's pairs (``read`` makes one of a row and the pairs so far), a row it cannot read or
+    a label outside ``labels`` a DataError naming its line."""
+    pairs: list[Pair] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            pair = Pair(int(row["idx"]), str(row["premise"]), str(row["hypothesis"]), str(row["label"]))
+            pair = read(row, len(pairs))
         except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{path}, line {number}: not an RTE record ({exc})") from exc
-        if pair.label not in RTE_LABELS:
-            raise DataError(f"{path}, line {number}: label {pair.label!r} is not one of {', '.join(RTE_LABELS)}")
+            raise DataError(f"{path}, line {number}: not a {what} record ({exc})") from exc
+        label = row.get("label")
+        if label not in labels:
+            raise DataError(f"{path}, line {number}: label {label!r} is not one of {', '.join(labels)}")
         pairs.append(pair)
+    return pairs
+
+
+def load_rte(data: str | Path | None = None, limit: int | None = None, split: str = "val") -> list[Pair]:
+    """RTE's validation (or training) pairs (SuperGLUE's jsonl: premise, hypothesis, label, idx)."""
+    if split not in RTE_SPLITS:
+        raise ConfigError(f"RTE has no split {split!r}; available: {', '.join(RTE_SPLITS)}")
+
+    def read(row: dict[str, Any], _count: int) -> Pair:
+        return Pair(int(row["idx"]), str(row["premise"]), str(row["hypothesis"]), str(row["label"]))
+
+    pairs = _jsonl_pairs(dataset_file("rte", f"{split}.jsonl", data), "RTE", RTE_LABELS, read)
     return pairs[:limit] if limit else pairs
 
 
@@ -88,20 +101,12 @@ def load_wice(data: str | Path | None = None, split: str = "test", limit: int | 
     scores it: supported is entailment, partially supported and not supported are not."""
     if split not in WICE_SPLITS:
         raise ConfigError(f"WiCE has no split {split!r}; available: {', '.join(WICE_SPLITS)}")
-    path = dataset_file("wice", f"{split}.jsonl", data)
-    pairs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            label, evidence = row["label"], "\n".join(str(sentence) for sentence in row["evidence"])
-            pair = Pair(len(pairs), evidence, str(row["claim"]), RTE_LABELS[0 if label == "supported" else 1])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{path}, line {number}: not a WiCE record ({exc})") from exc
-        if label not in WICE_LABELS:
-            raise DataError(f"{path}, line {number}: label {label!r} is not one of {', '.join(WICE_LABELS)}")
-        pairs.append(pair)
+
+    def read(row: dict[str, Any], count: int) -> Pair:
+        evidence = "\n".join(str(sentence) for sentence in row["evidence"])
+        return Pair(count, evidence, str(row["claim"]), RTE_LABELS[0 if row["label"] == "supported" else 1])
+
+    pairs = _jsonl_pairs(dataset_file("wice", f"{split}.jsonl", data), "WiCE", WICE_LABELS, read)
     return pairs[:limit] if limit else pairs
 
 

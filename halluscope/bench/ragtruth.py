@@ -211,7 +211,6 @@ def ragtruth_plan(
     method = registry.get(name)
     stats = CallStats()
     scorer = method.scorer(method.options(**options), start(gateway, stats))
-    by_id = {r.id: r for r in responses}
 
     def score(response: Response) -> dict[str, Any]:
         row = LabelledAnswer(
@@ -241,7 +240,7 @@ def ragtruth_plan(
             "options": {k: v for k, v in options.items() if k != method.model_field and isinstance(v, str | int)},
             "threshold": threshold,
             "per_task": per_task,
-            "responses": sorted(by_id),
+            "responses": sorted(r.id for r in responses),
             "protocol": PROTOCOL,
         },
         report=lambda result, out, failed: None,  # one report for all methods: write_report
