@@ -35,8 +35,8 @@ _EXPORTS = {
     **dict.fromkeys(("Entailment", "Judgement", "LLMEntailment", "NLIEntailment"), "halluscope.backends.entailment"),
     "default_local_model": "halluscope.backends.local",
     **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
-    **dict.fromkeys(("Detector", "detector", "from_calibration"), "halluscope.detectors"),
-    "check": "halluscope.check_answer",
+    **dict.fromkeys(("Detector", "detector"), "halluscope.detectors"),
+    **dict.fromkeys(("check", "from_calibration"), "halluscope.check_answer"),
     **dict.fromkeys(("SentenceVerdict", "astream_check", "stream_check"), "halluscope.streaming"),
     "load_labelled": "halluscope.labelled",
     **dict.fromkeys(("Probe", "load_probe"), "halluscope.probing"),
@@ -112,11 +112,11 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
         Sample as Sample,
     )
     from halluscope.check_answer import check as check
+    from halluscope.check_answer import from_calibration as from_calibration
     from halluscope.detectors import (
         Detector as Detector,
     )
     from halluscope.detectors import detector as detector
-    from halluscope.detectors import from_calibration as from_calibration
     from halluscope.errors import (
         ConfigError as ConfigError,
     )

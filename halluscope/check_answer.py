@@ -48,8 +48,24 @@ def default_threshold(method: str, threshold: float | None, calibrated: bool) ->
     )
 
 
-def deployable(
+def method_of(method: str | None, calibration: Calibration | None, grounded: bool) -> tuple[str, dict[str, Any]]:
+    """The method a deployment runs and the options it was fitted with: a calibration's (refusing another
+    method named), else the one named, else grounded where the answer comes with documents and Direct
+    Question where not."""
+    if calibration is None:
+        return chosen_method(method, True if grounded else None), {}
+    name, settings = deployed(calibration)
+    if method is not None and registry.name_of(method) != name:
+        raise ConfigError(
+            f"this calibration was fitted for {'+'.join(calibration.methods)}, not {method}: leave the method "
+            "out to run it as it was fitted"
+        )
+    return name, settings
+
+
+def resolved(
     grounded: bool,
+    sentences: bool,
     method: str | None = None,
     model: Any = None,
     calibration: str | Path | Calibration | None = None,
@@ -59,31 +75,41 @@ def deployable(
     force_calibration: bool = False,
     **options: Any,
 ) -> tuple[Detector, float]:
-    """The one resolution of a deployment (``check`` per answer, the stream, the agent middleware and
-    the proxy once for every answer they guard): the detector and the threshold it decides at (a
-    calibration's p >= 0.5 where it has no operating point of its own). The method named, or grounded
-    where the answer comes with documents (``grounded``) and Direct Question where not; with a
-    calibration, loaded once, the method or stack it was fitted for with its options, model and
-    threshold (its prior applied once), unless given."""
+    """The one resolution of a deployment into its detector and the threshold it decides at (a
+    calibration's p >= 0.5 where it has no operating point of its own): the method (``method_of``); with
+    a calibration, loaded once, its options, model and threshold (its prior applied once), unless given;
+    else the default local model where the method needs one. ``sentences``: refuse a method that does not
+    score an answer's sentences (what a check reads)."""
     check_value("check", "calibration", calibration, str | Path | Calibration | None)
     fitted, corrected = loaded(calibration, prior)
-    name, settings = deployed(fitted) if fitted is not None else (chosen_method(method, True if grounded else None), {})
-    if fitted is not None:
-        if method is not None and registry.name_of(method) != name:
-            raise ConfigError(
-                f"this calibration was fitted for {'+'.join(fitted.methods)}, not {method}: leave the method "
-                "out to run it as it was fitted"
-            )
-        model = model if model is not None else fitted.model
-        threshold = corrected.decides_at() if threshold is None and corrected is not None else threshold
+    name, settings = method_of(method, fitted, grounded)
     spec = registry.get(name)
+    if fitted is not None:
+        if model is None and spec.model_field not in settings:  # a member's own model runs it, not the file's
+            model = fitted.model
+        threshold = corrected.decides_at() if threshold is None and corrected is not None else threshold
     if model is None and spec.model_field is not None and spec.model_field not in options | settings:
         model = default_spec() if spec.needs_input(spec.model_field) else model  # as `check --help` says
-    if spec.answer_field != "text":
+    if sentences and spec.answer_field != "text":
         raise ConfigError(f"check scores an answer's sentences; {name} does not (use halluscope.detector)")
     decided_at = default_threshold(name, threshold, fitted is not None)
     det = bound(name, model, corrected, name, settings, max_calls, force_calibration, options)
     return det, DEFAULT_PROBABILITY_THRESHOLD if decided_at is None else decided_at
+
+
+def deployable(grounded: bool, **settings: Any) -> tuple[Detector, float]:
+    """A deployment that checks an answer's sentences (``check`` per answer, the stream, the agent
+    middleware and the proxy once for every answer they guard), resolved once (``resolved``)."""
+    return resolved(grounded, True, **settings)
+
+
+def from_calibration(calibration: str | Path | Calibration, model: Any = None, **options: Any) -> Detector:
+    """The detector a calibration file describes, run as it was fitted: its method with its options, or
+    the ensemble of its methods, on its model unless ``model`` is given (what `choose` picked, for a
+    guard or a tool: ``hallucination_guard(from_calibration(FILE), threshold, on="probability")``);
+    resolved as every deployment is (``resolved``)."""
+    check_value("from_calibration", "calibration", calibration, str | Path | Calibration)
+    return resolved(False, False, model=model, calibration=calibration, **options)[0]
 
 
 def check_item(det: Detector, answer: str, context: Any = None, question: str | None = None) -> dict[str, Any]:
@@ -120,7 +146,15 @@ def check(
     ``n``, ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
     det, decided_at = deployable(
-        context is not None, method, model, calibration, threshold, prior, max_calls, force_calibration, **options
+        context is not None,
+        method=method,
+        model=model,
+        calibration=calibration,
+        threshold=threshold,
+        prior=prior,
+        max_calls=max_calls,
+        force_calibration=force_calibration,
+        **options,
     )
     result = det.detect(**check_item(det, answer, context, question))
     result.decide(decided_at)

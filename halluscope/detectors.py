@@ -452,18 +452,6 @@ def deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
     return spec.name, kept | own  # its own model ('grounded[model=nli:DIR]') runs it, not the calibration's
 
 
-def from_calibration(calibration: str | Path | Calibration, model: Any = None, **options: Any) -> Detector:
-    """The detector a calibration file describes, run as it was fitted: its method with its options, or
-    the ensemble of its methods, on its model unless ``model`` is given (what `choose` picked, for a
-    guard or a tool: ``hallucination_guard(from_calibration(FILE), threshold, on="probability")``)."""
-    check_value("from_calibration", "calibration", calibration, str | Path | Calibration)
-    fitted = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
-    name, settings = deployed(fitted)
-    if model is None and registry.get(name).model_field not in settings:
-        model = fitted.model
-    return detector(name, model, fitted, **options)
-
-
 def detector(
     method: str,
     model: Any = None,

@@ -580,3 +580,40 @@ def test_a_check_resolves_its_calibration_once_load_and_prior_alike(
     )
     assert counts == {"load": 1, "with_prior": 1}
     assert result.units and result.units[0].probability is not None
+
+
+def test_from_calibration_and_serve_resolve_as_check_does(
+    gateway: Gateway, scripted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """from_calibration loaded its file, read its method, then handed it to detector(), which read it
+    again, and serve named its method on its own: each door now resolves through check_answer.resolved,
+    the file read once and its method once; a method other than the calibration's is refused alike."""
+    from halluscope import check_answer, detectors
+    from halluscope.serve.service import ServerSettings
+    from tests.test_grounded import judge
+
+    path = tmp_path / "cal.json"
+    Calibration(
+        kind="platt", methods=["grounded"], model=None, prompts=[],
+        params={"coef": [4.0], "intercept": -2.0, "cap": {"grounded": 1.0}}, settings={"grounded": {"top_k": 1}},
+    ).save(path)  # fmt: skip
+    counts = {"load": 0, "deployed": 0}
+    load, deployed = Calibration.load, detectors.deployed
+
+    def counted_load(cls: type[Calibration], *args: Any, **kwargs: Any) -> Calibration:
+        counts["load"] += 1
+        return load(*args, **kwargs)
+
+    def counted_deployed(calibration: Calibration) -> tuple[str, dict[str, Any]]:
+        counts["deployed"] += 1
+        return deployed(calibration)
+
+    monkeypatch.setattr(Calibration, "load", classmethod(counted_load))
+    for module in (check_answer, detectors):
+        monkeypatch.setattr(module, "deployed", counted_deployed)
+    det = halluscope.from_calibration(path, scripted(judge([])), gateway=gateway)
+    assert counts == {"load": 1, "deployed": 1}
+    assert det.method == "grounded" and det.options["top_k"] == 1 and det.calibration is not None
+    with pytest.raises(ConfigError, match="fitted for grounded, not direct-question"):
+        check_answer.method_of("direct-question", Calibration.load(path), grounded=True)
+    assert ServerSettings(calibration=str(path)).runs() == "grounded"

@@ -16,8 +16,9 @@ from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.gateway import Gateway, default_gateway
 from halluscope.calibration import Calibration
 from halluscope.check_answer import check as check_answer
+from halluscope.check_answer import method_of
 from halluscope.checks import check_value
-from halluscope.detectors import deployed, detector
+from halluscope.detectors import detector
 from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
@@ -147,7 +148,7 @@ class ServerSettings:
 
     def runs(self, method: str | None = None) -> str:
         """The method a check runs: the one named, the calibration's, or grounded."""
-        return method or (deployed(self.calibration)[0] if self.calibration is not None else "grounded")
+        return method_of(method, self.calibration, grounded=True)[0]
 
     async def check(
         self,
