@@ -320,6 +320,16 @@ NLI_MIX = "the nli mix"
 RAGTRUTH_TASKS = ("qa", "summary", "data2txt")
 
 
+def published_ragtruth(papers: dict[str, Any]) -> list[dict[str, Any]]:
+    """The published detectors' RAGTruth response-level F1, each with where it was read."""
+    return [
+        {"detector": name, "f1": row["f1"], "cite": papers[paper]["cite"], "table": table, "what": quoted["what"]}
+        for paper in ("lettucedetect", "tinylettuce")
+        for table, quoted in papers[paper]["tables"].items()
+        for name, row in quoted["rows"].items()
+    ]
+
+
 def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
     """checker-fit.md's rows: the fit's sources, its held-out runs beside the 1.5B judge and the earlier
     checker on the same items, the batching run's two halves and RAGTruth's tasks."""
@@ -377,6 +387,9 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         "rte": held,
         "wikibio": wikibio,
         "qnli": runs.get(f"qnli test, fitted on {NLI_MIX}"),
+        "qnli_judge": runs.get("qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"),
+        "cost": runs.get("the fast paths' cost"),
+        "published": published_ragtruth(record("papers")["papers"]),
         "wice": runs.get(f"wice test, fitted on {NLI_MIX}"),
         "ragtruth": ragtruth,
         "ragtruth_tasks": tasks,

@@ -679,6 +679,65 @@ def length_groups_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any
     return speed_ratio(grouped, plain, seconds_a_pair, "batches grouped by length at least twice as fast", shown, 2.0)
 
 
+FAST_PATH_COST = "the fast paths' cost"  # benchmarks/fast_path_cost.py: every path timed in one run
+
+
+def cost_row(run: dict[str, Any], path: str, dataset: str) -> dict[str, Any]:
+    """One path's timed row of the fast-path cost run, as a run of its own (the run's commit and load)."""
+    row = next(r for r in run["rows"] if r["path"] == path and r["dataset"] == dataset)
+    return {**run, "seconds": row["seconds"], "items": row["units"], "calls": row["calls"]}
+
+
+def fast_path_faster(
+    path: str, dataset: str, where: str
+) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """How many times less time a unit ``path`` takes than the 1.5B judge, both timed in one run of one
+    commit on the same units (benchmarks/fast_path_cost.py), against the goal of 20."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        run = load("checker-fit")["runs"][FAST_PATH_COST]
+        fast, slow = cost_row(run, path, dataset), cost_row(run, "judge", dataset)
+        shown = "{ratio} times less time " + f"a unit than the 1.5B judge on {fast['items']:,} {where}, one run of both"
+        return speed_ratio(fast, slow, seconds_a_pair, f"the {path} at least 20 times faster than the judge", shown)
+
+    return decide
+
+
+def cascade_calls(
+    dataset: str, where: str, share: float = 0.3
+) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """The cascade's judge calls against the judge alone's on the same units: at most ``share`` of them."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        run = load("checker-fit")["runs"][FAST_PATH_COST]
+        cascade, judge = cost_row(run, "cascade", dataset), cost_row(run, "judge", dataset)
+        ratio = cascade["calls"] / judge["calls"]
+        verdict = "holds" if ratio <= share else "falls short"
+        claim = f"the cascade at most {share:.0%} of the judge's calls"
+        shown = (
+            f"{cascade['calls']:,} judge calls against {judge['calls']:,} on {judge['items']:,} {where}, "
+            f"{100 * ratio:.1f}%"
+        )
+        return {"verdict": verdict, "claim": claim, "ratio": ratio, "text": f"**{verdict}** ({claim}: {shown})"}
+
+    return decide
+
+
+def ahead_of_published(
+    detector: str, paper: str, table: str
+) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """The checker's RAGTruth response F1 (its interval resampling sources) against a published figure."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        run = load("checker-fit")["runs"][NLI_MIX_RAGTRUTH]
+        mark = load("papers")["papers"][paper]["tables"][table]["rows"][detector]["f1"]
+        claim = f"response F1 ahead of {detector}'s published {mark:g}"
+        value, interval = run["metrics"]["response_f1"], run["intervals"]["response_f1"]
+        return against_mark(value, interval, mark, claim, above=True)
+
+    return decide
+
+
 QWEN15, QWEN05 = "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b"
 
 CLAIMS = (
@@ -697,6 +756,19 @@ CLAIMS = (
             "passages",
         ),
     ),
+    Claim("checker-fit", "the nli mix 20 times faster on rte", fast_path_faster("checker", "rte", "RTE pairs")),
+    Claim(
+        "checker-fit",
+        "the nli mix 20 times faster on wikibio",
+        fast_path_faster("checker", "wikibio", "WikiBio sentences"),
+    ),
+    Claim(
+        "checker-fit",
+        "the nli mix ahead of tinylettuce-17m on ragtruth",
+        ahead_of_published("TinyLettuce-17M", "tinylettuce", "Results (RAGTruth)"),
+    ),
+    Claim("checker-fit", "the cascade's calls on rte", cascade_calls("rte", "RTE pairs")),
+    Claim("checker-fit", "the cascade's calls on wikibio", cascade_calls("wikibio", "WikiBio sentences")),
     Claim(
         "checker-fit",
         "the nli mix within 3 points of the 1.5B judge on rte",

@@ -74,3 +74,36 @@ def test_a_cascade_refuses_what_it_cannot_run(gateway: Gateway, scripted: Any) -
         options = {"model": judge, "fast": SureAndUnsure(), **given}
         with pytest.raises(ConfigError, match=message):
             halluscope.detector("grounded", gateway=gateway, **options).detect(text=TEXT, context=[CONTEXT])
+
+
+def test_the_cost_benchmark_counts_escalations_and_divides_one_runs_times(gateway: Gateway, scripted: Any) -> None:
+    """benchmarks/fast_path_cost.py's row: a cascade's escalated share is its escalated units over all
+    its units, its calls the judge's; and verdicts.py draws the speed ratio and the calls' share from
+    the rows of that one run (one commit and load for every path)."""
+    from tests.scripts import load_script
+
+    cost, verdicts = load_script("benchmarks/fast_path_cost.py"), load_script("benchmarks/verdicts.py")
+    judge = scripted(lambda prompt, params: "Yes")
+    det = halluscope.detector("grounded", model=judge, fast=SureAndUnsure(), gateway=gateway)
+    results = [det.detect(text=TEXT, context=[CONTEXT]) for _ in range(2)]  # the second from the cache
+    row = cost.row("cascade", "rte", results, 3.0)
+    assert (row["units"], row["escalated_share"], row["seconds_an_item"]) == (6, 0.333, 1.5)  # 2 of 6, rounded
+    assert row["calls"] == 1  # the cache answered the second item's escalation
+    rows = [
+        {**row, "path": "checker", "seconds": 0.1, "units": 6, "calls": 0},
+        {**row, "path": "judge", "seconds": 6.0, "units": 6, "calls": 6},
+        {**row, "seconds": 3.0, "calls": 2},
+    ]
+    assert cost.ratios(rows) == [
+        {"path": "checker", "dataset": "rte", "times_less_than_the_judge": 60.0},
+        {"path": "cascade", "dataset": "rte", "times_less_than_the_judge": 2.0},
+    ]
+    run = {"commit": "abc", "load": 0.2, "rows": rows}
+    records = {"checker-fit": {"runs": {verdicts.FAST_PATH_COST: run}}}
+    faster = verdicts.fast_path_faster("checker", "rte", "RTE pairs")(records.__getitem__)
+    assert faster["verdict"] == "holds" and faster["ratio"] == pytest.approx(60.0)
+    assert verdicts.fast_path_faster("cascade", "rte", "RTE pairs")(records.__getitem__)["verdict"] == "falls short"
+    calls = verdicts.cascade_calls("rte", "RTE pairs")(records.__getitem__)
+    assert calls["verdict"] == "falls short" and calls["ratio"] == pytest.approx(2 / 6)
+    run["load"] = 1.5  # started under load: no ratio is drawn
+    assert verdicts.fast_path_faster("checker", "rte", "RTE pairs")(records.__getitem__)["verdict"] == "not decided"
