@@ -680,6 +680,8 @@ def length_groups_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any
 
 
 FAST_PATH_COST = "the fast paths' cost"  # benchmarks/fast_path_cost.py: every path timed in one run
+NLI_MIX_QNLI = f"qnli test, fitted on {NLI_MIX}"
+QNLI_JUDGE_SPLIT = "qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"
 
 
 def cost_row(run: dict[str, Any], path: str, dataset: str) -> dict[str, Any]:
@@ -761,6 +763,19 @@ CLAIMS = (
         "checker-fit",
         "the nli mix 20 times faster on wikibio",
         fast_path_faster("checker", "wikibio", "WikiBio sentences"),
+    ),
+    Claim(
+        "checker-fit",
+        "the nli mix within 3 points of the 1.5B judge on qnli",
+        across(
+            ("checker-fit", NLI_MIX_QNLI),
+            ("checker-fit", QNLI_JUDGE_SPLIT),
+            MIX_WHAT,
+            "the 1.5B judge",
+            -3.0,
+            "QNLI's test part",
+            "pairs",
+        ),
     ),
     Claim(
         "checker-fit",
