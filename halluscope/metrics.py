@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -114,11 +115,19 @@ def decisions_resampled(y: np.ndarray, flagged: np.ndarray, weights: np.ndarray)
         }
 
 
+def unresampled(
+    resampled: Callable[[np.ndarray], Mapping[str, np.ndarray]], n: int, scale: float = 1.0
+) -> dict[str, float | None]:
+    """A resampled metric set on the data as it is (one row of weights, all ones), times ``scale``; None
+    where a value is undefined (no unit flagged: no precision), so a summary and its intervals read one
+    computation."""
+    rows = resampled(np.ones((1, n)))
+    return {k: float(v[0]) * scale if np.isfinite(v[0]) else None for k, v in rows.items()}
+
+
 def decision_metrics(y: Sequence[bool], flagged: Sequence[bool]) -> dict[str, float | None]:
-    """``decisions_resampled`` of one unweighted row, x100; None where a ratio is undefined (no unit
-    flagged: no precision)."""
-    rows = decisions_resampled(np.asarray(y), np.asarray(flagged), np.ones((1, len(y))))
-    return {k: float(v[0]) * 100 if np.isfinite(v[0]) else None for k, v in rows.items()}
+    """``decisions_resampled`` on the data as it is, x100."""
+    return unresampled(partial(decisions_resampled, np.asarray(y), np.asarray(flagged)), len(y), 100.0)
 
 
 def pearson_resampled(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:

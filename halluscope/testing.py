@@ -14,10 +14,8 @@ the default methods' 0-1 scores.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from halluscope.calibration import Calibration
 from halluscope.check_answer import check
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult
@@ -25,58 +23,22 @@ from halluscope.results import DetectionResult
 EVIDENCE_SHOWN = ("best_chunk_metadata", "answers", "parsed")  # what a reader acts on, beside the closest sentences
 
 
-def assert_supported(
-    answer: str,
-    context: Any,
-    *,
-    question: str | None = None,
-    model: Any = None,
-    method: str | None = None,
-    threshold: float | None = None,
-    calibration: str | Path | Calibration | None = None,
-    **options: Any,
-) -> DetectionResult:
+def assert_supported(answer: str, context: Any, **settings: Any) -> DetectionResult:
     """Fail unless every sentence of ``answer`` is supported by ``context`` (``grounded`` by default);
-    returns the result when it passes."""
+    returns the result when it passes. ``settings``: ``check``'s own (``question``, ``model``,
+    ``method``, ``threshold``, ``calibration``, a method's options)."""
     __tracebackhide__ = True  # pytest shows the failing test's line, not this helper's
     if context is None:
         raise ConfigError("assert_supported checks an answer against documents: give its context")
-    result = check(
-        answer,
-        context=context,
-        question=question,
-        model=model,
-        method=method,
-        threshold=threshold,
-        calibration=calibration,
-        **options,
-    )
-    return _passed(result, "not supported by its documents")
+    return _passed(check(answer, context=context, **settings), "not supported by its documents")
 
 
-def assert_not_hallucinated(
-    answer: str,
-    *,
-    question: str | None = None,
-    model: Any = None,
-    method: str | None = None,
-    threshold: float | None = None,
-    calibration: str | Path | Calibration | None = None,
-    **options: Any,
-) -> DetectionResult:
+def assert_not_hallucinated(answer: str, **settings: Any) -> DetectionResult:
     """Fail when any sentence of ``answer`` is flagged as hallucinated (``direct-question`` by default:
-    no documents); returns the result when it passes."""
+    no documents); returns the result when it passes. ``settings``: ``check``'s own, as for
+    ``assert_supported``."""
     __tracebackhide__ = True
-    result = check(
-        answer,
-        question=question,
-        model=model,
-        method=method,
-        threshold=threshold,
-        calibration=calibration,
-        **options,
-    )
-    return _passed(result, "flagged as hallucinated")
+    return _passed(check(answer, **settings), "flagged as hallucinated")
 
 
 def _passed(result: DetectionResult, what: str) -> DetectionResult:

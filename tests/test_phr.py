@@ -92,7 +92,7 @@ def test_algorithm_2_on_an_extended_context_equal_to_the_context_is_epsilon() ->
     """With D = D_n, responses and quantile come from the same distribution: the rate is epsilon."""
     rng = np.random.default_rng(3)
     _, context, x = BLR.sample_problem(5, rng)
-    rates = [thr_estimate(BLR, x, context, context, 2000, 0.2, rng) for _ in range(50)]
+    rates = [thr_estimate(BLR, x, context, context, 2000, 0.2, rng)[0] for _ in range(50)]
     assert np.mean(rates) == pytest.approx(0.2, abs=4 * math.sqrt(0.2 * 0.8 / 2000 / 50) + 0.002)
     with pytest.raises(ValueError, match="epsilon must lie in"):
         thr_estimate(BLR, x, context, context, 10, 1.0, rng)

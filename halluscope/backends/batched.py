@@ -24,6 +24,18 @@ MAX_SEQUENCES = 16  # samples decoded together at most (a request for more is de
 BATCH_TOKENS = 512  # tokens per decode while the prompt is evaluated
 
 
+@dataclass(frozen=True)
+class Draw:
+    """How every sequence of a batch is drawn: at temperature and top_p, at most max_tokens, cut at the
+    first of ``stop``; each token's ``top_logprobs`` alternatives kept where it is not None."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+    stop: list[str]
+    top_logprobs: int | None = None
+
+
 @dataclass
 class Sampled:
     """One sample: its text, its tokens, each token's log-prob entry (OpenAI's shape) and why it ended."""
@@ -55,18 +67,10 @@ class BatchSampler:
         self.batch = _internals.LlamaBatch(n_tokens=BATCH_TOKENS, embd=0, n_seq_max=MAX_SEQUENCES, verbose=False)
         self.lock = threading.Lock()
 
-    def sample(
-        self,
-        prompt: list[int],
-        seeds: list[int | None],
-        temperature: float,
-        top_p: float,
-        max_tokens: int,
-        stop: list[str],
-        top_logprobs: int | None = None,
-    ) -> list[Sampled]:
+    def sample(self, prompt: list[int], seeds: list[int | None], draw: Draw) -> list[Sampled]:
         """One sample per seed (None: an unseeded draw), in groups that fit the context; each token's
-        log-prob entry with ``top_logprobs`` alternatives where it is not None."""
+        log-prob entry with ``draw.top_logprobs`` alternatives where it is not None."""
+        max_tokens = draw.max_tokens
         room = max(1, (self.n_ctx - len(prompt)) // max(1, max_tokens))
         size = min(MAX_SEQUENCES, room)
         if len(prompt) + max_tokens > self.n_ctx:
@@ -78,20 +82,11 @@ class BatchSampler:
         with self.lock:
             for start in range(0, len(seeds), size):
                 group = seeds[start : start + size]
-                out += self._group(prompt, group, temperature, top_p, max_tokens, stop, top_logprobs)
+                out += self._group(prompt, group, draw)
         return out
 
-    def _group(
-        self,
-        prompt: list[int],
-        seeds: list[int | None],
-        temperature: float,
-        top_p: float,
-        max_tokens: int,
-        stop: list[str],
-        top_logprobs: int | None,
-    ) -> list[Sampled]:
-        n = len(seeds)
+    def _group(self, prompt: list[int], seeds: list[int | None], draw: Draw) -> list[Sampled]:
+        n, max_tokens, top_logprobs = len(seeds), draw.max_tokens, draw.top_logprobs
         self.ctx.kv_cache_clear()
         last = self._evaluate_prompt(prompt)
         for s in range(1, n):  # the prompt's cells, shared by every sequence
@@ -107,7 +102,7 @@ class BatchSampler:
             for s in range(n):
                 if ended[s] is not None:
                     continue
-                token = _pick(logits[s], temperature, top_p, rngs[s])
+                token = _pick(logits[s], draw.temperature, draw.top_p, rngs[s])
                 if self._eog(token):  # not part of the answer, as llama-cpp-python reports none
                     ended[s] = "stop"
                     continue
@@ -115,7 +110,7 @@ class BatchSampler:
                     entries[s].append(self._entry(logits[s], token, top_logprobs))
                 tokens[s].append(token)
                 spelled[s] += self.llama.detokenize([token])
-                texts[s], stopped = _cut(spelled[s].decode("utf-8", errors="ignore"), stop)
+                texts[s], stopped = _cut(spelled[s].decode("utf-8", errors="ignore"), draw.stop)
                 if stopped:
                     ended[s] = "stop"
             going = [s for s in range(n) if ended[s] is None]

@@ -596,16 +596,17 @@ class LocalChatModel(BaseChatModel):
         if made is None:
             return None
         prompt, template_stop = made
+        from halluscope.backends.batched import Draw
+
         sampler = batch_sampler(loaded)
-        sampled = sampler.sample(
-            prompt,
-            seeds,
+        draw = Draw(
             temperature=float(kwargs.get("temperature", 1.0)),
             top_p=float(kwargs.get("top_p", 1.0)),
             max_tokens=kwargs.get("max_tokens") or DEFAULT_MAX_TOKENS,
             stop=list(kwargs.get("stop") or []) + template_stop,
             top_logprobs=top_logprobs if want_logprobs else None,
         )
+        sampled = sampler.sample(prompt, seeds, draw)
         return [
             AIMessage(
                 content=one.text,

@@ -19,6 +19,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from halluscope.bench.datasets import dataset_file
 from halluscope.bench.report import Curve, markdown_table, write_curves, write_text
 from halluscope.bench.runner import BenchResult, Plan, unit_spans
 from halluscope.errors import ConfigError, DataError
-from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, mean_resampled
+from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, decisions_resampled, mean_resampled, unresampled
 from halluscope.runtime import registry
 from halluscope.runtime.contract import start
 
@@ -179,8 +180,7 @@ def pairs_resampled(records: list[dict[str, Any]], counts: np.ndarray) -> dict[s
 
 def summarise_pairs(records: list[dict[str, Any]]) -> dict[str, Any]:
     """A pair bench's metrics on its pairs, with how many there are and how many are not entailed."""
-    values = pairs_resampled(records, np.ones((1, len(records))))
-    metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
+    metrics: dict[str, Any] = unresampled(partial(pairs_resampled, records), len(records))
     metrics["n_pairs"] = len(records)
     metrics["n_unsupported"] = sum(r["labels"][0] in UNSUPPORTED for r in records)
     return metrics

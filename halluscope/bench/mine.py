@@ -30,7 +30,7 @@ from halluscope.calibration import fitted_score
 from halluscope.checks import finite_number, key_values
 from halluscope.errors import ConfigError
 from halluscope.labelled import LabelledAnswer, LabelledData, load_labelled
-from halluscope.metrics import auc_pr_resampled, auc_roc_resampled
+from halluscope.metrics import auc_pr_resampled, auc_roc_resampled, unresampled
 from halluscope.results import DetectionResult
 from halluscope.runtime import registry
 from halluscope.runtime.contract import Flag, Method, arg, start
@@ -130,8 +130,7 @@ def resampled_metrics(
 
 
 def summarise(records: list[dict[str, Any]], threshold: float | None = None) -> dict[str, Any]:
-    values = resampled_metrics(records, np.ones((1, len(records))), threshold)
-    metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
+    metrics: dict[str, Any] = unresampled(partial(resampled_metrics, records, threshold=threshold), len(records))
     metrics["n_answers"] = len(records)
     metrics["n_hallucinated"] = sum(r["answer_label"] for r in records)
     metrics["n_units"] = sum(len(r["scores"]) for r in records)

@@ -38,7 +38,7 @@ from halluscope.bench.runner import BenchResult, Plan
 from halluscope.bench.wikibio import finite_scores, score_list
 from halluscope.errors import ConfigError, DataError
 from halluscope.labelled import LabelledAnswer
-from halluscope.metrics import auc_roc_resampled
+from halluscope.metrics import auc_roc_resampled, unresampled
 from halluscope.runtime import registry
 from halluscope.runtime.contract import start
 
@@ -191,8 +191,7 @@ def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray, thresho
 
 def summarise(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
     """The metrics on every response (each task's, each source model's response-level F1) and counts."""
-    values = resampled_metrics(records, np.ones((1, len(records))), threshold)
-    metrics: dict[str, Any] = {k: float(v[0]) if np.isfinite(v[0]) else None for k, v in values.items()}
+    metrics: dict[str, Any] = unresampled(partial(resampled_metrics, records, threshold=threshold), len(records))
     metrics["n_responses"] = len(records)
     metrics["n_hallucinated"] = sum(bool(r["answer_label"]) for r in records)
     metrics["n_sources"] = len({r["group"] for r in records})

@@ -38,6 +38,7 @@ from halluscope.metrics import (
     mean_resampled,
     pearson_resampled,
     spearman_resampled,
+    unresampled,
 )
 from halluscope.prompts import short_answer
 from halluscope.results import DetectionResult
@@ -126,8 +127,7 @@ def protocol_metrics(passages: Sequence[Passage], scores: Sequence[Sequence[floa
         if len(s) != len(p.sentences):
             raise ValueError(f"passage {p.index}: {len(s)} scores for {len(p.sentences)} sentences")
     protocol = Protocol([p.labels for p in passages], scores)
-    values = protocol.metrics(np.ones((1, len(passages))))
-    metrics: dict[str, Any] = {name: float(v[0]) if np.isfinite(v[0]) else None for name, v in values.items()}
+    metrics: dict[str, Any] = unresampled(protocol.metrics, len(passages))
     metrics["n_passages"] = len(passages)
     metrics["n_sentences"] = int(protocol.nonfact.size)
     return metrics

@@ -3,7 +3,7 @@ Appendix D, written against a small conditional-generative-model protocol so the
 on an exact Bayesian model (to check them) and on a language model doing in-context learning.
 
 - Algorithm 2, ``thr_estimate``: the epsilon-quantile Q of log p(y | x, D) under y ~ p(y | x, D), then
-  the share of K responses y ~ p(y | x, D_n) with log p(y | x, D) < Q;
+  the share of K responses y ~ p(y | x, D_n) with log p(y | x, D) < Q (and the entropy given D);
 - Algorithm 1, ``phr_estimate``: the mean of Algorithm 2 over M imagined completions D of D_n (with
   Algorithm 3's aleatoric entropy from the same completions and log-probs);
 - Appendix D: total predictive entropy (eq. 35), aleatoric entropy (Algorithm 3) and their difference,
@@ -91,25 +91,11 @@ def thr_estimate(
     epsilon: float,
     rng: np.random.Generator,
     exact: bool = False,
-) -> float:
-    """Algorithm 2: the share of K responses to x given D_n that fall below the epsilon-quantile of
-    log p(y | x, D) under D's own predictive (D = D_n plus imagined pairs); ``exact`` (a
-    CategoricalCGM) takes K to infinity."""
-    return _thr_and_entropy(cgm, x, context, extended, k, epsilon, rng, exact)[0]
-
-
-def _thr_and_entropy(
-    cgm: CGM,
-    x: Any,
-    context: Sequence[Pair],
-    extended: Sequence[Pair],
-    k: int,
-    epsilon: float,
-    rng: np.random.Generator,
-    exact: bool = False,
 ) -> tuple[float, float]:
-    """Algorithm 2, and for free the predictive entropy given D that Algorithm 3 averages: its K
-    log-probs of responses drawn given D are the ones the quantile is taken over."""
+    """Algorithm 2: the share of K responses to x given D_n that fall below the epsilon-quantile of
+    log p(y | x, D) under D's own predictive (D = D_n plus imagined pairs), and for free the predictive
+    entropy given D that Algorithm 3 averages (its K log-probs are the ones the quantile is taken over);
+    ``exact`` (a CategoricalCGM) takes K to infinity."""
     _check_epsilon(epsilon)
     if exact:
         finite = _categorical(cgm)
@@ -164,7 +150,7 @@ def phr_estimate(
     completions = list(imagined) if imagined is not None else imagine_completions(cgm, context, m, n_imagined, rng)
     thr, entropies = [], []
     for pairs in completions:
-        rate, entropy = _thr_and_entropy(cgm, x, context, [*context, *pairs], k, epsilon, rng, exact)
+        rate, entropy = thr_estimate(cgm, x, context, [*context, *pairs], k, epsilon, rng, exact)
         thr.append(rate)
         entropies.append(entropy)
     return PHREstimate(float(np.mean(thr)), thr, entropies, [list(p) for p in completions])
@@ -209,7 +195,7 @@ def model_hallucination_rate(
 ) -> float:
     """Section 3.2's MHR: Algorithm 2 with D = D_n plus a held-out D_eval of real pairs in place of
     imagined ones (a reference for evaluation only: D_eval does not exist at test time)."""
-    return thr_estimate(cgm, x, context, [*context, *evaluation], k, epsilon, rng, exact)
+    return thr_estimate(cgm, x, context, [*context, *evaluation], k, epsilon, rng, exact)[0]
 
 
 def error_rate(
