@@ -444,7 +444,7 @@ def earlier_qnli_split(found: dict[str, Any]) -> dict[str, Any]:
         "made on the earlier split by question alone, whose test pairs shared sentences with the fit part: "
         "a rerun on the current split (by question and sentence) decides it"
     )
-    shown = found["text"].split("(", 1)[1].rsplit(")", 1)[0]
+    shown = found["text"].split("(", 1)[1].rsplit(")", 1)[0].removeprefix(f"{found['claim']}: ")
     return not_decided(found["claim"], why, shown)
 
 
