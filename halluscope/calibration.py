@@ -31,6 +31,19 @@ FORCED = " (forced)"  # ends the warning of a calibration applied to other setti
 EXTREME_BASE_RATE = 0.1  # a fit where fewer than 10% (or more than 90%) of the units are hallucinated
 
 
+def _setting(value: Any) -> Any:
+    """A setting as compared: numbers given as text ('0.2,0.8', how a bracketed option or --opt gives a
+    band) and as a list (how a run's params record it) are one setting."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, str) and "," in value:
+        try:
+            return [float(part) for part in value.split(",")]
+        except ValueError:
+            return value
+    return value
+
+
 class Calibration(BaseModel):
     """A fitted map from raw scores to P(hallucinated), with what it was fitted on."""
 
@@ -195,7 +208,7 @@ class Calibration(BaseModel):
         ``meta.params`` or a detector's options name them, that differ from those the calibration was
         fitted with: {setting: (fitted, used)}; a setting ``used`` does not name is not compared."""
         fitted = self.settings.get(method or self.methods[0], {})
-        return {k: (v, used[k]) for k, v in fitted.items() if k in used and used[k] != v}
+        return {k: (v, used[k]) for k, v in fitted.items() if k in used and _setting(used[k]) != _setting(v)}
 
     def mismatch(self, used: Mapping[str, Any], method: str | None = None) -> str | None:
         """One sentence naming the settings ``used`` that the calibration was not fitted with (None: none)."""

@@ -421,6 +421,92 @@ def test_a_candidate_with_its_own_judge_is_chosen_among_the_others_and_deployed_
         )
 
 
+def test_a_cascade_of_the_checker_and_the_judge_is_a_candidate_scored_as_the_cascade_scores(
+    tmp_path: Path, gateway: Gateway, scripted: Any
+) -> None:
+    """With a fitted checker and the LLM judge among the candidates, choose lists their cascade: its band
+    holds the asked share of the checker's scores nearest 0.5 (no label read), each unit scored as the
+    cascade itself scores it (the judge's score in the band, the checker's elsewhere), its costs the
+    checker's plus that share of the judge's; its calibration runs the cascade."""
+    import halluscope
+    from halluscope.bench import mine
+    from halluscope.bench.runner import run
+    from halluscope.labelled import load_labelled
+    from halluscope.tune.calibrate import calibrate_labelled
+    from tests.tiny_nli import build_tiny_nli
+
+    words = " ".join(
+        sorted({w.strip(".").lower() for r in answers() for t in (r["text"], *r["context"]) for w in t.split()})
+    )
+    (tmp_path / "checker").mkdir()
+    checker = build_tiny_nli(tmp_path / "checker", words, {0: "entailment", 1: "contradiction"})
+    own = f"grounded[model=nli:{checker}]"
+    model = scripted(judge)
+    choice = choose(
+        answers(),
+        ChooseSettings(methods=["grounded", own], folds=3, cascade_share=0.5),
+        tmp_path / "c",
+        model=model,
+        gateway=gateway,
+        progress=False,
+    )
+    rows = {c.name: c for c in choice.candidates}
+    [name] = [n for n in rows if n.startswith(f"grounded[fast=nli:{checker};band=")]
+    row = rows[name]
+    assert row.auc_roc is not None and not row.skipped and "units" in row.notes[0], row
+    own_folder = own.replace("/", "_").replace("[", "_").replace("]", "_")
+    fast = {i.id: i for i in BenchResult.read(tmp_path / "c" / "runs" / own_folder).items}
+    slow = {i.id: i for i in BenchResult.read(tmp_path / "c" / "runs" / "grounded").items}
+    low, high = (float(v) for v in name.rsplit("band=", 1)[1].rstrip("]").split(","))
+    scores = [s for i in fast.values() for s in i.scores.values()]
+    inside = sum(low <= s <= high for s in scores)
+    assert inside >= len(scores) / 2 and low <= 0.5 <= high
+    assert f"{inside} of {len(scores)} units" in row.notes[0]
+
+    labelled = load_labelled(answers())
+    [plan] = mine.mine_plans(labelled, [name], model, gateway)
+    itself = run(plan, tmp_path / "itself", False)  # the cascade run for real, on the same answers
+    for item in itself.items:
+        expected = {k: slow[item.id].scores[k] if low <= s <= high else s for k, s in fast[item.id].scores.items()}
+        assert item.scores == pytest.approx(expected), item.id
+    assert itself.meta.calls + itself.meta.cache_hits == inside  # one chunk an answer: a call an escalated unit
+    share = inside / len(scores)
+    assert row.calls_per_answer == pytest.approx(rows[own].calls_per_answer + share * rows["grounded"].calls_per_answer)
+
+    cal = calibrate_labelled(
+        [name], answers(), tmp_path / "cal.json", model=model, gateway=gateway, folds=3, progress=False, force=True
+    )
+    result = halluscope.check(
+        "France is a country in Europe. Its capital is Rome.",
+        context=["France is a country in Europe. Its capital is Paris."],
+        calibration=cal,
+        model=model,
+        gateway=gateway,
+    )
+    assert "escalated" in result.units[0].evidence and result.meta.params["band"] == [low, high]
+    with pytest.raises(ConfigError, match="cascade_share lies between 0 and 1"):
+        ChooseSettings(methods=["grounded"], cascade_share=1.5)
+
+
+def test_a_cascades_band_holds_the_share_of_checker_scores_nearest_one_half() -> None:
+    """Worked by hand: of 0.1, 0.45, 0.52, 0.6, 0.9 the two nearest 0.5 are 0.52 and 0.45, the third 0.6;
+    the ends widen to four places so the band the name prints holds what was scored; a band given as text
+    (a bracketed option) is the setting a run records as numbers."""
+    from halluscope.tune.cascades import band_for_share
+
+    scores = [0.1, 0.45, 0.52, 0.6, 0.9]
+    assert band_for_share(scores, 0.4) == (0.45, 0.52)
+    assert band_for_share(scores, 0.6) == (0.45, 0.6)
+    assert band_for_share(scores, 0.0) == (0.5, 0.5)
+    assert band_for_share([0.123456, 0.9], 0.5) == (0.1234, 0.5)
+    settings = {"grounded": {"band": "0.2,0.8"}}
+    calibration = Calibration(
+        kind="isotonic", methods=["grounded"], model=None, prompts=[], params={}, settings=settings
+    )
+    assert calibration.mismatches({"band": [0.2, 0.8]}) == {}
+    assert calibration.mismatches({"band": [0.2, 0.7]}) == {"band": ("0.2,0.8", [0.2, 0.7])}
+
+
 def test_bracketed_candidates_keep_their_commas_on_the_command_line() -> None:
     from halluscope.cli import build_parser
 

@@ -162,6 +162,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         target=target,
         folds=args.folds,
         options=key_values(args.opt, "--opt", typed=True),
+        cascade_share=None if args.no_cascades else args.cascade_share,
     )
     labelled = load_labelled(args.data, limit=args.limit)
     choice = choose.choose(
@@ -270,7 +271,22 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             )
         p.set_defaults(func=partial(cmd_bench, benchmark))
 
-    p = sub.add_parser("choose", parents=[common], help=help_of("choose"), description=choose.__doc__)
+    choose_arguments(sub.add_parser("choose", parents=[common], help=help_of("choose"), description=choose.__doc__))
+
+    p = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help=help_of("calibrate"),
+        description=calibrate.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    calibrate_arguments(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def choose_arguments(p: argparse.ArgumentParser) -> None:
+    """`choose`'s flags: the answers, the candidates, the budget, the operating point, the folds, cascades."""
     p.add_argument(
         "--data", required=True, metavar="FILE", help="your labelled answers (.csv or .jsonl), as bench mine"
     )
@@ -283,20 +299,19 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     target.add_argument("--target-recall", type=finite, metavar="R", help="operating point: a recall instead")
     p.add_argument("--folds", type=int, default=calibrate.FOLDS, help="cross-validation folds by answer")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="a method option (judge=...)")
+    cascade = p.add_mutually_exclusive_group()
+    cascade.add_argument(
+        "--cascade-share",
+        type=finite,
+        default=choose.CASCADE_SHARE,
+        metavar="S",
+        help="a cascade of a fitted checker (grounded[model=nli:DIR]) and the judge (grounded) among the candidates "
+        "sends this share of units to the judge (default %(default)s)",
+    )
+    cascade.add_argument("--no-cascades", action="store_true", help="try no cascade")
     p.add_argument("--out", default="out/choose", help="where the runs, choose.md and calibration.json go")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_choose)
-
-    p = sub.add_parser(
-        "calibrate",
-        parents=[common],
-        help=help_of("calibrate"),
-        description=calibrate.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    calibrate_arguments(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_calibrate)
 
 
 def calibrate_arguments(p: argparse.ArgumentParser) -> None:

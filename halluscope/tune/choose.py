@@ -2,7 +2,7 @@
 user's labelled answers (``bench mine``'s plans: through the cache, resumable), is calibrated and
 cross-validated by answer, and is compared on its held-out AUC-ROC (with its interval), its ECE after
 calibration and its cost per answer; a stack of the best few is tried where it improves the held-out
-AUC-ROC. The recommendation is the best candidate within the call budget, with an operating point (the
+AUC-ROC, and a cascade of a fitted checker and the LLM judge where both are candidates (``cascades``). The recommendation is the best candidate within the call budget, with an operating point (the
 threshold for a target precision or recall, on the out-of-fold probabilities) and its calibration file.
 A candidate that cannot run on the rows is listed with the reason, never dropped silently.
 """
@@ -16,7 +16,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -40,6 +40,7 @@ from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.labelled import LabelledData, load_labelled
 from halluscope.metrics import PairedDifference, decisions_resampled, paired_difference, resample_counts
 from halluscope.runtime import registry
+from halluscope.tune import cascades
 from halluscope.tune.calibrate import (
     FOLDS,
     Split,
@@ -53,6 +54,7 @@ from halluscope.tune.calibrate import (
 STACK_OF = (2, 3)  # stacks of the best two and three single methods are tried
 CHANCE = 50.0  # AUC-ROC: a member whose own held-out interval holds it is no stack's member
 FEW_ANSWERS = 100  # below this many answers a fold's isotonic fit may flatten scores into ties
+CASCADE_SHARE = 0.3  # a cascade sends this share of units to the judge unless told otherwise
 FLATTENED = 3.0  # AUC-ROC points the held-out figure falls under the raw ranking before a note says why
 
 
@@ -128,6 +130,21 @@ class Spent:
 
     def plus(self, other: Spent) -> Spent:
         return Spent(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def times(self, factor: float) -> Spent:
+        """Every count but the answers times ``factor``: what the run spends on that share of its work."""
+        answers, *counts = astuple(self)
+        return Spent(answers, *(v * factor for v in counts))
+
+    @classmethod
+    def of_cascade(cls, fast: Spent, judge: Spent, share: float) -> Spent:
+        """A cascade's spending, estimated from its members' runs: the checker's on every answer, and the
+        judge's on the share of units it escalates (a unit's judge calls taken as its answer's mean)."""
+        answers = min(fast.answers, judge.answers)
+        if not answers:
+            return cls()
+        total = fast.times(answers / fast.answers).plus(judge.times(share * answers / judge.answers))
+        return replace(total, answers=answers)
 
     def per_answer(self) -> dict[str, float | None]:
         """Calls, prompt tokens and seconds per answer. A method that calls no model costs no tokens and
@@ -235,16 +252,22 @@ class ChooseSettings:
     """What `choose` compares and how, checked when made (before any answer is scored): the candidate
     ``methods`` (methods and presets, each known to the registry), the call budget per answer, the
     operating point's ``target`` (precision or recall, and its value in (0, 1]), the cross-validation
-    ``folds`` by answer and the method ``options`` given to each candidate that has them."""
+    ``folds`` by answer, the method ``options`` given to each candidate that has them, and the share of
+    units a cascade of a fitted checker and the LLM judge sends to the judge (``tune.cascades``; None:
+    no cascade is tried)."""
 
     methods: tuple[str, ...]
     max_calls_per_answer: float | None = None
     target: tuple[str, float] = ("precision", 0.8)
     folds: int = FOLDS
     options: Mapping[str, Any] | None = None
+    cascade_share: float | None = CASCADE_SHARE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "methods", tuple(self.methods))
+        share = self.cascade_share
+        if share is not None and not (isinstance(share, int | float) and 0 < share < 1):
+            raise ConfigError(f"cascade_share lies between 0 and 1, got {share}", settings=("cascade_share",))
         if not self.methods:
             raise ConfigError("choose compares methods: give at least one", settings=("methods",))
         kind, value = self.target
@@ -280,20 +303,23 @@ def choose(
     fitted: dict[str, Fitted] = {}
     for name, result in ran.items():
         rows.append(_scored(name, [name], [result], spending, labelled, model, s.folds, fitted))
+    composed: dict[str, BenchResult] = {}  # cascades' runs, made of the others' (no call of their own)
+    if s.cascade_share is not None:
+        rows += _cascades(ran, composed, spending, labelled, model, s, fitted)
     singles = sorted((r for r in rows if r.auc_roc is not None), key=lambda r: -(r.auc_roc or 0))
     best_single = singles[0].auc_roc if singles else None
     above_chance = [r for r in singles if r.auc_roc_interval is None or r.auc_roc_interval[0] > CHANCE]
     for size in STACK_OF:
         if len(above_chance) >= size:
             members = [r.name for r in above_chance[:size]]
-            results = [ran[m] for m in members]
+            results = [{**ran, **composed}[m] for m in members]
             stack = _scored("+".join(members), members, results, spending, labelled, model, s.folds, fitted)
             if stack.auc_roc is not None and best_single is not None and stack.auc_roc > best_single:
                 rows.append(_costed_against(stack, above_chance[0], fitted))
     for row in rows:
         row.over_budget = s.max_calls_per_answer is not None and (row.calls_per_answer or 0) > s.max_calls_per_answer
     choice = _recommend(labelled, rows, fitted, s.target, out)
-    choice.nested = nested_selection(ran, rows, labelled, s.target, s.folds)
+    choice.nested = nested_selection({**ran, **composed}, rows, labelled, s.target, s.folds)
     write_text(out / "choose.md", report(choice))
     made = envelope(
         models=sorted({m for r in ran.values() for m in (*r.meta.models, r.params.get("model")) if m}),
@@ -337,6 +363,35 @@ def _run_candidates(
             continue
         spending[name] = spent(folder, before, ran[name], len(labelled.rows))
     return ran, spending, rows
+
+
+def _cascades(
+    ran: Mapping[str, BenchResult],
+    composed: dict[str, BenchResult],
+    spending: dict[str, Spent],
+    labelled: LabelledData,
+    model: ModelLike | None,
+    s: ChooseSettings,
+    fitted: dict[str, Fitted],
+) -> list[Candidate]:
+    """A row for each cascade the candidates make (a fitted checker, then the LLM judge on the units in its
+    band), scored from their runs; its run, composed from theirs, goes into ``composed``."""
+    rows = []
+    for fast, judge in cascades.members(ran):
+        try:
+            cascade = cascades.compose(fast, judge, ran, s.cascade_share or 0.0)
+        except ConfigError as exc:
+            rows.append(Candidate(f"{fast} then {judge}", [fast, judge], skipped=str(exc)))
+            continue
+        composed[cascade.name] = cascade.result
+        spending[cascade.name] = Spent.of_cascade(spending[fast], spending[judge], cascade.share)
+        row = _scored(cascade.name, [cascade.name], [cascade.result], spending, labelled, model, s.folds, fitted)
+        row.notes.append(
+            f"a cascade: {cascade.escalated} of {cascade.units} units ({cascade.share:.0%}) in its band go to "
+            f"{judge}'s judge; its costs are {fast}'s plus that share of {judge}'s, composed from their runs"
+        )
+        rows.append(row)
+    return rows
 
 
 class Inner(NamedTuple):
