@@ -107,3 +107,19 @@ def test_the_cost_benchmark_counts_escalations_and_divides_one_runs_times(gatewa
     assert calls["verdict"] == "falls short" and calls["ratio"] == pytest.approx(2 / 6)
     run["load"] = 1.5  # started under load: no ratio is drawn
     assert verdicts.fast_path_faster("checker", "rte", "RTE pairs")(records.__getitem__)["verdict"] == "not decided"
+
+
+def test_a_cascade_composed_from_two_runs_is_the_judge_at_a_full_band_and_the_checker_at_an_empty_one() -> None:
+    """benchmarks/cascade_composed.py on the committed RTE and WikiBio runs: a band that holds every score
+    sends every unit to the judge (the judge's ranking, every call), one that holds none sends none
+    (the checker's, no call); WikiBio's calls weigh each sentence by its passage's chunks."""
+    from tests.scripts import load_script
+
+    composed = load_script("benchmarks/cascade_composed.py").composed
+    full, empty = composed("rte", (0.0, 1.0), {}), composed("rte", (2.0, 2.0), {})
+    assert full["metrics"]["cascade"] == full["metrics"]["judge"] and full["judge_calls"] == full["units"] == 277
+    assert empty["metrics"]["cascade"] == empty["metrics"]["checker"] and empty["judge_calls"] == 0
+    chunks = {"wikibio-120": 3}
+    wikibio = composed("wikibio", (0.0, 1.0), chunks)
+    first = len(wikibio["rows"][0]["labels"])
+    assert wikibio["judge_alone_calls"] == wikibio["units"] + 2 * first  # passage 120's sentences check 3 chunks

@@ -80,6 +80,16 @@ def band_for_share(scores: Sequence[float], share: float) -> tuple[float, float]
     return math.floor(low * PLACES) / PLACES, math.ceil(high * PLACES) / PLACES  # as its name prints it
 
 
+def cascaded(
+    fast: Mapping[str, float | None], judge: Mapping[str, float | None], band: tuple[float, float]
+) -> tuple[dict[str, float | None], list[str]]:
+    """One item's units as the cascade scores them: the judge's score where the fast score lies in the
+    band, the fast one elsewhere; and the units escalated."""
+    low, high = band
+    chosen = [k for k, s in fast.items() if s is not None and low <= s <= high]
+    return {k: judge[k] if k in chosen else s for k, s in fast.items()}, chosen
+
+
 def compose(fast: str, judge: str, ran: Mapping[str, BenchResult], share: float) -> Cascade:
     """The cascade of ``fast`` then ``judge`` at the band for ``share``: each answer's units scored by the
     judge where the checker's score lies in the band; the answers both runs scored, their units alike."""
@@ -92,8 +102,7 @@ def compose(fast: str, judge: str, ran: Mapping[str, BenchResult], share: float)
     low, high = band_for_share([s for a, _ in pairs for s in a.scores.values()], share)
     items, escalated, units = [], 0, 0
     for a, b in pairs:
-        chosen = {k for k, s in a.scores.items() if s is not None and low <= s <= high}
-        scores = {k: b.scores[k] if k in chosen else s for k, s in a.scores.items()}
+        scores, chosen = cascaded(a.scores, b.scores, (low, high))
         items.append(BenchItem(id=a.id, scores=scores, record={**a.record, "scores": scores}))
         escalated, units = escalated + len(chosen), units + len(a.scores)
     spec = registry.own_model(fast)

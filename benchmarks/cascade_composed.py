@@ -1,0 +1,151 @@
+"""The cascade's ranking against the 1.5B judge alone, composed from the committed runs of both: a
+cascade (``grounded[fast=nli:DIR;band=LOW,HIGH]``) scores a unit as the judge did when the checker's
+score lies in the band and as the checker did elsewhere (``tune.cascades.cascaded``: the same pairs, the
+same judge), so its scores on RTE validation, WikiBio 120-237 and QNLI's test part follow from the
+checker's and the judge's runs there with no new call.
+
+    .venv/bin/python benchmarks/cascade_composed.py \\
+        --band-from out/rec/mine-wb0-nli/grounded_model=nli_out_rec_checker-nli_/results.json \\
+        --share 0.3 --out out/rec/cascade-composed
+
+The band is fitted for ``--share`` of units on the checker's scores of answers no test uses (WikiBio
+0-119's sentences, a ``bench mine`` run of the checker): never on a test's scores or labels. Per set:
+the units escalated, the share of the judge's calls the cascade makes (a unit checks every chunk of its
+documents, so WikiBio's are weighed by its passage's chunks), and the composed rows, which
+``verdicts.py`` pairs against the judge's: OUT/SET.json, one run a set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from halluscope.bench.provenance import envelope  # noqa: E402
+from halluscope.bench.report import markdown_table, write_json  # noqa: E402
+from halluscope.metrics import auc_roc, auc_roc_resampled, resample_counts  # noqa: E402
+from halluscope.text import chunks_of  # noqa: E402
+from halluscope.tune.cascades import band_for_share, cascaded  # noqa: E402
+
+POSITIVE = ("not_entailment", "1", "minor_inaccurate", "major_inaccurate")  # a unit labelled so is unsupported
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+SETS = {  # each set's checker run and judge run, as (record, label)
+    "rte": (("checker-fit", "rte val, fitted on the nli mix"), ("grounded", "rte qwen2.5-coder-1.5b")),
+    "wikibio": (
+        ("checker-fit", "wikibio 120-237, fitted on the nli mix"),
+        ("checker", "wikibio 120-237, grounded with the qwen2.5-coder-1.5b judge"),
+    ),
+    "qnli": (
+        ("checker-fit", "qnli test, fitted on the nli mix"),
+        ("checker-fit", "qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"),
+    ),
+}
+
+
+def run_of(record: str, label: str) -> dict[str, Any]:
+    return json.loads((RESULTS / f"{record}.json").read_text(encoding="utf-8"))["runs"][label]
+
+
+def chunk_counts(labelled: str) -> dict[str, int]:
+    """How many chunks grounded reads of each labelled answer's documents: a unit's judge calls."""
+    rows = [json.loads(line) for line in Path(labelled).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {row["id"]: len(chunks_of(list(row["context"]))) for row in rows}
+
+
+def ranking(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows' unit AUC-ROC (x100) and its 95% interval, resampling rows (a pair, or a passage with all
+    its sentences)."""
+    owner, labels, scores = [], [], []
+    for k, row in enumerate(rows):
+        for label, score in zip(row["labels"], row["scores"].values(), strict=True):
+            owner.append(k)
+            labels.append(str(label) in POSITIVE)
+            scores.append(float(score))
+    y, s = np.array(labels), np.array(scores, dtype=np.float64)
+    resampled = auc_roc_resampled(y, s, resample_counts(len(rows))[:, owner]) * 100
+    return {"auc_roc": auc_roc(y, s), "interval": [float(v) for v in np.percentile(resampled, [2.5, 97.5])]}
+
+
+def composed(name: str, band: tuple[float, float], chunks: dict[str, int]) -> dict[str, Any]:
+    """One set's cascade: its rows (the checker's rows, the escalated units' scores the judge's), the units
+    escalated and the judge calls it makes against the judge alone's."""
+    fast_run, judge_run = (run_of(*where) for where in SETS[name])
+    judged = {str(r["id"]): r for r in judge_run["rows"]}
+    rows, escalated, units, calls, all_calls = [], 0, 0, 0, 0
+    for row in fast_run["rows"]:
+        other = judged[str(row["id"])]
+        if list(other["scores"]) != list(row["scores"]):
+            raise SystemExit(f"{name}: {row['id']} holds other units in the judge's run")
+        scores, chosen = cascaded(row["scores"], other["scores"], band)
+        per_unit = chunks.get(str(row["id"]), 1)  # a pair's premise is one chunk (RTE, QNLI)
+        escalated, units = escalated + len(chosen), units + len(scores)
+        calls, all_calls = calls + per_unit * len(chosen), all_calls + per_unit * len(scores)
+        rows.append({"id": row["id"], "labels": row["labels"], "scores": scores})
+    return {
+        "set": name,
+        "checker_run": list(SETS[name][0]),
+        "judge_run": list(SETS[name][1]),
+        "units": units,
+        "escalated": escalated,
+        "judge_calls": calls,
+        "judge_alone_calls": all_calls,
+        "metrics": {
+            "cascade": ranking(rows),
+            "judge": ranking([judged[str(r["id"])] for r in fast_run["rows"]]),
+            "checker": ranking(fast_run["rows"]),
+        },
+        "rows": rows,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--band-from", required=True, help="a bench mine results.json of the checker on untested answers")
+    ap.add_argument("--share", type=float, default=0.3, help="the share of those units the band holds")
+    ap.add_argument("--labelled", default="out/labelled/wikibio-120-237.jsonl", help="WikiBio's documents, chunked")
+    ap.add_argument("--out", default="out/cascade-composed")
+    args = ap.parse_args()
+    began = time.perf_counter()
+    fitted_on = json.loads(Path(args.band_from).read_text(encoding="utf-8"))
+    scores = [s for item in fitted_on["items"] for s in item["scores"].values()]
+    band = band_for_share(scores, args.share)
+    chunks = chunk_counts(args.labelled)
+    sets = [composed(name, band, chunks if name == "wikibio" else {}) for name in SETS]
+    table = [
+        {
+            "set": s["set"],
+            "units": s["units"],
+            "escalated": f"{s['escalated']} ({100 * s['escalated'] / s['units']:.1f}%)",
+            "judge calls": f"{s['judge_calls']} of {s['judge_alone_calls']} "
+            f"({100 * s['judge_calls'] / s['judge_alone_calls']:.1f}%)",
+            **{
+                f"{k} AUC-ROC": f"{v['auc_roc']:.1f} [{v['interval'][0]:.1f}, {v['interval'][1]:.1f}]"
+                for k, v in s["metrics"].items()
+            },
+        }
+        for s in sets
+    ]
+    print(f"band {band[0]:g} to {band[1]:g}, fitted for {args.share:g} of {len(scores)} units of {args.band_from}")
+    print(markdown_table(table, [(k, k) for k in table[0]]))
+    read = [run_of(*where) for s in sets for where in (s["checker_run"], s["judge_run"])]
+    made = envelope(
+        models=sorted({m for run in read for m in run["models"]}),
+        items=sum(s["units"] for s in sets), item="unit", calls=0, seconds=time.perf_counter() - began,
+        prompt_tokens=0,
+    )  # fmt: skip
+    band_from = {"results": args.band_from, "units": len(scores), "method": fitted_on["params"].get("method")}
+    for s in sets:  # a run each, so verdicts.py pairs its rows with the judge's
+        path = Path(args.out) / f"{s['set']}.json"
+        write_json(path, {**made, "band": list(band), "share": args.share, "band_from": band_from, **s})
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
