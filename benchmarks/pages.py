@@ -332,7 +332,7 @@ def published_ragtruth(papers: dict[str, Any]) -> list[dict[str, Any]]:
 
 def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
     """checker-fit.md's rows: the fit's sources, its held-out runs beside the 1.5B judge and the earlier
-    checker on the same items, the batching run's two halves and RAGTruth's tasks."""
+    checker on the same items, the batching run's two halves, RAGTruth's tasks and the composed cascades."""
     runs = record("checker-fit")["runs"]
     fit = runs.get(f"fit on {NLI_MIX}")
     earlier, judges = record("checker")["runs"], record("grounded")["runs"]
@@ -389,6 +389,19 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         "qnli": runs.get(f"qnli test, fitted on {NLI_MIX}"),
         "qnli_judge": runs.get("qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"),
         "cost": runs.get("the fast paths' cost"),
+        "composed": [
+            {
+                "set": label,
+                "run": run,
+                "escalated_share": run["escalated"] / run["units"],
+                "calls_share": run["judge_calls"] / run["judge_alone_calls"],
+            }
+            for label, run in (
+                (label, runs.get(f"the cascade on {name}, composed, its band fitted on wikibio 0-119"))
+                for name, label in (("rte", "RTE validation"), ("wikibio", "WikiBio 120-237"), ("qnli", "QNLI test"))
+            )
+            if run
+        ],  # fmt: skip
         "published": published_ragtruth(record("papers")["papers"]),
         "wice": runs.get(f"wice test, fitted on {NLI_MIX}"),
         "ragtruth": ragtruth,

@@ -399,6 +399,11 @@ def seconds_an_answer(run: dict[str, Any]) -> float:
     return run["seconds"] / (run["items"] - (run.get("resumed_items") or 0))
 
 
+def nearness(margin: float) -> str:
+    """How a claim names its margin: within so many points of the other, or better than it (margin 0)."""
+    return f"within {-margin:g} point{'' if margin == -1 else 's'} of" if margin else "better than"
+
+
 def fast_against(
     run: str, other: str, what: str, other_what: str, margin: float, where: str, unit: str
 ) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
@@ -409,7 +414,7 @@ def fast_against(
         runs = load("checker")["runs"]
         groups, labels, fast, slow = rows_paired(runs[run], runs[other])
         found = paired_difference(labels, fast, slow, groups)
-        near = f"within {-margin:g} points of" if margin else "better than"
+        near = nearness(margin)
         claim = f"{what} {near} {other_what} on {where}"
         return paired(found, "AUC-ROC", what, other_what, margin, claim, unit)
 
@@ -613,7 +618,7 @@ def framing_against_v1(model: str, margin: float) -> Callable[[Callable[[str], d
             runs[f"grounded.support@2 on {model}"], runs[f"grounded.support@1 on {model}"]
         )
         found = paired_difference(labels, two, one, groups)
-        near = f"within {-margin:g} points of" if margin else "better than"
+        near = nearness(margin)
         claim = f"grounded.support@2 {near} @1 on RTE validation, {model}"
         return paired(found, "AUC-ROC", "@2", "@1", margin, claim, "pairs")
 
@@ -638,7 +643,7 @@ def across(
     def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
         groups, labels, a, b = rows_paired(load(run[0])["runs"][run[1]], load(other[0])["runs"][other[1]])
         found = paired_difference(labels, a, b, groups)
-        near = f"within {-margin:g} points of" if margin else "better than"
+        near = nearness(margin)
         return paired(found, "AUC-ROC", what, other_what, margin, f"{what} {near} {other_what} on {where}", unit)
 
     return decide
@@ -713,16 +718,18 @@ def cascade_calls(
     def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
         run = load("checker-fit")["runs"][FAST_PATH_COST]
         cascade, judge = cost_row(run, "cascade", dataset), cost_row(run, "judge", dataset)
-        ratio = cascade["calls"] / judge["calls"]
-        verdict = "holds" if ratio <= share else "falls short"
         claim = f"the cascade at most {share:.0%} of the judge's calls"
-        shown = (
-            f"{cascade['calls']:,} judge calls against {judge['calls']:,} on {judge['items']:,} {where}, "
-            f"{100 * ratio:.1f}%"
-        )
-        return {"verdict": verdict, "claim": claim, "ratio": ratio, "text": f"**{verdict}** ({claim}: {shown})"}
+        return calls_share(claim, cascade["calls"], judge["calls"], f"{judge['items']:,} {where}", share)
 
     return decide
+
+
+def calls_share(claim: str, calls: int, alone: int, on: str, share: float) -> dict[str, Any]:
+    """A cascade's judge calls against the judge alone's on the same units: holds at most ``share``."""
+    ratio = calls / alone
+    verdict = "holds" if ratio <= share else "falls short"
+    shown = f"{calls:,} judge calls against {alone:,} on {on}, {100 * ratio:.1f}%"
+    return {"verdict": verdict, "claim": claim, "ratio": ratio, "text": f"**{verdict}** ({claim}: {shown})"}
 
 
 def ahead_of_published(
@@ -736,6 +743,22 @@ def ahead_of_published(
         claim = f"response F1 ahead of {detector}'s published {mark:g}"
         value, interval = run["metrics"]["response_f1"], run["intervals"]["response_f1"]
         return against_mark(value, interval, mark, claim, above=True)
+
+    return decide
+
+
+def composed_cascade(name: str) -> str:
+    """The label of benchmarks/cascade_composed.py's run on one set in checker-fit.json."""
+    return f"the cascade on {name}, composed, its band fitted on wikibio 0-119"
+
+
+def composed_calls(name: str, where: str, share: float = 0.3) -> Callable[..., dict[str, Any]]:
+    """The composed cascade's judge calls against the judge alone's on the same units: at most ``share``."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        run = load("checker-fit")["runs"][composed_cascade(name)]
+        claim = f"the cascade at its fitted band at most {share:.0%} of the judge's calls"
+        return calls_share(claim, run["judge_calls"], run["judge_alone_calls"], f"{run['units']:,} {where}", share)
 
     return decide
 
@@ -784,6 +807,30 @@ CLAIMS = (
     ),
     Claim("checker-fit", "the cascade's calls on rte", cascade_calls("rte", "RTE pairs")),
     Claim("checker-fit", "the cascade's calls on wikibio", cascade_calls("wikibio", "WikiBio sentences")),
+    *(
+        Claim("checker-fit", f"the composed cascade's calls on {name}", composed_calls(name, where))
+        for name, where in (("rte", "RTE pairs"), ("wikibio", "WikiBio sentences"), ("qnli", "QNLI pairs"))
+    ),
+    *(
+        Claim(
+            "checker-fit",
+            f"the composed cascade within 1 point of the 1.5B judge on {name}",
+            across(
+                ("checker-fit", composed_cascade(name)),
+                judge,
+                "the cascade",
+                "the 1.5B judge",
+                -1.0,
+                where,
+                unit,
+            ),
+        )
+        for name, judge, where, unit in (
+            ("rte", ("grounded", "rte qwen2.5-coder-1.5b"), "RTE", "pairs"),
+            ("wikibio", ("checker", WIKIBIO_JUDGE), WIKIBIO_SENTENCES, "passages"),
+            ("qnli", ("checker-fit", QNLI_JUDGE_SPLIT), "QNLI's test part", "pairs"),
+        )
+    ),
     Claim(
         "checker-fit",
         "the nli mix within 3 points of the 1.5B judge on rte",
