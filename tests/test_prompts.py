@@ -36,6 +36,7 @@ V1_HASHES = {
     "selfcheck.prompt_all@1": "b0e3d5a72403",  # halluscope's own one-call SelfCheck-Prompt (issue 45)
     "selfcheck.regenerate@1": "4e26c08cf6fb",
     "selfcheck.resample@1": "a9f2e77806a0",
+    "synth.claim@1": "b827dc2c620d",  # halluscope's claim for pairs labelled by construction (issue 72)
     "semantic_entropy.answer@1": "8329885860b0",
     "semantic_entropy.decompose@1": "e1e8943f194d",
     "semantic_entropy.entailment@1": "dc726e04a7e8",

@@ -1,7 +1,8 @@
 """`halluscope checker fit`: a fast grounded checker fine-tuned on this machine's CPU from labelled
 (context, sentence, supported?) pairs (``halluscope.tune.checker``), and from unlabelled answers a
 teacher judge labels (its p(support) learned as a soft label), saved as safetensors with its
-checker.json; use it as ``grounded --model nli:DIR`` (no LLM call)."""
+checker.json; use it as ``grounded --model nli:DIR`` (no LLM call). `halluscope checker synth`: pairs
+labelled by construction from documents no test reads (``halluscope.tune.synth``), a file fit reads."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from halluscope.cli.commands import help_of
 from halluscope.cli.common import check_specs, gateway_of, print_json
 from halluscope.cli.flags import passage_range
 from halluscope.errors import ConfigError
+from halluscope.tune import synth
 from halluscope.tune.checker import (
     DATASETS,
     DataPart,
@@ -98,6 +100,33 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_synth(args: argparse.Namespace) -> int:
+    settings = synth.SynthSettings(per_document=args.per_document, min_words=args.min_words, seed=args.seed)
+    check_specs([args.model])
+    documents = synth.wikibio_documents(passage_range(args.documents, "--documents"), args.data_dir)
+    bar = tqdm(total=len(documents), desc="synth", unit=" document", file=sys.stderr, disable=args.json)
+    made = synth.synthesize(
+        documents,
+        settings,
+        args.out,
+        model=args.model,
+        gateway=gateway_of(args),
+        progress=lambda done, total: bar.update(1),
+    )
+    bar.close()
+    if args.json:
+        print_json(made)
+        return 0
+    print(
+        f"{made['claims']:,} claims from {made['documents']:,} documents: {made['pairs']:,} pairs, half supported; "
+        f"{made['calls']:,} calls, {made['cache_hits']:,} from the cache, {made['seconds']:.0f} s"
+    )
+    for line in made["unwritten"][:5]:
+        print(f"  no claim: {line}")
+    print(f"wrote {args.out} (fit on it: halluscope checker fit --data {args.out},... --out DIR)")
+    return 0
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("checker", help=help_of("checker"), description=__doc__)
     verbs = p.add_subparsers(dest="verb", required=True)
@@ -156,3 +185,23 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         help="write the checker even when its last epoch's loss is not below chance (ln 2: it learned nothing)",
     )
     f.set_defaults(func=cmd_fit)
+    synth_arguments(verbs.add_parser("synth", parents=[common], help="write pairs labelled by construction"))
+
+
+def synth_arguments(p: argparse.ArgumentParser) -> None:
+    """`checker synth`'s flags: the documents, the model that writes the claims, how many, the file."""
+    p.description = synth.__doc__
+    p.add_argument(
+        "--documents",
+        default="0-119",
+        metavar="FIRST-LAST",
+        help="WikiBio passages whose Wikipedia texts the claims come from (default 0-119: no test reads them)",
+    )
+    p.add_argument("--model", required=True, metavar="SPEC", help="the model that writes the claims")
+    p.add_argument("--per-document", type=int, default=2, metavar="K", help="claims a document (default 2)")
+    p.add_argument("--min-words", type=int, default=8, metavar="N", help="a claim's sentence has N words at least")
+    p.add_argument("--seed", type=int, default=0, help="which sentences are chosen (default 0)")
+    p.add_argument("--data-dir", metavar="DIR", help="benchmark data directory (default: HALLUSCOPE_DATA)")
+    p.add_argument("--out", required=True, metavar="FILE.jsonl", help="the pairs, as a labelled file fit reads")
+    p.add_argument("--json", action="store_true", help="print what was made and what it cost")
+    p.set_defaults(func=cmd_synth)

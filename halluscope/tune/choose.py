@@ -2,8 +2,9 @@
 user's labelled answers (``bench mine``'s plans: through the cache, resumable), is calibrated and
 cross-validated by answer, and is compared on its held-out AUC-ROC (with its interval), its ECE after
 calibration and its cost per answer; a stack of the best few is tried where it improves the held-out
-AUC-ROC, and a cascade of a fitted checker and the LLM judge where both are candidates (``cascades``). The recommendation is the best candidate within the call budget, with an operating point (the
-threshold for a target precision or recall, on the out-of-fold probabilities) and its calibration file.
+AUC-ROC, and a cascade of a fitted checker and the LLM judge where both are candidates (``cascades``).
+The recommendation is the best candidate within the call budget, with an operating point (the threshold
+for a target precision or recall, on the out-of-fold probabilities) and its calibration file.
 A candidate that cannot run on the rows is listed with the reason, never dropped silently.
 """
 
