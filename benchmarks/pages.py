@@ -389,6 +389,31 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         "qnli": runs.get(f"qnli test, fitted on {NLI_MIX}"),
         "qnli_judge": runs.get("qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"),
         "cost": runs.get("the fast paths' cost"),
+        "synth": [
+            {
+                "writer": size,
+                "made": runs[made],
+                "quality": runs[judged],
+                "seconds_a_claim": runs[made]["seconds"] / runs[made]["calls"],
+            }
+            for size in ("0.5B", "1.5B")
+            for made, judged in [
+                (
+                    f"synthetic pairs from wikibio 0-19, written by the {size}",
+                    f"synthetic pairs from wikibio 0-19, written by the {size}, judged by the 1.5B",
+                )
+            ]
+            if made in runs and judged in runs
+        ],  # fmt: skip
+        "synth_sample": [
+            {
+                "label": "unsupported" if row["labels"] == [1] else "supported",
+                "claim": row["text"],
+                "rests_on": row["rests_on"],
+                "context": " ".join(row["context"][0].split()[:14]) + " ...",
+            }
+            for row in runs.get("synthetic pairs from wikibio 0-19, written by the 1.5B", {}).get("sample", [])
+        ],  # fmt: skip
         "composed": [
             {
                 "set": label,

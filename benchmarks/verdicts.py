@@ -763,6 +763,36 @@ def composed_calls(name: str, where: str, share: float = 0.3) -> Callable[..., d
     return decide
 
 
+SYNTH = "synthetic pairs from wikibio 0-19, written by the {size}"  # checker synth's runs, and their quality
+SYNTH_QUALITY = "synthetic pairs from wikibio 0-19, written by the {size}, judged by the 1.5B"
+
+
+def synth_cleaner(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Which writer's claims make clean pairs more often (the judge finds each supported by its sentence
+    and not by the document without it): the share of a document's claims, paired by document."""
+    runs = load("checker-fit")["runs"]
+    shares = []
+    for size in ("1.5B", "0.5B"):
+        by_document: dict[str, list[bool]] = {}
+        for row in runs[SYNTH_QUALITY.format(size=size)]["rows"]:
+            by_document.setdefault(row["document"], []).append(row["clean"])
+        shares.append({d: sum(v) / len(v) for d, v in by_document.items()})
+    documents = sorted(shares[0])
+    if sorted(shares[1]) != documents:
+        raise SystemExit("the two writers' quality runs must hold the same documents")
+    found = paired_mean_difference([shares[0][d] for d in documents], [shares[1][d] for d in documents])
+    claim = "the 1.5B writes clean pairs more often than the 0.5B"
+    return paired(found, "clean share", "the 1.5B", "the 0.5B", 0.0, claim, "documents")
+
+
+def synth_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """How many times less time a document the 0.5B takes to write its claims than the 1.5B."""
+    runs = load("checker-fit")["runs"]
+    fast, slow = runs[SYNTH.format(size="0.5B")], runs[SYNTH.format(size="1.5B")]
+    shown = "{ratio} times less time a document, each run's wall time over its " + f"{fast['items']:,} documents"
+    return speed_ratio(fast, slow, seconds_a_pair, "the 0.5B writes faster than the 1.5B", shown, goal=1.0)
+
+
 QWEN15, QWEN05 = "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b"
 
 CLAIMS = (
@@ -805,6 +835,8 @@ CLAIMS = (
         "the nli mix ahead of tinylettuce-17m on ragtruth",
         ahead_of_published("TinyLettuce-17M", "tinylettuce", "Results (RAGTruth)"),
     ),
+    Claim("checker-fit", "the 1.5B writes cleaner pairs", synth_cleaner),
+    Claim("checker-fit", "the 0.5B writes faster", synth_faster),
     Claim("checker-fit", "the cascade's calls on rte", cascade_calls("rte", "RTE pairs")),
     Claim("checker-fit", "the cascade's calls on wikibio", cascade_calls("wikibio", "WikiBio sentences")),
     *(
