@@ -94,7 +94,8 @@ def main() -> None:
             "writer_load": made["provenance"]["load"],
         }
         record = envelope(
-            models=[args.judge], items=len(rows), item="claim", seconds=time.perf_counter() - began, **spent,
+            models=[args.judge], items=len(rows), item="claim", seconds=time.perf_counter() - began,
+            calls=spent["calls"], cache_hits=spent["cache_hits"], prompt_tokens=spent["prompt_tokens"],
         )  # fmt: skip
         out = Path(args.out) / f"{Path(path).stem}.json"
         write_json(out, {**record, "judge": args.judge, "threshold": THRESHOLD, **summary, "rows": rows})
