@@ -488,6 +488,18 @@ def test_a_cascade_of_the_checker_and_the_judge_is_a_candidate_scored_as_the_cas
         ChooseSettings(methods=["grounded"], cascade_share=1.5)
 
 
+def test_the_command_line_sets_the_cascades_share_or_turns_them_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in answers()), encoding="utf-8")
+    assert main(["choose", "--data", str(data), "--method", "grounded", "--cascade-share", "2"]) == 2
+    assert "--cascade-share lies between 0 and 1, got 2.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse refuses the two together
+        main(["choose", "--data", str(data), "--method", "grounded", "--cascade-share", "0.2", "--no-cascades"])
+    assert "not allowed with argument --cascade-share" in capsys.readouterr().err
+
+
 def test_a_cascades_band_holds_the_share_of_checker_scores_nearest_one_half() -> None:
     """Worked by hand: of 0.1, 0.45, 0.52, 0.6, 0.9 the two nearest 0.5 are 0.52 and 0.45, the third 0.6;
     the ends widen to four places so the band the name prints holds what was scored; a band given as text

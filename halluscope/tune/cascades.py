@@ -29,12 +29,12 @@ STEPS_OUT = ("decompose", "batch")  # a cascade checks sentences pair by pair: a
 
 @dataclass(frozen=True)
 class Cascade:
-    """A cascade composed from two runs: its configured name, band, and the share of units escalated."""
+    """A cascade composed from two runs: its configured name (which holds its band), its members, the
+    units it escalated of all its units, and its composed run."""
 
     name: str
     fast: str
     judge: str
-    band: tuple[float, float]
     escalated: int
     units: int
     result: BenchResult
@@ -111,4 +111,4 @@ def compose(fast: str, judge: str, ran: Mapping[str, BenchResult], share: float)
     options = {**(slow.params.get("options") or {}), "fast": spec, "band": band}
     params = {**slow.params, "method": name, "options": options}
     result = slow.model_copy(update={"items": items, "params": params, "failures": []})
-    return Cascade(name, fast, judge, (low, high), escalated, units, result)
+    return Cascade(name, fast, judge, escalated, units, result)
