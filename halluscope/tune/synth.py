@@ -63,6 +63,8 @@ class SynthSettings:
 
 @dataclass(frozen=True)
 class Document:
+    """A text claims are written from, named so each pair says where it came from."""
+
     id: str
     text: str
 
@@ -83,15 +85,15 @@ def chosen(parts: Sequence[str], settings: SynthSettings, document: str) -> list
     return sorted(long_enough[i] for i in picked)
 
 
-def pairs_of(document: Document, parts: Sequence[str], at: int, claim: str) -> list[dict[str, Any]]:
+def pairs_of(document: str, parts: Sequence[str], at: int, claim: str) -> list[dict[str, Any]]:
     """The two rows one claim makes: supported against every sentence, unsupported against all but the
     one it rests on (both contexts the sentences joined alike, so the removal is their only difference)."""
     whole = " ".join(parts)
     without = " ".join(s for i, s in enumerate(parts) if i != at)
-    made = {"document": document.id, "sentence": at, "rests_on": parts[at]}
+    made = {"document": document, "sentence": at, "rests_on": parts[at]}
     return [
-        {"id": f"{document.id}/s{at}/supported", "text": claim, "context": [whole], "labels": [0], **made},
-        {"id": f"{document.id}/s{at}/unsupported", "text": claim, "context": [without], "labels": [1], **made},
+        {"id": f"{document}/s{at}/supported", "text": claim, "context": [whole], "labels": [0], **made},
+        {"id": f"{document}/s{at}/unsupported", "text": claim, "context": [without], "labels": [1], **made},
     ]
 
 
@@ -137,7 +139,7 @@ def synthesize(
             rows.append({"document": document.id, "parts": parts, "at": i, "claim": claim})
         if progress is not None:
             progress(done, len(documents))
-    made = [row for r in rows for row in pairs_of(Document(r["document"], ""), r["parts"], r["at"], r["claim"])]
+    made = [row for r in rows for row in pairs_of(r["document"], r["parts"], r["at"], r["claim"])]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in made), encoding="utf-8")
     made_by = envelope(
