@@ -30,11 +30,14 @@ import numpy as np  # noqa: E402
 
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import markdown_table, write_json  # noqa: E402
-from halluscope.metrics import auc_roc, auc_roc_resampled, resample_counts  # noqa: E402
+from halluscope.metrics import auc_roc  # noqa: E402
 from halluscope.text import chunks_of  # noqa: E402
+from halluscope.tune.calibrate import held_out_interval  # noqa: E402
 from halluscope.tune.cascades import band_for_share, cascaded  # noqa: E402
 
-POSITIVE = ("not_entailment", "1", "minor_inaccurate", "major_inaccurate")  # a unit labelled so is unsupported
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verdicts import units_of  # noqa: E402 - beside this script: one reading of a run's rows
+
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 SETS = {  # each set's checker run and judge run, as (record, label)
     "rte": (("checker-fit", "rte val, fitted on the nli mix"), ("grounded", "rte qwen2.5-coder-1.5b")),
@@ -61,16 +64,10 @@ def chunk_counts(labelled: str) -> dict[str, int]:
 
 def ranking(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The rows' unit AUC-ROC (x100) and its 95% interval, resampling rows (a pair, or a passage with all
-    its sentences)."""
-    owner, labels, scores = [], [], []
-    for k, row in enumerate(rows):
-        for label, score in zip(row["labels"], row["scores"].values(), strict=True):
-            owner.append(k)
-            labels.append(str(label) in POSITIVE)
-            scores.append(float(score))
-    y, s = np.array(labels), np.array(scores, dtype=np.float64)
-    resampled = auc_roc_resampled(y, s, resample_counts(len(rows))[:, owner]) * 100
-    return {"auc_roc": auc_roc(y, s), "interval": [float(v) for v in np.percentile(resampled, [2.5, 97.5])]}
+    its sentences), read as verdicts.py reads them."""
+    groups, labels, scores = units_of(rows)
+    y, s = np.array(labels, dtype=bool), np.array(scores, dtype=np.float64)
+    return {"auc_roc": auc_roc(y, s), "interval": held_out_interval(y, s, np.array(groups))}
 
 
 def composed(name: str, band: tuple[float, float], chunks: dict[str, int]) -> dict[str, Any]:

@@ -393,17 +393,11 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
             {
                 "writer": size,
                 "made": runs[made],
-                "quality": runs[judged],
+                "quality": runs[f"{made}, judged by the 1.5B"],
                 "seconds_a_claim": runs[made]["seconds"] / runs[made]["calls"],
             }
-            for size in ("0.5B", "1.5B")
-            for made, judged in [
-                (
-                    f"synthetic pairs from wikibio 0-19, written by the {size}",
-                    f"synthetic pairs from wikibio 0-19, written by the {size}, judged by the 1.5B",
-                )
-            ]
-            if made in runs and judged in runs
+            for size, made in ((s, f"synthetic pairs from wikibio 0-19, written by the {s}") for s in ("0.5B", "1.5B"))
+            if made in runs and f"{made}, judged by the 1.5B" in runs
         ],  # fmt: skip
         "synth_sample": [
             {
