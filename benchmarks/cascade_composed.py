@@ -66,8 +66,9 @@ def ranking(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The rows' unit AUC-ROC (x100) and its 95% interval, resampling rows (a pair, or a passage with all
     its sentences), read as verdicts.py reads them."""
     groups, labels, scores = units_of(rows)
+    order = {str(row["id"]): k for k, row in enumerate(rows)}  # rows in their run's order: its bootstrap's draws
     y, s = np.array(labels, dtype=bool), np.array(scores, dtype=np.float64)
-    return {"auc_roc": auc_roc(y, s), "interval": held_out_interval(y, s, np.array(groups))}
+    return {"auc_roc": auc_roc(y, s), "interval": held_out_interval(y, s, np.array([order[g] for g in groups]))}
 
 
 def composed(name: str, band: tuple[float, float], chunks: dict[str, int]) -> dict[str, Any]:
