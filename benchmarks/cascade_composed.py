@@ -18,6 +18,7 @@ documents, so WikiBio's are weighed by its passage's chunks), and the composed r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -52,8 +53,14 @@ SETS = {  # each set's checker run and judge run, as (record, label)
 }
 
 
+@functools.cache
+def record_of(record: str) -> dict[str, Any]:
+    """A committed record, read once however many of its runs are asked for."""
+    return json.loads((RESULTS / f"{record}.json").read_text(encoding="utf-8"))
+
+
 def run_of(record: str, label: str) -> dict[str, Any]:
-    return json.loads((RESULTS / f"{record}.json").read_text(encoding="utf-8"))["runs"][label]
+    return record_of(record)["runs"][label]
 
 
 def chunk_counts(labelled: str) -> dict[str, int]:
