@@ -103,5 +103,8 @@ def build_tiny_deberta(
     )
     model = DebertaV2ForSequenceClassification(config)
     config.save_pretrained(out)
+    written = json.loads((out / "config.json").read_text())
+    del written["transformers_version"]  # the writer's version, not the model's: the bytes stay one on any release
+    (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
     torch.save(model.state_dict(), out / "pytorch_model.bin")
     return out
