@@ -25,11 +25,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import halluscope  # noqa: E402
+from halluscope.backends.gateway import default_gateway  # noqa: E402
+from halluscope.backends.stats import CallStats  # noqa: E402
 from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import markdown_table, write_json  # noqa: E402
-
-THRESHOLD = 0.5  # grounded's score is p(not supported): below it, the judge finds the claim supported
+from halluscope.tune import synth  # noqa: E402
 
 
 def words(text: str) -> list[str]:
@@ -43,29 +43,24 @@ def claims_of(path: str) -> list[dict[str, Any]]:
     return [{**r, "without": twins[r["id"].rsplit("/", 1)[0]]["context"][0]} for r in rows if r["labels"] == [0]]
 
 
-def checked(claims: list[dict[str, Any]], judge: str, spent: dict[str, int]) -> list[dict[str, Any]]:
-    """Each claim's two judge scores, and whether it copies its sentence; ``spent`` counts the calls."""
-    det = halluscope.detector("grounded", model=judge)
+def checked(claims: list[dict[str, Any]], judge: str, stats: CallStats) -> list[dict[str, Any]]:
+    """Each claim's two judge scores (``synth.verifier``, the check `checker synth --verify` keeps a claim
+    by), and whether it copies its sentence; ``stats`` counts the calls."""
+    verified = synth.verifier(judge, default_gateway(), stats)
     rows = []
     for number, claim in enumerate(claims, 1):
-        results = [det.detect(sentences=[claim["text"]], context=[c]) for c in (claim["rests_on"], claim["without"])]
-        for result in results:
-            spent["calls"] += result.meta.calls
-            spent["cache_hits"] += result.meta.cache_hits
-            spent["prompt_tokens"] += result.meta.tokens.prompt
-        own, rest = (result.units[0].score for result in results)
-        rests_on, removal_holds = own < THRESHOLD, rest >= THRESHOLD
+        held = verified(claim["text"], claim["rests_on"], claim["without"])
         rows.append(
             {
                 "id": claim["id"].rsplit("/", 1)[0],
                 "document": claim["document"],
                 "claim": claim["text"],
                 "sentence": claim["rests_on"],
-                "score_against_sentence": own,
-                "score_without_sentence": rest,
-                "rests_on_its_sentence": rests_on,
-                "removal_holds": removal_holds,
-                "clean": rests_on and removal_holds,
+                "score_against_sentence": held.against_sentence,
+                "score_without_sentence": held.without_sentence,
+                "rests_on_its_sentence": held.rests_on_its_sentence,
+                "removal_holds": held.removal_holds,
+                "clean": held.why_dropped is None,
                 "copied": words(claim["text"]) == words(claim["rests_on"]),
             }
         )
@@ -80,9 +75,9 @@ def main() -> None:
     ap.add_argument("--out", default="out/synth-quality")
     args = ap.parse_args()
     for path in args.files:
-        began, spent = time.perf_counter(), {"calls": 0, "cache_hits": 0, "prompt_tokens": 0}
+        began, stats = time.perf_counter(), CallStats()
         made = json.loads(Path(path).with_suffix(".json").read_text(encoding="utf-8"))
-        rows = checked(claims_of(path), args.judge, spent)
+        rows = checked(claims_of(path), args.judge, stats)
         share = {k: sum(r[k] for r in rows) / len(rows) for k in ("rests_on_its_sentence", "removal_holds", "clean")}
         summary = {
             "file": path,
@@ -95,10 +90,10 @@ def main() -> None:
         }
         record = envelope(
             models=[args.judge], items=len(rows), item="claim", seconds=time.perf_counter() - began,
-            calls=spent["calls"], cache_hits=spent["cache_hits"], prompt_tokens=spent["prompt_tokens"],
+            calls=stats.calls, cache_hits=stats.cache_hits, prompt_tokens=stats.prompt_tokens,
         )  # fmt: skip
         out = Path(args.out) / f"{Path(path).stem}.json"
-        write_json(out, {**record, "judge": args.judge, "threshold": THRESHOLD, **summary, "rows": rows})
+        write_json(out, {**record, "judge": args.judge, "threshold": synth.SUPPORTED_BELOW, **summary, "rows": rows})
         print(markdown_table([summary], [(k, k) for k in summary]))
         print(f"wrote {out}")
 

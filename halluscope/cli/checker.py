@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     settings = synth.SynthSettings(per_document=args.per_document, min_words=args.min_words, seed=args.seed)
-    check_specs([args.model])
+    check_specs([args.model] + ([args.verify] if args.verify else []))
     documents = synth.wikibio_documents(passage_range(args.documents, "--documents"), args.data_dir)
     bar = tqdm(total=len(documents), desc="synth", unit=" document", file=sys.stderr, disable=args.json)
     made = synth.synthesize(
@@ -111,6 +112,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         args.out,
         model=args.model,
         gateway=gateway_of(args),
+        judge=args.verify,
         progress=lambda done, total: bar.update(1),
     )
     bar.close()
@@ -121,6 +123,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
         f"{made['claims']:,} claims from {made['documents']:,} documents: {made['pairs']:,} pairs, half supported; "
         f"{made['calls']:,} calls, {made['cache_hits']:,} from the cache, {made['seconds']:.0f} s"
     )
+    if made["judge"]:
+        whys = Counter(d["why"] for d in made["dropped"])
+        dropped = "; ".join(f"{n:,} {why}" for why, n in sorted(whys.items())) or "none"
+        print(f"{made['judge']} kept {made['claims']:,} of {made['written']:,} claims written (dropped: {dropped})")
     for line in made["unwritten"][:5]:
         print(f"  no claim: {line}")
     print(f"wrote {args.out} (fit on it: halluscope checker fit --data {args.out},... --out DIR)")
@@ -198,6 +204,12 @@ def synth_arguments(p: argparse.ArgumentParser) -> None:
         help="WikiBio passages whose Wikipedia texts the claims come from (default 0-119: no test reads them)",
     )
     p.add_argument("--model", required=True, metavar="SPEC", help="the model that writes the claims")
+    p.add_argument(
+        "--verify",
+        metavar="SPEC",
+        help="a judge that checks each claim: kept where it finds it supported by its sentence and not by the "
+        "document without it (grounded's check; the rest are counted, with why)",
+    )
     p.add_argument("--per-document", type=int, default=2, metavar="K", help="claims a document (default 2)")
     p.add_argument("--min-words", type=int, default=8, metavar="N", help="a claim's sentence has N words at least")
     p.add_argument("--seed", type=int, default=0, help="which sentences are chosen (default 0)")
