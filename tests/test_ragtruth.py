@@ -16,6 +16,7 @@ import pytest
 from halluscope.backends.gateway import Gateway
 from halluscope.bench.ragtruth import (
     RagTruthSettings,
+    absent,
     char_counts,
     load_ragtruth,
     ragtruth_plan,
@@ -41,6 +42,19 @@ def test_the_test_split_reads_as_its_source_counts_it(data_dir: Path) -> None:
     assert {"name", "address", "review_info"} <= set(record)
     for r in responses[:200]:
         assert all(0 <= a < b <= len(r.text) for a, b in r.spans)
+
+
+def test_the_responses_this_copy_lacks_are_named(data_dir: Path) -> None:
+    """The official split's 2,700 responses less this copy's 2,617: 11 whole QA sources (six responses
+    each, their ids unknown here) and 17 responses of sources it holds, each named by source and model."""
+    lacking = absent(load_ragtruth(data_dir))
+    assert lacking["sources"] == {"qa": 11, "summary": 0, "data2txt": 0} and len(lacking["responses"]) == 17
+    assert 6 * sum(lacking["sources"].values()) + len(lacking["responses"]) == 2700 - 2617
+    assert (
+        "qa/15453 by gpt-3.5-turbo-0613" in lacking["responses"]
+        and "qa/15453 by mistral-7B-instruct" in (lacking["responses"])
+    )
+    assert absent(load_ragtruth(data_dir, ("summary",))) == {"sources": {"summary": 0}, "responses": []}
 
 
 def test_a_stratified_subset_takes_k_a_task_spread_over_the_models(data_dir: Path) -> None:

@@ -115,6 +115,27 @@ def load_ragtruth(data: str | Path | None = None, tasks: Sequence[str] = TASKS) 
     return found
 
 
+OFFICIAL_SOURCES = 150  # a task's sources in the official test split (450 sources, six responses each: 2,700)
+SOURCE_MODELS = 6  # the six LLMs that answered every source
+
+
+def absent(responses: Sequence[Response]) -> dict[str, Any]:
+    """What the official test split has and this copy lacks, for the tasks loaded: how many sources a task
+    misses (not nameable: the copy's source ids are sparse) and each response missing from a source it
+    holds, named by source and model."""
+    by_source: dict[str, set[str]] = {}
+    for r in responses:
+        by_source.setdefault(r.source, set()).add(r.model)
+    models = sorted({r.model for r in responses})
+    tasks = sorted({r.task for r in responses}, key=TASKS.index)
+    return {
+        "sources": {t: OFFICIAL_SOURCES - sum(s.startswith(f"{t}/") for s in by_source) for t in tasks},
+        "responses": [
+            f"{s} by {m}" for s, held in by_source.items() if len(held) < SOURCE_MODELS for m in models if m not in held
+        ],
+    }
+
+
 def stratified(responses: Sequence[Response], per_task: int | None, seed: int = 0) -> list[Response]:
     """``per_task`` responses of each task (all where None), drawn seeded and spread over the source models
     in turn, so that each model writes about as many; returned in file order."""
@@ -205,8 +226,10 @@ def ragtruth_plan(
     gateway: Gateway | None,
     threshold: float,
     per_task: int | None,
+    lacking: dict[str, Any] | None = None,
 ) -> Plan:
-    """One grounded method over the responses: each response's sentences checked against its documents."""
+    """One grounded method over the responses: each response's sentences checked against its documents;
+    ``lacking``: what the copy lacks of the official split (``absent``), kept with the run."""
     method = registry.get(name)
     stats = CallStats()
     scorer = method.scorer(method.options(**options), start(gateway, stats))
@@ -240,6 +263,7 @@ def ragtruth_plan(
             "threshold": threshold,
             "per_task": per_task,
             "responses": sorted(r.id for r in responses),
+            "absent": lacking,
             "protocol": PROTOCOL,
         },
         report=lambda result, out, failed: None,  # one report for all methods: write_report
@@ -315,14 +339,15 @@ def _plans(settings: RagTruthSettings, gateway: Callable[[], Gateway]) -> list[P
             f"available: {', '.join(grounded_methods())}",
             settings=("method",),
         )
-    responses = stratified(load_ragtruth(settings.data, settings.task), settings.per_task)
+    loaded = load_ragtruth(settings.data, settings.task)
+    responses, lacking = stratified(loaded, settings.per_task), absent(loaded)
     chosen = dict(settings.method_options) | ({"model": settings.model} if settings.model is not None else {})
     gw = gateway()
     plans = []
     for name in settings.method:
         method = registry.get(name)
         options = {k: v for k, v in chosen.items() if k in method.option_names and v is not None}
-        plans.append(ragtruth_plan(name, responses, options, gw, settings.threshold, settings.per_task))
+        plans.append(ragtruth_plan(name, responses, options, gw, settings.threshold, settings.per_task, lacking))
     return plans
 
 
