@@ -330,6 +330,16 @@ def published_ragtruth(papers: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def published_wice(papers: dict[str, Any]) -> list[dict[str, Any]]:
+    """The LLM-AggreFact leaderboard's WiCE rows, each with where and when it was read."""
+    quoted = papers["llm-aggrefact"]
+    return [
+        {"detector": name, "balanced_accuracy": row["balanced_accuracy"], "cite": quoted["cite"], "table": table}
+        for table, rows in quoted["tables"].items()
+        for name, row in rows["rows"].items()
+    ]
+
+
 def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
     """checker-fit.md's rows: the fit's sources, its held-out runs beside the 1.5B judge and the earlier
     checker on the same items, the batching run's two halves, RAGTruth's tasks and the composed cascades."""
@@ -422,6 +432,7 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
             if run
         ],  # fmt: skip
         "published": published_ragtruth(record("papers")["papers"]),
+        "published_wice": published_wice(record("papers")["papers"]),
         "wice": runs.get(f"wice test, fitted on {NLI_MIX}"),
         "ragtruth": ragtruth,
         "ragtruth_tasks": tasks,
