@@ -441,6 +441,33 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
     }
 
 
+TOOL_CALL_HEADLINE = (
+    ("recall", "planted arguments flagged"),
+    ("recall_replaced", "replaced values flagged"),
+    ("recall_removed", "values taken out of the request flagged"),
+    ("precision", "precision of a flag (planted among the flagged)"),
+    ("argument_false_positive_rate", "right arguments flagged"),
+    ("call_false_positive_rate", "right calls with a flag"),
+)
+
+
+def tool_calls(record: Callable[[str], Any]) -> dict[str, Any]:
+    """tool-calls.md's rows: the headline rates with their intervals, the rates by kind of value, and why
+    the right calls were flagged."""
+    run = record("tool-calls")["runs"]["bfcl live, arguments at zero calls"]
+    m, ci = run["metrics"], run["intervals"]
+    return {
+        "run": run,
+        "headline": [{"what": what, "value": m[key], "interval": ci.get(key)} for key, what in TOOL_CALL_HEADLINE],
+        "kinds": [
+            {**row, "recall_ci": ci.get(f"recall_{row['kind']}"), "fp_ci": ci.get(f"false_positive_rate_{row['kind']}")}
+            for row in run["by_kind"]
+            if row["planted"] or row["right arguments"]
+        ],
+        "reasons": list(run["false_positive_reasons"].items()),
+    }
+
+
 PAGES: dict[str, Callable[[Callable[[str], Any]], dict[str, Any]]] = {
     "calibrated-risk": calibrated_risk,
     "checker": checker,
@@ -455,5 +482,6 @@ PAGES: dict[str, Callable[[Callable[[str], Any]], dict[str, Any]]] = {
     "ray-scale": ray_scale,
     "semantic-entropy": semantic_entropy,
     "token-logprob": token_logprob,
+    "tool-calls": tool_calls,
     "wikibio-selfcheck-fibe": wikibio_selfcheck_fibe,
 }

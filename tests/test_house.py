@@ -25,7 +25,7 @@ LAYERS = (
     ("backends", "calibration", "probing"),
     ("runtime",),
     ("methods", "scale"),
-    ("detectors",),
+    ("detectors", "tool_calls"),
     ("tools", "evaluators", "bench", "demo", "check_answer", "streaming", "testing", "serve"),
     ("tune",),
     ("cli", "halluscope"),

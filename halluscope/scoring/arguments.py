@@ -203,7 +203,7 @@ def phrase_words(value: str) -> list[str]:
     return [w for w in WORD.findall(value.lower()) if w not in STOPWORDS]
 
 
-def check_value(path: str, value: Any, schema: Mapping[str, Any], said: Conversation) -> ArgumentCheck:
+def checked_value(path: str, value: Any, schema: Mapping[str, Any], said: Conversation) -> ArgumentCheck:
     """One scalar value's check against the schema it was declared with and the conversation."""
     kind = kind_of(value)
     if "enum" in schema and value in schema["enum"]:
@@ -252,4 +252,4 @@ def _walk(path: str, value: Any, schema: Any, said: Conversation) -> Iterator[Ar
     elif value is None or value == "":
         return
     else:
-        yield check_value(path, value, schema, said)
+        yield checked_value(path, value, schema, said)

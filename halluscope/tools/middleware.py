@@ -28,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
+from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
@@ -35,12 +36,14 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, set_config_context
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from halluscope.backends.gateway import default_gateway
 from halluscope.check_answer import deployable
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.results import DetectionResult
 from halluscope.streaming import STREAMED, SentenceChecks, Splitter, late
+from halluscope.tool_calls import MAX_CONTEXT_CHARS, check_tool_call, flagged_reasons
 from halluscope.tools.guard import REFUSAL, checked, version_of
 
 OnFlag = Literal["annotate", "reask", "block", "raise"]
@@ -82,6 +85,18 @@ def _texts(message: AnyMessage) -> list[str]:
         return docs
     text = str(message.text).strip()
     return [text] if text else []
+
+
+def conversation(messages: Sequence[AnyMessage]) -> list[str]:
+    """What a tool call's arguments may rest on, oldest first: every system and user message and every
+    tool result of the conversation that did not fail (never the model's own words, nor a re-ask's)."""
+    said = []
+    for m in messages:
+        if isinstance(m, SystemMessage) or (isinstance(m, HumanMessage) and m.name != REASKED):
+            said.append(str(m.text))
+        elif isinstance(m, ToolMessage) and getattr(m, "status", None) != "error":
+            said += _texts(m)
+    return [t for t in said if t.strip()]
 
 
 def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] = "turn") -> list[str]:
@@ -176,7 +191,14 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     verdict in the state and the message's metadata), ``"reask"`` (the model answers again, told the
     flagged sentences, at most ``max_reasks`` times; each answer is checked), ``"block"`` (the answer
     replaced by ``fallback``; the original kept in the record), ``"raise"`` (HallucinationFlagged).
-    ``context``: which documents (see ``documents``) or a function of the agent's state."""
+    ``context``: which documents (see ``documents``) or a function of the agent's state.
+
+    ``check_tool_calls``: each tool call's arguments are checked before the tool runs
+    (``halluscope.check_tool_call``, no model call) against the conversation (``conversation``) and the
+    tool's schema; an ungrounded one is blocked (``on_tool_flag="block"``: the tool does not run, and the
+    model reads an error ToolMessage that names each ungrounded argument and asks it to use what the user
+    gave or to ask them) or the call runs with the verdict in its ToolMessage's metadata
+    (``"annotate"``)."""
 
     state_schema = HallucinationState
 
@@ -190,9 +212,14 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         max_reasks: int = 1,
         fallback: str = REFUSAL,
         on_error: Literal["pass", "block"] = "pass",
+        check_tool_calls: bool = False,
+        on_tool_flag: Literal["annotate", "block"] = "block",
+        max_context_chars: int = MAX_CONTEXT_CHARS,
         **settings: Any,
     ) -> None:
         super().__init__()
+        if on_tool_flag not in ("annotate", "block"):
+            raise ConfigError(f"on_tool_flag must be 'annotate' or 'block', got {on_tool_flag!r}")
         if on_flag not in ("annotate", "reask", "block", "raise"):
             raise ConfigError(f"on_flag must be 'annotate', 'reask', 'block' or 'raise', got {on_flag!r}")
         if on_error not in ("pass", "block"):
@@ -210,6 +237,9 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         self.max_reasks = max_reasks
         self.fallback = fallback
         self.on_error = on_error
+        self.check_tool_calls = check_tool_calls
+        self.on_tool_flag = on_tool_flag
+        self.max_context_chars = max_context_chars
         self.streamed: dict[str, DetectionResult] = {}  # an answer's result, made while it streamed
         self._streamed_lock = threading.Lock()
 
@@ -344,6 +374,58 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
                 return await asyncio.create_task(handler(request), context=context)
         finally:
             await asyncio.to_thread(self._keep, watcher)
+
+    def _tool_check(self, request: ToolCallRequest) -> tuple[ToolMessage | None, dict[str, Any]]:
+        """The call's check: a ToolMessage that blocks it (None: it runs), and the verdict to attach."""
+        call = request.tool_call
+        schema = {"properties": request.tool.args} if request.tool is not None else None
+        said = conversation(request.state["messages"])
+        result = check_tool_call(call["name"], call["args"], context=said, parameters=schema,
+                                 max_context_chars=self.max_context_chars)  # fmt: skip
+        reasons = flagged_reasons(result)
+        shown = {
+            "method": result.method,
+            "action": ("blocked" if self.on_tool_flag == "block" else "annotated") if reasons else "pass",
+            "flagged": reasons,
+            "context_dropped": result.meta.params["context_dropped"],
+        }
+        if not reasons or self.on_tool_flag == "annotate":
+            return None, shown
+        said = "; ".join(reasons)
+        blocked = ToolMessage(
+            content=f"Not run: these arguments are not grounded in the conversation ({said}). Use only values the "
+            "user or a tool gave; where the user gave none, ask them for it.",
+            tool_call_id=call["id"],
+            name=call["name"],
+            status="error",
+            response_metadata={"halluscope": shown},
+        )
+        return blocked, shown
+
+    @staticmethod
+    def _with_verdict(result: ToolMessage | Command[Any], shown: dict[str, Any]) -> ToolMessage | Command[Any]:
+        if not isinstance(result, ToolMessage):
+            return result
+        return result.model_copy(update={"response_metadata": {**result.response_metadata, "halluscope": shown}})
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        """The tool call, its arguments checked first where ``check_tool_calls`` (blocked, or annotated)."""
+        if not self.check_tool_calls:
+            return handler(request)
+        blocked, shown = self._tool_check(request)
+        return blocked if blocked is not None else self._with_verdict(handler(request), shown)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        if not self.check_tool_calls:
+            return await handler(request)
+        blocked, shown = self._tool_check(request)  # no model call: matching alone, on the loop
+        return blocked if blocked is not None else self._with_verdict(await handler(request), shown)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -1,0 +1,135 @@
+"""A tool call checked before it runs (issue 73): ``check_tool_call``'s units, verdict and bounded context,
+and the middleware in a real ``create_agent`` loop on a scripted model, where a call with an argument the
+user never gave is blocked before its tool runs (the tool records that it never ran), the model reads
+why and calls again with the user's value, and ``annotate`` lets the call run with its verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+import halluscope
+from halluscope.backends.gateway import Gateway
+from halluscope.errors import ConfigError
+from halluscope.tool_calls import bounded, flagged_reasons
+from halluscope.tools import HallucinationMiddleware
+from halluscope.tools.middleware import conversation
+from tests.test_grounded import judge
+
+REQUEST = "Please cancel my order ORD-1234 and refund it to ana@example.org."
+RAN: list[dict[str, Any]] = []
+
+
+@tool
+def cancel_order(order_id: str, refund_to: str, reason: str = "customer request") -> str:
+    """Cancel an order and refund it."""
+    RAN.append({"order_id": order_id, "refund_to": refund_to})
+    return f"order {order_id} cancelled"
+
+
+def test_each_argument_is_a_unit_and_the_ungrounded_are_flagged() -> None:
+    result = halluscope.check_tool_call(
+        "cancel_order",
+        {"order_id": "ORD-9999", "refund_to": "ana@example.org", "reason": "customer request"},
+        context=[REQUEST],
+        parameters={"properties": {"reason": {"type": "string", "default": "customer request"}}},
+    )
+    assert [u.text for u in result.units] == [
+        'order_id="ORD-9999"',
+        'refund_to="ana@example.org"',
+        'reason="customer request"',
+    ]
+    assert [u.score for u in result.units] == [1.0, 0.0, 0.0] and result.verdict is not None
+    assert result.verdict.flagged == [0] and result.meta.calls == 0
+    assert flagged_reasons(result) == [
+        'order_id="ORD-9999": invented: the conversation states other identifiers, not this one'
+    ]
+    assert result.meta.params == {"tool": "cancel_order", "context_texts": 1, "context_dropped": 0}
+
+
+def test_the_context_keeps_the_newest_texts_within_its_bound() -> None:
+    assert bounded(["old one", "middle", "newest"], 14) == (["middle", "newest"], 1)
+    result = halluscope.check_tool_call("cancel_order", {"order_id": "ORD-1234"}, context=[REQUEST, "ok"] * 3,
+                                        max_context_chars=len(REQUEST) + 2)  # fmt: skip
+    assert result.meta.params["context_dropped"] == 4 and result.verdict is not None and not result.verdict.flagged
+    with pytest.raises(ConfigError, match="context is a list of texts"):
+        halluscope.check_tool_call("cancel_order", {}, context=REQUEST)
+    with pytest.raises(ConfigError, match="arguments takes"):
+        halluscope.check_tool_call("cancel_order", ["ORD-1234"], context=[REQUEST])  # type: ignore[arg-type]
+
+
+def test_the_conversation_is_what_the_user_and_the_tools_said_not_the_model() -> None:
+    messages = [
+        SystemMessage(content="You help with orders."),
+        HumanMessage(content=REQUEST),
+        AIMessage(content="I will use order ORD-5555."),
+        ToolMessage(content="lookup: ORD-1234 is shipped", tool_call_id="a"),
+        ToolMessage(content="ORD-7777 failed", tool_call_id="b", status="error"),
+    ]
+    assert conversation(messages) == ["You help with orders.", REQUEST, "lookup: ORD-1234 is shipped"]
+
+
+class Clerk(BaseChatModel):
+    """An agent's model, scripted: it cancels an order the user never named, then (told why) the one they
+    did, then says it is done."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "clerk-script"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Clerk:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            message = AIMessage(content="", tool_calls=[_call("ORD-9999", "c1")])
+        elif results[-1].status == "error":
+            message = AIMessage(content="", tool_calls=[_call("ORD-1234", "c2")])
+        else:
+            message = AIMessage(content="Your order is cancelled.")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _call(order: str, call_id: str) -> dict[str, Any]:
+    return {"name": "cancel_order", "args": {"order_id": order, "refund_to": "ana@example.org"}, "id": call_id}
+
+
+def test_an_invented_argument_is_blocked_before_its_tool_runs(gateway: Gateway, scripted: Any) -> None:
+    RAN.clear()
+    guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_tool_calls=True)
+    agent = create_agent(Clerk(), tools=[cancel_order], middleware=[guard])
+    state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
+    assert RAN == [{"order_id": "ORD-1234", "refund_to": "ana@example.org"}]  # the invented call never ran
+    blocked, done = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert blocked.status == "error" and 'order_id="ORD-9999"' in str(blocked.content)
+    assert "ask them for it" in str(blocked.content) and blocked.response_metadata["halluscope"]["action"] == "blocked"
+    assert done.status != "error" and done.response_metadata["halluscope"]["action"] == "pass"
+
+
+def test_annotate_lets_the_call_run_with_its_verdict(gateway: Gateway, scripted: Any) -> None:
+    RAN.clear()
+    guard = HallucinationMiddleware(
+        model=scripted(judge([])), gateway=gateway, check_tool_calls=True, on_tool_flag="annotate"
+    )
+    agent = create_agent(Clerk(), tools=[cancel_order], middleware=[guard])
+    state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
+    assert RAN[0]["order_id"] == "ORD-9999"  # annotated, not stopped
+    first = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert first.response_metadata["halluscope"]["action"] == "annotated"
+    assert first.response_metadata["halluscope"]["flagged"][0].startswith('order_id="ORD-9999"')
+    with pytest.raises(ConfigError, match="on_tool_flag must be"):
+        HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, on_tool_flag="reask")  # type: ignore[arg-type]
