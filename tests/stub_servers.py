@@ -60,6 +60,7 @@ class StubAPI(_Served):
         self.answers_by_content: dict[str, str] = {}  # a prompt that contains a key is answered with its value
         self.completion: dict[str, Any] = {}  # the body /v1/completions answers with
         self.more_choices: list[str] = []  # the answers of a completion's further choices (a request's n > 1)
+        self.tool_calls: list[dict[str, Any]] | None = None  # a completion's tool calls (its content then null)
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() as each request arrived, before its latency
         self._failures: deque[int] = deque()
@@ -217,8 +218,10 @@ class StubAPI(_Served):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": answer},
-                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": answer}
+                    if self.tool_calls is None
+                    else {"role": "assistant", "content": None, "tool_calls": self.tool_calls},
+                    "finish_reason": "stop" if self.tool_calls is None else "tool_calls",
                     "logprobs": logprobs,
                 },
                 *more,

@@ -38,7 +38,7 @@ def judge() -> Iterator[StubAPI]:
 @pytest.fixture(autouse=True)
 def fresh(upstream: StubAPI, judge: StubAPI) -> None:
     """Each test starts from the module's upstream as it was: the same answer, no pending fault."""
-    upstream.answer, upstream.more_choices = ANSWER, []
+    upstream.answer, upstream.more_choices, upstream.tool_calls = ANSWER, [], None
     upstream._faults.clear()
     upstream._failures.clear()
     judge._faults.clear()
@@ -320,3 +320,50 @@ def test_a_calibration_that_names_a_remote_model_is_refused_unless_the_operator_
 
 def test_the_ready_line_says_what_the_server_loaded_at_start(annotating: Served, judge: StubAPI) -> None:
     assert f"loaded openai-compatible:{judge.base_url}/v1#judge" in annotating.text()
+
+
+# ---------------------------------------------------------------- tool calls (issue 73)
+
+CANCEL = {"type": "function", "function": {"name": "cancel_order", "parameters": {"type": "object", "properties": {
+    "order_id": {"type": "string"}, "reason": {"type": "string", "default": "customer request"}}}}}  # fmt: skip
+
+
+def _call(order: str) -> dict[str, Any]:
+    arguments = json.dumps({"order_id": order, "reason": "customer request"})
+    return {"id": "call_1", "type": "function", "function": {"name": "cancel_order", "arguments": arguments}}
+
+
+@pytest.fixture(scope="module")
+def calls_blocked(tmp_path_factory: pytest.TempPathFactory, upstream: StubAPI, judge: StubAPI) -> Iterator[Served]:
+    """``--check-tool-calls --on-flag block``."""
+    tmp = tmp_path_factory.mktemp("calls")
+    flags = ("--check-tool-calls", "--on-flag", "block")
+    with contextlib.contextmanager(started)(tmp, upstream, judge, f"{upstream.base_url}/v1", *flags) as served:
+        yield served
+
+
+def test_a_tool_call_is_checked_before_the_client_sees_it(
+    calls_blocked: Served, upstream: StubAPI, judge: StubAPI
+) -> None:
+    """A call whose order id the user gave goes through with its verdict; one the user never gave is taken
+    out, the fallback said in its place, and the verdict names the argument; the judge is never asked."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "Cancel my order ORD-1234."}], "tools": [CANCEL]}
+    asked = len(judge.requests)
+    upstream.tool_calls = [_call("ORD-1234")]
+    passed = post(calls_blocked, body).json()
+    assert passed["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "cancel_order"
+    assert passed["halluscope"] == {
+        "verdict": "tool calls",
+        "tool_calls": [{"name": "cancel_order", "flagged": []}],
+        "action": "pass",
+    }
+    upstream.tool_calls = [_call("ORD-9999")]
+    reply = post(calls_blocked, body)
+    blocked = reply.json()
+    assert "tool_calls" not in blocked["choices"][0]["message"] and blocked["choices"][0]["finish_reason"] == "stop"
+    assert blocked["halluscope"]["action"] == "blocked" and reply.headers["x-halluscope-verdict"] == "blocked"
+    [flag] = blocked["halluscope"]["tool_calls"][0]["flagged"]
+    assert flag.startswith('order_id="ORD-9999": invented')
+    upstream.tool_calls = [{"id": "c", "type": "function", "function": {"name": "cancel_order", "arguments": "{"}}]
+    assert post(calls_blocked, body).json()["halluscope"]["action"] == "blocked"  # unreadable: not let through
+    assert len(judge.requests) == asked

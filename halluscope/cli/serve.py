@@ -57,16 +57,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args.on_flag,
             args.on_error,
             args.stream_idle_timeout,
+            check_tool_calls=args.check_tool_calls,
         ).checked_with(token)
     elif (
-        args.upstream_key_env
+        args.check_tool_calls
+        or args.upstream_key_env
         or args.on_flag != "annotate"
         or args.on_error is not None
         or args.context_from != "tool,system"
         or args.stream_idle_timeout != DEFAULT_STREAM_IDLE_S
     ):
         raise ConfigError(
-            "--upstream-key-env, --context-from, --on-flag, --on-error and --stream-idle-timeout are for --proxy"
+            "--upstream-key-env, --context-from, --on-flag, --on-error, --stream-idle-timeout and "
+            "--check-tool-calls are for --proxy"
         )
     gateway = gateway_of(args)
     if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
@@ -192,6 +195,12 @@ def add_proxy_flags(p: argparse.ArgumentParser) -> None:
         help="an answer the proxy could not check (no documents, a judge error, a timeout, a broken stream): "
         "passed with the verdict saying why (pass), or blocked as a flagged one is (block; the default with "
         "--on-flag block)",
+    )
+    p.add_argument(
+        "--check-tool-calls",
+        action="store_true",
+        help="check each tool call of a non-streamed reply before the client sees it: its arguments against the "
+        "request's messages and tools' schemas, no model call (an ungrounded one is blocked under --on-flag block)",
     )
     p.add_argument(
         "--stream-idle-timeout",

@@ -36,6 +36,7 @@ from halluscope.errors import MIN_SECRET, REDACTED, ConfigError, HalluscopeError
 from halluscope.serve.service import RequestTimeout, ServerSettings
 from halluscope.streaming import STREAMED
 from halluscope.text import unicode_text
+from halluscope.tool_calls import check_tool_call, flagged_reasons
 from halluscope.tools.guard import REFUSAL
 
 CONTEXT_ROLES = ("tool", "system", "developer")  # the message roles whose content may be an answer's documents
@@ -62,6 +63,7 @@ class ProxySettings:
     on_error: Literal["pass", "block"] | None = None
     idle_timeout: float = DEFAULT_STREAM_IDLE_S
     fallback: str = REFUSAL
+    check_tool_calls: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -218,6 +220,40 @@ def _text(content: Any) -> str:
     return ""
 
 
+def tool_schemas(request: dict[str, Any]) -> dict[str, Any]:
+    """The request's tools' parameter schemas by name (OpenAI's ``tools``: ``{"type": "function",
+    "function": {"name", "parameters"}}``)."""
+    found = {}
+    for t in request.get("tools") or []:
+        function = t.get("function") if isinstance(t, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            found[function["name"]] = (
+                function.get("parameters") if isinstance(function.get("parameters"), dict) else None
+            )
+    return found
+
+
+def calls_checked(message: dict[str, Any], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each tool call of a reply's message checked against the request's system, developer, user and tool
+    messages and the tool's schema (``check_tool_call``, no model call): its name, the ungrounded
+    arguments with why, and whether its arguments could be read at all."""
+    said = documents(request.get("messages"), ("system", "developer", "user", "tool"))
+    schemas, found = tool_schemas(request), []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        try:
+            arguments = json.loads(function["arguments"]) if isinstance(function, dict) else None
+        except (TypeError, ValueError, KeyError):
+            arguments = None
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            found.append({"name": name, "unchecked": "its arguments are not a JSON object"})
+            continue
+        result = check_tool_call(name, arguments, context=said, parameters=schemas.get(name))
+        found.append({"name": name, "flagged": flagged_reasons(result)})
+    return found
+
+
 def withheld(checked: dict[str, Any]) -> dict[str, Any]:
     """A blocked answer's verdict: its scores and positions, none of its text (it was not to be delivered)."""
     flagged = [{k: v for k, v in unit.items() if k != "text"} for unit in checked.get("flagged", [])]
@@ -324,11 +360,26 @@ class Proxy:
         """One choice's answer checked; blocked, its message replaced by the fallback alone (no other field
         of it, nor its token log-probs, which spell the blocked text)."""
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        if self.proxy.check_tool_calls and message.get("tool_calls"):
+            return self.calls_acted(choice, message, request)
         checked = self.acted(await self.verdict(_text(message.get("content")), request))
         if checked["action"] == "blocked":
             choice["message"] = {"role": message.get("role", "assistant"), "content": self.proxy.fallback}
             choice["logprobs"] = None
         return checked
+
+    def calls_acted(self, choice: dict[str, Any], message: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """A reply's tool calls checked before the client sees them: passed, flagged (annotated) or, under
+        ``on_flag="block"``, the calls taken out and the fallback said in their place (what could not be
+        read counts as flagged there)."""
+        calls = calls_checked(message, request)
+        flagged = any(c.get("flagged") or "unchecked" in c for c in calls)
+        action = ("blocked" if self.proxy.on_flag == "block" else "flagged") if flagged else "pass"
+        if action == "blocked":
+            choice["message"] = {"role": message.get("role", "assistant"), "content": self.proxy.fallback}
+            choice["finish_reason"] = "stop"
+            choice["logprobs"] = None
+        return {"verdict": "tool calls", "tool_calls": calls, "action": action}
 
     async def stream(self, request: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[Part]:
         """A streamed completion: first (status, headers), then each upstream line as it arrives (held
