@@ -37,7 +37,7 @@ _EXPORTS = {
     **dict.fromkeys(("LogProbMismatchError", "LogProbModel", "Sample"), "halluscope.backends.logprobs"),
     **dict.fromkeys(("Detector", "detector"), "halluscope.detectors"),
     **dict.fromkeys(("check", "from_calibration"), "halluscope.check_answer"),
-    "check_tool_call": "halluscope.tool_calls",
+    **dict.fromkeys(("check_action_claims", "check_tool_call"), "halluscope.tool_calls"),
     **dict.fromkeys(("SentenceVerdict", "astream_check", "stream_check"), "halluscope.streaming"),
     "load_labelled": "halluscope.labelled",
     **dict.fromkeys(("Probe", "load_probe"), "halluscope.probing"),
@@ -167,6 +167,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time each is 
     from halluscope.streaming import SentenceVerdict as SentenceVerdict
     from halluscope.streaming import astream_check as astream_check
     from halluscope.streaming import stream_check as stream_check
+    from halluscope.tool_calls import check_action_claims as check_action_claims
     from halluscope.tool_calls import check_tool_call as check_tool_call
 
 

@@ -1,4 +1,6 @@
-"""A tool call checked before it runs: ``halluscope.check_tool_call(name, arguments, context=...,
+"""A tool call checked before it runs, and an answer's claims of action checked against what ran.
+
+``halluscope.check_tool_call(name, arguments, context=...,
 parameters=...)``. Each argument value is checked against what the conversation holds (its system and
 user messages and its tools' results, never the model's own words) and the tool's schema, with no model
 call (``scoring.arguments``), and comes back as a unit of a ``DetectionResult`` (``argument=value``,
@@ -7,6 +9,10 @@ content word), with why in its evidence and the verdict drawn at 0.5: the shape 
 
 The context is bounded (``max_context_chars``): the newest texts are kept, the oldest dropped first, and
 the result's params say how many were dropped.
+
+``halluscope.check_action_claims(answer, calls)``: each sentence of an answer that says an action was
+done ("I have cancelled your order") matched to the conversation's tool calls (``scoring.actions``: by
+the action's verb, no model call), flagged where no matching call ran or where each one failed.
 """
 
 from __future__ import annotations
@@ -19,9 +25,12 @@ from typing import Any
 from halluscope.checks import check_value
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, RunMeta, Unit
+from halluscope.scoring.actions import Call, check_claims
 from halluscope.scoring.arguments import check_arguments
+from halluscope.text import sentences
 
 METHOD = "tool-call"
+ACTIONS = "action-claims"
 MAX_CONTEXT_CHARS = 200_000  # about 50k tokens of conversation: the oldest texts beyond it are dropped
 UNGROUNDED = 0.5  # the verdict's threshold: an ungrounded value scores 1, a grounded one 0
 
@@ -71,6 +80,30 @@ def check_tool_call(
         params={"tool": name, "context_texts": len(kept), "context_dropped": dropped},
     )
     result = DetectionResult(method=METHOD, units=units, meta=meta, evidence={"tool": name})
+    result.decide(UNGROUNDED)
+    return result
+
+
+def check_action_claims(answer: str, calls: Sequence[Call]) -> DetectionResult:
+    """Check the sentences of ``answer`` that claim an action against the conversation's tool ``calls``
+    (``scoring.actions``, no model call): a unit a sentence, scored 1 where its claim has no matching call
+    that ran without failing, 0 where it has, None where it claims no action; the verdict drawn at 0.5."""
+    check_value("check_action_claims", "answer", answer, str)
+    began = time.perf_counter()
+    found = sentences(answer)
+    claims = {c.sentence: c for c in check_claims(found, calls)}
+    units = [
+        Unit(text=s, score=None, evidence={"claims_action": False})
+        if (claim := claims.get(s)) is None
+        else Unit(
+            text=s,
+            score=float(not claim.grounded),
+            evidence={"claims_action": True, "verb": claim.verb, "calls": list(claim.matched), "reason": claim.reason},
+        )
+        for s in found
+    ]
+    meta = RunMeta(method=ACTIONS, seconds=time.perf_counter() - began, params={"calls": [c.name for c in calls]})
+    result = DetectionResult(method=ACTIONS, units=units, meta=meta)
     result.decide(UNGROUNDED)
     return result
 

@@ -1,10 +1,13 @@
-"""A tool call checked before it runs (issue 73): ``check_tool_call``'s units, verdict and bounded context,
-and the middleware in a real ``create_agent`` loop on a scripted model, where a call with an argument the
-user never gave is blocked before its tool runs (the tool records that it never ran), the model reads
-why and calls again with the user's value, and ``annotate`` lets the call run with its verdict."""
+"""A tool call checked before it runs, and claims of action checked against what ran (issue 73):
+``check_tool_call``'s units, verdict and bounded context, and the middleware in a real ``create_agent``
+loop on a scripted model, where a call with an argument the user never gave is blocked before its tool
+runs (the tool records that it never ran), the model reads why and calls again with the user's value,
+and ``annotate`` lets the call run with its verdict; a sentence's claimed action by its verb, matched to
+the calls that did it, and an agent that says it cancelled an order whose call failed, flagged."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from langchain_core.tools import tool
 import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
+from halluscope.scoring.actions import Call, check_claims, claimed_verb
 from halluscope.tool_calls import bounded, flagged_reasons
 from halluscope.tools import HallucinationMiddleware
 from halluscope.tools.middleware import conversation
@@ -133,3 +137,79 @@ def test_annotate_lets_the_call_run_with_its_verdict(gateway: Gateway, scripted:
     assert first.response_metadata["halluscope"]["flagged"][0].startswith('order_id="ORD-9999"')
     with pytest.raises(ConfigError, match="on_tool_flag must be"):
         HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, on_tool_flag="reask")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "verb"),
+    [
+        ("I have cancelled your order ORD-1234.", "cancelled"),
+        ("I've just booked a table for two.", "booked"),
+        ("Your refund has been processed.", "processed"),
+        ("The order is booked.", "booked"),
+        ("We sent the email to Ana.", "sent"),
+        ("I could not cancel the order.", None),
+        ("I have not booked anything yet.", None),
+        ("I can cancel it if you confirm.", None),
+        ("The weather is sunny.", None),
+    ],
+)
+def test_a_sentence_claims_the_action_its_verb_says_was_done(sentence: str, verb: str | None) -> None:
+    assert claimed_verb(sentence) == verb
+
+
+def test_a_claim_is_matched_to_the_calls_that_did_it() -> None:
+    calls = [Call("cancel_order", failed=False), Call("refund_payment", failed=True)]
+    found = {c.sentence: (c.grounded, c.reason) for c in check_claims(
+        ["I have cancelled your order.", "Your refund has been processed.", "I booked a table.", "It is done."],
+        calls,
+    )}  # fmt: skip
+    assert found == {
+        "I have cancelled your order.": (True, "done by cancel_order"),
+        "Your refund has been processed.": (False, "the call failed: refund_payment"),  # "refund" names the call
+        "I booked a table.": (False, "no tool whose name says 'book' was called"),
+        "It is done.": (True, "done by cancel_order, refund_payment"),  # a verb of no action: any call
+    }
+    result = halluscope.check_action_claims("I looked. Your order is done.", [])
+    assert [u.score for u in result.units] == [None, 1.0] and result.verdict is not None
+    assert result.verdict.flagged == [1] and result.units[1].evidence["reason"] == "no tool was called"
+
+
+@tool
+def cancel_missing(order_id: str) -> str:
+    """Cancel an order that the shop cannot find."""
+    return json.dumps({"error": f"order {order_id} not found"})
+
+
+class Boaster(BaseChatModel):
+    """An agent's model, scripted: it calls the tool, which fails, and says it is done all the same."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "boaster-script"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Boaster:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            call = {"name": "cancel_missing", "args": {"order_id": "ORD-1234"}, "id": "c1"}
+            message = AIMessage(content="", tool_calls=[call])
+        else:
+            message = AIMessage(content="I checked your order. I have cancelled your order ORD-1234.")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_a_claim_of_an_action_whose_call_failed_is_flagged_in_the_agent(gateway: Gateway, scripted: Any) -> None:
+    guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_actions=True)
+    agent = create_agent(Boaster(), tools=[cancel_missing], middleware=[guard])
+    state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
+    actions = state["hallucination"]["actions"]
+    assert actions["claims"] == 1 and [f["reason"] for f in actions["flagged"]] == ["the call failed: cancel_missing"]
+    answer = state["messages"][-1]
+    assert answer.response_metadata["halluscope"]["actions"]["flagged"][0]["text"].startswith("I have cancelled")

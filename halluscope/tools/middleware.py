@@ -21,6 +21,7 @@ the answer's check is then made of those sentences' checks, not run again.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,8 +43,9 @@ from halluscope.backends.gateway import default_gateway
 from halluscope.check_answer import deployable
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.results import DetectionResult
+from halluscope.scoring.actions import Call
 from halluscope.streaming import STREAMED, SentenceChecks, Splitter, late
-from halluscope.tool_calls import MAX_CONTEXT_CHARS, check_tool_call, flagged_reasons
+from halluscope.tool_calls import MAX_CONTEXT_CHARS, check_action_claims, check_tool_call, flagged_reasons
 from halluscope.tools.guard import REFUSAL, checked, version_of
 
 OnFlag = Literal["annotate", "reask", "block", "raise"]
@@ -97,6 +99,30 @@ def conversation(messages: Sequence[AnyMessage]) -> list[str]:
         elif isinstance(m, ToolMessage) and getattr(m, "status", None) != "error":
             said += _texts(m)
     return [t for t in said if t.strip()]
+
+
+def _failed(result: ToolMessage) -> bool:
+    """A tool result that says the call failed: ``status="error"``, or an error payload (a JSON object
+    with an ``error``)."""
+    if getattr(result, "status", None) == "error":
+        return True
+    try:
+        payload = json.loads(str(result.text))
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and bool(payload.get("error"))
+
+
+def calls_of(messages: Sequence[AnyMessage]) -> list[Call]:
+    """Every tool call the model made in the conversation, failed where its result was an error or it has
+    none."""
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    return [
+        Call(call["name"], call.get("id") not in results or _failed(results[call["id"]]))
+        for m in messages
+        if isinstance(m, AIMessage)
+        for call in m.tool_calls
+    ]
 
 
 def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] = "turn") -> list[str]:
@@ -198,7 +224,10 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     tool's schema; an ungrounded one is blocked (``on_tool_flag="block"``: the tool does not run, and the
     model reads an error ToolMessage that names each ungrounded argument and asks it to use what the user
     gave or to ask them) or the call runs with the verdict in its ToolMessage's metadata
-    (``"annotate"``)."""
+    (``"annotate"``). ``check_actions``: the final answer's sentences that claim an action ("I have
+    cancelled your order") are checked against the conversation's tool calls (``calls_of``); a claim with
+    no matching call that ran without failing is flagged in the record's ``actions`` and the answer's
+    ``response_metadata["halluscope"]["actions"]``, with why."""
 
     state_schema = HallucinationState
 
@@ -215,6 +244,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         check_tool_calls: bool = False,
         on_tool_flag: Literal["annotate", "block"] = "block",
         max_context_chars: int = MAX_CONTEXT_CHARS,
+        check_actions: bool = False,
         **settings: Any,
     ) -> None:
         super().__init__()
@@ -240,6 +270,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         self.check_tool_calls = check_tool_calls
         self.on_tool_flag = on_tool_flag
         self.max_context_chars = max_context_chars
+        self.check_actions = check_actions
         self.streamed: dict[str, DetectionResult] = {}  # an answer's result, made while it streamed
         self._streamed_lock = threading.Lock()
 
@@ -250,6 +281,34 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        update = self._answer_checked(state)
+        messages = state["messages"]
+        if not self.check_actions or update is None or "hallucination" not in update:
+            return update
+        return self._with_actions(update, messages[-1], messages)
+
+    def _with_actions(
+        self, update: dict[str, Any], answer: AIMessage, messages: Sequence[AnyMessage]
+    ) -> dict[str, Any]:
+        """The answer's check with its claims of action checked against the conversation's calls: in the
+        record, and in the answer's metadata where a claim is flagged (the answer's own action unchanged)."""
+        result = check_action_claims(str(answer.text), calls_of(messages))
+        assert result.verdict is not None  # check_action_claims draws it
+        flagged = [{"text": result.units[i].text, **result.units[i].evidence} for i in result.verdict.flagged]
+        actions = {"claims": sum(u.score is not None for u in result.units), "flagged": flagged}
+        update = {**update, "hallucination": {**update["hallucination"], "actions": actions}}
+        if not flagged:
+            return update
+        marked = [m for m in update.get("messages", []) if isinstance(m, AIMessage) and m.id == answer.id]
+        shown = marked[0] if marked else answer
+        if update["hallucination"].get("action") == "blocked":  # the blocked text stays in the record alone
+            actions = {**actions, "flagged": [{k: v for k, v in f.items() if k != "text"} for f in flagged]}
+        verdict = {**shown.response_metadata.get("halluscope", {}), "actions": actions}
+        kept = [m for m in update.get("messages", []) if m is not shown]
+        meta = {**shown.response_metadata, "halluscope": verdict}
+        return {**update, "messages": [*kept, shown.model_copy(update={"response_metadata": meta})]}
+
+    def _answer_checked(self, state: HallucinationState) -> dict[str, Any] | None:
         messages = state["messages"]
         answer = messages[-1] if messages else None
         if not isinstance(answer, AIMessage):

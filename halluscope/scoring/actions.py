@@ -1,0 +1,102 @@
+"""Claims of action checked against what ran, with no model: a sentence of an answer that says an action
+was done ("I have cancelled your order", "your refund has been processed") is matched to the tool calls
+of the conversation by the action's verb (``cancelled`` to a tool named ``cancel_order``; a verb no tool
+name shares, such as ``processed``, to any call), and flagged where no matching call ran, or where every
+one that ran failed (its result an error). A sentence that says an action was not done ("I could not
+cancel it") claims nothing. Imports nothing of halluscope.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# past forms an answer uses to say it acted, each with the stem a tool's name would share
+DONE = {
+    "cancelled": "cancel", "canceled": "cancel", "booked": "book", "reserved": "reserv", "sent": "send",
+    "emailed": "email", "mailed": "mail", "messaged": "messag", "refunded": "refund", "scheduled": "schedul",
+    "created": "creat", "added": "add", "opened": "open", "deleted": "delet", "removed": "remov",
+    "updated": "updat", "changed": "chang", "modified": "modif", "ordered": "order", "purchased": "purchas",
+    "bought": "buy", "transferred": "transfer", "moved": "mov", "paid": "pay", "submitted": "submit",
+    "posted": "post", "published": "publish", "called": "call", "registered": "regist", "renewed": "renew",
+    "confirmed": "confirm", "processed": "", "completed": "", "done": "", "finished": "", "placed": "",
+    "issued": "", "initiated": "", "arranged": "", "set up": "",
+}  # fmt: skip
+_VERB = "|".join(re.escape(v) for v in sorted(DONE, key=len, reverse=True))
+# first person ("I have cancelled", "I've just booked", "we sent") or a result ("has been refunded", "is booked")
+CLAIM = re.compile(
+    rf"\b(?:(?:i|we)(?:'ve|'d| have| had)?|(?:has|have) been|(?:is|are|was|were)(?: now| all)?)"
+    rf"(?:\s+(?:just|now|already|successfully|also))*\s+({_VERB})\b",
+    re.IGNORECASE,
+)
+NEGATED = re.compile(r"\b(?:not|n't|never|unable|couldn't|cannot|can't|failed|could not|wasn't|weren't)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call of the conversation and how it ended: ``failed`` where its result was an error (or it
+    has no result at all)."""
+
+    name: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class ActionClaim:
+    """A sentence that claims an action, the verb it claims, the calls it matched, and the finding:
+    grounded where a matching call ran and did not fail, with why."""
+
+    sentence: str
+    verb: str
+    matched: tuple[str, ...]
+    grounded: bool
+    reason: str
+
+
+def claimed_verb(sentence: str) -> str | None:
+    """The action a sentence says was done (its past form, lowercased), or None: no claim, or a negated one."""
+    found = CLAIM.search(sentence)
+    if found is None or NEGATED.search(sentence[: found.end()]):
+        return None
+    return found.group(1).lower()
+
+
+def _stem_in(stem: str, name: str) -> bool:
+    return stem in re.sub(r"[^a-z]", " ", name.lower())
+
+
+def _shares_a_word(sentence: str, name: str) -> bool:
+    """Whether a tool's name and a sentence share a word (its first five letters: ``refund_payment`` and
+    "your refund"), for a verb that names no action of its own ("processed")."""
+    heads = {w[:5] for w in re.findall(r"[a-z]{4,}", sentence.lower())}
+    return any(w[:5] in heads for w in re.findall(r"[a-z]{4,}", name.lower()))
+
+
+def matching(sentence: str, verb: str, calls: Sequence[Call]) -> list[Call]:
+    """The calls a claim is about: those whose name shares its verb's stem, or for a verb that names no
+    action ("processed", "done") those whose name shares a word with the sentence, else every call."""
+    stem = DONE[verb]
+    if stem:
+        return [c for c in calls if _stem_in(stem, c.name)]
+    named = [c for c in calls if _shares_a_word(sentence, c.name)]
+    return named or list(calls)
+
+
+def check_claims(sentences: Sequence[str], calls: Sequence[Call]) -> list[ActionClaim]:
+    """Each sentence that claims an action, matched to ``calls`` (the conversation's, in order)."""
+    found = []
+    for sentence in sentences:
+        verb = claimed_verb(sentence)
+        if verb is None:
+            continue
+        matched = matching(sentence, verb, calls)
+        names = tuple(c.name for c in matched)
+        if not matched:
+            why = f"no tool whose name says {DONE[verb]!r} was called" if DONE[verb] else "no tool was called"
+            found.append(ActionClaim(sentence, verb, names, False, why))
+        elif all(c.failed for c in matched):
+            found.append(ActionClaim(sentence, verb, names, False, f"the call failed: {', '.join(names)}"))
+        else:
+            found.append(ActionClaim(sentence, verb, names, True, f"done by {', '.join(names)}"))
+    return found
