@@ -63,3 +63,26 @@ class AsyncOnly(ScriptedChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
         return ScriptedChatModel._generate(self, messages, stop, None, **kwargs)
+
+
+class ScriptedAgentModel(BaseChatModel):
+    """An agent's model that answers from a function of the conversation (``turn(messages) -> AIMessage``:
+    a tool call or an answer), binding any tools as given."""
+
+    turn: Callable[[list[BaseMessage]], AIMessage]
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-agent"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedAgentModel:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.turn(messages))])

@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 import halluscope
@@ -25,6 +22,7 @@ from halluscope.scoring.actions import Call, check_claims, claimed_verb
 from halluscope.tool_calls import bounded, flagged_reasons
 from halluscope.tools import HallucinationMiddleware
 from halluscope.tools.middleware import conversation
+from tests.scripted import ScriptedAgentModel
 from tests.test_grounded import judge
 
 REQUEST = "Please cancel my order ORD-1234 and refund it to ana@example.org."
@@ -80,32 +78,15 @@ def test_the_conversation_is_what_the_user_and_the_tools_said_not_the_model() ->
     assert conversation(messages) == ["You help with orders.", REQUEST, "lookup: ORD-1234 is shipped"]
 
 
-class Clerk(BaseChatModel):
+def clerk(messages: list[BaseMessage]) -> AIMessage:
     """An agent's model, scripted: it cancels an order the user never named, then (told why) the one they
     did, then says it is done."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "clerk-script"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Clerk:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        results = [m for m in messages if isinstance(m, ToolMessage)]
-        if not results:
-            message = AIMessage(content="", tool_calls=[_call("ORD-9999", "c1")])
-        elif results[-1].status == "error":
-            message = AIMessage(content="", tool_calls=[_call("ORD-1234", "c2")])
-        else:
-            message = AIMessage(content="Your order is cancelled.")
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    if not results:
+        return AIMessage(content="", tool_calls=[_call("ORD-9999", "c1")])
+    if results[-1].status == "error":
+        return AIMessage(content="", tool_calls=[_call("ORD-1234", "c2")])
+    return AIMessage(content="Your order is cancelled.")
 
 
 def _call(order: str, call_id: str) -> dict[str, Any]:
@@ -115,7 +96,7 @@ def _call(order: str, call_id: str) -> dict[str, Any]:
 def test_an_invented_argument_is_blocked_before_its_tool_runs(gateway: Gateway, scripted: Any) -> None:
     RAN.clear()
     guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_tool_calls=True)
-    agent = create_agent(Clerk(), tools=[cancel_order], middleware=[guard])
+    agent = create_agent(ScriptedAgentModel(turn=clerk), tools=[cancel_order], middleware=[guard])
     state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
     assert RAN == [{"order_id": "ORD-1234", "refund_to": "ana@example.org"}]  # the invented call never ran
     blocked, done = [m for m in state["messages"] if isinstance(m, ToolMessage)]
@@ -129,7 +110,7 @@ def test_annotate_lets_the_call_run_with_its_verdict(gateway: Gateway, scripted:
     guard = HallucinationMiddleware(
         model=scripted(judge([])), gateway=gateway, check_tool_calls=True, on_tool_flag="annotate"
     )
-    agent = create_agent(Clerk(), tools=[cancel_order], middleware=[guard])
+    agent = create_agent(ScriptedAgentModel(turn=clerk), tools=[cancel_order], middleware=[guard])
     state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
     assert RAN[0]["order_id"] == "ORD-9999"  # annotated, not stopped
     first = next(m for m in state["messages"] if isinstance(m, ToolMessage))
@@ -180,34 +161,18 @@ def cancel_missing(order_id: str) -> str:
     return json.dumps({"error": f"order {order_id} not found"})
 
 
-class Boaster(BaseChatModel):
+def boaster(messages: list[BaseMessage]) -> AIMessage:
     """An agent's model, scripted: it calls the tool, which fails, and says it is done all the same."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "boaster-script"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Boaster:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if not any(isinstance(m, ToolMessage) for m in messages):
-            call = {"name": "cancel_missing", "args": {"order_id": "ORD-1234"}, "id": "c1"}
-            message = AIMessage(content="", tool_calls=[call])
-        else:
-            message = AIMessage(content="I checked your order. I have cancelled your order ORD-1234.")
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    if not any(isinstance(m, ToolMessage) for m in messages):
+        return AIMessage(
+            content="", tool_calls=[{"name": "cancel_missing", "args": {"order_id": "ORD-1234"}, "id": "c1"}]
+        )
+    return AIMessage(content="I checked your order. I have cancelled your order ORD-1234.")
 
 
 def test_a_claim_of_an_action_whose_call_failed_is_flagged_in_the_agent(gateway: Gateway, scripted: Any) -> None:
     guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_actions=True)
-    agent = create_agent(Boaster(), tools=[cancel_missing], middleware=[guard])
+    agent = create_agent(ScriptedAgentModel(turn=boaster), tools=[cancel_missing], middleware=[guard])
     state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
     actions = state["hallucination"]["actions"]
     assert actions["claims"] == 1 and [f["reason"] for f in actions["flagged"]] == ["the call failed: cancel_missing"]
