@@ -69,6 +69,12 @@ def fixed(value: Any, digits: int = 1) -> str:
     return f"{float(value):.{digits}f}"
 
 
+def signed(value: Any, digits: int = 1) -> str:
+    """A difference with its sign (``+2.5``, ``-0.4``), as ``fixed`` refuses a missing one."""
+    fixed(value, digits)  # refuses a missing one
+    return f"{float(value):+.{digits}f}"
+
+
 def thousands(value: Any) -> str:
     if value is None:
         raise ValueError("a template formats a count its record does not hold (None)")
@@ -233,6 +239,7 @@ def environment() -> Environment:
     env.filters.update(
         by=by,
         f=fixed,
+        signed=signed,
         n=thousands,
         ci=interval,
         minutes=minutes,

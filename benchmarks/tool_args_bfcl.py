@@ -3,7 +3,9 @@ labelled by construction (``halluscope.bench.bfcl``): recall of the planted argu
 by one the request never states, or the request's words for a value taken out), the false positives on
 the ground-truth calls (per argument, and per call: the share of right calls a guard would stop), the
 precision of a flag in the mix, each by the value's kind and each with an interval that resamples
-requests (a request's cases move together); the reasons behind the false positives; milliseconds a call.
+requests (a request's cases move together); the strict reading (version 1) and the lenient one on the
+same cases, with their paired differences; the reasons behind the strict false positives; milliseconds
+a call (strict).
 
     .venv/bin/python benchmarks/tool_args_bfcl.py --out out/rec/tool-args-bfcl
 
@@ -32,12 +34,14 @@ from halluscope.scoring.arguments import KINDS, check_arguments  # noqa: E402
 
 def units(data: str, parts: list[str]) -> tuple[list[dict[str, Any]], int, float]:
     """One record per argument that counts: every checked argument of a ground-truth call (negative)
-    and the planted argument of a changed call (positive); with the calls made and their total seconds."""
+    and the planted argument of a changed call (positive), flagged or not by the strict reading (version
+    1) and by the lenient one; with the calls made and the strict reading's total seconds."""
     made, records, spent = cases(load_bfcl(data, parts)), [], 0.0
     for case in made:
         began = time.perf_counter()
         checks = check_arguments(case.arguments, case.function["parameters"], case.texts)
         spent += time.perf_counter() - began
+        lenient = {c.path: c for c in check_arguments(case.arguments, case.function["parameters"], case.texts, True)}
         for c in checks:
             if (case.construction == "ground truth" and c.grounded is not None) or c.path == case.planted:
                 records.append(
@@ -48,6 +52,7 @@ def units(data: str, parts: list[str]) -> tuple[list[dict[str, Any]], int, float
                         "kind": c.kind,
                         "planted": case.construction != "ground truth",
                         "flagged": c.grounded is False,
+                        "flagged_lenient": lenient[c.path].grounded is False,
                         "reason": c.reason.split(":")[0],
                     }
                 )
@@ -58,29 +63,48 @@ def _share(hits: list[bool]) -> float | None:
     return 100.0 * sum(hits) / len(hits) if hits else None
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Recall, false-positive rates (argument and call) and precision, overall and by kind, x100."""
+def reading(records: list[dict[str, Any]], flag: str) -> dict[str, Any]:
+    """Recall, false-positive rates (argument and call) and precision of one reading, overall and by
+    kind, x100 (``flag``: the record's field that says whether it flagged the argument)."""
     planted = [r for r in records if r["planted"]]
     right = [r for r in records if not r["planted"]]
     calls: dict[str, bool] = {}
     for r in right:
-        calls[r["case"]] = calls.get(r["case"], False) or r["flagged"]
-    tp, fp = sum(r["flagged"] for r in planted), sum(r["flagged"] for r in right)
+        calls[r["case"]] = calls.get(r["case"], False) or r[flag]
+    tp, fp = sum(r[flag] for r in planted), sum(r[flag] for r in right)
     found: dict[str, Any] = {
-        "recall": _share([r["flagged"] for r in planted]),
-        "recall_replaced": _share([r["flagged"] for r in planted if r["construction"] == "replaced"]),
-        "recall_removed": _share([r["flagged"] for r in planted if r["construction"] == "removed"]),
-        "argument_false_positive_rate": _share([r["flagged"] for r in right]),
+        "recall": _share([r[flag] for r in planted]),
+        "recall_replaced": _share([r[flag] for r in planted if r["construction"] == "replaced"]),
+        "recall_removed": _share([r[flag] for r in planted if r["construction"] == "removed"]),
+        "argument_false_positive_rate": _share([r[flag] for r in right]),
         "call_false_positive_rate": _share(list(calls.values())),
         "precision": 100.0 * tp / (tp + fp) if tp + fp else None,
-        "n_planted": len(planted),
-        "n_right_arguments": len(right),
-        "n_right_calls": len(calls),
     }
     for kind in KINDS:
-        found[f"recall_{kind}"] = _share([r["flagged"] for r in planted if r["kind"] == kind])
-        found[f"false_positive_rate_{kind}"] = _share([r["flagged"] for r in right if r["kind"] == kind])
+        found[f"recall_{kind}"] = _share([r[flag] for r in planted if r["kind"] == kind])
+        found[f"false_positive_rate_{kind}"] = _share([r[flag] for r in right if r["kind"] == kind])
     return found
+
+
+HEADLINE = ("recall", "recall_replaced", "recall_removed", "argument_false_positive_rate",
+            "call_false_positive_rate", "precision")  # fmt: skip
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Both readings (the lenient one's prefixed ``lenient_``), their paired differences on the headline
+    rates (``lenient_minus_strict_``), and the counts."""
+    strict, lenient = reading(records, "flagged"), reading(records, "flagged_lenient")
+    differences = {
+        f"lenient_minus_strict_{k}": lenient[k] - strict[k]
+        for k in HEADLINE
+        if strict[k] is not None and lenient[k] is not None
+    }
+    counts = {
+        "n_planted": sum(r["planted"] for r in records),
+        "n_right_arguments": sum(not r["planted"] for r in records),
+        "n_right_calls": len({r["case"] for r in records if not r["planted"]}),
+    }
+    return {**strict, **{f"lenient_{k}": v for k, v in lenient.items()}, **differences, **counts}
 
 
 def main() -> None:
@@ -101,6 +125,8 @@ def main() -> None:
             "recall": metrics[f"recall_{kind}"],
             "right arguments": sum(not r["planted"] and r["kind"] == kind for r in records),
             "false positive rate": metrics[f"false_positive_rate_{kind}"],
+            "lenient recall": metrics[f"lenient_recall_{kind}"],
+            "lenient false positive rate": metrics[f"lenient_false_positive_rate_{kind}"],
         }
         for kind in KINDS
     ]
@@ -126,9 +152,11 @@ def main() -> None:
             "constructions": dict(Counter(r["construction"] for r in records)),
         },
     )
-    headline = ("recall", "recall_replaced", "recall_removed", "argument_false_positive_rate",
-                "call_false_positive_rate", "precision")  # fmt: skip
-    print(markdown_table([metrics], [(k, k.replace("_", " ")) for k in headline], digits=1))
+    both = [
+        {"reading": name, **{k: metrics[prefix + k] for k in HEADLINE}}
+        for name, prefix in (("strict", ""), ("lenient", "lenient_"))
+    ]
+    print(markdown_table(both, [("reading", "reading"), *((k, k.replace("_", " ")) for k in HEADLINE)], digits=1))
     print(markdown_table(by_kind, [(k, k) for k in by_kind[0]], digits=1))
     print(f"{1000 * spent / checked:.3f} ms a call, {checked:,} calls; false positives by reason: {dict(reasons)}")
     print(f"wrote {out}")

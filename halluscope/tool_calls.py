@@ -54,10 +54,12 @@ def check_tool_call(
     context: Sequence[str],
     parameters: Mapping[str, Any] | None = None,
     max_context_chars: int = MAX_CONTEXT_CHARS,
+    lenient: bool = False,
 ) -> DetectionResult:
     """Check a call of tool ``name`` with ``arguments`` against ``context`` (the conversation's texts,
     oldest first) and the tool's ``parameters`` (its JSON schema: ``properties``, each one's ``enum`` and
-    ``default``); ``result.verdict.flagged`` lists the ungrounded arguments."""
+    ``default``); ``result.verdict.flagged`` lists the ungrounded arguments. ``lenient``: a qualifier
+    after a comma and a date given against today's are let through (``scoring.arguments.lenient_check``)."""
     check_value("check_tool_call", "name", name, str)
     check_value("check_tool_call", "arguments", arguments, Mapping)
     if isinstance(context, str) or not all(isinstance(t, str) for t in context):
@@ -72,12 +74,12 @@ def check_tool_call(
             score=None if c.grounded is None else float(not c.grounded),
             evidence={"argument": c.path, "kind": c.kind, "reason": c.reason, "found": c.found},
         )
-        for c in check_arguments(arguments, parameters, kept)
+        for c in check_arguments(arguments, parameters, kept, lenient)
     ]
     meta = RunMeta(
         method=METHOD,
         seconds=time.perf_counter() - began,
-        params={"tool": name, "context_texts": len(kept), "context_dropped": dropped},
+        params={"tool": name, "context_texts": len(kept), "context_dropped": dropped, "lenient": lenient},
     )
     result = DetectionResult(method=METHOD, units=units, meta=meta, evidence={"tool": name})
     result.decide(UNGROUNDED)

@@ -86,6 +86,24 @@ def test_a_phrase_is_grounded_by_its_content_words_and_lists_value_by_value() ->
     assert checked({"order_id": ""}, said) == {}  # an empty value states nothing
 
 
+def test_a_time_is_read_on_a_24_hour_clock_whichever_way_it_is_written() -> None:
+    assert Conversation.of(["at 2pm, or 2:30 p.m., else 14:45 or noon"]).literals["time"] == {
+        (14, 0), (14, 30), (14, 45), (12, 0)
+    }  # fmt: skip
+    assert checked({"departure": "14:00"}, ["Leave at 2 PM please."])["departure"][0] is True
+    assert checked({"departure": "15:00"}, ["Leave at 2 PM please."])["departure"][0] is False
+
+
+def test_lenient_lets_through_a_qualifier_and_a_date_given_against_today() -> None:
+    said = ["Book a table in Tel Aviv for tomorrow."]
+    strict = check_arguments({"city": "Tel Aviv, Israel", "date": "2024-03-06", "town": "Haifa, Israel"}, None, said)
+    lenient = check_arguments({"city": "Tel Aviv, Israel", "date": "2024-03-06", "town": "Haifa, Israel"}, None, said,
+                              lenient=True)  # fmt: skip
+    assert [c.grounded for c in strict] == [False, False, False]
+    assert [c.grounded for c in lenient] == [True, None, False]  # Haifa itself is stated nowhere
+    assert lenient[0].reason.endswith("(lenient)") and lenient[1].reason.startswith("the conversation gives a day")
+
+
 def test_bfcls_cases_hold_their_labels_by_construction(data_dir: Path) -> None:
     """Each changed case differs from its request's ground truth in one argument: a replaced value that
     the request states in no form, or a value whose words were taken out of the request; labels that

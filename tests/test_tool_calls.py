@@ -53,7 +53,7 @@ def test_each_argument_is_a_unit_and_the_ungrounded_are_flagged() -> None:
     assert flagged_reasons(result) == [
         'order_id="ORD-9999": invented: the conversation states other identifiers, not this one'
     ]
-    assert result.meta.params == {"tool": "cancel_order", "context_texts": 1, "context_dropped": 0}
+    assert result.meta.params == {"tool": "cancel_order", "context_texts": 1, "context_dropped": 0, "lenient": False}
 
 
 def test_the_context_keeps_the_newest_texts_within_its_bound() -> None:

@@ -6,7 +6,8 @@ URL's trailing slash do not count); a value the tool's schema offers (one of its
 is in the conversation. A boolean states no value and is not checked; a phrase that states facts (a
 message body) is left to a judge. An ungrounded value is *missing* where the conversation holds no value
 of its kind at all (the user never gave one: the agent should have asked) and *invented* where it holds
-others. Imports nothing of halluscope.
+others. This strict reading is version 1; ``lenient`` lets through two completions a model makes from
+what it knows (a qualifier after a comma, a date given against today's). Imports nothing of halluscope.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-KINDS = ("number", "email", "url", "date", "identifier", "phrase", "boolean")
+KINDS = ("number", "email", "url", "date", "time", "identifier", "phrase", "boolean")
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 URL = re.compile(r"(?:https?://|www\.)[^\s<>\"')\]]+", re.IGNORECASE)
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])|(?<![\w])[-+]?\.\d+(?![\w])")
@@ -47,6 +48,15 @@ _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 MONTH_FIRST = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE)
 DAY_FIRST = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.IGNORECASE)
 SLASHED = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")  # month first, as US forms write it
+CLOCK = re.compile(r"\b(\d{1,2})(?::(\d{2}))?(?::\d{2})?\s*([ap])\.?m\.?(?!\w)|\b(\d{1,2}):(\d{2})(?::\d{2})?\b", re.I)
+NOON = {"noon": (12, 0), "midday": (12, 0), "midnight": (0, 0)}
+# words that give a date only against today's: a date argument then rests on the day the agent runs
+_DAYS = "week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+RELATIVE = re.compile(
+    rf"\b(?:today|tonight|tomorrow|yesterday|(?:this|next|last|coming)\s+(?:{_DAYS})"
+    r"|in\s+\w+\s+(?:days?|weeks?|months?)|\w+\s+(?:days?|weeks?)\s+(?:from now|ago))\b",
+    re.I,
+)
 NUMBER_WORDS = {
     w: i
     for i, w in enumerate(
@@ -84,6 +94,7 @@ class Conversation:
     text: str
     words: frozenset[str]
     literals: Mapping[str, frozenset[Any]]
+    relative_dates: bool = False  # it gives a date against today's ("tomorrow", "next Friday")
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> Conversation:
@@ -97,8 +108,10 @@ class Conversation:
                 "email": frozenset(m.lower() for m in EMAIL.findall(text)),
                 "url": frozenset(url_key(m) for m in URL.findall(text)),
                 "date": frozenset(dates_in(text)),
+                "time": frozenset(times_in(text)),
                 "identifier": frozenset(t.lower() for t in re.findall(r"[\w-]+", text) if _identifier(t)),
             },
+            relative_dates=bool(RELATIVE.search(text)),
         )
 
 
@@ -146,6 +159,26 @@ def dates_in(text: str) -> Iterator[dt.date]:
         yield from filter(None, [_date(int(y), int(m), int(d))])
 
 
+def times_in(text: str) -> Iterator[tuple[int, int]]:
+    """Every time of day a text states, as (hour, minute) on a 24-hour clock: ``2pm``, ``2:30 p.m.``,
+    ``14:30``, noon, midnight."""
+    for h12, m12, half, h24, m24 in CLOCK.findall(text):
+        if half:
+            hour = int(h12) % 12 + (12 if half.lower() == "p" else 0)
+            yield hour, int(m12 or 0)
+        elif int(h24) < 24 and int(m24) < 60:
+            yield int(h24), int(m24)
+    for word, at in NOON.items():
+        if re.search(rf"\b{word}\b", text, re.I):
+            yield at
+
+
+def time_of(value: str) -> tuple[int, int] | None:
+    """A value's time of day where it is one time and nothing else, else None."""
+    found = list(times_in(value))
+    return found[0] if len(found) == 1 and len(value.strip()) <= 12 else None
+
+
 def date_of(value: str) -> dt.date | None:
     """A value's date where it is one date and nothing else, else None."""
     found = list(dates_in(value))
@@ -180,6 +213,8 @@ def kind_of(value: Any) -> str:
         return "number"
     if date_of(text) is not None:
         return "date"
+    if time_of(text) is not None:
+        return "time"
     if " " not in text and _identifier(text):
         return "identifier"
     return "phrase"
@@ -195,6 +230,8 @@ def key_of(kind: str, value: Any) -> Any:
         return url_key(str(value))
     if kind == "date":
         return date_of(str(value))
+    if kind == "time":
+        return time_of(str(value))
     return str(value).strip().lower()
 
 
@@ -203,8 +240,33 @@ def phrase_words(value: str) -> list[str]:
     return [w for w in WORD.findall(value.lower()) if w not in STOPWORDS]
 
 
-def checked_value(path: str, value: Any, schema: Mapping[str, Any], said: Conversation) -> ArgumentCheck:
-    """One scalar value's check against the schema it was declared with and the conversation."""
+def checked_value(
+    path: str, value: Any, schema: Mapping[str, Any], said: Conversation, lenient: bool = False
+) -> ArgumentCheck:
+    """One scalar value's check against the schema it was declared with and the conversation; ``lenient``
+    (``lenient_check``) lets through what a model completes from what it knows."""
+    found = _checked(path, value, schema, said)
+    return lenient_check(found, said) if lenient and found.grounded is False else found
+
+
+def lenient_check(check: ArgumentCheck, said: Conversation) -> ArgumentCheck:
+    """What a strict check flagged, let through where it is a completion rather than an invention: a
+    phrase whose head (before its first comma) is in the conversation, its qualifiers added ("Tel Aviv,
+    Israel"); a date or time where the conversation gives one against today's ("tomorrow"), which
+    matching cannot resolve (then not checked)."""
+    if check.kind == "phrase" and "," in str(check.value):
+        head = str(check.value).split(",", 1)[0]
+        words = phrase_words(head)
+        if words and all(w in said.words for w in words):
+            reason = "its head is in the conversation; what follows its comma is a completion (lenient)"
+            return ArgumentCheck(check.path, check.value, check.kind, True, reason)
+    if check.kind in ("date", "time") and said.relative_dates:
+        reason = "the conversation gives a day against today's: not checked (lenient)"
+        return ArgumentCheck(check.path, check.value, check.kind, None, reason)
+    return check
+
+
+def _checked(path: str, value: Any, schema: Mapping[str, Any], said: Conversation) -> ArgumentCheck:
     kind = kind_of(value)
     if "enum" in schema and value in schema["enum"]:
         return ArgumentCheck(path, value, kind, True, "one of the schema's values")
@@ -230,26 +292,29 @@ def checked_value(path: str, value: Any, schema: Mapping[str, Any], said: Conver
 
 
 def check_arguments(
-    arguments: Mapping[str, Any], parameters: Mapping[str, Any] | None, texts: Sequence[str]
+    arguments: Mapping[str, Any], parameters: Mapping[str, Any] | None, texts: Sequence[str], lenient: bool = False
 ) -> list[ArgumentCheck]:
     """Every argument value of a call checked against ``texts`` (the conversation: system and user
     messages, tool results) and the tool's ``parameters`` (a JSON schema: ``properties`` with each one's
-    ``enum`` and ``default``); lists and objects are checked value by value (``items[0].sku``)."""
+    ``enum`` and ``default``); lists and objects are checked value by value (``items[0].sku``).
+    ``lenient``: completions let through (``lenient_check``)."""
     said = Conversation.of(texts)
     properties = (parameters or {}).get("properties") or {}
-    return [check for name, value in arguments.items() for check in _walk(name, value, properties.get(name), said)]
+    return [
+        check for name, value in arguments.items() for check in _walk(name, value, properties.get(name), said, lenient)
+    ]
 
 
-def _walk(path: str, value: Any, schema: Any, said: Conversation) -> Iterator[ArgumentCheck]:
+def _walk(path: str, value: Any, schema: Any, said: Conversation, lenient: bool) -> Iterator[ArgumentCheck]:
     schema = schema if isinstance(schema, Mapping) else {}
     if isinstance(value, Mapping):
         inner = schema.get("properties") or {}
         for name, v in value.items():
-            yield from _walk(f"{path}.{name}", v, inner.get(name), said)
+            yield from _walk(f"{path}.{name}", v, inner.get(name), said, lenient)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            yield from _walk(f"{path}[{i}]", v, schema.get("items"), said)
+            yield from _walk(f"{path}[{i}]", v, schema.get("items"), said, lenient)
     elif value is None or value == "":
         return
     else:
-        yield checked_value(path, value, schema, said)
+        yield checked_value(path, value, schema, said, lenient)

@@ -224,9 +224,11 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     tool's schema; an ungrounded one is blocked (``on_tool_flag="block"``: the tool does not run, and the
     model reads an error ToolMessage that names each ungrounded argument and asks it to use what the user
     gave or to ask them) or the call runs with the verdict in its ToolMessage's metadata
-    (``"annotate"``). ``check_actions``: the final answer's sentences that claim an action ("I have
-    cancelled your order") are checked against the conversation's tool calls (``calls_of``); a claim with
-    no matching call that ran without failing is flagged in the record's ``actions`` and the answer's
+    (``"annotate"``); ``lenient_tool_calls`` lets a model's completions through (``check_tool_call``).
+
+    ``check_actions``: the final answer's sentences that claim an action ("I have cancelled your order")
+    are checked against the conversation's tool calls (``calls_of``); a claim with no matching call that
+    ran without failing is flagged in the record's ``actions`` and the answer's
     ``response_metadata["halluscope"]["actions"]``, with why."""
 
     state_schema = HallucinationState
@@ -245,6 +247,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         on_tool_flag: Literal["annotate", "block"] = "block",
         max_context_chars: int = MAX_CONTEXT_CHARS,
         check_actions: bool = False,
+        lenient_tool_calls: bool = False,
         **settings: Any,
     ) -> None:
         super().__init__()
@@ -271,6 +274,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         self.on_tool_flag = on_tool_flag
         self.max_context_chars = max_context_chars
         self.check_actions = check_actions
+        self.lenient_tool_calls = lenient_tool_calls
         self.streamed: dict[str, DetectionResult] = {}  # an answer's result, made while it streamed
         self._streamed_lock = threading.Lock()
 
@@ -440,7 +444,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         schema = {"properties": request.tool.args} if request.tool is not None else None
         said = conversation(request.state["messages"])
         result = check_tool_call(call["name"], call["args"], context=said, parameters=schema,
-                                 max_context_chars=self.max_context_chars)  # fmt: skip
+                                 max_context_chars=self.max_context_chars, lenient=self.lenient_tool_calls)  # fmt: skip
         reasons = flagged_reasons(result)
         shown = {
             "method": result.method,
