@@ -452,13 +452,25 @@ TOOL_CALL_HEADLINE = (
 
 
 def tool_calls(record: Callable[[str], Any]) -> dict[str, Any]:
-    """tool-calls.md's rows: the headline rates with their intervals, the rates by kind of value, and why
-    the right calls were flagged."""
+    """tool-calls.md's rows: the headline rates of both readings with their intervals and their paired
+    differences, the rates by kind of value, and why the strict reading flagged the right calls."""
     run = record("tool-calls")["runs"]["bfcl live, arguments at zero calls"]
     m, ci = run["metrics"], run["intervals"]
+    difference = "lenient_minus_strict_"
     return {
         "run": run,
-        "headline": [{"what": what, "value": m[key], "interval": ci.get(key)} for key, what in TOOL_CALL_HEADLINE],
+        "headline": [
+            {
+                "what": what,
+                "strict": m[key],
+                "strict_ci": ci.get(key),
+                "lenient": m[f"lenient_{key}"],
+                "lenient_ci": ci.get(f"lenient_{key}"),
+                "difference": m.get(difference + key),
+                "difference_ci": ci.get(difference + key),
+            }
+            for key, what in TOOL_CALL_HEADLINE
+        ],
         "kinds": [
             {**row, "recall_ci": ci.get(f"recall_{row['kind']}"), "fp_ci": ci.get(f"false_positive_rate_{row['kind']}")}
             for row in run["by_kind"]
