@@ -194,6 +194,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     synth_arguments(verbs.add_parser("synth", parents=[common], help="write pairs labelled by construction"))
 
 
+VERIFY_HELP = (
+    "a judge that checks each claim: kept where it finds it supported by its sentence and not by the document "
+    "without it (grounded's check; the rest are counted, with why)"
+)
+
+
 def synth_arguments(p: argparse.ArgumentParser) -> None:
     """`checker synth`'s flags: the documents, the model that writes the claims, how many, the file."""
     p.description = synth.__doc__
@@ -204,12 +210,7 @@ def synth_arguments(p: argparse.ArgumentParser) -> None:
         help="WikiBio passages whose Wikipedia texts the claims come from (default 0-119: no test reads them)",
     )
     p.add_argument("--model", required=True, metavar="SPEC", help="the model that writes the claims")
-    p.add_argument(
-        "--verify",
-        metavar="SPEC",
-        help="a judge that checks each claim: kept where it finds it supported by its sentence and not by the "
-        "document without it (grounded's check; the rest are counted, with why)",
-    )
+    p.add_argument("--verify", metavar="SPEC", help=VERIFY_HELP)
     p.add_argument("--per-document", type=int, default=2, metavar="K", help="claims a document (default 2)")
     p.add_argument("--min-words", type=int, default=8, metavar="N", help="a claim's sentence has N words at least")
     p.add_argument("--seed", type=int, default=0, help="which sentences are chosen (default 0)")
