@@ -9,6 +9,7 @@ from typing import Any
 
 JUDGES = ("1.5b", "0.5b")
 ALL_THREE = "rte train, qnli fit part and wikibio 0-119"
+QNLI_SPLIT_RUN = "qnli test, split by question and sentence"  # the judges' runs on QNLI's current test part
 
 
 def _per(run: dict[str, Any], value: float) -> float:
@@ -26,12 +27,15 @@ def checker(record: Callable[[str], Any]) -> dict[str, Any]:
         row["rte_s"] = row["rte"]["seconds"] / row["rte"]["items"]
     rte_judges = [{"size": s, "run": judges[f"rte qwen2.5-coder-{s}"]} for s in JUDGES]
     qnli = [
-        {"on": on, "run": ck[f"qnli test, fitted on {on}"]} for on in fitted_on if f"qnli test, fitted on {on}" in ck
+        {"on": on, "run": ck[f"qnli test, refitted on {on}"], "fit": ck[f"refit on {on}"]}
+        for on in fitted_on
+        if f"qnli test, refitted on {on}" in ck
     ]
+    split = record("checker-fit")["runs"]
     qnli_judges = {
-        s: ck[f"qnli test, grounded with the qwen2.5-coder-{s} judge"]
+        s: split[f"{QNLI_SPLIT_RUN}, grounded with the qwen2.5-coder-{s} judge"]
         for s in JUDGES
-        if f"qnli test, grounded with the qwen2.5-coder-{s} judge" in ck
+        if f"{QNLI_SPLIT_RUN}, grounded with the qwen2.5-coder-{s} judge" in split
     }
     wikibio = {
         "fitted checker (`nli:`), fitted on rte train and qnli fit part": "fitted on rte train and qnli fit part",
@@ -63,11 +67,13 @@ def checker(record: Callable[[str], Any]) -> dict[str, Any]:
         "all_three": ALL_THREE,
         "all_three_on_rte": ck.get(f"rte val, fitted on {ALL_THREE}"),
         "rte_judges": [{**j, "seconds": j["run"]["seconds"] / j["run"]["items"]} for j in rte_judges],
-        "qnli": [{**q, "seconds": q["run"]["seconds"] / q["run"]["items"]} for q in qnli],
+        "qnli": [{**q, "seconds": _per(q["run"], q["run"]["seconds"])} for q in qnli],
         "qnli_all_three": any(q["on"] == ALL_THREE for q in qnli),
-        "qnli_judges": [{"size": s, "run": r, "seconds": r["seconds"] / r["items"]} for s, r in qnli_judges.items()],
-        "qnli_judge": qnli_judges,
-        "qnli_own_pairs": ck["fit on rte train and qnli fit part"]["pairs"] - ck["fit on rte train"]["pairs"],
+        "qnli_judges": [
+            {"size": s, "run": r, "seconds": None if r.get("resumed_items") else r["seconds"] / r["items"]}
+            for s, r in qnli_judges.items()
+        ],
+        "qnli_own_pairs": ck["refit on rte train and qnli fit part"]["pairs"] - ck["refit on rte train"]["pairs"],
         "wikibio": {part: ck.get(f"wikibio 120-237, {part}") for part in wikibio.values()},
         "wikibio_rows": wikibio_rows,
         "probe_fits": probe_fits,
@@ -397,7 +403,7 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         "rte": held,
         "wikibio": wikibio,
         "qnli": runs.get(f"qnli test, fitted on {NLI_MIX}"),
-        "qnli_judge": runs.get("qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"),
+        "qnli_judge": runs.get(f"{QNLI_SPLIT_RUN}, grounded with the qwen2.5-coder-1.5b judge"),
         "cost": runs.get("the fast paths' cost"),
         "synth": [
             {

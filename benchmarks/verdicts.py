@@ -388,9 +388,14 @@ CHECKER_OWN_WIKIBIO = "wikibio 120-237, fitted on wikibio 0-119"
 CHECKER_TAUGHT_WIKIBIO = "wikibio 120-237, fitted on the 1.5b judge's labels of wikibio 0-119"
 WIKIBIO_SMALL_JUDGE = "wikibio 120-237, grounded with the qwen2.5-coder-0.5b judge"
 WIKIBIO_SENTENCES = "WikiBio 120-237's sentences"
-QNLI_CHECKER = "qnli test, fitted on rte train and qnli fit part"
-QNLI_JUDGE = "qnli test, grounded with the qwen2.5-coder-1.5b judge"
-QNLI_SMALL_JUDGE = "qnli test, grounded with the qwen2.5-coder-0.5b judge"
+QNLI_CHECKER = ("checker", "qnli test, refitted on rte train and qnli fit part")  # refitted on the current split
+QNLI_CHECKER_RTE = ("checker", "qnli test, refitted on rte train")
+QNLI_CHECKER_ALL = ("checker", "qnli test, refitted on rte train, qnli fit part and wikibio 0-119")
+QNLI_JUDGE = ("checker-fit", "qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge")
+QNLI_SMALL_JUDGE = (
+    "checker-fit",
+    "qnli test, split by question and sentence, grounded with the qwen2.5-coder-0.5b judge",
+)
 ALL_THREE = "fitted on rte train, qnli fit part and wikibio 0-119"
 
 
@@ -407,18 +412,9 @@ def nearness(margin: float) -> str:
 def fast_against(
     run: str, other: str, what: str, other_what: str, margin: float, where: str, unit: str
 ) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
-    """A fast candidate against another check (the 1.5B judge, or the other fast one) on the same units,
-    paired by answer: within ``-margin`` points of it, or better (margin 0)."""
-
-    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-        runs = load("checker")["runs"]
-        groups, labels, fast, slow = rows_paired(runs[run], runs[other])
-        found = paired_difference(labels, fast, slow, groups)
-        near = nearness(margin)
-        claim = f"{what} {near} {other_what} on {where}"
-        return paired(found, "AUC-ROC", what, other_what, margin, claim, unit)
-
-    return decide
+    """``across`` two runs of checker.json: a fast candidate against another check (the 1.5B judge, or
+    the other fast one) on the same units."""
+    return across(("checker", run), ("checker", other), what, other_what, margin, where, unit)
 
 
 def on_wikibio(run: str, other: str, what: str, other_what: str, margin: float) -> Callable[..., dict[str, Any]]:
@@ -426,20 +422,20 @@ def on_wikibio(run: str, other: str, what: str, other_what: str, margin: float) 
     return fast_against(run, other, what, other_what, margin, WIKIBIO_SENTENCES, "passages")
 
 
-def on_qnli(run: str, other: str, what: str, other_what: str, margin: float) -> Callable[..., dict[str, Any]]:
-    """``fast_against`` on QNLI's test part, paired by pair, where both runs tested the current split."""
-    paired_on_qnli = fast_against(run, other, what, other_what, margin, "QNLI's test part", "pairs")
+def on_qnli(
+    run: tuple[str, str], other: tuple[str, str], what: str, other_what: str, margin: float
+) -> Callable[..., dict[str, Any]]:
+    """``across`` on QNLI's test part, paired by pair, where both runs tested the current split."""
+    paired_on_qnli = across(run, other, what, other_what, margin, "QNLI's test part", "pairs")
 
     def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
         found = paired_on_qnli(load)
-        return found if on_current_qnli_split(load("checker")["runs"], run, other) else earlier_qnli_split(found)
+        current = all(
+            load(name)["runs"][label].get("params", {}).get("qnli_parts") == QNLI_SPLIT for name, label in (run, other)
+        )
+        return found if current else earlier_qnli_split(found)
 
     return decide
-
-
-def on_current_qnli_split(runs: dict[str, Any], *names: str) -> bool:
-    """Whether every run tested QNLI's current test part (its questions and sentences apart from the fit part's)."""
-    return all(runs[name].get("params", {}).get("qnli_parts") == QNLI_SPLIT for name in names)
 
 
 def earlier_qnli_split(found: dict[str, Any]) -> dict[str, Any]:
@@ -686,7 +682,6 @@ def length_groups_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any
 
 FAST_PATH_COST = "the fast paths' cost"  # benchmarks/fast_path_cost.py: every path timed in one run
 NLI_MIX_QNLI = f"qnli test, fitted on {NLI_MIX}"
-QNLI_JUDGE_SPLIT = "qnli test, split by question and sentence, grounded with the qwen2.5-coder-1.5b judge"
 
 
 def cost_row(run: dict[str, Any], path: str, dataset: str) -> dict[str, Any]:
@@ -822,7 +817,7 @@ CLAIMS = (
         "the nli mix within 3 points of the 1.5B judge on qnli",
         across(
             ("checker-fit", NLI_MIX_QNLI),
-            ("checker-fit", QNLI_JUDGE_SPLIT),
+            QNLI_JUDGE,
             MIX_WHAT,
             "the 1.5B judge",
             -3.0,
@@ -860,7 +855,7 @@ CLAIMS = (
         for name, judge, where, unit in (
             ("rte", ("grounded", "rte qwen2.5-coder-1.5b"), "RTE", "pairs"),
             ("wikibio", ("checker", WIKIBIO_JUDGE), WIKIBIO_SENTENCES, "passages"),
-            ("qnli", ("checker-fit", QNLI_JUDGE_SPLIT), "QNLI's test part", "pairs"),
+            ("qnli", QNLI_JUDGE, "QNLI's test part", "pairs"),
         )
     ),
     Claim(
@@ -1036,11 +1031,9 @@ CLAIMS = (
         "fitted on rte and qnli, within 3 points of the 1.5B judge on qnli",
         on_qnli(QNLI_CHECKER, QNLI_JUDGE, "the checker fitted on RTE and QNLI", "the 1.5B judge", -3.0),
     ),
-    Claim("checker", "20 times faster on qnli", checker_20x_faster(QNLI_CHECKER, ("checker", QNLI_JUDGE))),
+    Claim("checker", "20 times faster on qnli", checker_20x_faster(QNLI_CHECKER[1], QNLI_JUDGE)),
     Claim(
-        "checker",
-        "qnli added helps on qnli",
-        on_qnli(QNLI_CHECKER, "qnli test, fitted on rte train", "RTE and QNLI", "RTE alone", 0.0),
+        "checker", "qnli added helps on qnli", on_qnli(QNLI_CHECKER, QNLI_CHECKER_RTE, "RTE and QNLI", "RTE alone", 0.0)
     ),
     Claim(
         "checker",
@@ -1064,7 +1057,7 @@ CLAIMS = (
         "checker",
         "wikibio added to rte and qnli, on qnli",
         on_qnli(
-            "qnli test, " + ALL_THREE,
+            QNLI_CHECKER_ALL,
             QNLI_CHECKER,
             "the checker fitted on all three",
             "the checker fitted on RTE and QNLI",

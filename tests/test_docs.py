@@ -364,3 +364,23 @@ def test_a_speed_ratio_divides_only_two_runs_of_one_commit_each_made_alone() -> 
     ):
         found = verdicts.speed_ratio(fast, other, per_item, "20 times faster", "{ratio} times less time")
         assert found["verdict"] == "not decided" and why in found["text"] and "40.0 times less time" in found["text"]
+
+
+def test_a_qnli_verdict_decides_only_on_runs_of_the_current_split() -> None:
+    """QNLI's earlier split by question alone let a test sentence sit in the fit part too: a verdict that
+    pairs a run lacking the current split's mark decides nothing, whatever its interval shows."""
+    verdicts = load("verdicts")
+    labels = ["not_entailment" if i % 2 else "entailment" for i in range(40)]
+    rows = [{"id": f"pair {i}", "labels": [label], "scores": {"hypothesis": float(i % 2)}} for i, label in
+            enumerate(labels)]  # fmt: skip
+    mark = {"qnli_parts": "by question and sentence"}
+    current = {"items": 40, "rows": rows, "params": mark}
+    guessing = [{**r, "scores": {"hypothesis": 0.5}} for r in rows]
+    records = {
+        "a": {"runs": {"fast": current, "earlier": {**current, "params": {}}}},
+        "b": {"runs": {"judge": {**current, "rows": guessing}}},
+    }
+    decided = verdicts.on_qnli(("a", "fast"), ("b", "judge"), "the checker", "the judge", 0.0)(records.__getitem__)
+    assert decided["verdict"] == "met"
+    earlier = verdicts.on_qnli(("a", "earlier"), ("b", "judge"), "the checker", "the judge", 0.0)(records.__getitem__)
+    assert earlier["verdict"] == "not decided" and "earlier split" in earlier["text"]
