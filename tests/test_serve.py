@@ -52,13 +52,17 @@ def payload(result: Any) -> Any:
 
 async def exercise(session: ClientSession) -> None:
     await session.initialize()
-    assert {t.name for t in (await session.list_tools()).tools} == {"check", "detect", "methods"}
+    assert {t.name for t in (await session.list_tools()).tools} == {"check", "check_tool_call", "detect", "methods"}
     checked = payload(await session.call_tool("check", {"answer": ANSWER, "context": DOCS}))
     assert checked["method"] == "grounded" and checked["verdict"]["flagged"] == [1]
     [flagged] = checked["flagged"]  # brief: the flagged sentence and the document sentence closest to it
     assert flagged["text"] == "It lies in Sydney." and flagged["evidence"] == [DOCS[0]] and "units" not in flagged
     assert len(json.dumps(checked)) < 1000 and checked["cost"]["calls"] == 2
     assert checked["cost"]["prompt_tokens"] > 0  # what the check sent: a user counts its cost
+    call = {"name": "cancel_order", "arguments": {"order_id": "ORD-9999"}, "context": ["Cancel order ORD-1234."]}
+    tool_checked = payload(await session.call_tool("check_tool_call", call))
+    assert tool_checked["verdict"]["flagged"] == [0] and tool_checked["meta"]["calls"] == 0
+    assert tool_checked["units"][0]["evidence"]["reason"].startswith("invented")
     whole = payload(await session.call_tool("check", {"answer": ANSWER, "context": DOCS, "full": True}))
     assert [u["text"] for u in whole["units"]] == ["Canberra is the capital of Australia.", "It lies in Sydney."]
     detected = payload(
@@ -140,6 +144,13 @@ def test_the_sdks_client_over_http_and_a_plain_post(http_server: str) -> None:
         f"{http_server}/check", content=b"{", headers={"content-type": "application/json"}, timeout=60
     )
     assert unparsed.status_code == 400 and unparsed.json() == {"error": "the body is not JSON"}
+    call = {"name": "cancel_order", "arguments": {"order_id": "ORD-1234"}, "context": "Cancel order ORD-1234."}
+    tool_posted = httpx.post(f"{http_server}/check-tool-call", json=call, timeout=60)
+    assert tool_posted.status_code == 200 and tool_posted.json()["verdict"]["flagged"] == []
+    partial = httpx.post(f"{http_server}/check-tool-call", json={"name": "cancel_order"}, timeout=60)
+    assert partial.status_code == 400 and partial.json()["error"].startswith("POST /check-tool-call takes a JSON")
+    wrong = httpx.post(f"{http_server}/check-tool-call", json={**call, "arguments": ["ORD-1234"]}, timeout=60)
+    assert wrong.status_code == 400 and "arguments takes" in wrong.json()["error"]
 
 
 @pytest.mark.slow
@@ -171,7 +182,7 @@ def test_a_langgraph_agent_calls_check_through_the_mcp_adapters(tmp_path: Path) 
 
     async def run() -> list[Any]:
         tools = await client.get_tools()
-        assert {t.name for t in tools} == {"check", "detect", "methods"}
+        assert {t.name for t in tools} == {"check", "check_tool_call", "detect", "methods"}
         graph = StateGraph(MessagesState)
         graph.add_node("agent", agent)
         graph.add_node("tools", ToolNode(tools))

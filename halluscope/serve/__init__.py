@@ -1,10 +1,13 @@
 """`halluscope serve`: halluscope for an agent outside Python, over the Model Context Protocol (the
 official MCP SDK): on standard input and output (``--mcp``, what a desktop client or an editor starts),
 or over streamable HTTP (``--http HOST:PORT``, at /mcp), where a plain ``POST /check`` takes the same
-JSON as the ``check`` tool and ``GET /health`` says the server is up. Three tools:
+JSON as the ``check`` tool, ``POST /check-tool-call`` as ``check_tool_call``, and ``GET /health`` says the
+server is up. Four tools:
 
 - ``check``: one answer checked (``halluscope.check``: grounded with documents, Direct Question
   without), its verdict drawn;
+- ``check_tool_call``: a tool call's arguments against the conversation before it runs
+  (``halluscope.check_tool_call``, no model call);
 - ``detect``: any registered method by name, on inputs and options as ``methods`` describes them;
 - ``methods``: every method with the JSON schemas of its inputs and options, read from its contract.
 

@@ -1,4 +1,5 @@
 """The server over HTTP: MCP's streamable HTTP at /mcp, ``POST /check`` (the check tool's JSON),
+``POST /check-tool-call`` (a tool call's arguments against the conversation, no model call),
 ``GET /health`` and, with ``--proxy``, ``/v1/chat/completions`` and ``/v1/models`` (``serve.proxy``),
 every route behind one guard.
 
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 
 from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.serve.proxy import Part, Proxy, ProxySettings, checked_request
-from halluscope.serve.service import CHECK_FIELDS, SERVE_INSTALL, RequestTimeout, ServerSettings
+from halluscope.serve.service import CHECK_FIELDS, SERVE_INSTALL, TOOL_CALL_FIELDS, RequestTimeout, ServerSettings
 from halluscope.version import __version__
 
 Scope = MutableMapping[str, Any]
@@ -224,11 +225,11 @@ class Guard:
         path, method = scope["path"].rstrip("/") or "/", scope["method"]
         if path == "/health" and method == "GET":
             await respond(send, 200, self.settings.health() | {"version": __version__})
-        elif path == "/check":
+        elif path in POSTED:
             if method != "POST":
-                await respond(send, 405, {"error": "POST /check takes a JSON object"}, {"allow": "POST"})
+                await respond(send, 405, {"error": f"POST {path} takes a JSON object"}, {"allow": "POST"})
                 return
-            await self.check(body, receive, send)
+            await self.check(path, body, receive, send)
         else:
             if scope["method"] == "POST":
                 problem = jsonrpc_problem(body)
@@ -237,14 +238,16 @@ class Guard:
                     return
             await self.mcp_app(scope, replay(body, receive), send)
 
-    async def check(self, body: bytes, receive: Receive, send: Send) -> None:
-        """POST /check: the check tool's JSON; the work stops if the client leaves before its answer."""
+    async def check(self, path: str, body: bytes, receive: Receive, send: Send) -> None:
+        """POST /check (the check tool's JSON) or /check-tool-call (``check_tool_call``'s); the work stops
+        if the client leaves before its answer."""
         try:
-            fields = check_body(body)
+            fields = check_body(body, path)
         except ConfigError as exc:
             await respond(send, 400, {"error": str(exc)})
             return
-        work = await unless_left(self.settings.check(**fields), receive)
+        checking = self.settings.check if path == "/check" else self.settings.check_tool_call
+        work = await unless_left(checking(**fields), receive)
         if work is None:
             return
         try:
@@ -304,14 +307,26 @@ def _no_constant(name: str) -> Any:
     raise ConfigError(f"the body holds {name}, which is not a JSON number")
 
 
-def check_body(body: bytes) -> dict[str, Any]:
-    """POST /check's JSON object, or a ConfigError in one line (encoding, syntax, depth, fields)."""
+# the routes that take a check's JSON object: what each must hold, and every field it takes
+POSTED = {
+    "/check": (("answer",), '"answer" (a text)', CHECK_FIELDS),
+    "/check-tool-call": (
+        TOOL_CALL_FIELDS[:3],
+        '"name", "arguments" and "context" (the conversation\'s texts)',
+        TOOL_CALL_FIELDS,
+    ),
+}
+
+
+def check_body(body: bytes, path: str = "/check") -> dict[str, Any]:
+    """A check route's JSON object, or a ConfigError in one line (encoding, syntax, depth, fields)."""
     found = parsed_json(body)
-    if not isinstance(found, dict) or "answer" not in found:
-        raise ConfigError('POST /check takes a JSON object with "answer" (a text)')
-    unknown = sorted(set(found) - set(CHECK_FIELDS))
+    required, needs, fields = POSTED[path]
+    if not isinstance(found, dict) or any(f not in found for f in required):
+        raise ConfigError(f"POST {path} takes a JSON object with {needs}")
+    unknown = sorted(set(found) - set(fields))
     if unknown:
-        raise ConfigError(f"POST /check takes no {', '.join(unknown)}; it takes: {', '.join(CHECK_FIELDS)}")
+        raise ConfigError(f"POST {path} takes no {', '.join(unknown)}; it takes: {', '.join(fields)}")
     return found
 
 

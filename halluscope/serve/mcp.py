@@ -1,4 +1,5 @@
-"""The MCP server (the official SDK's FastMCP) with its three tools: ``check``, ``detect``, ``methods``.
+"""The MCP server (the official SDK's FastMCP) with its tools: ``check``, ``check_tool_call``, ``detect``,
+``methods``.
 A tool call naming an argument its tool does not take is refused (the SDK would drop it silently: a
 ``model`` passed to ``check`` would run on the server's model while its client thinks otherwise)."""
 
@@ -10,9 +11,10 @@ from typing import Any
 from halluscope.errors import ConfigError, HalluscopeError
 from halluscope.serve.service import SERVE_INSTALL, ServerSettings, method_schemas
 
-INSTRUCTIONS = """halluscope checks whether a language model's answer is made up. Three tools:
+INSTRUCTIONS = """halluscope checks whether a language model's answer is made up. Four tools:
 - check: one answer checked (grounded against the documents given as its context, or Direct Question
   without), its verdict drawn;
+- check_tool_call: a tool call's arguments checked against the conversation before it runs (no model call);
 - detect: any halluscope method by name, on its inputs and options (the methods tool describes them);
 - methods: every method with the JSON schemas of its inputs and options.
 The server's operator chooses its models and files; a request that names another is refused. Every
@@ -45,6 +47,12 @@ def build(settings: ServerSettings, **server: Any) -> Any:
             return await super().call_tool(name, arguments)
 
     mcp = Strict("halluscope", instructions=INSTRUCTIONS, log_level="WARNING", **server)
+    add_tools(mcp, settings, ToolError)
+    return mcp
+
+
+def add_tools(mcp: Any, settings: ServerSettings, ToolError: type) -> None:  # noqa: N803 (a class)
+    """The server's tools, each a request under the server's settings; a halluscope error is the tool's."""
 
     async def tool_error(call: Any) -> dict[str, Any]:
         try:
@@ -70,6 +78,21 @@ def build(settings: ServerSettings, **server: Any) -> Any:
         return await tool_error(check)
 
     @mcp.tool()
+    async def check_tool_call(
+        name: str,
+        arguments: dict[str, Any],
+        context: list[str] | str,
+        parameters: dict[str, Any] | None = None,
+        lenient: bool = False,
+    ) -> dict[str, Any]:
+        """Check a tool call before it runs: each argument value against the conversation's texts given
+        as context (the user's and system messages, earlier tool results) and the tool's JSON schema, with
+        no model call. Returns a unit an argument (score 1: stated nowhere in the conversation, 0: found,
+        null: not checkable), why, and the verdict; lenient=true lets through a qualifier after a comma
+        and a date given relative to today."""
+        return await tool_error(settings.check_tool_call(name, arguments, context, parameters, lenient))
+
+    @mcp.tool()
     async def detect(
         method: str,
         inputs: dict[str, Any],
@@ -85,5 +108,3 @@ def build(settings: ServerSettings, **server: Any) -> Any:
     def methods() -> list[dict[str, Any]]:
         """Every halluscope method: its summary and the JSON schemas of its inputs and options."""
         return method_schemas()
-
-    return mcp

@@ -27,10 +27,12 @@ from halluscope.runtime.studio import options_schema
 from halluscope.streaming import stream_check
 from halluscope.text import checked_text
 from halluscope.text import sentences as split_sentences
+from halluscope.tool_calls import check_tool_call
 
 SERVE_INSTALL = "pip install 'halluscope[serve]' (from a clone: pip install -e '.[serve]')"
 DEFAULT_TIMEOUT_S = 600.0  # one request's wall-clock limit
 CHECK_FIELDS = ("answer", "context", "question", "method", "threshold", "max_calls")  # the check tool's arguments
+TOOL_CALL_FIELDS = ("name", "arguments", "context", "parameters", "lenient")  # check_tool_call's
 
 
 class RequestTimeout(ConfigError):
@@ -170,6 +172,21 @@ class ServerSettings:
             return check_answer(answer, context=context, question=question, budget=budget, **settings)
 
         return await self.run(work, limit, brief)
+
+    async def check_tool_call(
+        self, name: Any, arguments: Any, context: Any, parameters: Any = None, lenient: Any = False
+    ) -> dict[str, Any]:
+        """One tool call's arguments checked against the conversation's texts (``context``: a text or a
+        list) and its tool's JSON schema (``halluscope.check_tool_call``: no model call), every field
+        checked before any work."""
+        check_value("check_tool_call", "parameters", parameters, dict | None)
+        check_value("check_tool_call", "lenient", lenient, bool)
+        texts = [context] if isinstance(context, str) else context
+
+        def work(budget: CallBudget) -> DetectionResult:
+            return check_tool_call(name, arguments, context=texts, parameters=parameters, lenient=lenient)
+
+        return await self.run(work, self.limit(None))
 
     async def check_stream(self, chunks: Iterable[str], context: Any, question: str | None) -> dict[str, Any]:
         """An answer checked while it streams (``halluscope.stream_check``): each sentence as it ends, on a
