@@ -1,13 +1,14 @@
 """Whether a tool call's argument values are grounded in the conversation, with no model: a literal value
-(a number, an email address, a URL, a date, an identifier) is grounded where the conversation states it,
-after normalising both sides (``1,000`` is ``1000``, ``March 5, 2024`` is ``2024-03-05``, case and a
-URL's trailing slash do not count); a value the tool's schema offers (one of its ``enum``, its
-``default``) is grounded by the schema; a phrase is grounded where every word of it that carries content
-is in the conversation. A boolean states no value and is not checked; a phrase that states facts (a
-message body) is left to a judge. An ungrounded value is *missing* where the conversation holds no value
-of its kind at all (the user never gave one: the agent should have asked) and *invented* where it holds
-others. This strict reading is version 1; ``lenient`` lets through two completions a model makes from
-what it knows (a qualifier after a comma, a date given against today's). Imports nothing of halluscope.
+(a number, an email address, a URL, a date, a time of day, an identifier) is grounded where the
+conversation states it, after normalising both sides (``1,000`` is ``1000``, ``March 5, 2024`` is
+``2024-03-05``, ``2pm`` is ``14:00``, case and a URL's trailing slash do not count); a value the tool's
+schema offers (one of its ``enum``, its ``default``) is grounded by the schema; a phrase is grounded
+where every word of it that carries content is in the conversation. A boolean states no value and is not
+checked; a phrase that states facts (a message body) is left to a judge. An ungrounded value is
+*missing* where the conversation holds no value of its kind at all (the user never gave one: the agent
+should have asked) and *invented* where it holds others. This strict reading is version 1; ``lenient``
+lets through two completions a model makes from what it knows (a qualifier after a comma, a date given
+against today's). Imports nothing of halluscope.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ MONTHS = {
             ("november", "nov"),
             ("december", "dec"),
         ]
-    )  # fmt: skip
+    )
     for m in names
 }
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
