@@ -1,8 +1,9 @@
 """Claims of action checked against what ran, with no model: a sentence of an answer that says an action
 was done ("I have cancelled your order", "your refund has been processed") is matched to the tool calls
-of the conversation by the action's verb (``cancelled`` to a tool named ``cancel_order``; a verb no tool
-name shares, such as ``processed``, to any call), and flagged where no matching call ran, or where every
-one that ran failed (its result an error). A sentence that says an action was not done ("I could not
+of the conversation by the action's verb (``cancelled`` to a tool named ``cancel_order``; a verb that
+names no action, such as ``processed``, to the calls whose names share a word with the sentence, else to
+any call), and flagged where no matching call ran, or where every one that ran failed (its result an
+error). A sentence that says an action was not done ("I could not
 cancel it") claims nothing. Imports nothing of halluscope.
 """
 
