@@ -483,7 +483,26 @@ def tool_calls(record: Callable[[str], Any]) -> dict[str, Any]:
             if row["planted"] or row["right arguments"]
         ],
         "reasons": list(run["false_positive_reasons"].items()),
+        "claims": claims_rows(record("tool-calls")["runs"].get("bfcl acting requests, claims of action at zero calls")),
     }
+
+
+ACTION_CLAIM_ROWS = (
+    ("recall", "false claims flagged"),
+    ("recall_failed_call", "claims of a call that failed, flagged"),
+    ("recall_no_call", "claims of a call that never ran, flagged"),
+    ("precision", "precision of a flag"),
+    ("right_claims_flagged", "right claims flagged"),
+    ("offers_read_as_claims", "offers read as claims"),
+)
+
+
+def claims_rows(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The action-claim run's rates with their intervals, or None before it ran."""
+    if run is None:
+        return None
+    m, ci = run["metrics"], run["intervals"]
+    return {"run": run, "rows": [{"what": w, "value": m[k], "interval": ci.get(k)} for k, w in ACTION_CLAIM_ROWS]}
 
 
 PAGES: dict[str, Callable[[Callable[[str], Any]], dict[str, Any]]] = {
