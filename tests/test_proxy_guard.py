@@ -367,3 +367,5 @@ def test_a_tool_call_is_checked_before_the_client_sees_it(
     upstream.tool_calls = [{"id": "c", "type": "function", "function": {"name": "cancel_order", "arguments": "{"}}]
     assert post(calls_blocked, body).json()["halluscope"]["action"] == "blocked"  # unreadable: not let through
     assert len(judge.requests) == asked
+    refused = post(calls_blocked, {**body, "stream": True})  # a stream's calls cannot be checked: fail closed
+    assert refused.status_code == 400 and "without stream" in refused.json()["error"]

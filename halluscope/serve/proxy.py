@@ -368,6 +368,15 @@ class Proxy:
             choice["logprobs"] = None
         return checked
 
+    def streamable(self, request: dict[str, Any]) -> None:
+        """Refused before anything is sent: a streamed request that offers tools, where the proxy checks
+        tool calls and blocks what it could not check (a stream's tool calls are not checked yet)."""
+        if self.proxy.check_tool_calls and self.proxy.holds_streams and request.get("tools"):
+            raise ConfigError(
+                "this proxy checks tool calls and blocks what it could not check, and it cannot check a "
+                "streamed reply's tool calls yet: send a request with tools without stream"
+            )
+
     def calls_acted(self, choice: dict[str, Any], message: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         """A reply's tool calls checked before the client sees them: passed, flagged (annotated) or, under
         ``on_flag="block"``, the calls taken out and the fallback said in their place (what could not be
