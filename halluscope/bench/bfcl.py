@@ -29,7 +29,7 @@ import numpy as np
 
 from halluscope.bench.datasets import dataset_file
 from halluscope.errors import DataError
-from halluscope.scoring.arguments import Conversation, key_of, kind_of, number_of
+from halluscope.scoring.arguments import Conversation, as_written, key_of, kind_of, number_of
 
 PARTS = ("live_simple", "live_multiple")
 CONSTRUCTIONS = ("ground truth", "replaced", "removed")
@@ -97,7 +97,7 @@ def load_bfcl(data: str | Path | None = None, parts: Sequence[str] = PARTS) -> l
 
 def written(value: Any, texts: Sequence[str]) -> bool:
     """Whether the value is written in the texts as it stands (a whole token, any case)."""
-    pattern = re.compile(rf"(?<!\w){re.escape(str(value).strip())}(?!\w)", re.IGNORECASE)
+    pattern = as_written(value)
     return any(pattern.search(t) for t in texts)
 
 
@@ -148,7 +148,7 @@ def without_words(texts: Sequence[str], value: Any) -> tuple[str, ...] | None:
     written so (a value the request states in other words gives no removed case)."""
     if not written(value, texts):
         return None
-    pattern = re.compile(rf"(?<!\w){re.escape(str(value).strip())}(?!\w)", re.IGNORECASE)
+    pattern = as_written(value)
     return tuple(re.sub(r"\s{2,}", " ", pattern.sub("", t)) for t in texts)
 
 

@@ -236,6 +236,11 @@ def key_of(kind: str, value: Any) -> Any:
     return str(value).strip().lower()
 
 
+def as_written(value: Any) -> re.Pattern[str]:
+    """The value as it stands, as a whole token in any case (``3`` is not the ``3`` of ``ORD-1234``)."""
+    return re.compile(rf"(?<!\w){re.escape(str(value).strip())}(?!\w)", re.IGNORECASE)
+
+
 def phrase_words(value: str) -> list[str]:
     """The words of a phrase that carry content (what grounds it)."""
     return [w for w in WORD.findall(value.lower()) if w not in STOPWORDS]
@@ -285,7 +290,7 @@ def _checked(path: str, value: Any, schema: Mapping[str, Any], said: Conversatio
         return ArgumentCheck(path, value, kind, False, f"not in the conversation: {', '.join(absent)}")
     if key_of(kind, value) in said.literals[kind]:
         return ArgumentCheck(path, value, kind, True, "stated in the conversation", str(value))
-    if re.search(rf"(?<!\w){re.escape(str(value).strip())}(?!\w)", said.text, re.IGNORECASE):  # as written
+    if as_written(value).search(said.text):  # written as it stands, though its kind reads it otherwise
         return ArgumentCheck(path, value, kind, True, "stated in the conversation", str(value))
     if not said.literals[kind]:
         return ArgumentCheck(path, value, kind, False, f"missing: the conversation states no {kind} at all")
