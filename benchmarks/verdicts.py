@@ -628,6 +628,7 @@ MIX_WHAT = "the checker fitted on the NLI mix"
 NLI_MIX_RAGTRUTH = f"ragtruth test, fitted on {NLI_MIX}"
 NLI_MIX_ONE_WINDOW_RAGTRUTH = f"ragtruth summaries, fitted on {NLI_MIX}, one window"
 NLI_MIX_ONE_WINDOW_WIKIBIO = f"wikibio 120-237, fitted on {NLI_MIX}, one window"
+RAGTRUTH_JUDGE = "ragtruth test, 150 stratified, grounded with the qwen2.5-coder-{size} judge"
 
 
 def across(
@@ -656,19 +657,29 @@ def responses_of(run: dict[str, Any]) -> tuple[list[str], list[int], list[float]
     )
 
 
-def one_window_on_ragtruth(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """Point 3: a summary's article read as one truncated window against chunked as grounded reads it,
-    the same checker on the same responses, response AUC-ROC paired by source."""
-    runs = load("checker-fit")["runs"]
-    chunked = {r["id"]: r for r in runs[NLI_MIX_RAGTRUTH]["rows"] if r["task"] == "summary"}
-    window = runs[NLI_MIX_ONE_WINDOW_RAGTRUTH]
-    groups, labels, one = responses_of(window)
-    _, labels_b, chunks = responses_of({"rows": [chunked[r["id"]] for r in window["rows"]]})
-    if labels != labels_b:
-        raise SystemExit("the one-window and chunked RAGTruth runs must hold the same responses")
-    found = paired_difference(labels, one, chunks, groups)
-    claim = "one truncated window against chunks, on RAGTruth's summaries"
-    return paired(found, "response AUC-ROC", "one window", "chunks", 0.0, claim, "sources")
+def on_ragtruth_responses(
+    run: str, other: str, what: str, other_what: str, margin: float, where: str
+) -> Callable[[Callable[[str], dict[str, Any]]], dict[str, Any]]:
+    """``run`` against ``other``, two RAGTruth runs of checker-fit.json, on the responses of the narrower
+    (a smaller stratified part, or one task), which the wider must all hold; response AUC-ROC paired by
+    source: within ``-margin`` points, or better (margin 0)."""
+
+    def decide(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        runs = load("checker-fit")["runs"]
+        a, b = ({r["id"]: r for r in runs[label]["rows"]} for label in (run, other))
+        ids = list(min(a, b, key=len))
+        lacking = [i for i in ids if i not in a or i not in b]
+        if lacking:
+            raise SystemExit(f"{run!r} and {other!r}: {len(lacking)} responses in one only, first {lacking[0]}")
+        groups, labels, first = responses_of({"rows": [a[i] for i in ids]})
+        _, labels_b, second = responses_of({"rows": [b[i] for i in ids]})
+        if labels != labels_b:
+            raise SystemExit(f"{run!r} and {other!r} label the same responses differently")
+        found = paired_difference(labels, first, second, groups)
+        claim = f"{what} {nearness(margin)} {other_what}, on {where}"
+        return paired(found, "response AUC-ROC", what, other_what, margin, claim, "sources")
+
+    return decide
 
 
 def length_groups_faster(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
@@ -792,7 +803,13 @@ QWEN15, QWEN05 = "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b"
 
 CLAIMS = (
     Claim("checker-fit", "length groups twice as fast", length_groups_faster),
-    Claim("checker-fit", "one window against chunks on ragtruth summaries", one_window_on_ragtruth),
+    Claim(
+        "checker-fit",
+        "one window against chunks on ragtruth summaries",
+        on_ragtruth_responses(
+            NLI_MIX_ONE_WINDOW_RAGTRUTH, NLI_MIX_RAGTRUTH, "one window", "chunks", 0.0, "RAGTruth's summaries"
+        ),
+    ),
     Claim(
         "checker-fit",
         "one window against chunks on wikibio",
