@@ -8,6 +8,7 @@ probability-like 0-1 value (both defaults' are: 1 - p(Yes)); another method's ra
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from halluscope.detectors import Detector, bound, deployed, loaded
 from halluscope.errors import ConfigError
 from halluscope.results import DEFAULT_PROBABILITY_THRESHOLD, DetectionResult
 from halluscope.runtime import registry
+from halluscope.runtime.contract import checked_documents
+from halluscope.tool_calls import actions_checked, given_tool_calls
 
 WITH_CONTEXT = "grounded"  # an answer with the documents it should rest on
 WITHOUT_CONTEXT = "direct-question"  # an open answer: the model asked about each sentence
@@ -135,6 +138,7 @@ def check(
     prior: float | None = None,
     max_calls: int | None = MAX_CALLS,
     force_calibration: bool = False,
+    tool_calls: Sequence[Mapping[str, Any]] | None = None,
     **options: Any,
 ) -> DetectionResult:
     """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
@@ -142,9 +146,12 @@ def check(
     the documents the answer should rest on (a text, texts or LangChain Documents, whose metadata travels
     into the evidence); ``question``: what the answer answers; ``prior``: your base rate, to which a
     calibration's probabilities are corrected; ``force_calibration``: run a calibration with settings it was
-    not fitted with, warning instead of refusing; ``options``: the method's own keywords (``gateway``,
-    ``n``, ``top_k`` ...)."""
+    not fitted with, warning instead of refusing; ``tool_calls``: the conversation's tool calls in order
+    (``tool_calls.given_tool_calls``), each call's arguments checked against the question, the documents
+    and the earlier calls' results, and the answer's claims of action against the calls, with no model
+    call (``result.actions``); ``options``: the method's own keywords (``gateway``, ``n``, ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
+    calls = given_tool_calls(tool_calls) if tool_calls is not None else None
     det, decided_at = deployable(
         context is not None,
         method=method,
@@ -158,4 +165,7 @@ def check(
     )
     result = det.detect(**check_item(det, answer, context, question))
     result.decide(decided_at)
+    if calls is not None:
+        said = ([question] if question else []) + ([t for t, _ in checked_documents(context)] if context else [])
+        result.actions = actions_checked(answer, calls, said)
     return result

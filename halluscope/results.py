@@ -150,6 +150,11 @@ class DetectionResult(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
     error: str | None = Field(None, description="why this item failed in a batch (no units then); None when it ran")
     verdict: Verdict | None = Field(None, description="the verdict drawn with ``decide`` (None: none drawn)")
+    actions: dict[str, Any] | None = Field(
+        None,
+        description="the conversation's tool calls and the answer's claims of action, checked beside it "
+        "(``tool_calls.actions_checked``: ``tool_calls``, ``actions``, ``flagged``); None: no calls given",
+    )
 
     @property
     def ok(self) -> bool:
@@ -226,7 +231,10 @@ class DetectionResult(BaseModel):
         }
         verdict = self.verdict.model_dump() if self.verdict is not None else None
         brief = {"method": self.method, "units": len(self.units), "verdict": verdict, "scored": scored}
-        return brief | {"flagged": shown, "cost": cost} | ({"error": self.error} if self.error else {})
+        extra = ({"actions": self.actions} if self.actions is not None else {}) | (
+            {"error": self.error} if self.error else {}
+        )
+        return brief | {"flagged": shown, "cost": cost} | extra
 
     def report(self) -> str:
         """Every unit in order with its score, and the run's cost: what `halluscope detect` prints."""

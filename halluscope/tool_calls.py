@@ -13,6 +13,10 @@ the result's params say how many were dropped.
 ``halluscope.check_action_claims(answer, calls)``: each sentence of an answer that says an action was
 done ("I have cancelled your order") matched to the conversation's tool calls (``scoring.actions``: by
 the action's verb, no model call), flagged where no matching call ran or where each one failed.
+
+``actions_checked``: both for a conversation's calls as every door takes them (``given_tool_calls``:
+``halluscope.check(..., tool_calls=...)``, ``POST /check``, the MCP check tool, the proxy's request),
+in the one shape the middleware's record, the proxy's reply and ``DetectionResult.actions`` share.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from halluscope.checks import check_value
@@ -108,6 +113,116 @@ def check_action_claims(answer: str, calls: Sequence[Call]) -> DetectionResult:
     result = DetectionResult(method=ACTIONS, units=units, meta=meta)
     result.decide(UNGROUNDED)
     return result
+
+
+CALL_FIELDS = ("name", "arguments", "result", "status", "parameters", "id")  # a call as tool_calls= takes it
+STATUSES = ("success", "error")  # a tool result's status, as LangChain's ToolMessage and MCP's say it
+
+
+@dataclass(frozen=True)
+class ToolCallMade:
+    """A tool call of the conversation: its arguments (None where they are not a JSON object), its
+    tool's reply (None: it never ran), whether it failed, and the tool's JSON schema where given."""
+
+    name: str
+    arguments: Mapping[str, Any] | None
+    result: str | None
+    failed: bool
+    parameters: Mapping[str, Any] | None = None
+
+
+def failed_result(result: str | None, status: str | None = None) -> bool:
+    """A call that failed: it has no result, its status is ``"error"``, or its result is an error payload
+    (a JSON object with an ``error``)."""
+    if result is None or status == "error":
+        return True
+    try:
+        payload = json.loads(result)
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and bool(payload.get("error"))
+
+
+def _arguments(value: Any, where: str) -> Mapping[str, Any] | None:
+    """A call's arguments: an object, or its JSON text as OpenAI writes it (None: not a JSON object)."""
+    if isinstance(value, Mapping):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}.arguments is an object or its JSON text, got {type(value).__name__}")
+    try:
+        found = json.loads(value)
+    except ValueError:
+        return None
+    return found if isinstance(found, Mapping) else None
+
+
+def given_tool_calls(given: Any, name: str = "tool_calls") -> list[ToolCallMade]:
+    """``tool_calls=`` as every door takes it: the conversation's calls in order, each an object with
+    ``name``, ``arguments`` (an object, or its JSON text), ``result`` (the tool's reply as text; left out:
+    the call never ran), ``status`` (``"error"``: it failed) and ``parameters`` (the tool's JSON schema),
+    or OpenAI's ``{"function": {"name", "arguments"}}`` with those beside it; every problem named."""
+    if isinstance(given, str | Mapping) or not isinstance(given, Sequence):
+        raise ConfigError(f"{name} is a list of calls, each an object with a name and arguments")
+    calls = []
+    for k, call in enumerate(given):
+        where = f"{name}[{k}]"
+        if not isinstance(call, Mapping):
+            raise ConfigError(f"{where} is an object with a name and arguments, got {type(call).__name__}")
+        nested = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        flat = {k: v for k, v in {**call, **nested}.items() if k not in ("function", "type")}
+        unknown = sorted(set(flat) - set(CALL_FIELDS))
+        if unknown:
+            raise ConfigError(f"{where} takes no {', '.join(unknown)}; it takes: {', '.join(CALL_FIELDS)}")
+        if not isinstance(flat.get("name"), str) or not flat["name"].strip() or "arguments" not in flat:
+            raise ConfigError(f"{where} needs a name (a text) and its arguments")
+        result, status = flat.get("result"), flat.get("status")
+        if result is not None and not isinstance(result, str):
+            result = json.dumps(result, ensure_ascii=False, default=str)
+        if status is not None and status not in STATUSES:
+            raise ConfigError(f"{where}.status is one of {', '.join(STATUSES)}, got {status!r}")
+        parameters = flat.get("parameters")
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise ConfigError(f"{where}.parameters is the tool's JSON schema (an object)")
+        arguments = _arguments(flat["arguments"], where)
+        calls.append(ToolCallMade(flat["name"], arguments, result, failed_result(result, status), parameters))
+    return calls
+
+
+def claims_found(result: DetectionResult) -> dict[str, Any]:
+    """``check_action_claims``'s result as every door reports it: how many sentences claim an action, and
+    each flagged one with its verb, the calls it matched and why."""
+    assert result.verdict is not None  # check_action_claims draws it
+    flagged = [{"text": result.units[i].text, **result.units[i].evidence} for i in result.verdict.flagged]
+    return {"claims": sum(u.score is not None for u in result.units), "flagged": flagged}
+
+
+def actions_checked(
+    answer: str | None,
+    calls: Sequence[ToolCallMade],
+    said: Sequence[str],
+    *,
+    lenient: bool = False,
+    max_context_chars: int = MAX_CONTEXT_CHARS,
+) -> dict[str, Any]:
+    """A conversation's actions checked, no model call: each call's arguments against what was ``said``
+    (its system and user texts, oldest first) and the results of the calls before it that did not fail;
+    the ``answer``'s claims of action against every call (``actions``, where an answer is given).
+    ``flagged``: whether any finding is."""
+    texts, found = list(said), []
+    for call in calls:
+        if call.arguments is None:
+            found.append({"name": call.name, "unchecked": "its arguments are not a JSON object"})
+        else:
+            checked = check_tool_call(
+                call.name, call.arguments, context=texts, parameters=call.parameters,
+                max_context_chars=max_context_chars, lenient=lenient,
+            )  # fmt: skip
+            found.append({"name": call.name, "flagged": flagged_reasons(checked)})
+        if not call.failed and call.result is not None and call.result.strip():
+            texts.append(call.result)
+    claims = claims_found(check_action_claims(answer, [Call(c.name, c.failed) for c in calls])) if answer else None
+    flagged = any(c.get("flagged") or "unchecked" in c for c in found) or bool(claims and claims["flagged"])
+    return {"tool_calls": found, **({"actions": claims} if claims is not None else {}), "flagged": flagged}
 
 
 def flagged_reasons(result: DetectionResult) -> list[str]:

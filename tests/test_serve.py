@@ -151,6 +151,18 @@ def test_the_sdks_client_over_http_and_a_plain_post(http_server: str) -> None:
     assert partial.status_code == 400 and partial.json()["error"].startswith("POST /check-tool-call takes a JSON")
     wrong = httpx.post(f"{http_server}/check-tool-call", json={**call, "arguments": ["ORD-1234"]}, timeout=60)
     assert wrong.status_code == 400 and "arguments takes" in wrong.json()["error"]
+    acted = {"answer": "I have cancelled your order.", "context": DOCS, "question": "Cancel order ORD-1234.",
+             "tool_calls": [{"name": "cancel_order", "arguments": {"order_id": "ORD-1234"}, "status": "error",
+                             "result": "not found"}]}  # fmt: skip
+    checked = httpx.post(f"{http_server}/check", json=acted, timeout=60)
+    assert checked.status_code == 200 and checked.json()["actions"]["tool_calls"] == [
+        {"name": "cancel_order", "flagged": []}
+    ]
+    assert [f["reason"] for f in checked.json()["actions"]["actions"]["flagged"]] == ["the call failed: cancel_order"]
+    unread = httpx.post(f"{http_server}/check", json={**acted, "tool_calls": [{"name": "x"}]}, timeout=60)
+    assert (
+        unread.status_code == 400 and unread.json()["error"] == "tool_calls[0] needs a name (a text) and its arguments"
+    )
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.scoring.actions import Call, check_claims, claimed_verb
-from halluscope.tool_calls import bounded, flagged_reasons
+from halluscope.tool_calls import bounded, flagged_reasons, given_tool_calls
 from halluscope.tools import HallucinationMiddleware
 from halluscope.tools.middleware import conversation
 from tests.scripted import ScriptedAgentModel
@@ -178,3 +178,67 @@ def test_a_claim_of_an_action_whose_call_failed_is_flagged_in_the_agent(gateway:
     assert actions["claims"] == 1 and [f["reason"] for f in actions["flagged"]] == ["the call failed: cancel_missing"]
     answer = state["messages"][-1]
     assert answer.response_metadata["halluscope"]["actions"]["flagged"][0]["text"].startswith("I have cancelled")
+
+
+def test_every_door_reads_the_same_tool_calls() -> None:
+    """``tool_calls=`` flat or as OpenAI writes a call (its arguments as JSON text), with the tool's reply
+    and status: a call with no reply never ran, one with an error payload failed; each problem named."""
+    openai = {"id": "c1", "type": "function", "function": {"name": "find_order", "arguments": '{"id": "ORD-1"}'}}
+    calls = given_tool_calls([
+        {**openai, "result": "found"},
+        {"name": "cancel_order", "arguments": {"order_id": "ORD-1"}, "result": '{"error": "shipped"}'},
+        {"name": "refund", "arguments": "not json"},
+        {"name": "notify", "arguments": {}, "result": "sent", "status": "error"},
+    ])  # fmt: skip
+    assert [(c.name, c.arguments, c.failed) for c in calls] == [
+        ("find_order", {"id": "ORD-1"}, False),
+        ("cancel_order", {"order_id": "ORD-1"}, True),
+        ("refund", None, True),
+        ("notify", {}, True),
+    ]
+    for bad, named in (
+        ("cancel", "tool_calls is a list of calls"),
+        ([{"name": "x"}], r"tool_calls\[0\] needs a name \(a text\) and its arguments"),
+        ([{"name": "x", "arguments": {}, "output": "y"}], r"tool_calls\[0\] takes no output; it takes: name,"),
+        ([{"name": "x", "arguments": {}, "status": "ok"}], r"tool_calls\[0\].status is one of success, error"),
+        ([{"name": "x", "arguments": 3}], r"tool_calls\[0\].arguments is an object or its JSON text, got int"),
+    ):
+        with pytest.raises(ConfigError, match=named):
+            given_tool_calls(bad)
+
+
+def test_check_with_tool_calls_checks_each_call_and_the_claims_of_action(gateway: Gateway, scripted: Any) -> None:
+    """``halluscope.check(..., tool_calls=...)``: each call's arguments against the question, the documents
+    and the results of the calls before it (never its own), the answer's claims of action against the
+    calls, beside the answer's own verdict and in its brief; no model call for the actions."""
+    calls = [
+        {"name": "find_order", "arguments": {"email": "ana@example.org"}, "result": '{"order_id": "ORD-77"}'},
+        {"name": "cancel_order", "arguments": {"order_id": "ORD-77"}, "result": '{"error": "already shipped"}'},
+        {"name": "refund", "arguments": {"order_id": "ORD-78"}, "result": "refunded ORD-78"},
+    ]
+    answer = "I have cancelled your order ORD-77."
+    question = "Cancel the order of ana@example.org, please."
+    model = scripted(judge([]))
+    result = halluscope.check(answer, context=["Orders ship in two days."], question=question, model=model,
+                              gateway=gateway, tool_calls=calls)  # fmt: skip
+    assert result.verdict is not None and result.actions is not None
+    assert result.actions["tool_calls"] == [
+        {"name": "find_order", "flagged": []},
+        {"name": "cancel_order", "flagged": []},  # ORD-77 came from find_order's result
+        {
+            "name": "refund",
+            "flagged": ['order_id="ORD-78": invented: the conversation states other identifiers, not this one'],
+        },  # fmt: skip
+    ]
+    assert [f["reason"] for f in result.actions["actions"]["flagged"]] == ["the call failed: cancel_order"]
+    assert result.actions["flagged"] is True and result.brief()["actions"] == result.actions
+    alone = halluscope.check(answer, context=["Orders ship in two days."], question=question, model=model,
+                             gateway=gateway, tool_calls=calls[:1])  # fmt: skip
+    assert alone.actions == {
+        "tool_calls": [{"name": "find_order", "flagged": []}],
+        "actions": {"claims": 1, "flagged": [{"text": answer, "claims_action": True, "verb": "cancelled",
+                                              "calls": [], "reason": "no tool whose name says 'cancel' was called"}]},
+        "flagged": True,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="tool_calls is a list of calls"):
+        halluscope.check(answer, context=["x"], model=model, gateway=gateway, tool_calls={"name": "x"})

@@ -27,11 +27,11 @@ from halluscope.runtime.studio import options_schema
 from halluscope.streaming import stream_check
 from halluscope.text import checked_text
 from halluscope.text import sentences as split_sentences
-from halluscope.tool_calls import check_tool_call
+from halluscope.tool_calls import check_tool_call, given_tool_calls
 
 SERVE_INSTALL = "pip install 'halluscope[serve]' (from a clone: pip install -e '.[serve]')"
 DEFAULT_TIMEOUT_S = 600.0  # one request's wall-clock limit
-CHECK_FIELDS = ("answer", "context", "question", "method", "threshold", "max_calls")  # the check tool's arguments
+CHECK_FIELDS = ("answer", "context", "question", "method", "threshold", "max_calls", "tool_calls")  # the check tool's
 TOOL_CALL_FIELDS = ("name", "arguments", "context", "parameters", "lenient")  # check_tool_call's
 
 
@@ -161,15 +161,21 @@ class ServerSettings:
         threshold: Any = None,
         max_calls: Any = None,
         brief: bool = False,
+        tool_calls: Any = None,
     ) -> dict[str, Any]:
         """One answer checked (``halluscope.check``), every field checked before any work; ``brief``: the
-        verdict, the flagged sentences and their closest document sentence (``DetectionResult.brief``)."""
+        verdict, the flagged sentences and their closest document sentence (``DetectionResult.brief``);
+        ``tool_calls``: the conversation's calls, checked with the answer (``result.actions``)."""
         checked_text(answer, "answer")
         check_value("check", "question", question, str | None)
+        if tool_calls is not None:
+            given_tool_calls(tool_calls)
         limit, settings = self.check_settings(method, threshold, max_calls)
 
         def work(budget: CallBudget) -> DetectionResult:
-            return check_answer(answer, context=context, question=question, budget=budget, **settings)
+            return check_answer(
+                answer, context=context, question=question, budget=budget, tool_calls=tool_calls, **settings
+            )
 
         return await self.run(work, limit, brief)
 

@@ -21,7 +21,6 @@ the answer's check is then made of those sentences' checks, not run again.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,7 +44,14 @@ from halluscope.errors import ConfigError, HalluscopeError, redact_credentials
 from halluscope.results import DetectionResult
 from halluscope.scoring.actions import Call
 from halluscope.streaming import STREAMED, SentenceChecks, Splitter, late
-from halluscope.tool_calls import MAX_CONTEXT_CHARS, check_action_claims, check_tool_call, flagged_reasons
+from halluscope.tool_calls import (
+    MAX_CONTEXT_CHARS,
+    check_action_claims,
+    check_tool_call,
+    claims_found,
+    failed_result,
+    flagged_reasons,
+)
 from halluscope.tools.guard import REFUSAL, checked, version_of
 
 OnFlag = Literal["annotate", "reask", "block", "raise"]
@@ -102,15 +108,8 @@ def conversation(messages: Sequence[AnyMessage]) -> list[str]:
 
 
 def _failed(result: ToolMessage) -> bool:
-    """A tool result that says the call failed: ``status="error"``, or an error payload (a JSON object
-    with an ``error``)."""
-    if getattr(result, "status", None) == "error":
-        return True
-    try:
-        payload = json.loads(str(result.text))
-    except ValueError:
-        return False
-    return isinstance(payload, dict) and bool(payload.get("error"))
+    """A tool result that says the call failed (``tool_calls.failed_result``)."""
+    return failed_result(str(result.text), getattr(result, "status", None))
 
 
 def calls_of(messages: Sequence[AnyMessage]) -> list[Call]:
@@ -296,10 +295,8 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     ) -> dict[str, Any]:
         """The answer's check with its claims of action checked against the conversation's calls: in the
         record, and in the answer's metadata where a claim is flagged (the answer's own action unchanged)."""
-        result = check_action_claims(str(answer.text), calls_of(messages))
-        assert result.verdict is not None  # check_action_claims draws it
-        flagged = [{"text": result.units[i].text, **result.units[i].evidence} for i in result.verdict.flagged]
-        actions = {"claims": sum(u.score is not None for u in result.units), "flagged": flagged}
+        actions = claims_found(check_action_claims(str(answer.text), calls_of(messages)))
+        flagged = actions["flagged"]
         update = {**update, "hallucination": {**update["hallucination"], "actions": actions}}
         if not flagged:
             return update
