@@ -335,9 +335,9 @@ def _call(order: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def calls_blocked(tmp_path_factory: pytest.TempPathFactory, upstream: StubAPI, judge: StubAPI) -> Iterator[Served]:
-    """``--check-tool-calls --on-flag block``."""
+    """``--check-tool-calls --check-actions --on-flag block``."""
     tmp = tmp_path_factory.mktemp("calls")
-    flags = ("--check-tool-calls", "--on-flag", "block")
+    flags = ("--check-tool-calls", "--check-actions", "--on-flag", "block")
     with contextlib.contextmanager(started)(tmp, upstream, judge, f"{upstream.base_url}/v1", *flags) as served:
         yield served
 
@@ -369,3 +369,27 @@ def test_a_tool_call_is_checked_before_the_client_sees_it(
     assert len(judge.requests) == asked
     refused = post(calls_blocked, {**body, "stream": True})  # a stream's calls cannot be checked: fail closed
     assert refused.status_code == 400 and "without stream" in refused.json()["error"]
+
+
+def test_a_claim_of_an_action_whose_call_failed_is_annotated(calls_blocked: Served, upstream: StubAPI) -> None:
+    """``--check-actions``: the final answer says it cancelled an order whose call the request shows failed
+    (an error payload); its claim is flagged with why, streamed or not, and the answer goes on as its own
+    check decides."""
+    messages = [
+        {"role": "user", "content": "Cancel order ORD-5."},
+        {"role": "assistant", "content": None, "tool_calls": [_call("ORD-5")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"error": "order ORD-5 has shipped"}'},
+    ]
+    upstream.tool_calls = None
+    upstream.answers_by_content["Cancel order ORD-5."] = "I have cancelled your order ORD-5."
+    try:
+        replied = post(calls_blocked, {"model": "m", "messages": messages}).json()["halluscope"]
+        assert replied["actions"] == {"claims": 1, "flagged": [{
+            "text": "I have cancelled your order ORD-5.", "claims_action": True, "verb": "cancelled",
+            "calls": ["cancel_order"], "reason": "the call failed: cancel_order"}]}  # fmt: skip
+        assert replied["action"] == "pass"  # annotated: the answer's own check passed it
+        streamed = post(calls_blocked, {"model": "m", "messages": messages, "stream": True}).text
+        closing = json.loads(streamed.split("data: ")[-2])
+        assert closing["halluscope"]["actions"]["flagged"][0]["reason"] == "the call failed: cancel_order"
+    finally:
+        del upstream.answers_by_content["Cancel order ORD-5."]

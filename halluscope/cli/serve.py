@@ -58,9 +58,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args.on_error,
             args.stream_idle_timeout,
             check_tool_calls=args.check_tool_calls,
+            check_actions=args.check_actions,
         ).checked_with(token)
     elif (
         args.check_tool_calls
+        or args.check_actions
         or args.upstream_key_env
         or args.on_flag != "annotate"
         or args.on_error is not None
@@ -68,8 +70,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         or args.stream_idle_timeout != DEFAULT_STREAM_IDLE_S
     ):
         raise ConfigError(
-            "--upstream-key-env, --context-from, --on-flag, --on-error, --stream-idle-timeout and "
-            "--check-tool-calls are for --proxy"
+            "--upstream-key-env, --context-from, --on-flag, --on-error, --stream-idle-timeout, "
+            "--check-tool-calls and --check-actions are for --proxy"
         )
     gateway = gateway_of(args)
     if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
@@ -201,6 +203,12 @@ def add_proxy_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="check each tool call of a non-streamed reply before the client sees it: its arguments against the "
         "request's messages and tools' schemas, no model call (an ungrounded one is blocked under --on-flag block)",
+    )
+    p.add_argument(
+        "--check-actions",
+        action="store_true",
+        help="check an answer's claims of action (\"I have cancelled your order\") against the request's tool calls "
+        "and their results, no model call: a claim with no call that ran, or whose call failed, is annotated",
     )
     p.add_argument(
         "--stream-idle-timeout",

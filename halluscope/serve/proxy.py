@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from halluscope.errors import MIN_SECRET, REDACTED, ConfigError, HalluscopeError, redact_credentials, redact_secrets
+from halluscope.scoring.actions import Call
 from halluscope.serve.service import RequestTimeout, ServerSettings
 from halluscope.streaming import STREAMED
 from halluscope.text import unicode_text
-from halluscope.tool_calls import check_tool_call, flagged_reasons
+from halluscope.tool_calls import check_action_claims, check_tool_call, claims_found, failed_result, flagged_reasons
 from halluscope.tools.guard import REFUSAL
 
 CONTEXT_ROLES = ("tool", "system", "developer")  # the message roles whose content may be an answer's documents
@@ -64,6 +65,7 @@ class ProxySettings:
     idle_timeout: float = DEFAULT_STREAM_IDLE_S
     fallback: str = REFUSAL
     check_tool_calls: bool = False
+    check_actions: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -254,6 +256,20 @@ def calls_checked(message: dict[str, Any], request: dict[str, Any]) -> list[dict
     return found
 
 
+def calls_in(messages: Any) -> list[Call]:
+    """The request's tool calls in order, each failed where no tool message answered it or its answer is
+    an error payload (``tool_calls.failed_result``): what an answer's claims of action are matched to."""
+    listed = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+    results = {m.get("tool_call_id"): _text(m.get("content")) for m in listed if m.get("role") == "tool"}
+    made = []
+    for m in listed:
+        for call in (m.get("tool_calls") or []) if m.get("role") == "assistant" else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                made.append(Call(function["name"], failed_result(results.get(call.get("id")))))
+    return made
+
+
 def withheld(checked: dict[str, Any]) -> dict[str, Any]:
     """A blocked answer's verdict: its scores and positions, none of its text (it was not to be delivered)."""
     flagged = [{k: v for k, v in unit.items() if k != "text"} for unit in checked.get("flagged", [])]
@@ -297,6 +313,19 @@ class Proxy:
         return self.unchecked(answer, docs) or await _guarded(
             self.settings.check(answer, context=docs, question=question(messages), brief=True)
         )
+
+    def with_actions(self, checked: dict[str, Any], answer: str, request: dict[str, Any]) -> dict[str, Any]:
+        """With ``check_actions``, the answer's claims of action against the request's tool calls (no model
+        call), as the middleware records them: annotated, the answer's own action unchanged (a blocked
+        answer's claims keep no text)."""
+        if not self.proxy.check_actions or not answer.strip():
+            return checked
+        actions = claims_found(
+            check_action_claims(answer, [Call(c.name, c.failed) for c in calls_in(request.get("messages"))])
+        )
+        if checked["action"] == "blocked":
+            actions = {**actions, "flagged": [{k: v for k, v in f.items() if k != "text"} for f in actions["flagged"]]}
+        return {**checked, "actions": actions}
 
     def action(self, checked: dict[str, Any]) -> str:
         """What the proxy did: ``pass``, ``flagged`` (annotated), ``blocked`` (flagged, or not wholly checked
@@ -362,7 +391,8 @@ class Proxy:
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         if self.proxy.check_tool_calls and message.get("tool_calls"):
             return self.calls_acted(choice, message, request)
-        checked = self.acted(await self.verdict(_text(message.get("content")), request))
+        answer = _text(message.get("content"))
+        checked = self.with_actions(self.acted(await self.verdict(answer, request)), answer, request)
         if checked["action"] == "blocked":
             choice["message"] = {"role": message.get("role", "assistant"), "content": self.proxy.fallback}
             choice["logprobs"] = None
@@ -430,7 +460,8 @@ class Proxy:
                 if checking is not None:
                     checking.cancel()  # the client left: no further judge call
                 raise
-            checked = self.acted(await self.streamed_verdict(read, request, checking))
+            checked = self.with_actions(self.acted(await self.streamed_verdict(read, request, checking)),
+                                        "".join(read.answer), request)  # fmt: skip
             if held is not None:
                 blocked = checked["action"] == "blocked"
                 for out in [self.fallback_chunk(read.last)] if blocked else held:
