@@ -185,28 +185,43 @@ def _f1(tp: np.ndarray, predicted: np.ndarray, actual: np.ndarray) -> dict[str, 
     return {"precision": precision * 100, "recall": recall * 100, "f1": f1 * 100}
 
 
-def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray, threshold: float) -> dict[str, np.ndarray]:
-    """The protocol's metrics on each resample (a row of counts per response), overall, per task and
-    (response-level F1) per source model."""
+def responses_resampled(records: list[dict[str, Any]], counts: np.ndarray, threshold: float) -> dict[str, np.ndarray]:
+    """The response-level metrics on each resample (a row of counts per response): precision, recall and
+    F1 at the threshold and AUC-ROC, overall and per task, and F1 per source model where records name it;
+    all a composed run can give, whose records keep no spans."""
     y = np.array([r["answer_label"] for r in records], dtype=bool)
     s = finite_scores(np.array([riskiest(r["scores"]) for r in records], dtype=np.float64))
     flagged = s >= threshold
-    chars = np.array([char_counts(r, threshold) for r in records], dtype=np.float64).reshape(-1, 3)
-    task, model = np.array([r["task"] for r in records]), np.array([r["model"] for r in records])
+    task = np.array([r["task"] for r in records])
     out: dict[str, np.ndarray] = {}
-    for name, keep in [("", np.ones(len(records), dtype=bool))] + [(f"{t}_", task == t) for t in TASKS]:
-        if not keep.any():
-            continue
+    for name, keep in _parts(task):
         w = counts[:, keep]
         response = _f1(w @ (flagged & y)[keep], w @ flagged[keep], w @ y[keep])
-        spans = _f1(w @ chars[keep, 0], w @ chars[keep, 1], w @ chars[keep, 2])
         out |= {f"{name}response_{k}": v for k, v in response.items()}
-        out |= {f"{name}span_{k}": v for k, v in spans.items()}
         out[f"{name}auc_roc"] = auc_roc_resampled(y[keep], s[keep], w) * 100
-    for name in sorted(set(model)):  # each source model's response-level F1
-        keep = model == name
+    models = np.array([r.get("model", "") for r in records])
+    for name in sorted(set(models) - {""}):  # each source model's response-level F1
+        keep = models == name
         w = counts[:, keep]
         out[f"model {name} response_f1"] = _f1(w @ (flagged & y)[keep], w @ flagged[keep], w @ y[keep])["f1"]
+    return out
+
+
+def _parts(task: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The metrics' parts: every response (no prefix), then each task present ("qa_", ...)."""
+    parts = [("", np.ones(len(task), dtype=bool))] + [(f"{t}_", task == t) for t in TASKS]
+    return [(name, keep) for name, keep in parts if keep.any()]
+
+
+def resampled_metrics(records: list[dict[str, Any]], counts: np.ndarray, threshold: float) -> dict[str, np.ndarray]:
+    """The protocol's metrics on each resample: the response level's, and character span F1 of the
+    flagged units overall and per task."""
+    out = responses_resampled(records, counts, threshold)
+    chars = np.array([char_counts(r, threshold) for r in records], dtype=np.float64).reshape(-1, 3)
+    for name, keep in _parts(np.array([r["task"] for r in records])):
+        w = counts[:, keep]
+        spans = _f1(w @ chars[keep, 0], w @ chars[keep, 1], w @ chars[keep, 2])
+        out |= {f"{name}span_{k}": v for k, v in spans.items()}
     return out
 
 
