@@ -123,3 +123,24 @@ def test_a_cascade_composed_from_two_runs_is_the_judge_at_a_full_band_and_the_ch
     wikibio = composed("wikibio", (0.0, 1.0), chunks)
     first = len(wikibio["rows"][0]["labels"])
     assert wikibio["judge_alone_calls"] == wikibio["units"] + 2 * first  # passage 120's sentences check 3 chunks
+
+
+def test_ragtruths_cascade_composes_from_the_committed_runs_at_the_earlier_sets_band() -> None:
+    """benchmarks/cascade_composed.py on RAGTruth: the band reused from a committed composed run (refused for
+    another share); a full band gives the judge's response-level figures, the same as its own bench run
+    gave them (the same draws of sources), and every call; an empty band the checker's and none."""
+    from tests.scripts import load_script
+
+    script = load_script("benchmarks/cascade_composed.py")
+    label = "checker-fit:the cascade on rte, composed, its band fitted on wikibio 0-119"
+    band, about = script.fitted_band(label, 0.3)
+    assert band == (0.3776, 0.6221) and about["as_in"] == label and about["units"] == 969
+    with pytest.raises(SystemExit, match="was fitted for a share of 0.3, not 0.5"):
+        script.fitted_band(label, 0.5)
+    full, empty = script.composed_ragtruth((0.0, 1.0)), script.composed_ragtruth((2.0, 2.0))
+    assert full["metrics"]["cascade"] == full["metrics"]["judge"] and full["judge_calls"] == full["judge_alone_calls"]
+    assert empty["metrics"]["cascade"] == empty["metrics"]["checker"] and empty["judge_calls"] == 0
+    judged = script.run_of(*script.RAGTRUTH[1])
+    for key in ("response_precision", "response_recall", "response_f1", "auc_roc", "qa_response_f1"):
+        assert full["metrics"]["judge"]["metrics"][key] == pytest.approx(judged["metrics"][key])
+        assert full["metrics"]["judge"]["intervals"][key] == pytest.approx(judged["intervals"][key])
