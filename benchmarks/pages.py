@@ -336,6 +336,36 @@ def published_ragtruth(papers: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+RAGTRUTH_COLUMNS = ("response_precision", "response_recall", "response_f1", "auc_roc", "span_f1")
+RAGTRUTH_JUDGED = "ragtruth test, 150 stratified, grounded with the qwen2.5-coder-{size} judge"
+RAGTRUTH_COMPOSED = "the cascade on ragtruth, composed, its band fitted on wikibio 0-119"
+
+
+def ragtruth_tasks(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """A RAGTruth run's metrics per task (None where the run gave none: a composed run keeps no spans)."""
+    return [{"task": task, **{k: metrics.get(f"{task}_{k}") for k in RAGTRUTH_COLUMNS}} for task in RAGTRUTH_TASKS]
+
+
+def ragtruth_judged(runs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checks on the judges' stratified responses: the checker and the cascade as the composed run
+    scored them there, and each judge's own run, with its metrics per task."""
+    composed = runs.get(RAGTRUTH_COMPOSED)
+    found = [
+        {"name": name, "run": composed, **composed["metrics"][key]}
+        for key, name in (
+            ("checker", "fitted checker, the NLI mix"),
+            ("cascade", "the cascade (1.5B judge in its band)"),
+        )
+        if composed
+    ]
+    for size in ("1.5b", "0.5b"):
+        run = runs.get(RAGTRUTH_JUDGED.format(size=size))
+        if run:
+            found.append({"name": f"grounded, qwen2.5-coder-{size} judge", "run": run, "metrics": run["metrics"],
+                          "intervals": run["intervals"]})  # fmt: skip
+    return [{**row, "tasks": ragtruth_tasks(row["metrics"])} for row in found]
+
+
 def published_wice(papers: dict[str, Any]) -> list[dict[str, Any]]:
     """The LLM-AggreFact leaderboard's WiCE rows, each with where and when it was read."""
     quoted = papers["llm-aggrefact"]
@@ -377,11 +407,6 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         if run
     ]
     ragtruth = runs.get(f"ragtruth test, fitted on {NLI_MIX}")
-    tasks = [
-        {"task": task, **{k: ragtruth["metrics"].get(f"{task}_{k}") for k in ("response_precision", "response_recall",
-                                                                          "response_f1", "auc_roc", "span_f1")}}
-        for task in RAGTRUTH_TASKS
-    ] if ragtruth else []  # fmt: skip
     batching = runs["batches grouped by length against plain, one epoch"]
     one_window = runs.get(f"ragtruth summaries, fitted on {NLI_MIX}, one window")
     long_documents = [
@@ -441,7 +466,10 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         "published_wice": published_wice(record("papers")["papers"]),
         "wice": runs.get(f"wice test, fitted on {NLI_MIX}"),
         "ragtruth": ragtruth,
-        "ragtruth_tasks": tasks,
+        "ragtruth_tasks": ragtruth_tasks(ragtruth["metrics"]) if ragtruth else [],
+        "ragtruth_judged": ragtruth_judged(runs),
+        "ragtruth_composed": runs.get(RAGTRUTH_COMPOSED),
+        "ragtruth_absent": runs[RAGTRUTH_JUDGED.format(size="1.5b")]["params"]["absent"],
         "batching": batching,
         "batching_rows": batching["rows"],
     }
