@@ -363,7 +363,14 @@ def ragtruth_judged(runs: dict[str, Any]) -> list[dict[str, Any]]:
         if run:
             found.append({"name": f"grounded, qwen2.5-coder-{size} judge", "run": run, "metrics": run["metrics"],
                           "intervals": run["intervals"]})  # fmt: skip
-    return [{**row, "tasks": ragtruth_tasks(row["metrics"])} for row in found]
+    return [
+        {
+            **row,
+            "tasks": ragtruth_tasks(row["metrics"]),
+            "fresh": row["run"]["items"] - row["run"].get("resumed_items", 0),
+        }
+        for row in found
+    ]
 
 
 def published_wice(papers: dict[str, Any]) -> list[dict[str, Any]]:
@@ -469,6 +476,10 @@ def checker_fit(record: Callable[[str], Any]) -> dict[str, Any]:
         "ragtruth_tasks": ragtruth_tasks(ragtruth["metrics"]) if ragtruth else [],
         "ragtruth_judged": ragtruth_judged(runs),
         "ragtruth_composed": runs.get(RAGTRUTH_COMPOSED),
+        "ragtruth_composed_shares": {
+            "calls": runs[RAGTRUTH_COMPOSED]["judge_calls"] / runs[RAGTRUTH_COMPOSED]["judge_alone_calls"],
+            "escalated": runs[RAGTRUTH_COMPOSED]["escalated"] / runs[RAGTRUTH_COMPOSED]["units"],
+        },
         "ragtruth_absent": runs[RAGTRUTH_JUDGED.format(size="1.5b")]["params"]["absent"],
         "batching": batching,
         "batching_rows": batching["rows"],
