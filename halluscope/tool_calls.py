@@ -22,16 +22,18 @@ in the one shape the middleware's record, the proxy's reply and ``DetectionResul
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from halluscope.checks import check_value
+from halluscope.detectors import Detector
 from halluscope.errors import ConfigError
-from halluscope.results import DetectionResult, RunMeta, Unit
+from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
 from halluscope.scoring.actions import Call, check_claims
-from halluscope.scoring.arguments import check_arguments
+from halluscope.scoring.arguments import ArgumentCheck, check_arguments
 from halluscope.text import sentences
 
 METHOD = "tool-call"
@@ -60,35 +62,79 @@ def check_tool_call(
     parameters: Mapping[str, Any] | None = None,
     max_context_chars: int = MAX_CONTEXT_CHARS,
     lenient: bool = False,
+    judge: Detector | None = None,
 ) -> DetectionResult:
     """Check a call of tool ``name`` with ``arguments`` against ``context`` (the conversation's texts,
     oldest first) and the tool's ``parameters`` (its JSON schema: ``properties``, each one's ``enum`` and
     ``default``); ``result.verdict.flagged`` lists the ungrounded arguments. ``lenient``: a qualifier
-    after a comma and a date given against today's are let through (``scoring.arguments.lenient_check``)."""
+    after a comma and a date given against today's are let through (``scoring.arguments.lenient_check``).
+    ``judge``: a grounded detector (``Detector("grounded", ...)``, an LLM judge or a fitted checker) that
+    second-reads each phrase matching flags (``second_read``); its calls are the result's cost."""
     check_value("check_tool_call", "name", name, str)
     check_value("check_tool_call", "arguments", arguments, Mapping)
     if isinstance(context, str) or not all(isinstance(t, str) for t in context):
         raise ConfigError("context is a list of texts (the conversation's messages and tool results)")
     if isinstance(max_context_chars, bool) or not isinstance(max_context_chars, int) or max_context_chars < 1:
         raise ConfigError(f"max_context_chars is a positive whole number, got {max_context_chars!r}")
+    if judge is not None and (not isinstance(judge, Detector) or judge.spec.context_field is None):
+        raise ConfigError("judge is a detector that reads documents: halluscope.Detector('grounded', model=...)")
     began = time.perf_counter()
     kept, dropped = bounded(list(context), max_context_chars)
-    units = [
-        Unit(
+    units, metas = [], []
+    for c in check_arguments(arguments, parameters, kept, lenient):
+        unit = Unit(
             text=f"{c.path}={json.dumps(c.value, ensure_ascii=False, default=str)}",
             score=None if c.grounded is None else float(not c.grounded),
             evidence={"argument": c.path, "kind": c.kind, "reason": c.reason, "found": c.found},
         )
-        for c in check_arguments(arguments, parameters, kept, lenient)
-    ]
-    meta = RunMeta(
-        method=METHOD,
-        seconds=time.perf_counter() - began,
-        params={"tool": name, "context_texts": len(kept), "context_dropped": dropped, "lenient": lenient},
-    )
+        if judge is not None and c.kind == "phrase" and c.grounded is False and kept:
+            unit, read = second_read(unit, c, kept, judge)
+            metas.append(read)
+        units.append(unit)
+    params = {"tool": name, "context_texts": len(kept), "context_dropped": dropped, "lenient": lenient}
+    meta = cost_of(metas, time.perf_counter() - began, {**params, "judged": len(metas)})
     result = DetectionResult(method=METHOD, units=units, meta=meta, evidence={"tool": name})
     result.decide(UNGROUNDED)
     return result
+
+
+def cost_of(reads: Sequence[RunMeta], seconds: float, params: dict[str, Any]) -> RunMeta:
+    """A tool call's check's cost: its judge's second reads summed (none where no judge read a phrase)."""
+    return RunMeta(
+        method=METHOD,
+        calls=sum(m.calls for m in reads),
+        cache_hits=sum(m.cache_hits for m in reads),
+        tokens=TokenUsage(
+            prompt=sum(m.tokens.prompt for m in reads), completion=sum(m.tokens.completion for m in reads)
+        ),
+        seconds=seconds,
+        models=sorted({m for read in reads for m in read.models}),
+        prompts=sorted({p for read in reads for p in read.prompts}),
+        params=params,
+    )
+
+
+def said_as(path: str, value: Any) -> str:
+    """An argument as a sentence a grounded judge reads: "The destination city is Tel Aviv, Israel." (its
+    name's last part, underscores and camel case as words)."""
+    field = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", path.rsplit(".", 1)[-1].split("[")[0]).replace("_", " ").lower()
+    return f"The {field} is {str(value).rstrip('.')}."
+
+
+def second_read(unit: Unit, check: ArgumentCheck, said: Sequence[str], judge: Detector) -> tuple[Unit, RunMeta]:
+    """A phrase matching flagged, read again by ``judge``: the argument said as a sentence (``said_as``)
+    checked against the conversation's texts; its score becomes the judge's (p not supported, its riskiest
+    sentence's), with both readings in the evidence. Where the judge gives no score (its answer unread)
+    the flag stands, and the evidence says so."""
+    sentence = said_as(check.path, check.value)
+    found = judge.detect(**judge.answer_item(sentence, None, list(said)))
+    evidence = {**unit.evidence, "judged_as": sentence, "judge_score": found.risk}
+    if found.risk is None:
+        evidence["reason"] = f"{check.reason}; the judge gave no score, so the flag stands"
+        return unit.model_copy(update={"evidence": evidence}), found.meta
+    verdict = "unsupported" if found.risk >= UNGROUNDED else "supported"
+    evidence["reason"] = f"{check.reason}; the judge finds it {verdict} ({found.risk:.2f})"
+    return unit.model_copy(update={"score": found.risk, "evidence": evidence}), found.meta
 
 
 def check_action_claims(answer: str, calls: Sequence[Call]) -> DetectionResult:

@@ -53,7 +53,9 @@ def test_each_argument_is_a_unit_and_the_ungrounded_are_flagged() -> None:
     assert flagged_reasons(result) == [
         'order_id="ORD-9999": invented: the conversation states other identifiers, not this one'
     ]
-    assert result.meta.params == {"tool": "cancel_order", "context_texts": 1, "context_dropped": 0, "lenient": False}
+    assert result.meta.params == {
+        "tool": "cancel_order", "context_texts": 1, "context_dropped": 0, "lenient": False, "judged": 0
+    }  # fmt: skip
 
 
 def test_the_context_keeps_the_newest_texts_within_its_bound() -> None:
@@ -242,3 +244,49 @@ def test_check_with_tool_calls_checks_each_call_and_the_claims_of_action(gateway
     }  # fmt: skip
     with pytest.raises(ConfigError, match="tool_calls is a list of calls"):
         halluscope.check(answer, context=["x"], model=model, gateway=gateway, tool_calls={"name": "x"})
+
+
+def test_a_judge_reads_again_the_phrases_matching_flags(gateway: Gateway, scripted: Any) -> None:
+    """``judge=``: each phrase literal matching flags is said as a sentence and checked by the grounded
+    detector against the conversation; its score replaces the flag's (here the scripted judge supports
+    a sentence whose last word the conversation holds), the other arguments are untouched, and the
+    judge's calls are the result's cost."""
+    grounded = halluscope.Detector("grounded", {"model": scripted(judge([])), "gateway": gateway})
+    result = halluscope.check_tool_call(
+        "find_hotel",
+        {"searchQuery": "hotels in Tel Aviv", "note": "deliver to Haifa", "guests": 3},
+        context=["Find me a cheap hotel in Tel Aviv for two."],
+        judge=grounded,
+    )
+    assert [u.evidence.get("judged_as") for u in result.units] == [
+        "The search query is hotels in Tel Aviv.", "The note is deliver to Haifa.", None
+    ]  # fmt: skip
+    assert result.verdict is not None and result.verdict.flagged == [1, 2]  # the supported phrase let through
+    assert result.units[0].evidence["reason"].endswith("the judge finds it supported (0.00)")
+    assert result.meta.params["judged"] == 2 and result.meta.calls == 2
+    for wrong in ("grounded", halluscope.Detector("direct-question", {"model": scripted(judge([]))})):
+        with pytest.raises(ConfigError, match="judge is a detector that reads documents"):
+            halluscope.check_tool_call("x", {"q": "a b"}, context=["c"], judge=wrong)  # type: ignore[arg-type]
+
+
+def test_the_middleware_judges_the_phrases_it_flags_when_told(gateway: Gateway, scripted: Any) -> None:
+    """``judge_tool_phrases=True``: a reason the user never worded so ("customer changed order", which
+    matching flags) is read again by the middleware's judge, supported, and the call runs; a judge that
+    reads no documents is refused at once."""
+    RAN.clear()
+
+    def polite(messages: list[BaseMessage]) -> AIMessage:
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            args = {"order_id": "ORD-1234", "refund_to": "ana@example.org", "reason": "customer changed order"}
+            return AIMessage(content="", tool_calls=[{"name": "cancel_order", "args": args, "id": "c1"}])
+        return AIMessage(content="Your order is cancelled.")
+
+    guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_tool_calls=True,
+                                    judge_tool_phrases=True)  # fmt: skip
+    agent = create_agent(ScriptedAgentModel(turn=polite), tools=[cancel_order], middleware=[guard])
+    state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
+    assert RAN == [{"order_id": "ORD-1234", "refund_to": "ana@example.org"}]
+    ran = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert ran.response_metadata["halluscope"]["action"] == "pass"
+    with pytest.raises(ConfigError, match="judge_tool_phrases needs a judge that reads documents"):
+        HallucinationMiddleware(method="direct-question", model=scripted(judge([])), judge_tool_phrases=True)

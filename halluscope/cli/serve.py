@@ -31,6 +31,35 @@ def address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def proxy_of(args: argparse.Namespace, token: str | None) -> ProxySettings | None:
+    """The proxy's settings from ``--proxy`` and its flags, which are refused without it."""
+    if args.proxy:
+        return ProxySettings(
+            args.proxy,
+            args.upstream_key_env,
+            tuple(args.context_from.split(",")),
+            args.on_flag,
+            args.on_error,
+            args.stream_idle_timeout,
+            check_tool_calls=args.check_tool_calls,
+            check_actions=args.check_actions,
+        ).checked_with(token)
+    if (
+        args.check_tool_calls
+        or args.check_actions
+        or args.upstream_key_env
+        or args.on_flag != "annotate"
+        or args.on_error is not None
+        or args.context_from != "tool,system"
+        or args.stream_idle_timeout != DEFAULT_STREAM_IDLE_S
+    ):
+        raise ConfigError(
+            "--upstream-key-env, --context-from, --on-flag, --on-error, --stream-idle-timeout, "
+            "--check-tool-calls and --check-actions are for --proxy"
+        )
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.mcp == bool(args.http):
         raise ConfigError("serve over one transport: --mcp (standard input and output) or --http HOST:PORT")
@@ -48,31 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--token, --allow-host, --allow-origin, --max-body and --proxy are for --http; stdio has no network"
         )
-    proxy = None
-    if args.proxy:
-        proxy = ProxySettings(
-            args.proxy,
-            args.upstream_key_env,
-            tuple(args.context_from.split(",")),
-            args.on_flag,
-            args.on_error,
-            args.stream_idle_timeout,
-            check_tool_calls=args.check_tool_calls,
-            check_actions=args.check_actions,
-        ).checked_with(token)
-    elif (
-        args.check_tool_calls
-        or args.check_actions
-        or args.upstream_key_env
-        or args.on_flag != "annotate"
-        or args.on_error is not None
-        or args.context_from != "tool,system"
-        or args.stream_idle_timeout != DEFAULT_STREAM_IDLE_S
-    ):
-        raise ConfigError(
-            "--upstream-key-env, --context-from, --on-flag, --on-error, --stream-idle-timeout, "
-            "--check-tool-calls and --check-actions are for --proxy"
-        )
+    proxy = proxy_of(args, token)
     gateway = gateway_of(args)
     if isinstance(gateway.cache, RedisCache):  # the processes behind one address hold each API model's limit together
         use_shared_limits(redis_limits(gateway.cache, gateway.timeout + LEASE_GRACE_S))

@@ -223,7 +223,9 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     tool's schema; an ungrounded one is blocked (``on_tool_flag="block"``: the tool does not run, and the
     model reads an error ToolMessage that names each ungrounded argument and asks it to use what the user
     gave or to ask them) or the call runs with the verdict in its ToolMessage's metadata
-    (``"annotate"``); ``lenient_tool_calls`` lets a model's completions through (``check_tool_call``).
+    (``"annotate"``); ``lenient_tool_calls`` lets a model's completions through (``check_tool_call``);
+    ``judge_tool_phrases`` has the middleware's judge read again each phrase matching flags (a search
+    query, a message body: ``tool_calls.second_read``), one call each.
 
     ``check_actions``: the final answer's sentences that claim an action ("I have cancelled your order")
     are checked against the conversation's tool calls (``calls_of``); a claim with no matching call that
@@ -247,6 +249,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         max_context_chars: int = MAX_CONTEXT_CHARS,
         check_actions: bool = False,
         lenient_tool_calls: bool = False,
+        judge_tool_phrases: bool = False,
         **settings: Any,
     ) -> None:
         super().__init__()
@@ -274,6 +277,11 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         self.max_context_chars = max_context_chars
         self.check_actions = check_actions
         self.lenient_tool_calls = lenient_tool_calls
+        if judge_tool_phrases and self.detector.spec.context_field is None:
+            raise ConfigError(
+                f"judge_tool_phrases needs a judge that reads documents; {self.detector.method} reads none"
+            )
+        self.phrase_judge = self.detector if judge_tool_phrases else None
         self.streamed: dict[str, DetectionResult] = {}  # an answer's result, made while it streamed
         self._streamed_lock = threading.Lock()
 
@@ -441,7 +449,8 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         schema = {"properties": request.tool.args} if request.tool is not None else None
         said = conversation(request.state["messages"])
         result = check_tool_call(call["name"], call["args"], context=said, parameters=schema,
-                                 max_context_chars=self.max_context_chars, lenient=self.lenient_tool_calls)  # fmt: skip
+                                 max_context_chars=self.max_context_chars, lenient=self.lenient_tool_calls,
+                                 judge=self.phrase_judge)  # fmt: skip
         reasons = flagged_reasons(result)
         shown = {
             "method": result.method,
