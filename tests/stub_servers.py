@@ -239,9 +239,29 @@ class StubAPI(_Served):
             "created": 0,
             "model": body.get("model", "stub"),
         }
+        if self.tool_calls is not None:
+            return [
+                *self._streamed_calls(head),
+                {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            ]
         chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
         chunks += [{**head, "choices": [{"index": 0, "delta": {"content": piece}}]} for piece in pieces]
         return [*chunks, {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+
+    def _streamed_calls(self, head: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls as OpenAI streams them: each call's id and name first, then its arguments' text
+        in pieces of five characters."""
+        assert self.tool_calls is not None
+        chunks = []
+        for k, call in enumerate(self.tool_calls):
+            first = {"index": k, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"],
+                                                                                     "arguments": ""}}  # fmt: skip
+            chunks.append({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [first]}}]})
+            text = call["function"]["arguments"]
+            for start in range(0, len(text), 5):
+                piece = {"index": k, "function": {"arguments": text[start : start + 5]}}
+                chunks.append({**head, "choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]})
+        return chunks
 
     def _ollama(self, body: dict[str, Any]) -> dict[str, Any]:
         """One line of Ollama's stream, the last: a client that streams reads it as the whole answer."""

@@ -346,7 +346,8 @@ def test_a_tool_call_is_checked_before_the_client_sees_it(
     calls_blocked: Served, upstream: StubAPI, judge: StubAPI
 ) -> None:
     """A call whose order id the user gave goes through with its verdict; one the user never gave is taken
-    out, the fallback said in its place, and the verdict names the argument; the judge is never asked."""
+    out, the fallback said in its place, and the verdict names the argument, streamed or not (a stream is
+    held until its calls are whole and checked); the judge is never asked."""
     body = {"model": "m", "messages": [{"role": "user", "content": "Cancel my order ORD-1234."}], "tools": [CANCEL]}
     asked = len(judge.requests)
     upstream.tool_calls = [_call("ORD-1234")]
@@ -367,8 +368,20 @@ def test_a_tool_call_is_checked_before_the_client_sees_it(
     upstream.tool_calls = [{"id": "c", "type": "function", "function": {"name": "cancel_order", "arguments": "{"}}]
     assert post(calls_blocked, body).json()["halluscope"]["action"] == "blocked"  # unreadable: not let through
     assert len(judge.requests) == asked
-    refused = post(calls_blocked, {**body, "stream": True})  # a stream's calls cannot be checked: fail closed
-    assert refused.status_code == 400 and "without stream" in refused.json()["error"]
+    upstream.tool_calls = [_call("ORD-1234")]
+    streamed = post(calls_blocked, {**body, "stream": True}).text  # the call's arguments come in pieces
+    assert '"arguments": "{\\"ord' in streamed  # held, then released whole
+    closing = json.loads(streamed.split("data: ")[-2])["halluscope"]
+    assert closing == {
+        "verdict": "tool calls",
+        "tool_calls": [{"name": "cancel_order", "flagged": []}],
+        "action": "pass",
+    }
+    upstream.tool_calls = [_call("ORD-9999")]
+    stopped = post(calls_blocked, {**body, "stream": True}).text
+    assert "ORD-9999" not in stopped.split("halluscope")[0] and '"content": "' in stopped  # the fallback, no call
+    assert json.loads(stopped.split("data: ")[-2])["halluscope"]["action"] == "blocked"
+    assert len(judge.requests) == asked
 
 
 def test_a_claim_of_an_action_whose_call_failed_is_annotated(calls_blocked: Served, upstream: StubAPI) -> None:

@@ -206,7 +206,7 @@ def add_proxy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--check-tool-calls",
         action="store_true",
-        help="check each tool call of a non-streamed reply before the client sees it: its arguments against the "
+        help="check each tool call of a reply, streamed or not, before the client sees it: its arguments against the "
         "request's messages and tools' schemas, no model call (an ungrounded one is blocked under --on-flag block)",
     )
     p.add_argument(

@@ -164,7 +164,6 @@ class Guard:
                 return
             request = checked_request(chat_body(body))
             if request.get("stream") is True:  # a client that leaves mid-stream ends the stream and its check
-                proxy.streamable(request)
                 streamed = await unless_left(send_stream(send, proxy.stream(request, headers)), receive)
                 if streamed is not None:
                     streamed.result()

@@ -398,27 +398,23 @@ class Proxy:
             choice["logprobs"] = None
         return checked
 
-    def streamable(self, request: dict[str, Any]) -> None:
-        """Refused before anything is sent: a streamed request that offers tools, where the proxy checks
-        tool calls and blocks what it could not check (a stream's tool calls are not checked yet)."""
-        if self.proxy.check_tool_calls and self.proxy.holds_streams and request.get("tools"):
-            raise ConfigError(
-                "this proxy checks tool calls and blocks what it could not check, and it cannot check a "
-                "streamed reply's tool calls yet: send a request with tools without stream"
-            )
+    def calls_verdict(self, calls: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
+        """A reply's tool calls checked (``calls_checked``): passed, flagged (annotated), or blocked under
+        ``on_flag="block"``, where what could not be read counts as flagged."""
+        checked = calls_checked({"tool_calls": calls}, request)
+        flagged = any(c.get("flagged") or "unchecked" in c for c in checked)
+        action = ("blocked" if self.proxy.on_flag == "block" else "flagged") if flagged else "pass"
+        return {"verdict": "tool calls", "tool_calls": checked, "action": action}
 
     def calls_acted(self, choice: dict[str, Any], message: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-        """A reply's tool calls checked before the client sees them: passed, flagged (annotated) or, under
-        ``on_flag="block"``, the calls taken out and the fallback said in their place (what could not be
-        read counts as flagged there)."""
-        calls = calls_checked(message, request)
-        flagged = any(c.get("flagged") or "unchecked" in c for c in calls)
-        action = ("blocked" if self.proxy.on_flag == "block" else "flagged") if flagged else "pass"
-        if action == "blocked":
+        """A reply's tool calls checked before the client sees them; blocked, the calls taken out and the
+        fallback said in their place."""
+        checked = self.calls_verdict(message.get("tool_calls") or [], request)
+        if checked["action"] == "blocked":
             choice["message"] = {"role": message.get("role", "assistant"), "content": self.proxy.fallback}
             choice["finish_reason"] = "stop"
             choice["logprobs"] = None
-        return {"verdict": "tool calls", "tool_calls": calls, "action": action}
+        return checked
 
     async def stream(self, request: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[Part]:
         """A streamed completion: first (status, headers), then each upstream line as it arrives (held
@@ -460,8 +456,13 @@ class Proxy:
                 if checking is not None:
                     checking.cancel()  # the client left: no further judge call
                 raise
-            checked = self.with_actions(self.acted(await self.streamed_verdict(read, request, checking)),
-                                        "".join(read.answer), request)  # fmt: skip
+            if self.proxy.check_tool_calls and read.tool_calls and not read.problem:
+                if checking is not None:
+                    checking.cancel()  # a reply of tool calls: no answer to check
+                checked = self.calls_verdict(read.calls(), request)
+            else:
+                checked = self.with_actions(self.acted(await self.streamed_verdict(read, request, checking)),
+                                            "".join(read.answer), request)  # fmt: skip
             if held is not None:
                 blocked = checked["action"] == "blocked"
                 for out in [self.fallback_chunk(read.last)] if blocked else held:
@@ -538,6 +539,7 @@ class StreamRead:
     (a finish_reason, [DONE]), and the first thing in it that keeps its answer from being checked."""
 
     answer: list[str] = field(default_factory=list)
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)  # by index: id, name, arguments so far
     last: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
     done: bool = False
@@ -560,6 +562,8 @@ class StreamRead:
                 continue
             self.finished = self.finished or bool(choice.get("finish_reason"))
             delta = choice.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("tool_calls"), list):
+                self.add_calls(delta["tool_calls"])
             content = delta.get("content") if isinstance(delta, dict) else None
             if not isinstance(content, str):
                 continue
@@ -571,6 +575,27 @@ class StreamRead:
             self.answer.append(content)
             if feed is not None and self.problem is None:
                 feed.put(content)
+
+    def add_calls(self, deltas: list[Any]) -> None:
+        """A chunk's tool-call deltas joined to the calls so far, by index: an id and a name as they first
+        come, the arguments' text piece by piece."""
+        for delta in deltas:
+            function = delta.get("function") if isinstance(delta, dict) else None
+            if not isinstance(function, dict) or not isinstance(delta.get("index", 0), int):
+                self.problem = self.problem or "the upstream streamed a tool call this proxy cannot read"
+                continue
+            call = self.tool_calls.setdefault(delta.get("index", 0), {"id": None, "name": "", "arguments": ""})
+            call["id"] = call["id"] or delta.get("id")
+            for key in ("name", "arguments"):
+                if isinstance(function.get(key), str):
+                    call[key] += function[key]
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The streamed tool calls, whole, in index order, as a non-streamed reply's message holds them."""
+        return [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(self.tool_calls.items())
+        ]
 
 
 @dataclass
