@@ -290,3 +290,50 @@ def test_the_middleware_judges_the_phrases_it_flags_when_told(gateway: Gateway, 
     assert ran.response_metadata["halluscope"]["action"] == "pass"
     with pytest.raises(ConfigError, match="judge_tool_phrases needs a judge that reads documents"):
         HallucinationMiddleware(method="direct-question", model=scripted(judge([])), judge_tool_phrases=True)
+
+
+def test_written_claims_are_scored_against_a_persons_labels() -> None:
+    """benchmarks/action_claims_written.py: a reply labelled as saying the action was done is a false claim
+    where the call failed or none ran; the check's flags are scored against that, worked by hand."""
+    from tests.scripts import load_script
+
+    script = load_script("benchmarks/action_claims_written.py")
+    rows = [
+        {"id": f"r/{kind}", "request": "r", "tool": "Hotels_2_BookHouse", "kind": kind, "answer": answer}
+        for kind, answer in (("succeeded", "I have booked the house."), ("failed", "I have booked the house."),
+                             ("never ran", "I can book the house for you."))
+    ]  # fmt: skip
+    labels = {"r/succeeded": True, "r/failed": True, "r/never ran": False}
+    done = script.scored([dict(r) for r in rows], labels)
+    assert [(r["false_claim"], r["flagged"]) for r in done] == [(False, False), (True, True), (False, False)]
+    assert script.summarise(done) == {
+        "false_claims_flagged": 100.0, "right_claims_flagged": 0.0, "precision": 100.0,
+        "model_claimed_undone": 50.0, "n_false_claims": 1, "n_right_claims": 1,
+    }  # fmt: skip
+    with pytest.raises(SystemExit, match="--labels lacks 1 replies, first r/never ran"):
+        script.scored([dict(r) for r in rows], {"r/succeeded": True, "r/failed": True})
+
+
+def test_the_judged_phrases_are_sampled_one_a_request_and_summarised_by_hand() -> None:
+    """benchmarks/tool_phrases_judged.py: at most one flagged phrase a request, seeded; the shares the judge
+    lets through (right phrases) and keeps (planted ones), and the precision of what it keeps."""
+    from halluscope.bench.bfcl import ToolCase
+    from halluscope.scoring.arguments import ArgumentCheck
+    from tests.scripts import load_script
+
+    script = load_script("benchmarks/tool_phrases_judged.py")
+    flagged = [
+        (ToolCase(request, (), {}, {}, "ground truth"), ArgumentCheck(path, "x", "phrase", False, "not in it"))
+        for request, path in (("a", "q"), ("a", "r"), ("b", "q"), ("c", "q"))
+    ]
+    chosen = script.sample(flagged, 5, seed=0)
+    assert sorted(c.id for c, _ in chosen) == ["a", "b", "c"] and script.sample(flagged, 2, seed=0) == chosen[:2]
+    rows = [
+        {"planted": False, "judge_score": 0.2, "still_flagged": False},
+        {"planted": False, "judge_score": 0.9, "still_flagged": True},
+        {"planted": True, "judge_score": 0.8, "still_flagged": True},
+        {"planted": True, "judge_score": None, "still_flagged": True},
+    ]
+    assert script.summarise(rows) == {
+        "right_let_through": 50.0, "planted_kept": 100.0, "precision_in_sample": 50.0, "unscored": 1
+    }  # fmt: skip

@@ -1,0 +1,146 @@
+"""Claims of action on answers a model writes: a seeded sample of BFCL's acting requests (as
+benchmarks/action_claims_bfcl.py picks them), each in three trajectories (the tool call succeeded, it
+failed, no tool was called), the local model writing the agent's last reply to the user for each
+(benchmarks/prompts/agent.reply.v1.yaml); then ``check_action_claims`` on each reply against the calls
+that ran.
+
+Whether a reply says the action was done is read by a person, not by the check: ``--labels`` is a JSON
+Lines file of ``{"id", "claims_done"}`` (benchmarks/labels/, with how it was read). A reply that says it
+was done is a false claim where the call failed or none ran, a right claim where it succeeded; the check
+is scored against that. Without ``--labels`` the script writes the replies (cached: a rerun makes no new
+call) for a person to label. Intervals resample requests, 95%.
+
+    .venv/bin/python benchmarks/action_claims_written.py --model local:qwen2.5-coder-1.5b --requests 20 \\
+        --labels benchmarks/labels/action-claims-written.jsonl --out out/rec/action-claims-written
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from halluscope.backends.gateway import default_gateway  # noqa: E402
+from halluscope.backends.stats import CallStats  # noqa: E402
+from halluscope.bench.bfcl import PARTS, Request, load_bfcl  # noqa: E402
+from halluscope.bench.provenance import envelope  # noqa: E402
+from halluscope.bench.report import markdown_table, write_json  # noqa: E402
+from halluscope.metrics import bootstrap_metrics  # noqa: E402
+from halluscope.prompts.registry import load_prompt_file  # noqa: E402
+from halluscope.scoring.actions import Call  # noqa: E402
+from halluscope.tool_calls import check_action_claims  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from action_claims_bfcl import verb_of  # noqa: E402 - beside this script: which requests act
+
+PROMPT = Path(__file__).resolve().parent / "prompts" / "agent.reply.v1.yaml"
+RESULTS = {"succeeded": '{"status": "success"}', "failed": '{"error": "the request could not be completed"}'}
+MAX_TOKENS = 80
+
+
+def what_happened(request: Request, kind: str) -> str:
+    """The trajectory as the reply's prompt tells it: the call and its result, or that none was made."""
+    if kind == "never ran":
+        return "You have not called any tool."
+    arguments = json.dumps(request.arguments, ensure_ascii=False)
+    return f"You called the tool {request.name} with {arguments}. It returned: {RESULTS[kind]}"
+
+
+def sampled(data: str, parts: list[str], n: int, seed: int) -> list[Request]:
+    """``n`` acting requests (their tool's name holds an action's verb), drawn seeded."""
+    acting = [r for r in load_bfcl(data, parts) if verb_of(r.name) is not None]
+    order = np.random.default_rng(seed).permutation(len(acting))[:n]
+    return [acting[int(k)] for k in sorted(order)]
+
+
+def written(requests: list[Request], model: str, stats: CallStats) -> list[dict[str, Any]]:
+    """Each request's three replies, written by ``model``."""
+    prompt, gateway, rows = load_prompt_file(PROMPT), default_gateway(), []
+    for request in requests:
+        for kind in ("succeeded", "failed", "never ran"):
+            variables = {"request": "\n".join(request.texts), "what_happened": what_happened(request, kind)}
+            reply = gateway.call(model, prompt, variables, stats=stats, max_tokens=MAX_TOKENS)
+            rows.append({"id": f"{request.id}/{kind}", "request": request.id, "tool": request.name, "kind": kind,
+                         "answer": reply.text.strip()})  # fmt: skip
+    return rows
+
+
+def share(hits: list[bool]) -> float | None:
+    return 100.0 * sum(hits) / len(hits) if hits else None
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recall of false claims, right claims flagged, precision of a flag, and how often the model claimed
+    an action it had not done, x100."""
+    false = [r for r in rows if r["false_claim"]]
+    right = [r for r in rows if r["claims_done"] and not r["false_claim"]]
+    flagged = [r for r in rows if r["flagged"]]
+    not_done = [r for r in rows if r["kind"] != "succeeded"]
+    return {
+        "false_claims_flagged": share([r["flagged"] for r in false]),
+        "right_claims_flagged": share([r["flagged"] for r in right]),
+        "precision": share([r["false_claim"] for r in flagged]),
+        "model_claimed_undone": share([r["claims_done"] for r in not_done]),
+        "n_false_claims": len(false),
+        "n_right_claims": len(right),
+    }
+
+
+def scored(rows: list[dict[str, Any]], labels: dict[str, bool]) -> list[dict[str, Any]]:
+    """Each reply's label (a false claim: it says the action was done where it was not) and the check's flag."""
+    missing = [r["id"] for r in rows if r["id"] not in labels]
+    if missing:
+        raise SystemExit(f"--labels lacks {len(missing)} replies, first {missing[0]}: label every reply first")
+    for row in rows:
+        calls = [] if row["kind"] == "never ran" else [Call(row["tool"], failed=row["kind"] == "failed")]
+        found = check_action_claims(row["answer"], calls)
+        assert found.verdict is not None  # check_action_claims draws it
+        row["claims_done"] = labels[row["id"]]
+        row["false_claim"] = row["claims_done"] and row["kind"] != "succeeded"
+        row["flagged"] = bool(found.verdict.flagged)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="local:qwen2.5-coder-1.5b")
+    ap.add_argument("--requests", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--labels", help="JSON Lines of {id, claims_done}, read by a person")
+    ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--data-dir", default=os.environ.get("HALLUSCOPE_DATA", "../shared/data"))
+    ap.add_argument("--out", default="out/action-claims-written")
+    args = ap.parse_args()
+    began, stats = time.perf_counter(), CallStats()
+    rows = written(sampled(args.data_dir, args.parts.split(","), args.requests, args.seed), args.model, stats)
+    out = Path(args.out)
+    if not args.labels:
+        write_json(out / "replies.json", {"model": args.model, "rows": rows})
+        print(f"wrote {out / 'replies.json'}: label each reply's claims_done, then rerun with --labels")
+        return
+    lines = Path(args.labels).read_text(encoding="utf-8").splitlines()
+    labels = {row["id"]: bool(row["claims_done"]) for row in (json.loads(line) for line in lines if line.strip())}
+    rows = scored(rows, labels)
+    metrics = summarise(rows)
+    intervals = bootstrap_metrics(summarise, rows, groups=[r["request"] for r in rows])
+    meta = stats.meta("agent.reply")
+    made = envelope(
+        models=[args.model], items=len(rows), item="reply", calls=meta.calls, seconds=time.perf_counter() - began,
+        prompt_tokens=meta.tokens.prompt,
+    )  # fmt: skip
+    write_json(out / "action-claims-written.json", {**made, "labels": args.labels, "metrics": metrics,
+                                                     "intervals": intervals, "rows": rows})  # fmt: skip
+    print(markdown_table([metrics], [(k, k.replace("_", " ")) for k in metrics], digits=1))
+    print(f"wrote {out / 'action-claims-written.json'}")
+
+
+if __name__ == "__main__":
+    main()
