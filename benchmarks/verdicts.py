@@ -872,6 +872,13 @@ CLAIMS = (
     Claim("checker-fit", "the composed cascade's calls on ragtruth", composed_calls("ragtruth", "RAGTruth sentences")),
     Claim(
         "checker-fit",
+        "the nli mix against the 0.5B judge on ragtruth",
+        on_ragtruth_responses(
+            NLI_MIX_RAGTRUTH, RAGTRUTH_JUDGE.format(size="0.5b"), MIX_WHAT, "the 0.5B judge", 0.0, RAGTRUTH_JUDGED
+        ),
+    ),
+    Claim(
+        "checker-fit",
         "the composed cascade ahead of tinylettuce-17m on ragtruth",
         ahead_of_published(
             "TinyLettuce-17M", "tinylettuce", "Results (RAGTruth)", composed_cascade("ragtruth"), "cascade"
