@@ -92,10 +92,10 @@ def main() -> None:
         for case, check in sample(flagged[planted], args.per_group, args.seed):
             unit = Unit(text=check.path, score=1.0, evidence={"reason": check.reason})
             judged, read = second_read(unit, check, list(case.texts), judge)
-            reads.append(read)
-            score = judged.evidence["judge_score"]
+            reads += [read] if read is not None else []
+            score = judged.evidence.get("judge_score")
             rows.append({"case": case.id, "planted": planted, "path": check.path, "value": check.value,
-                         "judged_as": judged.evidence["judged_as"], "judge_score": score,
+                         "judged_as": judged.evidence.get("judged_as"), "judge_score": score,
                          "still_flagged": score is None or score >= UNGROUNDED})  # fmt: skip
             print(f"{len(rows)}/{2 * args.per_group} {'planted' if planted else 'right'} {score}", flush=True)
     metrics = summarise(rows)

@@ -87,9 +87,9 @@ def check_tool_call(
             score=None if c.grounded is None else float(not c.grounded),
             evidence={"argument": c.path, "kind": c.kind, "reason": c.reason, "found": c.found},
         )
-        if judge is not None and c.kind == "phrase" and c.grounded is False and kept:
+        if judge is not None and c.kind == "phrase" and c.grounded is False:
             unit, read = second_read(unit, c, kept, judge)
-            metas.append(read)
+            metas += [read] if read is not None else []
         units.append(unit)
     params = {"tool": name, "context_texts": len(kept), "context_dropped": dropped, "lenient": lenient}
     meta = cost_of(metas, time.perf_counter() - began, {**params, "judged": len(metas)})
@@ -121,13 +121,15 @@ def said_as(path: str, value: Any) -> str:
     return f"The {field} is {str(value).rstrip('.')}."
 
 
-def second_read(unit: Unit, check: ArgumentCheck, said: Sequence[str], judge: Detector) -> tuple[Unit, RunMeta]:
+def second_read(unit: Unit, check: ArgumentCheck, said: Sequence[str], judge: Detector) -> tuple[Unit, RunMeta | None]:
     """A phrase matching flagged, read again by ``judge``: the argument said as a sentence (``said_as``)
     checked against the conversation's texts; its score becomes the judge's (p not supported, its riskiest
     sentence's), with both readings in the evidence. Where the judge gives no score (its answer unread)
-    the flag stands, and the evidence says so."""
-    sentence = said_as(check.path, check.value)
-    found = judge.detect(**judge.answer_item(sentence, None, list(said)))
+    the flag stands, and the evidence says so; where the conversation holds no text, no judge is asked."""
+    sentence, documents = said_as(check.path, check.value), [t for t in said if t.strip()]
+    if not documents:  # a conversation of blank texts: nothing to read it against
+        return unit, None
+    found = judge.detect(**judge.answer_item(sentence, None, documents))
     evidence = {**unit.evidence, "judged_as": sentence, "judge_score": found.risk}
     if found.risk is None:
         evidence["reason"] = f"{check.reason}; the judge gave no score, so the flag stands"

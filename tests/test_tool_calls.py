@@ -264,6 +264,8 @@ def test_a_judge_reads_again_the_phrases_matching_flags(gateway: Gateway, script
     assert result.verdict is not None and result.verdict.flagged == [1, 2]  # the supported phrase let through
     assert result.units[0].evidence["reason"].endswith("the judge finds it supported (0.00)")
     assert result.meta.params["judged"] == 2 and result.meta.calls == 2
+    blank = halluscope.check_tool_call("find_hotel", {"note": "deliver to Haifa"}, context=["", " "], judge=grounded)
+    assert blank.verdict is not None and blank.verdict.flagged == [0] and blank.meta.params["judged"] == 0
     for wrong in ("grounded", halluscope.Detector("direct-question", {"model": scripted(judge([]))})):
         with pytest.raises(ConfigError, match="judge is a detector that reads documents"):
             halluscope.check_tool_call("x", {"q": "a b"}, context=["c"], judge=wrong)  # type: ignore[arg-type]
