@@ -134,7 +134,7 @@ def main() -> None:
     meta = stats.meta("agent.reply")
     made = envelope(
         models=[args.model], items=len(rows), item="reply", calls=meta.calls, seconds=time.perf_counter() - began,
-        prompt_tokens=meta.tokens.prompt,
+        prompt_tokens=meta.tokens.prompt, cache_hits=meta.cache_hits,
     )  # fmt: skip
     write_json(out / "action-claims-written.json", {**made, "labels": args.labels, "metrics": metrics,
                                                      "intervals": intervals, "rows": rows})  # fmt: skip

@@ -103,6 +103,7 @@ def main() -> None:
     made = envelope(
         models=[args.judge], items=len(rows), item="phrase", calls=sum(r.calls for r in reads),
         seconds=time.perf_counter() - began, prompt_tokens=sum(r.tokens.prompt for r in reads),
+        cache_hits=sum(r.cache_hits for r in reads),
     )  # fmt: skip
     out = Path(args.out) / "tool-phrases-judged.json"
     flagged_counts = {"right": len(flagged[False]), "planted": len(flagged[True])}
