@@ -523,7 +523,27 @@ def tool_calls(record: Callable[[str], Any]) -> dict[str, Any]:
         ],
         "reasons": list(run["false_positive_reasons"].items()),
         "claims": claims_rows(record("tool-calls")["runs"].get("bfcl acting requests, claims of action at zero calls")),
+        "judged": record("tool-calls")["runs"].get(PHRASES_JUDGED),
+        "written": written_rows(record("tool-calls")["runs"].get(CLAIMS_WRITTEN)),
     }
+
+
+PHRASES_JUDGED = "bfcl live, flagged phrases read again by the qwen2.5-coder-1.5b judge"
+CLAIMS_WRITTEN = "bfcl acting requests, claims of action in replies the qwen2.5-coder-1.5b wrote"
+WRITTEN_ROWS = (
+    ("false_claims_flagged", "false claims flagged"),
+    ("precision", "precision of a flag"),
+    ("right_claims_flagged", "right claims flagged"),
+    ("model_claimed_undone", "replies that say an action was done that was not (the model's own rate)"),
+)
+
+
+def written_rows(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The written-claims run's rates with their intervals, and its replies by trajectory, or None before it ran."""
+    if run is None:
+        return None
+    m, ci = run["metrics"], run["intervals"]
+    return {"run": run, "rows": [{"what": w, "value": m[k], "interval": ci.get(k)} for k, w in WRITTEN_ROWS]}
 
 
 ACTION_CLAIM_ROWS = (
