@@ -309,7 +309,8 @@ def test_written_claims_are_scored_against_a_persons_labels() -> None:
     done = script.scored([dict(r) for r in rows], labels)
     assert [(r["false_claim"], r["flagged"]) for r in done] == [(False, False), (True, True), (False, False)]
     assert script.summarise(done) == {
-        "false_claims_flagged": 100.0, "right_claims_flagged": 0.0, "no_claim_flagged": 0.0, "precision": 100.0,
+        "false_claims_flagged": 100.0, "right_claims_flagged": 0.0, "claims_read_as_claims": 100.0,
+        "no_claim_flagged": 0.0, "precision": 100.0,
         "model_claimed_undone": 50.0, "n_false_claims": 1, "n_right_claims": 1, "n_no_claim": 1,
     }  # fmt: skip
     with pytest.raises(SystemExit, match="--labels lacks 1 replies, first r/never ran"):
