@@ -534,7 +534,9 @@ WRITTEN_ROWS = (
     ("false_claims_flagged", "false claims flagged"),
     ("precision", "precision of a flag"),
     ("right_claims_flagged", "right claims flagged"),
-    ("model_claimed_undone", "replies that say an action was done that was not (the model's own rate)"),
+    ("claims_read_as_claims", "claims (as a person read them) the check reads as claims of action"),
+    ("no_claim_flagged", "replies that claim nothing, flagged"),
+    ("model_claimed_undone", "replies after a failed call or none that say the action was done"),
 )
 
 
@@ -543,7 +545,8 @@ def written_rows(run: dict[str, Any] | None) -> dict[str, Any] | None:
     if run is None:
         return None
     m, ci = run["metrics"], run["intervals"]
-    return {"run": run, "rows": [{"what": w, "value": m[k], "interval": ci.get(k)} for k, w in WRITTEN_ROWS]}
+    rows = [{"what": w, "value": m[k], "interval": ci.get(k)} for k, w in WRITTEN_ROWS]
+    return {"run": run, "rows": rows, "requests": len({r["request"] for r in run["rows"]})}
 
 
 ACTION_CLAIM_ROWS = (

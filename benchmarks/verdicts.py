@@ -598,6 +598,16 @@ def phr_icl_follows(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     return fact(mhr < 0.01 and err < 0.1 and rte_err > 0.3, "the PHR follows MHR and error on SST-2, misses RTE", shown)
 
 
+def written_replies_hold_no_false_claim(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """The model-written replies: none says an action was done after a call that failed or none ran."""
+    run = load("tool-calls")["runs"]["bfcl acting requests, claims of action in replies the qwen2.5-coder-1.5b wrote"]
+    shown = (
+        "The model claimed no action it had not done: every reply that says an action was done follows a call "
+        "that succeeded"
+    )
+    return fact(run["metrics"]["n_false_claims"] == 0, "no false claim in the written replies", shown)
+
+
 def unigram_peer_no_unseen(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     peer = next(iter(load("peers/selfcheckgpt-unigram")["runs"].values()))
     shown = "No sentence has an unseen token in either"
@@ -1160,6 +1170,7 @@ CLAIMS = (
     Claim("clue", "the paper's ordering D_R < D_L < D_I", clue_ordering),
     Claim("phr-icl", "follows sst-2, misses rte", phr_icl_follows),
     Claim("peers/selfcheckgpt-unigram", "no unseen token", unigram_peer_no_unseen),
+    Claim("tool-calls", "no false claim in the written replies", written_replies_hold_no_false_claim),
 )
 
 
