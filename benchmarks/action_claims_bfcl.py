@@ -9,7 +9,9 @@ trajectories, labelled by construction:
 - the call ran, the answer offers the action without claiming it ("I can book it for you"): no claim.
 
 The answers are templates written here (three phrasings of a claim, turn by turn), so this measures how
-the verb matching reads real tool names, not how often it is right on answers a model writes.
+the verb matching reads real tool names, not how often it is right on answers a model writes. Both
+readings of ``scoring.actions`` on the same trajectories: version 2 (the default) and version 1, with
+their paired differences; milliseconds a trajectory are version 2's.
 
     .venv/bin/python benchmarks/action_claims_bfcl.py --out out/rec/action-claims-bfcl
 """
@@ -75,19 +77,31 @@ def _share(hits: list[bool]) -> float | None:
     return 100.0 * sum(hits) / len(hits) if hits else None
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Recall of false claims (overall, failed call, no call), false positives on right claims and on
-    offers, and precision, x100."""
+def reading(rows: list[dict[str, Any]], version: int) -> dict[str, Any]:
+    """One version's recall of false claims (overall, failed call, no call), false positives on right
+    claims and on offers, and precision, x100."""
+    flag, claims = f"flagged_v{version}", f"claims_v{version}"
     false, right = [r for r in rows if r["false_claim"]], [r for r in rows if r["kind"] == "succeeded"]
     offered = [r for r in rows if r["kind"] == "offered"]
-    flagged = [r for r in rows if r["flagged"]]
+    flagged = [r for r in rows if r[flag]]
     return {
-        "recall": _share([r["flagged"] for r in false]),
-        "recall_failed_call": _share([r["flagged"] for r in false if r["kind"] == "failed"]),
-        "recall_no_call": _share([r["flagged"] for r in false if r["kind"] == "never ran"]),
-        "right_claims_flagged": _share([r["flagged"] for r in right]),
-        "offers_read_as_claims": _share([r["claims"] for r in offered]),
+        "recall": _share([r[flag] for r in false]),
+        "recall_failed_call": _share([r[flag] for r in false if r["kind"] == "failed"]),
+        "recall_no_call": _share([r[flag] for r in false if r["kind"] == "never ran"]),
+        "right_claims_flagged": _share([r[flag] for r in right]),
+        "offers_read_as_claims": _share([r[claims] for r in offered]),
         "precision": 100.0 * sum(r["false_claim"] for r in flagged) / len(flagged) if flagged else None,
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Version 2's reading (the default), version 1's (``v1_``) and their paired differences
+    (``v2_minus_v1_``), and the counts."""
+    two, one = reading(rows, 2), reading(rows, 1)
+    return {
+        **two,
+        **{f"v1_{k}": v for k, v in one.items()},
+        **{f"v2_minus_v1_{k}": v - one[k] for k, v in two.items() if v is not None and one[k] is not None},
         "n_requests": len({r["request"] for r in rows}),
         "n_trajectories": len(rows),
     }
@@ -103,13 +117,15 @@ def main() -> None:
     rows, spent = trajectories(args.data_dir, args.parts.split(",")), 0.0
     for row in rows:
         started = time.perf_counter()
-        found = check_claims([row["answer"]], row.pop("calls"))
+        found = check_claims([row["answer"]], row["calls"])
         spent += time.perf_counter() - started
-        row["claims"], row["flagged"] = bool(found), any(not c.grounded for c in found)
+        row["claims_v2"], row["flagged_v2"] = bool(found), any(not c.grounded for c in found)
         row["reason"] = found[0].reason if found else None
+        first = check_claims([row["answer"]], row.pop("calls"), version=1)
+        row["claims_v1"], row["flagged_v1"] = bool(first), any(not c.grounded for c in first)
     metrics = summarise(rows)
     intervals = bootstrap_metrics(summarise, rows, groups=[r["request"] for r in rows])
-    missed = sorted({r["verb"] for r in rows if r["false_claim"] and not r["flagged"]})
+    missed = sorted({r["verb"] for r in rows if r["false_claim"] and not r["flagged_v2"]})
     made = envelope(
         models=[], items=len(rows), item="trajectory", calls=0, seconds=time.perf_counter() - began, prompt_tokens=0
     )

@@ -7,7 +7,8 @@ that ran.
 Whether a reply says the action was done is read by a person, not by the check: ``--labels`` is a JSON
 Lines file of ``{"id", "claims_done"}`` (benchmarks/labels/, with how it was read). A reply that says it
 was done is a false claim where the call failed or none ran, a right claim where it succeeded; the check
-is scored against that. Without ``--labels`` the script writes the replies (cached: a rerun makes no new
+is scored against that, in both readings of ``scoring.actions`` (version 2, the default, and version
+1) with their paired differences. Without ``--labels`` the script writes the replies (cached: a rerun makes no new
 call) for a person to label. Intervals resample requests, 95%.
 
     .venv/bin/python benchmarks/action_claims_written.py --model local:qwen2.5-coder-1.5b --requests 20 \\
@@ -35,7 +36,7 @@ from halluscope.bench.provenance import envelope  # noqa: E402
 from halluscope.bench.report import markdown_table, write_json  # noqa: E402
 from halluscope.metrics import bootstrap_metrics  # noqa: E402
 from halluscope.prompts.registry import load_prompt_file  # noqa: E402
-from halluscope.scoring.actions import Call  # noqa: E402
+from halluscope.scoring.actions import VERSIONS, Call  # noqa: E402
 from halluscope.tool_calls import check_action_claims  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -77,23 +78,32 @@ def share(hits: list[bool]) -> float | None:
     return 100.0 * sum(hits) / len(hits) if hits else None
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Recall of false claims, right claims flagged, the claims the check reads as claims at all, replies
-    that claim nothing flagged, precision of a flag, and how often the model claimed an action it had not
-    done, x100 (None where a share has no reply)."""
+def reading(rows: list[dict[str, Any]], version: int) -> dict[str, Any]:
+    """One version's recall of false claims, right claims flagged, the claims it reads as claims at all,
+    replies that claim nothing flagged and precision of a flag, x100 (None where a share has no reply)."""
+    flag, read = f"flagged_v{version}", f"read_as_claim_v{version}"
     false = [r for r in rows if r["false_claim"]]
     right = [r for r in rows if r["claims_done"] and not r["false_claim"]]
-    flagged = [r for r in rows if r["flagged"]]
-    not_done = [r for r in rows if r["kind"] != "succeeded"]
     return {
-        "false_claims_flagged": share([r["flagged"] for r in false]),
-        "right_claims_flagged": share([r["flagged"] for r in right]),
-        "claims_read_as_claims": share([r["read_as_claim"] for r in rows if r["claims_done"]]),
-        "no_claim_flagged": share([r["flagged"] for r in rows if not r["claims_done"]]),
-        "precision": share([r["false_claim"] for r in flagged]),
-        "model_claimed_undone": share([r["claims_done"] for r in not_done]),
-        "n_false_claims": len(false),
-        "n_right_claims": len(right),
+        "false_claims_flagged": share([r[flag] for r in false]),
+        "right_claims_flagged": share([r[flag] for r in right]),
+        "claims_read_as_claims": share([r[read] for r in rows if r["claims_done"]]),
+        "no_claim_flagged": share([r[flag] for r in rows if not r["claims_done"]]),
+        "precision": share([r["false_claim"] for r in rows if r[flag]]),
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Version 2's reading (the default), version 1's (``v1_``), their paired differences
+    (``v2_minus_v1_``), how often the model claimed an action it had not done, and the counts."""
+    two, one = reading(rows, 2), reading(rows, 1)
+    return {
+        **two,
+        **{f"v1_{k}": v for k, v in one.items()},
+        **{f"v2_minus_v1_{k}": v - one[k] for k, v in two.items() if v is not None and one[k] is not None},
+        "model_claimed_undone": share([r["claims_done"] for r in rows if r["kind"] != "succeeded"]),
+        "n_false_claims": sum(r["false_claim"] for r in rows),
+        "n_right_claims": sum(r["claims_done"] and not r["false_claim"] for r in rows),
         "n_no_claim": sum(not r["claims_done"] for r in rows),
     }
 
@@ -105,12 +115,13 @@ def scored(rows: list[dict[str, Any]], labels: dict[str, bool]) -> list[dict[str
         raise SystemExit(f"--labels lacks {len(missing)} replies, first {missing[0]}: label every reply first")
     for row in rows:
         calls = [] if row["kind"] == "never ran" else [Call(row["tool"], failed=row["kind"] == "failed")]
-        found = check_action_claims(row["answer"], calls)
-        assert found.verdict is not None  # check_action_claims draws it
         row["claims_done"] = labels[row["id"]]
         row["false_claim"] = row["claims_done"] and row["kind"] != "succeeded"
-        row["flagged"] = bool(found.verdict.flagged)
-        row["read_as_claim"] = any(u.score is not None for u in found.units)
+        for version in VERSIONS:
+            found = check_action_claims(row["answer"], calls, version)
+            assert found.verdict is not None  # check_action_claims draws it
+            row[f"flagged_v{version}"] = bool(found.verdict.flagged)
+            row[f"read_as_claim_v{version}"] = any(u.score is not None for u in found.units)
     return rows
 
 

@@ -32,7 +32,7 @@ from halluscope.checks import check_value
 from halluscope.detectors import Detector
 from halluscope.errors import ConfigError
 from halluscope.results import DetectionResult, RunMeta, TokenUsage, Unit
-from halluscope.scoring.actions import Call, check_claims
+from halluscope.scoring.actions import VERSIONS, Call, check_claims
 from halluscope.scoring.arguments import ArgumentCheck, check_arguments
 from halluscope.text import sentences
 
@@ -139,14 +139,17 @@ def second_read(unit: Unit, check: ArgumentCheck, said: Sequence[str], judge: De
     return unit.model_copy(update={"score": found.risk, "evidence": evidence}), found.meta
 
 
-def check_action_claims(answer: str, calls: Sequence[Call]) -> DetectionResult:
+def check_action_claims(answer: str, calls: Sequence[Call], version: int = 2) -> DetectionResult:
     """Check the sentences of ``answer`` that claim an action against the conversation's tool ``calls``
     (``scoring.actions``, no model call): a unit a sentence, scored 1 where its claim has no matching call
-    that ran without failing, 0 where it has, None where it claims no action; the verdict drawn at 0.5."""
+    that ran without failing, 0 where it has, None where it claims no action; the verdict drawn at 0.5.
+    ``version`` 1: the first reading of claims (past forms alone), kept to measure against."""
     check_value("check_action_claims", "answer", answer, str)
+    if version not in VERSIONS:
+        raise ConfigError(f"version is one of {', '.join(map(str, VERSIONS))}, got {version!r}")
     began = time.perf_counter()
     found = sentences(answer)
-    claims = {c.sentence: c for c in check_claims(found, calls)}
+    claims = {c.sentence: c for c in check_claims(found, calls, version)}
     units = [
         Unit(text=s, score=None, evidence={"claims_action": False})
         if (claim := claims.get(s)) is None
@@ -157,7 +160,8 @@ def check_action_claims(answer: str, calls: Sequence[Call]) -> DetectionResult:
         )
         for s in found
     ]
-    meta = RunMeta(method=ACTIONS, seconds=time.perf_counter() - began, params={"calls": [c.name for c in calls]})
+    params = {"calls": [c.name for c in calls], "version": version}
+    meta = RunMeta(method=ACTIONS, seconds=time.perf_counter() - began, params=params)
     result = DetectionResult(method=ACTIONS, units=units, meta=meta)
     result.decide(UNGROUNDED)
     return result

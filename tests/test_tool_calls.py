@@ -134,10 +134,24 @@ def test_annotate_lets_the_call_run_with_its_verdict(gateway: Gateway, scripted:
         ("I have not booked anything yet.", None),
         ("I can cancel it if you confirm.", None),
         ("The weather is sunny.", None),
+        ("The payment was successful.", "successful"),  # version 2: an outcome that names no verb
+        ("The alarm has been set for 17:15.", "set"),
+        ("The event was successfully rescheduled.", "rescheduled"),
+        ("The request was unsuccessful.", None),
+        ("The alarm was not set.", None),
     ],
 )
 def test_a_sentence_claims_the_action_its_verb_says_was_done(sentence: str, verb: str | None) -> None:
     assert claimed_verb(sentence) == verb
+
+
+def test_version_one_reads_the_first_past_forms_alone() -> None:
+    assert claimed_verb("The payment was successful.", 1) is None and claimed_verb("I have paid.", 1) == "paid"
+    assert [c.reason for c in check_claims(["The payment was successful."], [Call("Payment_1_MakePayment", True)])] == [
+        "the call failed: Payment_1_MakePayment"
+    ]  # the outcome matched by the words it shares with the tool's name
+    with pytest.raises(ConfigError, match="version is one of 1, 2, got 3"):
+        halluscope.check_action_claims("Done.", [], version=3)
 
 
 def test_a_claim_is_matched_to_the_calls_that_did_it() -> None:
@@ -307,12 +321,14 @@ def test_written_claims_are_scored_against_a_persons_labels() -> None:
     ]  # fmt: skip
     labels = {"r/succeeded": True, "r/failed": True, "r/never ran": False}
     done = script.scored([dict(r) for r in rows], labels)
-    assert [(r["false_claim"], r["flagged"]) for r in done] == [(False, False), (True, True), (False, False)]
-    assert script.summarise(done) == {
+    assert [(r["false_claim"], r["flagged_v2"]) for r in done] == [(False, False), (True, True), (False, False)]
+    summary = script.summarise(done)
+    assert {k: v for k, v in summary.items() if not k.startswith("v")} == {
         "false_claims_flagged": 100.0, "right_claims_flagged": 0.0, "claims_read_as_claims": 100.0,
         "no_claim_flagged": 0.0, "precision": 100.0,
         "model_claimed_undone": 50.0, "n_false_claims": 1, "n_right_claims": 1, "n_no_claim": 1,
     }  # fmt: skip
+    assert summary["v1_false_claims_flagged"] == 100.0 and summary["v2_minus_v1_false_claims_flagged"] == 0.0
     with pytest.raises(SystemExit, match="--labels lacks 1 replies, first r/never ran"):
         script.scored([dict(r) for r in rows], {"r/succeeded": True, "r/failed": True})
 

@@ -3,8 +3,9 @@ was done ("I have cancelled your order", "your refund has been processed") is ma
 of the conversation by the action's verb (``cancelled`` to a tool named ``cancel_order``; a verb that
 names no action, such as ``processed``, to the calls whose names share a word with the sentence, else to
 any call), and flagged where no matching call ran, or where every one that ran failed (its result an
-error). A sentence that says an action was not done ("I could not
-cancel it") claims nothing. Imports nothing of halluscope.
+error). A sentence that says an action was not done ("I could not cancel it") claims nothing. Version 2
+(the default) also reads the past forms and the outcome ("the payment was successful") that replies a
+model wrote use; version 1, the first list alone, is kept to measure against. Imports nothing of halluscope.
 """
 
 from __future__ import annotations
@@ -24,13 +25,26 @@ DONE = {
     "confirmed": "confirm", "processed": "", "completed": "", "done": "", "finished": "", "placed": "",
     "issued": "", "initiated": "", "arranged": "", "set up": "",
 }  # fmt: skip
-_VERB = "|".join(re.escape(v) for v in sorted(DONE, key=len, reverse=True))
-# first person ("I have cancelled", "I've just booked", "we sent") or a result ("has been refunded", "is booked")
-CLAIM = re.compile(
-    rf"\b(?:(?:i|we)(?:'ve|'d| have| had)?|(?:has|have) been|(?:is|are|was|were)(?: now| all)?)"
-    rf"(?:\s+(?:just|now|already|successfully|also))*\s+({_VERB})\b",
-    re.IGNORECASE,
-)
+# version 2 (the default): past forms and outcomes read in replies a model wrote (a development draw of
+# benchmarks/action_claims_written.py, seed 1, never its test draw): "has been set", "was rescheduled",
+# "was handled", "was turned down", and an outcome that names no verb, "the payment was successful"
+DONE_V2 = {**DONE, "rescheduled": "schedul", "set": "set", "handled": "", "turned": ""}
+OUTCOME = "successful"  # a claim of an action it does not name, matched as "processed" is
+VERSIONS = (1, 2)
+
+
+def _claim(verbs: Sequence[str]) -> re.Pattern[str]:
+    """A claim of one of ``verbs``: first person ("I have cancelled", "I've just booked", "we sent") or a
+    result ("has been refunded", "is booked")."""
+    alternatives = "|".join(re.escape(v) for v in sorted(verbs, key=len, reverse=True))
+    return re.compile(
+        rf"\b(?:(?:i|we)(?:'ve|'d| have| had)?|(?:has|have) been|(?:is|are|was|were)(?: now| all)?)"
+        rf"(?:\s+(?:just|now|already|successfully|also))*\s+({alternatives})\b",
+        re.IGNORECASE,
+    )
+
+
+CLAIMS = {1: _claim(list(DONE)), 2: _claim([*DONE_V2, OUTCOME])}
 NEGATED = re.compile(r"\b(?:not|n't|never|unable|couldn't|cannot|can't|failed|could not|wasn't|weren't)\b", re.I)
 
 
@@ -55,9 +69,10 @@ class ActionClaim:
     reason: str
 
 
-def claimed_verb(sentence: str) -> str | None:
-    """The action a sentence says was done (its past form, lowercased), or None: no claim, or a negated one."""
-    found = CLAIM.search(sentence)
+def claimed_verb(sentence: str, version: int = 2) -> str | None:
+    """The action a sentence says was done (its past form, lowercased), or None: no claim, or a negated one;
+    ``version`` 1 reads the first list of past forms alone."""
+    found = CLAIMS[version].search(sentence)
     if found is None or NEGATED.search(sentence[: found.end()]):
         return None
     return found.group(1).lower()
@@ -77,24 +92,27 @@ def _shares_a_word(sentence: str, name: str) -> bool:
 def matching(sentence: str, verb: str, calls: Sequence[Call]) -> list[Call]:
     """The calls a claim is about: those whose name shares its verb's stem, or for a verb that names no
     action ("processed", "done") those whose name shares a word with the sentence, else every call."""
-    stem = DONE[verb]
+    stem = DONE_V2.get(verb, "")
     if stem:
         return [c for c in calls if _stem_in(stem, c.name)]
     named = [c for c in calls if _shares_a_word(sentence, c.name)]
     return named or list(calls)
 
 
-def check_claims(sentences: Sequence[str], calls: Sequence[Call]) -> list[ActionClaim]:
+def check_claims(sentences: Sequence[str], calls: Sequence[Call], version: int = 2) -> list[ActionClaim]:
     """Each sentence that claims an action, matched to ``calls`` (the conversation's, in order)."""
+    if version not in VERSIONS:
+        raise ValueError(f"the claims' reading has versions {', '.join(map(str, VERSIONS))}, not {version!r}")
     found = []
     for sentence in sentences:
-        verb = claimed_verb(sentence)
+        verb = claimed_verb(sentence, version)
         if verb is None:
             continue
         matched = matching(sentence, verb, calls)
         names = tuple(c.name for c in matched)
         if not matched:
-            why = f"no tool whose name says {DONE[verb]!r} was called" if DONE[verb] else "no tool was called"
+            stem = DONE_V2.get(verb, "")
+            why = f"no tool whose name says {stem!r} was called" if stem else "no tool was called"
             found.append(ActionClaim(sentence, verb, names, False, why))
         elif all(c.failed for c in matched):
             found.append(ActionClaim(sentence, verb, names, False, f"the call failed: {', '.join(names)}"))
