@@ -26,9 +26,9 @@ DONE = {
     "issued": "", "initiated": "", "arranged": "", "set up": "",
 }  # fmt: skip
 # version 2 (the default): past forms and outcomes read in replies a model wrote (a development draw of
-# benchmarks/action_claims_written.py, seed 1, never its test draw): "has been set", "was rescheduled",
+# benchmarks/action_claims_written.py, seed 1, benchmarks/labels/): "has been set", "was rescheduled",
 # "was handled", "was turned down", and an outcome that names no verb, "the payment was successful"
-DONE_V2 = {**DONE, "rescheduled": "schedul", "set": "set", "handled": "", "turned": ""}
+DONE_V2 = {**DONE, "rescheduled": "schedul", "set": "", "handled": "", "turned": ""}  # "set" names no one action
 OUTCOME = "successful"  # a claim of an action it does not name, matched as "processed" is
 VERSIONS = (1, 2)
 
