@@ -536,7 +536,6 @@ WRITTEN_ROWS = (
     ("right_claims_flagged", "right claims flagged"),
     ("claims_read_as_claims", "claims (as a person read them) the check reads as claims of action"),
     ("no_claim_flagged", "replies that claim nothing, flagged"),
-    ("model_claimed_undone", "replies after a failed call or none that say the action was done"),
 )
 
 
@@ -544,9 +543,17 @@ def written_rows(run: dict[str, Any] | None) -> dict[str, Any] | None:
     """The written-claims run's rates with their intervals, and its replies by trajectory, or None before it ran."""
     if run is None:
         return None
+    return {"run": run, "rows": by_version(run, WRITTEN_ROWS), "requests": len({r["request"] for r in run["rows"]})}
+
+
+def by_version(run: dict[str, Any], rows: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
+    """Each rate in both readings of claims (version 2, version 1) and their paired difference."""
     m, ci = run["metrics"], run["intervals"]
-    rows = [{"what": w, "value": m[k], "interval": ci.get(k)} for k, w in WRITTEN_ROWS]
-    return {"run": run, "rows": rows, "requests": len({r["request"] for r in run["rows"]})}
+    return [
+        {"what": w, "value": m[k], "interval": ci.get(k), "v1": m.get(f"v1_{k}"), "v1_interval": ci.get(f"v1_{k}"),
+         "difference": m.get(f"v2_minus_v1_{k}"), "difference_interval": ci.get(f"v2_minus_v1_{k}")}
+        for k, w in rows
+    ]  # fmt: skip
 
 
 ACTION_CLAIM_ROWS = (
@@ -563,8 +570,7 @@ def claims_rows(run: dict[str, Any] | None) -> dict[str, Any] | None:
     """The action-claim run's rates with their intervals, or None before it ran."""
     if run is None:
         return None
-    m, ci = run["metrics"], run["intervals"]
-    return {"run": run, "rows": [{"what": w, "value": m[k], "interval": ci.get(k)} for k, w in ACTION_CLAIM_ROWS]}
+    return {"run": run, "rows": by_version(run, ACTION_CLAIM_ROWS)}
 
 
 PAGES: dict[str, Callable[[Callable[[str], Any]], dict[str, Any]]] = {
