@@ -139,6 +139,7 @@ def check(
     max_calls: int | None = MAX_CALLS,
     force_calibration: bool = False,
     tool_calls: Sequence[Mapping[str, Any]] | None = None,
+    judge_actions: bool = False,
     **options: Any,
 ) -> DetectionResult:
     """Check ``answer`` and draw its verdict (``result.verdict``: the flagged units' positions; each unit
@@ -149,9 +150,15 @@ def check(
     not fitted with, warning instead of refusing; ``tool_calls``: the conversation's tool calls in order
     (``tool_calls.given_tool_calls``), each call's arguments checked against the question, the documents
     and the earlier calls' results, and the answer's claims of action against the calls, with no model
-    call (``result.actions``); ``options``: the method's own keywords (``gateway``, ``n``, ``top_k`` ...)."""
+    call (``result.actions``); ``judge_actions``: the check's own detector (one that reads documents)
+    second-reads what matching flags in a free-text argument and the claims of action matching cannot
+    decide, its calls added to the cost; ``options``: the method's own keywords (``gateway``, ``n``,
+    ``top_k`` ...)."""
     check_value("check", "answer", answer, str)
+    check_value("check", "judge_actions", judge_actions, bool)
     calls = given_tool_calls(tool_calls) if tool_calls is not None else None
+    if judge_actions and calls is None:
+        raise ConfigError("judge_actions reads the conversation's tool calls; give them as tool_calls")
     det, decided_at = deployable(
         context is not None,
         method=method,
@@ -163,9 +170,15 @@ def check(
         force_calibration=force_calibration,
         **options,
     )
+    if judge_actions and det.spec.context_field is None:
+        raise ConfigError(f"judge_actions needs a check that reads documents (grounded); {det.spec.name} does not")
     result = det.detect(**check_item(det, answer, context, question))
     result.decide(decided_at)
     if calls is not None:
         said = ([question] if question else []) + ([t for t, _ in checked_documents(context)] if context else [])
-        result.actions = actions_checked(answer, calls, said)
+        result.actions = actions_checked(answer, calls, said, judge=det if judge_actions else None)
+        if judge_actions:
+            spent, meta = result.actions["judge_calls"], result.meta
+            update = {"calls": meta.calls + spent["calls"], "cache_hits": meta.cache_hits + spent["cache_hits"]}
+            result.meta = meta.model_copy(update=update)
     return result

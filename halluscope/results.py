@@ -153,7 +153,8 @@ class DetectionResult(BaseModel):
     actions: dict[str, Any] | None = Field(
         None,
         description="the conversation's tool calls and the answer's claims of action, checked beside it "
-        "(``tool_calls.actions_checked``: ``tool_calls``, ``actions``, ``flagged``); None: no calls given",
+        "(``tool_calls.actions_checked``: ``tool_calls``, ``actions``, ``flagged``, and ``judge_calls`` where a "
+        "judge read them); None: no calls given",
     )
 
     @property

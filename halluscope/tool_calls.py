@@ -12,7 +12,9 @@ the result's params say how many were dropped.
 
 ``halluscope.check_action_claims(answer, calls)``: each sentence of an answer that says an action was
 done ("I have cancelled your order") matched to the conversation's tool calls (``scoring.actions``: by
-the action's verb, no model call), flagged where no matching call ran or where each one failed.
+the action's verb, no model call), flagged where no matching call ran or where each one failed. Where
+the words cannot decide (the claim names no tool; the call ran but its result says in words that it did
+not work), a ``judge`` reads the sentence against the trajectory (each call, its arguments, its result).
 
 ``actions_checked``: both for a conversation's calls as every door takes them (``given_tool_calls``:
 ``halluscope.check(..., tool_calls=...)``, ``POST /check``, the MCP check tool, the proxy's request),
@@ -76,8 +78,7 @@ def check_tool_call(
         raise ConfigError("context is a list of texts (the conversation's messages and tool results)")
     if isinstance(max_context_chars, bool) or not isinstance(max_context_chars, int) or max_context_chars < 1:
         raise ConfigError(f"max_context_chars is a positive whole number, got {max_context_chars!r}")
-    if judge is not None and (not isinstance(judge, Detector) or judge.spec.context_field is None):
-        raise ConfigError("judge is a detector that reads documents: halluscope.Detector('grounded', model=...)")
+    reading_judge(judge)
     began = time.perf_counter()
     kept, dropped = bounded(list(context), max_context_chars)
     units, metas = [], []
@@ -98,10 +99,16 @@ def check_tool_call(
     return result
 
 
-def cost_of(reads: Sequence[RunMeta], seconds: float, params: dict[str, Any]) -> RunMeta:
-    """A tool call's check's cost: its judge's second reads summed (none where no judge read a phrase)."""
+def reading_judge(judge: Detector | None) -> None:
+    """Refuse a judge that cannot read a text against documents."""
+    if judge is not None and (not isinstance(judge, Detector) or judge.spec.context_field is None):
+        raise ConfigError("judge is a detector that reads documents: halluscope.Detector('grounded', model=...)")
+
+
+def cost_of(reads: Sequence[RunMeta], seconds: float, params: dict[str, Any], method: str = METHOD) -> RunMeta:
+    """A check's cost: its judge's reads summed (none where no judge read)."""
     return RunMeta(
-        method=METHOD,
+        method=method,
         calls=sum(m.calls for m in reads),
         cache_hits=sum(m.cache_hits for m in reads),
         tokens=TokenUsage(
@@ -139,29 +146,64 @@ def second_read(unit: Unit, check: ArgumentCheck, said: Sequence[str], judge: De
     return unit.model_copy(update={"score": found.risk, "evidence": evidence}), found.meta
 
 
-def check_action_claims(answer: str, calls: Sequence[Call], version: int = 2) -> DetectionResult:
+def trajectory(calls: Sequence[Call]) -> str:
+    """What the agent did, as a judge reads it: each call with its arguments and what it returned (or that
+    it failed, or never ran)."""
+    lines = []
+    for c in calls:
+        called = f"The agent called {c.name}" + (f" with {json.dumps(c.arguments, default=str)}" if c.arguments else "")
+        ended = "It never ran." if c.result is None else f"It {'failed' if c.failed else 'returned'}: {c.result}"
+        lines.append(f"{called}. {ended}")
+    return "\n".join(lines) or "The agent called no tool."
+
+
+def judged_claim(unit: Unit, calls: Sequence[Call], judge: Detector) -> tuple[Unit, RunMeta]:
+    """A claim the words could not decide, read by ``judge`` against the trajectory: its score becomes the
+    judge's (p not supported), both readings in the evidence; where the judge gives no score the words'
+    finding stands, and the evidence says so."""
+    found = judge.detect(**judge.answer_item(unit.text, None, [trajectory(calls)]))
+    evidence = {**unit.evidence, "judge_score": found.risk}
+    if found.risk is None:
+        evidence["reason"] = f"{unit.evidence['reason']}; the judge gave no score, so the matching stands"
+        return unit.model_copy(update={"evidence": evidence}), found.meta
+    verdict = "unsupported" if found.risk >= UNGROUNDED else "supported"
+    evidence["reason"] = f"{unit.evidence['reason']}; read against the trajectory, the judge finds it {verdict}"
+    return unit.model_copy(update={"score": found.risk, "evidence": evidence}), found.meta
+
+
+def check_action_claims(
+    answer: str, calls: Sequence[Call], version: int = 2, judge: Detector | None = None
+) -> DetectionResult:
     """Check the sentences of ``answer`` that claim an action against the conversation's tool ``calls``
     (``scoring.actions``, no model call): a unit a sentence, scored 1 where its claim has no matching call
     that ran without failing, 0 where it has, None where it claims no action; the verdict drawn at 0.5.
-    ``version`` 1: the first reading of claims (past forms alone), kept to measure against."""
+    A claim the matching cannot decide says why in its evidence (``undecided``); ``judge`` (a grounded
+    detector) reads each such one against the trajectory and its score replaces the matching's
+    (``judged_claim``), its calls the result's cost. ``version`` 1: the first reading of claims (past forms
+    alone), kept to measure against."""
     check_value("check_action_claims", "answer", answer, str)
     if version not in VERSIONS:
         raise ConfigError(f"version is one of {', '.join(map(str, VERSIONS))}, got {version!r}")
+    reading_judge(judge)
     began = time.perf_counter()
     found = sentences(answer)
     claims = {c.sentence: c for c in check_claims(found, calls, version)}
-    units = [
-        Unit(text=s, score=None, evidence={"claims_action": False})
-        if (claim := claims.get(s)) is None
-        else Unit(
-            text=s,
-            score=float(not claim.grounded),
-            evidence={"claims_action": True, "verb": claim.verb, "calls": list(claim.matched), "reason": claim.reason},
-        )
-        for s in found
-    ]
-    params = {"calls": [c.name for c in calls], "version": version}
-    meta = RunMeta(method=ACTIONS, seconds=time.perf_counter() - began, params=params)
+    units, reads = [], []
+    for s in found:
+        claim = claims.get(s)
+        if claim is None:
+            units.append(Unit(text=s, score=None, evidence={"claims_action": False}))
+            continue
+        evidence = {"claims_action": True, "verb": claim.verb, "calls": list(claim.matched), "reason": claim.reason}
+        unit = Unit(text=s, score=float(not claim.grounded), evidence=evidence)
+        if claim.undecided is not None:
+            unit = unit.model_copy(update={"evidence": {**evidence, "undecided": claim.undecided}})
+            if judge is not None:
+                unit, read = judged_claim(unit, calls, judge)
+                reads.append(read)
+        units.append(unit)
+    params = {"calls": [c.name for c in calls], "version": version, "judged": len(reads)}
+    meta = cost_of(reads, time.perf_counter() - began, params, ACTIONS)
     result = DetectionResult(method=ACTIONS, units=units, meta=meta)
     result.decide(UNGROUNDED)
     return result
@@ -181,6 +223,10 @@ class ToolCallMade:
     result: str | None
     failed: bool
     parameters: Mapping[str, Any] | None = None
+
+    def call(self) -> Call:
+        """The call as claims of action are matched to it."""
+        return Call(self.name, self.failed, self.result, self.arguments)
 
 
 def failed_result(result: str | None, status: str | None = None) -> bool:
@@ -242,10 +288,16 @@ def given_tool_calls(given: Any, name: str = "tool_calls") -> list[ToolCallMade]
 
 def claims_found(result: DetectionResult) -> dict[str, Any]:
     """``check_action_claims``'s result as every door reports it: how many sentences claim an action, and
-    each flagged one with its verb, the calls it matched and why."""
+    each flagged one with its verb, the calls it matched and why; ``undecided``, the claims let through
+    that matching could not decide and no judge read (a person's to look at)."""
     assert result.verdict is not None  # check_action_claims draws it
     flagged = [{"text": result.units[i].text, **result.units[i].evidence} for i in result.verdict.flagged]
-    return {"claims": sum(u.score is not None for u in result.units), "flagged": flagged}
+    undecided = [
+        {"text": u.text, **u.evidence}
+        for i, u in enumerate(result.units)
+        if "undecided" in u.evidence and "judge_score" not in u.evidence and i not in result.verdict.flagged
+    ]
+    return {"claims": sum(u.score is not None for u in result.units), "flagged": flagged, "undecided": undecided}
 
 
 def actions_checked(
@@ -255,26 +307,34 @@ def actions_checked(
     *,
     lenient: bool = False,
     max_context_chars: int = MAX_CONTEXT_CHARS,
+    judge: Detector | None = None,
 ) -> dict[str, Any]:
-    """A conversation's actions checked, no model call: each call's arguments against what was ``said``
-    (its system and user texts, oldest first) and the results of the calls before it that did not fail;
-    the ``answer``'s claims of action against every call (``actions``, where an answer is given).
-    ``flagged``: whether any finding is."""
-    texts, found = list(said), []
+    """A conversation's actions checked: each call's arguments against what was ``said`` (its system and
+    user texts, oldest first) and the results of the calls before it that did not fail; the ``answer``'s
+    claims of action against every call (``actions``, where an answer is given). No model call, unless a
+    ``judge`` is given: it second-reads the phrases matching flags and the claims matching cannot decide,
+    and ``judge_calls`` says what it cost. ``flagged``: whether any finding is."""
+    texts, found, reads = list(said), [], []
     for call in calls:
         if call.arguments is None:
             found.append({"name": call.name, "unchecked": "its arguments are not a JSON object"})
         else:
             checked = check_tool_call(
                 call.name, call.arguments, context=texts, parameters=call.parameters,
-                max_context_chars=max_context_chars, lenient=lenient,
+                max_context_chars=max_context_chars, lenient=lenient, judge=judge,
             )  # fmt: skip
             found.append({"name": call.name, "flagged": flagged_reasons(checked)})
+            reads.append(checked.meta)
         if not call.failed and call.result is not None and call.result.strip():
             texts.append(call.result)
-    claims = claims_found(check_action_claims(answer, [Call(c.name, c.failed) for c in calls])) if answer else None
+    claimed = check_action_claims(answer, [c.call() for c in calls], judge=judge) if answer else None
+    claims = claims_found(claimed) if claimed is not None else None
     flagged = any(c.get("flagged") or "unchecked" in c for c in found) or bool(claims and claims["flagged"])
-    return {"tool_calls": found, **({"actions": claims} if claims is not None else {}), "flagged": flagged}
+    checked = {"tool_calls": found, **({"actions": claims} if claims is not None else {}), "flagged": flagged}
+    if judge is None:
+        return checked
+    cost = cost_of([*reads, *([claimed.meta] if claimed else [])], 0.0, {})
+    return {**checked, "judge_calls": {"calls": cost.calls, "cache_hits": cost.cache_hits, "models": cost.models}}
 
 
 def flagged_reasons(result: DetectionResult) -> list[str]:

@@ -335,9 +335,9 @@ def _call(order: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def calls_blocked(tmp_path_factory: pytest.TempPathFactory, upstream: StubAPI, judge: StubAPI) -> Iterator[Served]:
-    """``--check-tool-calls --check-actions --on-flag block``."""
+    """``--check-tool-calls --check-actions --judge-actions --on-flag block``."""
     tmp = tmp_path_factory.mktemp("calls")
-    flags = ("--check-tool-calls", "--check-actions", "--on-flag", "block")
+    flags = ("--check-tool-calls", "--check-actions", "--judge-actions", "--on-flag", "block")
     with contextlib.contextmanager(started)(tmp, upstream, judge, f"{upstream.base_url}/v1", *flags) as served:
         yield served
 
@@ -399,10 +399,41 @@ def test_a_claim_of_an_action_whose_call_failed_is_annotated(calls_blocked: Serv
         replied = post(calls_blocked, {"model": "m", "messages": messages}).json()["halluscope"]
         assert replied["actions"] == {"claims": 1, "flagged": [{
             "text": "I have cancelled your order ORD-5.", "claims_action": True, "verb": "cancelled",
-            "calls": ["cancel_order"], "reason": "the call failed: cancel_order"}]}  # fmt: skip
+            "calls": ["cancel_order"], "reason": "the call failed: cancel_order"}], "undecided": []}  # fmt: skip
         assert replied["action"] == "pass"  # annotated: the answer's own check passed it
         streamed = post(calls_blocked, {"model": "m", "messages": messages, "stream": True}).text
         closing = json.loads(streamed.split("data: ")[-2])
         assert closing["halluscope"]["actions"]["flagged"][0]["reason"] == "the call failed: cancel_order"
     finally:
         del upstream.answers_by_content["Cancel order ORD-5."]
+
+
+def test_a_claim_matching_cannot_decide_is_read_by_the_judge(
+    calls_blocked: Served, upstream: StubAPI, judge: StubAPI
+) -> None:
+    """``--judge-actions``: the answer says it paid an invoice whose call ran but was declined in words (no
+    error payload); the server's judge reads the claim against the calls and their results (one call
+    beside the answer's own check) and flags it; the answer goes on as its own check decides."""
+    call = {
+        "id": "call_7",
+        "type": "function",
+        "function": {"name": "pay_invoice", "arguments": '{"invoice": "INV-7"}'},
+    }
+    messages = [
+        {"role": "user", "content": "Pay invoice INV-7."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_7", "content": '{"status": "declined"}'},
+    ]
+    upstream.answers_by_content["Pay invoice INV-7."] = "I have paid invoice INV-7."
+    judge.answers_by_content["The agent called pay_invoice"] = "No"
+    asked = len(judge.requests)
+    try:
+        replied = post(calls_blocked, {"model": "m", "messages": messages}).json()["halluscope"]
+        [flag] = replied["actions"]["flagged"]
+        assert flag["undecided"] == "the result of pay_invoice reads as a failure in words, with no error"
+        assert flag["judge_score"] >= 0.5 and flag["reason"].endswith("the judge finds it unsupported")
+        assert replied["action"] == "pass" and len(judge.requests) == asked + 2
+        read = [json.dumps(r) for r in judge.requests[asked:] if "The agent called pay_invoice" in json.dumps(r)]
+        assert len(read) == 1 and "It returned:" in read[0] and "declined" in read[0]
+    finally:
+        del upstream.answers_by_content["Pay invoice INV-7."], judge.answers_by_content["The agent called pay_invoice"]

@@ -127,7 +127,7 @@ def http_server(tmp_path: Path, judge: StubAPI) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-def test_the_sdks_client_over_http_and_a_plain_post(http_server: str) -> None:
+def test_the_sdks_client_over_http_and_a_plain_post(http_server: str, judge: StubAPI) -> None:
     async def session() -> None:
         async with (
             streamable_http_client(f"{http_server}/mcp") as (read, write, _),
@@ -163,6 +163,18 @@ def test_the_sdks_client_over_http_and_a_plain_post(http_server: str) -> None:
     assert (
         unread.status_code == 400 and unread.json()["error"] == "tool_calls[0] needs a name (a text) and its arguments"
     )
+    declined = [{"name": "cancel_order", "arguments": {"order_id": "ORD-1234"}, "result": "declined: shipped"}]
+    judge.answers_by_content["The agent called cancel_order"] = "No"  # read against the trajectory: unsupported
+    judged = httpx.post(
+        f"{http_server}/check", json={**acted, "tool_calls": declined, "judge_actions": True}, timeout=60
+    )
+    [claim] = judged.json()["actions"]["actions"]["flagged"]
+    assert (
+        claim["undecided"].startswith("the result of cancel_order reads as a failure") and claim["judge_score"] >= 0.5
+    )
+    assert judged.json()["actions"]["judge_calls"]["calls"] == 1
+    refused = httpx.post(f"{http_server}/check", json={**acted, "judge_actions": "yes"}, timeout=60)
+    assert refused.status_code == 400 and "judge_actions" in refused.json()["error"]
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import halluscope
 from halluscope.backends.gateway import Gateway
 from halluscope.errors import ConfigError
 from halluscope.scoring.actions import Call, check_claims, claimed_verb
-from halluscope.tool_calls import bounded, flagged_reasons, given_tool_calls
+from halluscope.tool_calls import bounded, claims_found, flagged_reasons, given_tool_calls
 from halluscope.tools import HallucinationMiddleware
 from halluscope.tools.middleware import conversation
 from tests.scripted import ScriptedAgentModel
@@ -164,11 +164,77 @@ def test_a_claim_is_matched_to_the_calls_that_did_it() -> None:
         "I have cancelled your order.": (True, "done by cancel_order"),
         "Your refund has been processed.": (False, "the call failed: refund_payment"),  # "refund" names the call
         "I booked a table.": (False, "no tool whose name says 'book' was called"),
-        "It is done.": (True, "done by cancel_order, refund_payment"),  # a verb of no action: any call
+        "It is done.": (True, "done by cancel_order"),  # a verb of no action: any call, the one that ran
     }
     result = halluscope.check_action_claims("I looked. Your order is done.", [])
     assert [u.score for u in result.units] == [None, 1.0] and result.verdict is not None
     assert result.verdict.flagged == [1] and result.units[1].evidence["reason"] == "no tool was called"
+
+
+def test_a_claim_the_words_cannot_decide_says_why() -> None:
+    """Grounded by matching, yet undecided: the claim names no tool and shares a word with none (matched
+    to every call), or its call ran but the result says in words that it did not work; a result that
+    reads as done, or none at all, leaves the claim decided."""
+    missing = Call("cancel_order", False, '{"status": "order not found"}')
+    done = Call("cancel_order", False, "Order ORD-1 cancelled.")
+    found = {
+        "missing": check_claims(["I have cancelled your order."], [missing]),
+        "done": check_claims(["I have cancelled your order."], [done]),
+        "no result": check_claims(["I have cancelled your order."], [Call("cancel_order", False)]),
+        "names no tool": check_claims(["It is done."], [done]),
+    }
+    assert {k: [(c.grounded, c.undecided) for c in v] for k, v in found.items()} == {
+        "missing": [(True, "the result of cancel_order reads as a failure in words, with no error")],
+        "done": [(True, None)],
+        "no result": [(True, None)],
+        "names no tool": [(True, "the claim names no tool it was called: matched to every call")],
+    }
+
+
+def test_a_judge_reads_the_undecided_claims_against_the_trajectory(gateway: Gateway, scripted: Any) -> None:
+    """``judge=``: each undecided claim is read against what the agent did (each call, its arguments and
+    its result); its score replaces the matching's, one call each, and decided claims are not read. Here
+    the scripted judge supports a sentence whose last word the trajectory holds. With no judge the claim
+    passes, and every door lists it as undecided."""
+    seen: list[str] = []
+    grounded = halluscope.Detector("grounded", {"model": scripted(judge(seen)), "gateway": gateway})
+    calls = [Call("pay_invoice", False, '{"status": "declined"}', {"invoice": "INV-7"}), Call("lookup", False, "done")]
+    answer = "I have paid the bill. It is all done. I looked it up."
+    judged = halluscope.check_action_claims(answer, calls, judge=grounded)
+    assert [u.score for u in judged.units] == [1.0, 0.0, None] and judged.meta.calls == 2
+    assert judged.meta.params["judged"] == 2 and judged.verdict is not None and judged.verdict.flagged == [0]
+    assert judged.units[0].evidence["judge_score"] == 1.0
+    assert judged.units[0].evidence["reason"].endswith("read against the trajectory, the judge finds it unsupported")
+    assert 'The agent called pay_invoice with {"invoice": "INV-7"}. It returned: {"status": "declined"}' in seen[0]
+    unread = halluscope.check_action_claims(answer, calls)
+    assert [u.score for u in unread.units] == [0.0, 0.0, None] and unread.meta.calls == 0
+    listed = claims_found(unread)
+    assert listed["flagged"] == [] and [u["text"] for u in listed["undecided"]] == answer.split(" I looked")[0].split(
+        " It"
+    )[:1] + ["It is all done."]
+    assert claims_found(judged)["undecided"] == []  # a judged claim is decided
+    with pytest.raises(ConfigError, match="judge is a detector that reads documents"):
+        halluscope.check_action_claims(answer, calls, judge="grounded")  # type: ignore[arg-type]
+
+
+def test_check_judges_the_actions_with_its_own_detector_when_told(gateway: Gateway, scripted: Any) -> None:
+    """``check(..., judge_actions=True)``: the check's own grounded judge reads the undecided claim, its
+    call added to the check's cost; refused without tool calls, or with a check that reads no documents."""
+    model = scripted(judge([]))
+    calls = [{"name": "pay_invoice", "arguments": {"invoice": "INV-7"}, "result": '{"status": "declined"}'}]
+    answer = "I have paid the bill."
+    kept = halluscope.check(answer, context=["Pay invoice INV-7."], model=model, gateway=gateway, tool_calls=calls)
+    judged = halluscope.check(answer, context=["Pay invoice INV-7."], model=model, gateway=gateway,
+                              tool_calls=calls, judge_actions=True)  # fmt: skip
+    assert kept.actions is not None and judged.actions is not None
+    assert kept.actions["actions"]["flagged"] == [] and len(kept.actions["actions"]["undecided"]) == 1
+    assert [f["judge_score"] for f in judged.actions["actions"]["flagged"]] == [1.0]
+    assert judged.actions["judge_calls"]["calls"] == 1  # the answer's own check came from the cache
+    assert judged.meta.calls + judged.meta.cache_hits == kept.meta.calls + kept.meta.cache_hits + 1
+    with pytest.raises(ConfigError, match="judge_actions reads the conversation's tool calls"):
+        halluscope.check(answer, context=["x"], model=model, gateway=gateway, judge_actions=True)
+    with pytest.raises(ConfigError, match="judge_actions needs a check that reads documents"):
+        halluscope.check(answer, model=model, gateway=gateway, tool_calls=calls, judge_actions=True)
 
 
 @tool
@@ -194,6 +260,66 @@ def test_a_claim_of_an_action_whose_call_failed_is_flagged_in_the_agent(gateway:
     assert actions["claims"] == 1 and [f["reason"] for f in actions["flagged"]] == ["the call failed: cancel_missing"]
     answer = state["messages"][-1]
     assert answer.response_metadata["halluscope"]["actions"]["flagged"][0]["text"].startswith("I have cancelled")
+
+
+@tool
+def pay_invoice(amount: str) -> str:
+    """Pay an invoice with the customer's card on file."""
+    return json.dumps({"status": "declined", "amount": amount})
+
+
+def payer(messages: list[BaseMessage]) -> AIMessage:
+    """An agent's model, scripted: it pays with the card, which is declined (no error payload), and says the
+    bill is paid all the same."""
+    if not any(isinstance(m, ToolMessage) for m in messages):
+        return AIMessage(content="", tool_calls=[{"name": "pay_invoice", "args": {"amount": "40 EUR"}, "id": "c1"}])
+    return AIMessage(content="I have paid the bill.")
+
+
+def test_the_middleware_judges_a_claim_matching_cannot_decide(gateway: Gateway, scripted: Any) -> None:
+    """A claim whose call ran but was declined in words: without ``judge_actions`` it passes, listed as
+    undecided; with it the judge reads it against the trajectory and flags it."""
+    for judged in (False, True):
+        guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_actions=True,
+                                        judge_actions=judged)  # fmt: skip
+        agent = create_agent(ScriptedAgentModel(turn=payer), tools=[pay_invoice], middleware=[guard])
+        state = agent.invoke({"messages": [HumanMessage(content="Pay my bill of 40 EUR with my card.")]})
+        actions = state["hallucination"]["actions"]
+        assert [f["text"] for f in actions["flagged"]] == (["I have paid the bill."] if judged else [])
+        assert [u["undecided"] for u in actions["undecided"]] == (
+            [] if judged else ["the result of pay_invoice reads as a failure in words, with no error"]
+        )
+
+
+def inventor(messages: list[BaseMessage]) -> AIMessage:
+    """An agent's model, scripted, that never learns: each turn it cancels an order id nobody gave."""
+    made = sum(isinstance(m, ToolMessage) for m in messages)
+    args = {"order_id": f"ORD-{9000 + made}", "refund_to": "ana@example.org"}
+    return AIMessage(content="", tool_calls=[{"name": "cancel_order", "args": args, "id": f"c{made}"}])
+
+
+def test_a_model_that_keeps_inventing_is_stopped_after_the_bound(gateway: Gateway, scripted: Any) -> None:
+    """``max_tool_blocks``: after that many blocked calls in a turn, a reply whose calls are still
+    ungrounded never runs them; it becomes a question to the user naming the value to give, and the agent
+    stops (the tool never ran; the model was called the bound plus one times). A bad bound is refused."""
+    RAN.clear()
+    replies: list[int] = []
+
+    def counted(messages: list[BaseMessage]) -> AIMessage:
+        replies.append(len(messages))
+        return inventor(messages)
+
+    guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_tool_calls=True,
+                                    max_tool_blocks=2)  # fmt: skip
+    agent = create_agent(ScriptedAgentModel(turn=counted), tools=[cancel_order], middleware=[guard])
+    state = agent.invoke({"messages": [HumanMessage(content="Cancel my last order and refund ana@example.org.")]})
+    assert RAN == [] and len(replies) == 3
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage) and not last.tool_calls
+    assert last.content == "I need more from you before I can do this: please give me order_id (for cancel_order)."
+    assert state["hallucination"]["action"] == "stopped" and state["hallucination"]["blocked_calls"] == 2
+    with pytest.raises(ConfigError, match="max_tool_blocks must be a whole number from 0 to 5, got -1"):
+        HallucinationMiddleware(model=scripted(judge([])), max_tool_blocks=-1)
 
 
 def test_every_door_reads_the_same_tool_calls() -> None:
@@ -253,7 +379,8 @@ def test_check_with_tool_calls_checks_each_call_and_the_claims_of_action(gateway
     assert alone.actions == {
         "tool_calls": [{"name": "find_order", "flagged": []}],
         "actions": {"claims": 1, "flagged": [{"text": answer, "claims_action": True, "verb": "cancelled",
-                                              "calls": [], "reason": "no tool whose name says 'cancel' was called"}]},
+                                              "calls": [], "reason": "no tool whose name says 'cancel' was called"}],
+                    "undecided": []},
         "flagged": True,
     }  # fmt: skip
     with pytest.raises(ConfigError, match="tool_calls is a list of calls"):
@@ -286,7 +413,7 @@ def test_a_judge_reads_again_the_phrases_matching_flags(gateway: Gateway, script
 
 
 def test_the_middleware_judges_the_phrases_it_flags_when_told(gateway: Gateway, scripted: Any) -> None:
-    """``judge_tool_phrases=True``: a reason the user never worded so ("customer changed order", which
+    """``judge_actions=True``: a reason the user never worded so ("customer changed order", which
     matching flags) is read again by the middleware's judge, supported, and the call runs; a judge that
     reads no documents is refused at once."""
     RAN.clear()
@@ -298,14 +425,14 @@ def test_the_middleware_judges_the_phrases_it_flags_when_told(gateway: Gateway, 
         return AIMessage(content="Your order is cancelled.")
 
     guard = HallucinationMiddleware(model=scripted(judge([])), gateway=gateway, check_tool_calls=True,
-                                    judge_tool_phrases=True)  # fmt: skip
+                                    judge_actions=True)  # fmt: skip
     agent = create_agent(ScriptedAgentModel(turn=polite), tools=[cancel_order], middleware=[guard])
     state = agent.invoke({"messages": [HumanMessage(content=REQUEST)]})
     assert RAN == [{"order_id": "ORD-1234", "refund_to": "ana@example.org"}]
     ran = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert ran.response_metadata["halluscope"]["action"] == "pass"
-    with pytest.raises(ConfigError, match="judge_tool_phrases needs a judge that reads documents"):
-        HallucinationMiddleware(method="direct-question", model=scripted(judge([])), judge_tool_phrases=True)
+    with pytest.raises(ConfigError, match="judge_actions needs a judge that reads documents"):
+        HallucinationMiddleware(method="direct-question", model=scripted(judge([])), judge_actions=True)
 
 
 def test_written_claims_are_scored_against_a_persons_labels() -> None:

@@ -43,10 +43,12 @@ def proxy_of(args: argparse.Namespace, token: str | None) -> ProxySettings | Non
             args.stream_idle_timeout,
             check_tool_calls=args.check_tool_calls,
             check_actions=args.check_actions,
+            judge_actions=args.judge_actions,
         ).checked_with(token)
     if (
         args.check_tool_calls
         or args.check_actions
+        or args.judge_actions
         or args.upstream_key_env
         or args.on_flag != "annotate"
         or args.on_error is not None
@@ -55,7 +57,7 @@ def proxy_of(args: argparse.Namespace, token: str | None) -> ProxySettings | Non
     ):
         raise ConfigError(
             "--upstream-key-env, --context-from, --on-flag, --on-error, --stream-idle-timeout, "
-            "--check-tool-calls and --check-actions are for --proxy"
+            "--check-tool-calls, --check-actions and --judge-actions are for --proxy"
         )
     return None
 
@@ -204,6 +206,19 @@ def add_proxy_flags(p: argparse.ArgumentParser) -> None:
         "--on-flag block)",
     )
     p.add_argument(
+        "--stream-idle-timeout",
+        type=finite,
+        default=DEFAULT_STREAM_IDLE_S,
+        metavar="S",
+        help=f"the longest silence of an upstream's stream (default {DEFAULT_STREAM_IDLE_S:g} s); a stream's "
+        "whole time is bounded by --request-timeout",
+    )
+    add_action_flags(p)
+
+
+def add_action_flags(p: argparse.ArgumentParser) -> None:
+    """The proxy's checks of an agent's actions: its tool calls, and its answer's claims of having acted."""
+    p.add_argument(
         "--check-tool-calls",
         action="store_true",
         help="check each tool call of a reply, streamed or not, before the client sees it: its arguments against the "
@@ -216,10 +231,8 @@ def add_proxy_flags(p: argparse.ArgumentParser) -> None:
         "and their results, no model call: a claim with no call that ran, or whose call failed, is annotated",
     )
     p.add_argument(
-        "--stream-idle-timeout",
-        type=finite,
-        default=DEFAULT_STREAM_IDLE_S,
-        metavar="S",
-        help=f"the longest silence of an upstream's stream (default {DEFAULT_STREAM_IDLE_S:g} s); a stream's "
-        "whole time is bounded by --request-timeout",
+        "--judge-actions",
+        action="store_true",
+        help="with --check-actions, the judge reads each claim that matching cannot decide (it names no tool; "
+        "the call ran but its result says in words that it failed) against the calls and results, one call each",
     )

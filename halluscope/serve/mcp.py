@@ -70,15 +70,15 @@ def add_tools(mcp: Any, settings: ServerSettings, ToolError: type) -> None:  # n
         max_calls: int | None = None,
         full: bool = False,
         tool_calls: list[dict[str, Any]] | None = None,
+        judge_actions: bool = False,
     ) -> dict[str, Any]:
         """Check an answer: each sentence against the documents given as context (grounded), or without
-        documents the model asked about each (Direct Question). Returns the verdict, each flagged
-        sentence with its score (higher = more likely hallucinated) and the document sentence closest to
-        it, and the cost; full=true returns every sentence with all its evidence. tool_calls: the
-        conversation's calls in order, each {name, arguments, result, status}: their arguments and the
-        answer's claims of action ("I have cancelled it") checked against them, no model call ("actions")."""
-        check = settings.check(answer, context, question, method, threshold, max_calls, not full, tool_calls)
-        return await tool_error(check)
+        documents the model asked about each (Direct Question): the verdict, each flagged sentence with its
+        score (higher = more likely hallucinated), its closest document sentence, the cost; full=true: all
+        evidence. tool_calls: the conversation's calls in order ({name, arguments, result, status}), checked
+        with the answer's claims of action, no model call; judge_actions=true: the judge reads the undecided."""
+        asked = (answer, context, question, method, threshold, max_calls, not full, tool_calls, judge_actions)
+        return await tool_error(settings.check(*asked))
 
     @mcp.tool()
     async def check_tool_call(

@@ -66,6 +66,7 @@ class ProxySettings:
     fallback: str = REFUSAL
     check_tool_calls: bool = False
     check_actions: bool = False
+    judge_actions: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -84,6 +85,10 @@ class ProxySettings:
             object.__setattr__(self, "on_error", "block" if self.on_flag == "block" else "pass")
         if self.on_error not in ("pass", "block"):
             raise ConfigError(f"on_error takes pass or block, got {self.on_error!r}", settings=("on_error",))
+        if self.judge_actions and not self.check_actions:
+            raise ConfigError(
+                "judge_actions reads the claims check_actions finds: turn both on", settings=("judge_actions",)
+            )
         if not math.isfinite(self.idle_timeout) or self.idle_timeout <= 0:
             raise ConfigError(f"idle_timeout takes a number of seconds above 0, got {self.idle_timeout:g}")
         if self.key_env is not None and not os.environ.get(self.key_env):
@@ -244,11 +249,8 @@ def calls_checked(message: dict[str, Any], request: dict[str, Any]) -> list[dict
     for call in message.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
-        try:
-            arguments = json.loads(function["arguments"]) if isinstance(function, dict) else None
-        except (TypeError, ValueError, KeyError):
-            arguments = None
-        if not isinstance(name, str) or not isinstance(arguments, dict):
+        arguments = _arguments_of(function.get("arguments")) if isinstance(function, dict) else None
+        if not isinstance(name, str) or arguments is None:
             found.append({"name": name, "unchecked": "its arguments are not a JSON object"})
             continue
         result = check_tool_call(name, arguments, context=said, parameters=schemas.get(name))
@@ -257,8 +259,9 @@ def calls_checked(message: dict[str, Any], request: dict[str, Any]) -> list[dict
 
 
 def calls_in(messages: Any) -> list[Call]:
-    """The request's tool calls in order, each failed where no tool message answered it or its answer is
-    an error payload (``tool_calls.failed_result``): what an answer's claims of action are matched to."""
+    """The request's tool calls in order, with their arguments and results, each failed where no tool
+    message answered it or its answer is an error payload (``tool_calls.failed_result``): what an answer's
+    claims of action are matched to."""
     listed = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
     results = {m.get("tool_call_id"): _text(m.get("content")) for m in listed if m.get("role") == "tool"}
     made = []
@@ -266,8 +269,19 @@ def calls_in(messages: Any) -> list[Call]:
         for call in (m.get("tool_calls") or []) if m.get("role") == "assistant" else []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict) and isinstance(function.get("name"), str):
-                made.append(Call(function["name"], failed_result(results.get(call.get("id")))))
+                result = results.get(call.get("id"))
+                arguments = _arguments_of(function.get("arguments"))
+                made.append(Call(function["name"], failed_result(result), result, arguments))
     return made
+
+
+def _arguments_of(given: Any) -> dict[str, Any] | None:
+    """A call's arguments as OpenAI sends them (JSON text) read as an object; None where they are not one."""
+    try:
+        found = json.loads(given) if isinstance(given, str) else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def withheld(checked: dict[str, Any]) -> dict[str, Any]:
@@ -314,15 +328,18 @@ class Proxy:
             self.settings.check(answer, context=docs, question=question(messages), brief=True)
         )
 
-    def with_actions(self, checked: dict[str, Any], answer: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def with_actions(self, checked: dict[str, Any], answer: str, request: dict[str, Any]) -> dict[str, Any]:
         """With ``check_actions``, the answer's claims of action against the request's tool calls (no model
-        call), as the middleware records them: annotated, the answer's own action unchanged (a blocked
-        answer's claims keep no text)."""
+        call; with ``judge_actions`` the server's judge reads those matching cannot decide), as the
+        middleware records them: annotated, the answer's own action unchanged (a blocked answer's claims
+        keep no text)."""
         if not self.proxy.check_actions or not answer.strip():
             return checked
-        actions = claims_found(
-            check_action_claims(answer, [Call(c.name, c.failed) for c in calls_in(request.get("messages"))])
-        )
+        calls = calls_in(request.get("messages"))
+        if self.proxy.judge_actions:
+            actions = await self.settings.judged_claims(answer, calls)
+        else:
+            actions = claims_found(check_action_claims(answer, calls))
         if checked["action"] == "blocked":
             actions = {**actions, "flagged": [{k: v for k, v in f.items() if k != "text"} for f in actions["flagged"]]}
         return {**checked, "actions": actions}
@@ -392,7 +409,7 @@ class Proxy:
         if self.proxy.check_tool_calls and message.get("tool_calls"):
             return self.calls_acted(choice, message, request)
         answer = _text(message.get("content"))
-        checked = self.with_actions(self.acted(await self.verdict(answer, request)), answer, request)
+        checked = await self.with_actions(self.acted(await self.verdict(answer, request)), answer, request)
         if checked["action"] == "blocked":
             choice["message"] = {"role": message.get("role", "assistant"), "content": self.proxy.fallback}
             choice["logprobs"] = None
@@ -461,7 +478,7 @@ class Proxy:
                     checking.cancel()  # a reply of tool calls: no answer to check
                 checked = self.calls_verdict(read.calls(), request)
             else:
-                checked = self.with_actions(self.acted(await self.streamed_verdict(read, request, checking)),
+                checked = await self.with_actions(self.acted(await self.streamed_verdict(read, request, checking)),
                                             "".join(read.answer), request)  # fmt: skip
             if held is not None:
                 blocked = checked["action"] == "blocked"

@@ -6,7 +6,7 @@ makes no further model call."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,7 +16,7 @@ from halluscope.backends.budget import MAX_CALLS, CallBudget
 from halluscope.backends.gateway import Gateway, default_gateway
 from halluscope.calibration import Calibration
 from halluscope.check_answer import check as check_answer
-from halluscope.check_answer import method_of
+from halluscope.check_answer import deployable, method_of
 from halluscope.checks import check_value
 from halluscope.detectors import detector
 from halluscope.errors import ConfigError, HalluscopeError, ModelSpecError, redact_credentials
@@ -24,14 +24,17 @@ from halluscope.results import DetectionResult
 from halluscope.runtime import registry
 from halluscope.runtime.serving import Operator
 from halluscope.runtime.studio import options_schema
+from halluscope.scoring.actions import Call
 from halluscope.streaming import stream_check
 from halluscope.text import checked_text
 from halluscope.text import sentences as split_sentences
-from halluscope.tool_calls import check_tool_call, given_tool_calls
+from halluscope.tool_calls import check_action_claims, check_tool_call, claims_found, given_tool_calls
 
 SERVE_INSTALL = "pip install 'halluscope[serve]' (from a clone: pip install -e '.[serve]')"
 DEFAULT_TIMEOUT_S = 600.0  # one request's wall-clock limit
-CHECK_FIELDS = ("answer", "context", "question", "method", "threshold", "max_calls", "tool_calls")  # the check tool's
+CHECK_FIELDS = (  # the check tool's
+    "answer", "context", "question", "method", "threshold", "max_calls", "tool_calls", "judge_actions",
+)  # fmt: skip
 TOOL_CALL_FIELDS = ("name", "arguments", "context", "parameters", "lenient")  # check_tool_call's
 
 
@@ -162,22 +165,38 @@ class ServerSettings:
         max_calls: Any = None,
         brief: bool = False,
         tool_calls: Any = None,
+        judge_actions: Any = False,
     ) -> dict[str, Any]:
         """One answer checked (``halluscope.check``), every field checked before any work; ``brief``: the
         verdict, the flagged sentences and their closest document sentence (``DetectionResult.brief``);
-        ``tool_calls``: the conversation's calls, checked with the answer (``result.actions``)."""
+        ``tool_calls``: the conversation's calls, checked with the answer (``result.actions``), the judge
+        reading what matching cannot decide where ``judge_actions``."""
         checked_text(answer, "answer")
         check_value("check", "question", question, str | None)
+        check_value("check", "judge_actions", judge_actions, bool)
         if tool_calls is not None:
             given_tool_calls(tool_calls)
         limit, settings = self.check_settings(method, threshold, max_calls)
 
         def work(budget: CallBudget) -> DetectionResult:
             return check_answer(
-                answer, context=context, question=question, budget=budget, tool_calls=tool_calls, **settings
-            )
+                answer, context=context, question=question, budget=budget, tool_calls=tool_calls,
+                judge_actions=judge_actions, **settings,
+            )  # fmt: skip
 
         return await self.run(work, limit, brief)
+
+    async def judged_claims(self, answer: str, calls: Sequence[Call]) -> dict[str, Any]:
+        """An answer's claims of action against ``calls``, the server's judge reading against the
+        trajectory each claim matching cannot decide (``tool_calls.check_action_claims``), under one
+        request's budget; as every door reports them (``claims_found``)."""
+        limit, settings = self.check_settings()
+
+        def work(budget: CallBudget) -> DetectionResult:
+            judge, _ = deployable(True, budget=budget, **settings)
+            return check_action_claims(answer, calls, judge=judge)
+
+        return claims_found(DetectionResult.model_validate(await self.run(work, limit)))
 
     async def check_tool_call(
         self, name: Any, arguments: Any, context: Any, parameters: Any = None, lenient: Any = False

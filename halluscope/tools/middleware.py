@@ -34,6 +34,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, set_config_context
+from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -46,6 +47,7 @@ from halluscope.scoring.actions import Call
 from halluscope.streaming import STREAMED, SentenceChecks, Splitter, late
 from halluscope.tool_calls import (
     MAX_CONTEXT_CHARS,
+    METHOD,
     check_action_claims,
     check_tool_call,
     claims_found,
@@ -59,6 +61,7 @@ ContextRule = Literal["turn", "all", "system"]
 REASKED = "halluscope"  # the name on the message that asks the model again, so a turn's user message is found
 REASK = "guard.reask"  # the prompt of the turn that asks the model again
 MAX_REASKS = 5  # asking more often only spends calls: an answer still flagged then is annotated
+ASK_USER = "I need more from you before I can do this: please give me {values}."  # a call blocked too often
 log = logging.getLogger("halluscope.middleware")
 
 
@@ -112,16 +115,22 @@ def _failed(result: ToolMessage) -> bool:
     return failed_result(str(result.text), getattr(result, "status", None))
 
 
+def _was_blocked(message: ToolMessage) -> bool:
+    """A tool message this middleware wrote in place of a call it did not run."""
+    return (message.response_metadata.get("halluscope") or {}).get("action") == "blocked"
+
+
 def calls_of(messages: Sequence[AnyMessage]) -> list[Call]:
-    """Every tool call the model made in the conversation, failed where its result was an error or it has
-    none."""
+    """Every tool call the model made in the conversation, with its arguments and its result's text, failed
+    where its result was an error or it has none."""
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-    return [
-        Call(call["name"], call.get("id") not in results or _failed(results[call["id"]]))
-        for m in messages
-        if isinstance(m, AIMessage)
-        for call in m.tool_calls
-    ]
+    made = []
+    for m in messages:
+        for call in m.tool_calls if isinstance(m, AIMessage) else []:
+            result = results.get(call.get("id"))
+            text = None if result is None else str(result.text)
+            made.append(Call(call["name"], result is None or _failed(result), text, call.get("args")))
+    return made
 
 
 def documents(messages: Sequence[AnyMessage], rule: ContextRule | Sequence[str] = "turn") -> list[str]:
@@ -223,9 +232,12 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     tool's schema; an ungrounded one is blocked (``on_tool_flag="block"``: the tool does not run, and the
     model reads an error ToolMessage that names each ungrounded argument and asks it to use what the user
     gave or to ask them) or the call runs with the verdict in its ToolMessage's metadata
-    (``"annotate"``); ``lenient_tool_calls`` lets a model's completions through (``check_tool_call``);
-    ``judge_tool_phrases`` has the middleware's judge read again each phrase matching flags (a search
-    query, a message body: ``tool_calls.second_read``), one call each.
+    (``"annotate"``); a turn whose calls were blocked ``max_tool_blocks`` times ends where the model's
+    next calls are still ungrounded: those calls never run, and the reply asks the user for the values
+    (``ASK_USER``, the record's action ``"stopped"``); ``lenient_tool_calls`` lets a model's completions
+    through (``check_tool_call``); ``judge_actions`` has the middleware's judge read again each phrase
+    matching flags (a search query, a message body: ``tool_calls.second_read``) and each claim of action
+    matching cannot decide, against the trajectory (``tool_calls.judged_claim``), one call each.
 
     ``check_actions``: the final answer's sentences that claim an action ("I have cancelled your order")
     are checked against the conversation's tool calls (``calls_of``); a claim with no matching call that
@@ -249,7 +261,8 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         max_context_chars: int = MAX_CONTEXT_CHARS,
         check_actions: bool = False,
         lenient_tool_calls: bool = False,
-        judge_tool_phrases: bool = False,
+        judge_actions: bool = False,
+        max_tool_blocks: int = 2,
         **settings: Any,
     ) -> None:
         super().__init__()
@@ -259,8 +272,9 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             raise ConfigError(f"on_flag must be 'annotate', 'reask', 'block' or 'raise', got {on_flag!r}")
         if on_error not in ("pass", "block"):
             raise ConfigError(f"on_error must be 'pass' or 'block', got {on_error!r}")
-        if isinstance(max_reasks, bool) or not isinstance(max_reasks, int) or not 0 <= max_reasks <= MAX_REASKS:
-            raise ConfigError(f"max_reasks must be a whole number from 0 to {MAX_REASKS}, got {max_reasks!r}")
+        for name, bound in (("max_reasks", max_reasks), ("max_tool_blocks", max_tool_blocks)):
+            if isinstance(bound, bool) or not isinstance(bound, int) or not 0 <= bound <= MAX_REASKS:
+                raise ConfigError(f"{name} must be a whole number from 0 to {MAX_REASKS}, got {bound!r}")
         if not callable(context):
             documents([], context)  # a bad rule is refused now, not at the first answer
         self.detector, decided_at = deployable(grounded=True, method=method, model=model, **settings)
@@ -277,11 +291,11 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         self.max_context_chars = max_context_chars
         self.check_actions = check_actions
         self.lenient_tool_calls = lenient_tool_calls
-        if judge_tool_phrases and self.detector.spec.context_field is None:
-            raise ConfigError(
-                f"judge_tool_phrases needs a judge that reads documents; {self.detector.method} reads none"
-            )
-        self.phrase_judge = self.detector if judge_tool_phrases else None
+        self.max_tool_blocks = max_tool_blocks
+        self.schemas: dict[str, dict[str, Any]] = {}  # each tool's arguments, as the model was offered them
+        if judge_actions and self.detector.spec.context_field is None:
+            raise ConfigError(f"judge_actions needs a judge that reads documents; {self.detector.method} reads none")
+        self.action_judge = self.detector if judge_actions else None
         self.streamed: dict[str, DetectionResult] = {}  # an answer's result, made while it streamed
         self._streamed_lock = threading.Lock()
 
@@ -292,6 +306,9 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: HallucinationState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        stopped = self._stopped(state["messages"])
+        if stopped is not None:
+            return stopped
         update = self._answer_checked(state)
         messages = state["messages"]
         if not self.check_actions or update is None or "hallucination" not in update:
@@ -303,7 +320,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     ) -> dict[str, Any]:
         """The answer's check with its claims of action checked against the conversation's calls: in the
         record, and in the answer's metadata where a claim is flagged (the answer's own action unchanged)."""
-        actions = claims_found(check_action_claims(str(answer.text), calls_of(messages)))
+        actions = claims_found(check_action_claims(str(answer.text), calls_of(messages), judge=self.action_judge))
         flagged = actions["flagged"]
         update = {**update, "hallucination": {**update["hallucination"], "actions": actions}}
         if not flagged:
@@ -316,6 +333,32 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         kept = [m for m in update.get("messages", []) if m is not shown]
         meta = {**shown.response_metadata, "halluscope": verdict}
         return {**update, "messages": [*kept, shown.model_copy(update={"response_metadata": meta})]}
+
+    def _stopped(self, messages: Sequence[AnyMessage]) -> dict[str, Any] | None:
+        """A reply whose calls are still ungrounded after ``max_tool_blocks`` blocked calls this turn,
+        replaced (same id, no calls) by a question to the user naming each value to give; None: it goes on."""
+        answer = messages[-1] if messages else None
+        if not (self.check_tool_calls and self.on_tool_flag == "block" and isinstance(answer, AIMessage)):
+            return None
+        start, user = _turn(messages)
+        blocks = sum(isinstance(m, ToolMessage) and _was_blocked(m) for m in messages[start:])
+        if not answer.tool_calls or blocks < self.max_tool_blocks:
+            return None
+        said, wanted = conversation(messages), []
+        for call in answer.tool_calls:
+            schema = self.schemas.get(call["name"])
+            result = check_tool_call(call["name"], call["args"], context=said, parameters=schema,
+                                     max_context_chars=self.max_context_chars, lenient=self.lenient_tool_calls,
+                                     judge=self.action_judge)  # fmt: skip
+            assert result.verdict is not None  # check_tool_call draws it
+            wanted += [f"{result.units[i].evidence['argument']} (for {call['name']})" for i in result.verdict.flagged]
+        if not wanted:
+            return None
+        record = {"method": METHOD, "action": "stopped", "turn": user.id if user is not None else None,
+                  "blocked_calls": blocks, "flagged": wanted, "message_id": answer.id}  # fmt: skip
+        reply = AIMessage(content=ASK_USER.format(values=", ".join(wanted)), id=answer.id,
+                          response_metadata={"halluscope": record})  # fmt: skip
+        return {"messages": [reply], "hallucination": record}
 
     def _answer_checked(self, state: HallucinationState) -> dict[str, Any] | None:
         messages = state["messages"]
@@ -420,8 +463,14 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
             with self._streamed_lock:
                 self.streamed[made[0]] = made[1]
 
+    def _offered(self, request: ModelRequest) -> None:
+        """Keep the arguments of each tool the model is offered: a reply's calls are checked after it."""
+        if self.check_tool_calls:
+            self.schemas.update({t.name: {"properties": t.args} for t in request.tools if isinstance(t, BaseTool)})
+
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         """The model's call, its streamed sentences checked as they end (nothing to do under ``invoke``)."""
+        self._offered(request)
         watcher = self._watcher(request.state)
         if watcher is None:
             return handler(request)
@@ -434,6 +483,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
+        self._offered(request)
         watcher = self._watcher(request.state)
         if watcher is None:
             return await handler(request)
@@ -450,7 +500,7 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
         said = conversation(request.state["messages"])
         result = check_tool_call(call["name"], call["args"], context=said, parameters=schema,
                                  max_context_chars=self.max_context_chars, lenient=self.lenient_tool_calls,
-                                 judge=self.phrase_judge)  # fmt: skip
+                                 judge=self.action_judge)  # fmt: skip
         reasons = flagged_reasons(result)
         shown = {
             "method": result.method,
