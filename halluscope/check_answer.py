@@ -176,7 +176,7 @@ def check(
     result.decide(decided_at)
     if calls is not None:
         said = ([question] if question else []) + ([t for t, _ in checked_documents(context)] if context else [])
-        result.actions = actions_checked(answer, calls, said, judge=det if judge_actions else None)
+        result.actions = actions_checked(answer, calls, said, judge=det if judge_actions else None, question=question)
         if judge_actions:
             spent, meta = result.actions["judge_calls"], result.meta
             update = {"calls": meta.calls + spent["calls"], "cache_hits": meta.cache_hits + spent["cache_hits"]}

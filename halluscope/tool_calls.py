@@ -157,11 +157,15 @@ def trajectory(calls: Sequence[Call]) -> str:
     return "\n".join(lines) or "The agent called no tool."
 
 
-def judged_claim(unit: Unit, calls: Sequence[Call], judge: Detector) -> tuple[Unit, RunMeta]:
-    """A claim the words could not decide, read by ``judge`` against the trajectory: its score becomes the
-    judge's (p not supported), both readings in the evidence; where the judge gives no score the words'
-    finding stands, and the evidence says so."""
-    found = judge.detect(**judge.answer_item(unit.text, None, [trajectory(calls)]))
+def judged_claim(
+    unit: Unit, calls: Sequence[Call], judge: Detector, question: str | None = None
+) -> tuple[Unit, RunMeta]:
+    """A claim the words could not decide, read by ``judge`` against the trajectory (and the user's
+    ``question``, what the agent was asked to do, where given): its score becomes the judge's (p not
+    supported), both readings in the evidence; where the judge gives no score the words' finding stands,
+    and the evidence says so."""
+    asked = question if question and judge.spec.question_field is not None else None
+    found = judge.detect(**judge.answer_item(unit.text, asked, [trajectory(calls)]))
     evidence = {**unit.evidence, "judge_score": found.risk}
     if found.risk is None:
         evidence["reason"] = f"{unit.evidence['reason']}; the judge gave no score, so the matching stands"
@@ -172,16 +176,22 @@ def judged_claim(unit: Unit, calls: Sequence[Call], judge: Detector) -> tuple[Un
 
 
 def check_action_claims(
-    answer: str, calls: Sequence[Call], version: int = 2, judge: Detector | None = None
+    answer: str,
+    calls: Sequence[Call],
+    version: int = 2,
+    judge: Detector | None = None,
+    question: str | None = None,
 ) -> DetectionResult:
     """Check the sentences of ``answer`` that claim an action against the conversation's tool ``calls``
     (``scoring.actions``, no model call): a unit a sentence, scored 1 where its claim has no matching call
     that ran without failing, 0 where it has, None where it claims no action; the verdict drawn at 0.5.
     A claim the matching cannot decide says why in its evidence (``undecided``); ``judge`` (a grounded
     detector) reads each such one against the trajectory and its score replaces the matching's
-    (``judged_claim``), its calls the result's cost. ``version`` 1: the first reading of claims (past forms
+    (``judged_claim``; ``question``, the user's request, read beside it), its calls the result's cost.
+    ``version`` 1: the first reading of claims (past forms
     alone), kept to measure against."""
     check_value("check_action_claims", "answer", answer, str)
+    check_value("check_action_claims", "question", question, str | None)
     if version not in VERSIONS:
         raise ConfigError(f"version is one of {', '.join(map(str, VERSIONS))}, got {version!r}")
     reading_judge(judge)
@@ -199,7 +209,7 @@ def check_action_claims(
         if claim.undecided is not None:
             unit = unit.model_copy(update={"evidence": {**evidence, "undecided": claim.undecided}})
             if judge is not None:
-                unit, read = judged_claim(unit, calls, judge)
+                unit, read = judged_claim(unit, calls, judge, question)
                 reads.append(read)
         units.append(unit)
     params = {"calls": [c.name for c in calls], "version": version, "judged": len(reads)}
@@ -308,12 +318,13 @@ def actions_checked(
     lenient: bool = False,
     max_context_chars: int = MAX_CONTEXT_CHARS,
     judge: Detector | None = None,
+    question: str | None = None,
 ) -> dict[str, Any]:
     """A conversation's actions checked: each call's arguments against what was ``said`` (its system and
     user texts, oldest first) and the results of the calls before it that did not fail; the ``answer``'s
     claims of action against every call (``actions``, where an answer is given). No model call, unless a
-    ``judge`` is given: it second-reads the phrases matching flags and the claims matching cannot decide,
-    and ``judge_calls`` says what it cost. ``flagged``: whether any finding is."""
+    ``judge`` is given: it second-reads the phrases matching flags and the claims matching cannot decide
+    (beside the user's ``question``), and ``judge_calls`` says what it cost. ``flagged``: whether any finding is."""
     texts, found, reads = list(said), [], []
     for call in calls:
         if call.arguments is None:
@@ -327,7 +338,7 @@ def actions_checked(
             reads.append(checked.meta)
         if not call.failed and call.result is not None and call.result.strip():
             texts.append(call.result)
-    claimed = check_action_claims(answer, [c.call() for c in calls], judge=judge) if answer else None
+    claimed = check_action_claims(answer, [c.call() for c in calls], judge=judge, question=question) if answer else None
     claims = claims_found(claimed) if claimed is not None else None
     flagged = any(c.get("flagged") or "unchecked" in c for c in found) or bool(claims and claims["flagged"])
     checked = {"tool_calls": found, **({"actions": claims} if claims is not None else {}), "flagged": flagged}

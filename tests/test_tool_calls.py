@@ -213,6 +213,8 @@ def test_a_judge_reads_the_undecided_claims_against_the_trajectory(gateway: Gate
         " It"
     )[:1] + ["It is all done."]
     assert claims_found(judged)["undecided"] == []  # a judged claim is decided
+    halluscope.check_action_claims("It is all done.", calls, judge=grounded, question="Pay my invoice INV-7.")
+    assert "Pay my invoice INV-7." in seen[-1]  # the user's request read beside the trajectory
     with pytest.raises(ConfigError, match="judge is a detector that reads documents"):
         halluscope.check_action_claims(answer, calls, judge="grounded")  # type: ignore[arg-type]
 

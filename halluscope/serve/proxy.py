@@ -337,7 +337,7 @@ class Proxy:
             return checked
         calls = calls_in(request.get("messages"))
         if self.proxy.judge_actions:
-            actions = await self.settings.judged_claims(answer, calls)
+            actions = await self.settings.judged_claims(answer, calls, question(request.get("messages")))
         else:
             actions = claims_found(check_action_claims(answer, calls))
         if checked["action"] == "blocked":

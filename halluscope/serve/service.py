@@ -186,15 +186,16 @@ class ServerSettings:
 
         return await self.run(work, limit, brief)
 
-    async def judged_claims(self, answer: str, calls: Sequence[Call]) -> dict[str, Any]:
+    async def judged_claims(self, answer: str, calls: Sequence[Call], question: str | None) -> dict[str, Any]:
         """An answer's claims of action against ``calls``, the server's judge reading against the
-        trajectory each claim matching cannot decide (``tool_calls.check_action_claims``), under one
-        request's budget; as every door reports them (``claims_found``)."""
+        trajectory (and the user's ``question``) each claim matching cannot decide
+        (``tool_calls.check_action_claims``), under one request's budget; as every door reports them
+        (``claims_found``)."""
         limit, settings = self.check_settings()
 
         def work(budget: CallBudget) -> DetectionResult:
             judge, _ = deployable(True, budget=budget, **settings)
-            return check_action_claims(answer, calls, judge=judge)
+            return check_action_claims(answer, calls, judge=judge, question=question)
 
         return claims_found(DetectionResult.model_validate(await self.run(work, limit)))
 

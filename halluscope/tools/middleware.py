@@ -320,7 +320,10 @@ class HallucinationMiddleware(AgentMiddleware[HallucinationState, Any]):
     ) -> dict[str, Any]:
         """The answer's check with its claims of action checked against the conversation's calls: in the
         record, and in the answer's metadata where a claim is flagged (the answer's own action unchanged)."""
-        actions = claims_found(check_action_claims(str(answer.text), calls_of(messages), judge=self.action_judge))
+        _, user = _turn(messages)
+        asked = str(user.text) if user is not None else None
+        found = check_action_claims(str(answer.text), calls_of(messages), judge=self.action_judge, question=asked)
+        actions = claims_found(found)
         flagged = actions["flagged"]
         update = {**update, "hallucination": {**update["hallucination"], "actions": actions}}
         if not flagged:
