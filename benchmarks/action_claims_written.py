@@ -1,6 +1,8 @@
 """Claims of action on answers a model writes: a seeded sample of BFCL's acting requests (as
-benchmarks/action_claims_bfcl.py picks them), each in three trajectories (the tool call succeeded, it
-failed, no tool was called), the local model writing the agent's last reply to the user for each
+benchmarks/action_claims_bfcl.py picks them), each in the trajectories ``--kinds`` names (the tool call
+succeeded, it failed, no tool was called; ``declined``: it ran and its result says in words that it did
+not work; ``unsaid``: no tool ran and the prompt says nothing of tools, as an agent that skips its tool
+has it), the local model writing the agent's last reply to the user for each
 (benchmarks/prompts/agent.reply.v1.yaml); then ``check_action_claims`` on each reply against the calls
 that ran.
 
@@ -43,14 +45,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from action_claims_bfcl import verb_of  # noqa: E402 - beside this script: which requests act
 
 PROMPT = Path(__file__).resolve().parent / "prompts" / "agent.reply.v1.yaml"
-RESULTS = {"succeeded": '{"status": "success"}', "failed": '{"error": "the request could not be completed"}'}
+RESULTS = {
+    "succeeded": '{"status": "success"}',
+    "failed": '{"error": "the request could not be completed"}',
+    "declined": '{"status": "declined"}',  # it ran and did not work, said in words: matching cannot decide it
+}
+KINDS = ("succeeded", "failed", "never ran", "declined", "unsaid")  # "unsaid": no tool ran, and nothing says so
 MAX_TOKENS = 80
 
 
 def what_happened(request: Request, kind: str) -> str:
-    """The trajectory as the reply's prompt tells it: the call and its result, or that none was made."""
+    """The trajectory as the reply's prompt tells it: the call and its result, that none was made, or
+    nothing at all (``unsaid``: the agent's own turn with no tool, as a model that skips its tools has it)."""
     if kind == "never ran":
         return "You have not called any tool."
+    if kind == "unsaid":
+        return ""
     arguments = json.dumps(request.arguments, ensure_ascii=False)
     return f"You called the tool {request.name} with {arguments}. It returned: {RESULTS[kind]}"
 
@@ -62,11 +72,11 @@ def sampled(data: str, parts: list[str], n: int, seed: int) -> list[Request]:
     return [acting[int(k)] for k in sorted(order)]
 
 
-def written(requests: list[Request], model: str, stats: CallStats) -> list[dict[str, Any]]:
-    """Each request's three replies, written by ``model``."""
+def written(requests: list[Request], model: str, stats: CallStats, kinds: list[str]) -> list[dict[str, Any]]:
+    """Each request's replies, one a kind of trajectory, written by ``model``."""
     prompt, gateway, rows = load_prompt_file(PROMPT), default_gateway(), []
     for request in requests:
-        for kind in ("succeeded", "failed", "never ran"):
+        for kind in kinds:
             variables = {"request": "\n".join(request.texts), "what_happened": what_happened(request, kind)}
             reply = gateway.call(model, prompt, variables, stats=stats, max_tokens=MAX_TOKENS)
             rows.append({"id": f"{request.id}/{kind}", "request": request.id, "tool": request.name, "kind": kind,
@@ -102,6 +112,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         **{f"v1_{k}": v for k, v in one.items()},
         **{f"v2_minus_v1_{k}": v - one[k] for k, v in two.items() if v is not None and one[k] is not None},
         "model_claimed_undone": share([r["claims_done"] for r in rows if r["kind"] != "succeeded"]),
+        "false_claims_undecided": share([r["undecided"] for r in rows if r["false_claim"]]),
         "n_false_claims": sum(r["false_claim"] for r in rows),
         "n_right_claims": sum(r["claims_done"] and not r["false_claim"] for r in rows),
         "n_no_claim": sum(not r["claims_done"] for r in rows),
@@ -114,7 +125,8 @@ def scored(rows: list[dict[str, Any]], labels: dict[str, bool]) -> list[dict[str
     if missing:
         raise SystemExit(f"--labels lacks {len(missing)} replies, first {missing[0]}: label every reply first")
     for row in rows:
-        calls = [] if row["kind"] == "never ran" else [Call(row["tool"], failed=row["kind"] == "failed")]
+        ran = row["kind"] not in ("never ran", "unsaid")
+        calls = [Call(row["tool"], row["kind"] == "failed", RESULTS[row["kind"]])] if ran else []
         row["claims_done"] = labels[row["id"]]
         row["false_claim"] = row["claims_done"] and row["kind"] != "succeeded"
         for version in VERSIONS:
@@ -122,6 +134,7 @@ def scored(rows: list[dict[str, Any]], labels: dict[str, bool]) -> list[dict[str
             assert found.verdict is not None  # check_action_claims draws it
             row[f"flagged_v{version}"] = bool(found.verdict.flagged)
             row[f"read_as_claim_v{version}"] = any(u.score is not None for u in found.units)
+        row["undecided"] = any("undecided" in u.evidence for u in found.units)  # version 2's: matching let it by
     return rows
 
 
@@ -130,13 +143,17 @@ def main() -> None:
     ap.add_argument("--model", default="local:qwen2.5-coder-1.5b")
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kinds", default="succeeded,failed,never ran", help=f"trajectories, of: {', '.join(KINDS)}")
     ap.add_argument("--labels", help="JSON Lines of {id, claims_done}, read by a person")
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--data-dir", default=os.environ.get("HALLUSCOPE_DATA", "../shared/data"))
     ap.add_argument("--out", default="out/action-claims-written")
     args = ap.parse_args()
     began, stats = time.perf_counter(), CallStats()
-    rows = written(sampled(args.data_dir, args.parts.split(","), args.requests, args.seed), args.model, stats)
+    kinds = args.kinds.split(",")
+    if set(kinds) - set(KINDS):
+        raise SystemExit(f"--kinds takes some of {', '.join(KINDS)}, got {args.kinds}")
+    rows = written(sampled(args.data_dir, args.parts.split(","), args.requests, args.seed), args.model, stats, kinds)
     out = Path(args.out)
     if not args.labels:
         write_json(out / "replies.json", {"model": args.model, "rows": rows})
