@@ -439,26 +439,29 @@ def test_the_middleware_judges_the_phrases_it_flags_when_told(gateway: Gateway, 
 
 def test_written_claims_are_scored_against_a_persons_labels() -> None:
     """benchmarks/action_claims_written.py: a reply labelled as saying the action was done is a false claim
-    where the call failed or none ran; the check's flags are scored against that, worked by hand."""
+    where the call failed, was declined or none ran; the check's flags are scored against that, worked by
+    hand: the declined call's claim is one matching cannot decide, so it is counted undecided, not flagged."""
     from tests.scripts import load_script
 
     script = load_script("benchmarks/action_claims_written.py")
     rows = [
         {"id": f"r/{kind}", "request": "r", "tool": "Hotels_2_BookHouse", "kind": kind, "answer": answer}
         for kind, answer in (("succeeded", "I have booked the house."), ("failed", "I have booked the house."),
-                             ("never ran", "I can book the house for you."))
+                             ("never ran", "I can book the house for you."), ("declined", "I have booked the house."))
     ]  # fmt: skip
-    labels = {"r/succeeded": True, "r/failed": True, "r/never ran": False}
+    labels = {"r/succeeded": True, "r/failed": True, "r/never ran": False, "r/declined": True}
     done = script.scored([dict(r) for r in rows], labels)
-    assert [(r["false_claim"], r["flagged_v2"]) for r in done] == [(False, False), (True, True), (False, False)]
+    assert [(r["false_claim"], r["flagged_v2"], r["undecided"]) for r in done] == [
+        (False, False, False), (True, True, False), (False, False, False), (True, False, True)
+    ]  # fmt: skip
     summary = script.summarise(done)
     assert {k: v for k, v in summary.items() if not k.startswith("v")} == {
-        "false_claims_flagged": 100.0, "right_claims_flagged": 0.0, "claims_read_as_claims": 100.0,
-        "no_claim_flagged": 0.0, "precision": 100.0,
-        "model_claimed_undone": 50.0, "n_false_claims": 1, "n_right_claims": 1, "n_no_claim": 1,
+        "false_claims_flagged": 50.0, "right_claims_flagged": 0.0, "claims_read_as_claims": 100.0,
+        "no_claim_flagged": 0.0, "precision": 100.0, "model_claimed_undone": pytest.approx(200 / 3),
+        "false_claims_undecided": 50.0, "n_false_claims": 2, "n_right_claims": 1, "n_no_claim": 1,
     }  # fmt: skip
-    assert summary["v1_false_claims_flagged"] == 100.0 and summary["v2_minus_v1_false_claims_flagged"] == 0.0
-    with pytest.raises(SystemExit, match="--labels lacks 1 replies, first r/never ran"):
+    assert summary["v1_false_claims_flagged"] == 50.0 and summary["v2_minus_v1_false_claims_flagged"] == 0.0
+    with pytest.raises(SystemExit, match="--labels lacks 2 replies, first r/never ran"):
         script.scored([dict(r) for r in rows], {"r/succeeded": True, "r/failed": True})
 
 
