@@ -525,6 +525,9 @@ def tool_calls(record: Callable[[str], Any]) -> dict[str, Any]:
         "claims": claims_rows(record("tool-calls")["runs"].get("bfcl acting requests, claims of action at zero calls")),
         "judged": record("tool-calls")["runs"].get(PHRASES_JUDGED),
         "written": written_rows(record("tool-calls")["runs"].get(CLAIMS_WRITTEN)),
+        "undecided": undecided_rows(
+            record("tool-calls")["runs"].get(CLAIMS_JUDGED), record("tool-calls")["runs"].get(CLAIMS_JUDGED_DEV)
+        ),
     }
 
 
@@ -537,6 +540,34 @@ WRITTEN_ROWS = (
     ("claims_read_as_claims", "claims (as a person read them) the check reads as claims of action"),
     ("no_claim_flagged", "replies that claim nothing, flagged"),
 )
+
+
+CLAIMS_JUDGED = "bfcl acting requests, claims matching cannot decide, read by the qwen2.5-coder-1.5b judge"
+CLAIMS_JUDGED_DEV = "bfcl acting requests, claims matching cannot decide, the judge's development draw"
+JUDGED_ROWS = (
+    ("false_claims_flagged", "false claims flagged (declined in words)"),
+    ("right_claims_flagged", "right claims flagged (naming no tool)"),
+    ("precision", "precision of a flag"),
+)
+
+
+def undecided_rows(run: dict[str, Any] | None, dev: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The undecided claims' rates by matching alone, by the judge at 0.5 and at the threshold fitted on
+    the development draw, each judge reading's paired difference against matching; None before it ran."""
+    if run is None:
+        return None
+    m, ci = run["metrics"], run["intervals"]
+    rows = [
+        {"what": w, "words": m[f"words_{k}"], "judge": m[k], "judge_interval": ci.get(k),
+         "fitted": m.get(f"fitted_{k}"), "fitted_interval": ci.get(f"fitted_{k}"),
+         "judge_difference": m.get(f"judge_minus_words_{k}"),
+         "judge_difference_interval": ci.get(f"judge_minus_words_{k}"),
+         "fitted_difference": m.get(f"fitted_minus_words_{k}"),
+         "fitted_difference_interval": ci.get(f"fitted_minus_words_{k}")}
+        for k, w in JUDGED_ROWS
+    ]  # fmt: skip
+    requests = len({r["request"] for r in run["rows"]})
+    return {"run": run, "dev": dev, "rows": rows, "requests": requests, "dropped": len(run["dropped_as_in_dev"])}
 
 
 def written_rows(run: dict[str, Any] | None) -> dict[str, Any] | None:

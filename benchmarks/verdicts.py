@@ -608,6 +608,14 @@ def written_replies_hold_no_false_claim(load: Callable[[str], dict[str, Any]]) -
     return fact(run["metrics"]["n_false_claims"] == 0, "no false claim in the written replies", shown)
 
 
+def judge_ranks_undecided_claims(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    run = load("tool-calls")["runs"][
+        "bfcl acting requests, claims matching cannot decide, read by the qwen2.5-coder-1.5b judge"
+    ]
+    claim = "the judge ranks undecided false claims above right ones"
+    return against_mark(run["metrics"]["judge_auc_roc"], run["intervals"].get("judge_auc_roc"), 50.0, claim, above=True)
+
+
 def unigram_peer_no_unseen(load: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     peer = next(iter(load("peers/selfcheckgpt-unigram")["runs"].values()))
     shown = "No sentence has an unseen token in either"
@@ -1171,6 +1179,7 @@ CLAIMS = (
     Claim("phr-icl", "follows sst-2, misses rte", phr_icl_follows),
     Claim("peers/selfcheckgpt-unigram", "no unseen token", unigram_peer_no_unseen),
     Claim("tool-calls", "no false claim in the written replies", written_replies_hold_no_false_claim),
+    Claim("tool-calls", "the judge ranks undecided false claims above right ones", judge_ranks_undecided_claims),
 )
 
 

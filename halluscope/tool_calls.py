@@ -188,8 +188,7 @@ def check_action_claims(
     A claim the matching cannot decide says why in its evidence (``undecided``); ``judge`` (a grounded
     detector) reads each such one against the trajectory and its score replaces the matching's
     (``judged_claim``; ``question``, the user's request, read beside it), its calls the result's cost.
-    ``version`` 1: the first reading of claims (past forms
-    alone), kept to measure against."""
+    ``version`` 1: the first reading of claims (past forms alone), kept to measure against."""
     check_value("check_action_claims", "answer", answer, str)
     check_value("check_action_claims", "question", question, str | None)
     if version not in VERSIONS:
